@@ -1,0 +1,67 @@
+"""Every setting of reviewloop, in one pydantic-settings class (env prefix `REVIEWLOOP_`).
+
+Library code receives values from this object as arguments; only the entry points (CLI, API app,
+worker) construct it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from platformdirs import user_data_dir
+from pydantic import Field, SecretStr, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+PLACEHOLDER_SECRETS = frozenset({"changeme", "change-me", "secret", "password", "token", "xxx", ""})
+
+
+def default_data_dir() -> Path:
+    return Path(user_data_dir("reviewloop", appauthor=False))
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="REVIEWLOOP_", extra="ignore")
+
+    environment: Literal["development", "production"] = "development"
+    database_url: str | None = Field(default=None, description="Postgres DSN; absent = embedded server")
+    data_dir: Path = Field(default_factory=default_data_dir)
+    db_pool_size: int = 10
+
+    llm_base_url: str | None = None
+    llm_model: str | None = None
+    llm_api_key: SecretStr | None = None
+    llm_model_path: Path | None = Field(default=None, description="local model for the transformers backend")
+    llm_timeout_s: float = 60.0
+    llm_max_retries: int = 2
+    llm_max_output_tokens: int = 1024
+
+    gitlab_url: str | None = None
+    gitlab_token: SecretStr | None = None
+    webhook_secret: SecretStr | None = None
+    project_secrets: dict[str, SecretStr] = Field(default_factory=dict, description="project id/path → secret")
+    gitlab_projects: str = ""
+    api_tokens: str = ""
+    max_webhook_bytes: int = 5 * 1024 * 1024
+
+    shadow_strategies: int = 0
+    retrain_cron: str | None = None
+    max_diff_lines_per_file: int = 5000
+    review_token_budget: int = 24000
+
+    @property
+    def llm_configured(self) -> bool:
+        return bool(self.llm_base_url and self.llm_model) or self.llm_model_path is not None
+
+    @property
+    def gitlab_project_allowlist(self) -> set[str]:
+        return {p.strip() for p in self.gitlab_projects.split(",") if p.strip()}
+
+    @model_validator(mode="after")
+    def _refuse_placeholder_secrets(self) -> Settings:
+        if self.environment == "production":
+            for name in ("webhook_secret", "gitlab_token"):
+                value = getattr(self, name)
+                if value is not None and value.get_secret_value().strip().lower() in PLACEHOLDER_SECRETS:
+                    raise ValueError(f"REVIEWLOOP_{name.upper()} is a placeholder; set a real secret")
+        return self

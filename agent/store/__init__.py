@@ -1,0 +1,1 @@
+"""Postgres persistence: schema migrations, the embedded default server, and the repository layer."""

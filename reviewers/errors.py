@@ -1,0 +1,109 @@
+"""The one error hierarchy of reviewloop.
+
+It lives at the bottom layer so that every layer can raise and catch it::
+
+    ReviewloopError                 carries context (project, mr_iid, head_sha) and `retryable`
+    ├── InputError                  the user's input is wrong: one clear line, never retried
+    │   ├── DiffParseError
+    │   ├── RepositoryError         not a git repository, unknown revision
+    │   └── ConfigError             a bad `.reviewloop.toml` or setting
+    ├── LLMError                    the model could not give a usable answer
+    │   ├── LLMUnavailableError     timeout, connection refused, 429/5xx after retries (retryable)
+    │   └── LLMOutputError          output failed validation twice (not retryable: fall back)
+    ├── PlatformError               GitLab (or another host) failed
+    │   ├── PlatformUnavailableError    429/5xx past the client's retry budget (retryable)
+    │   └── PositionRejectedError   GitLab refused a diff position (fall back to a note)
+    ├── StoreError                  Postgres failed (retryable)
+    └── TrainingError               a training or dataset step cannot go on (one clear line)
+
+The job queue's and the graph's retry policies read `retryable`; the CLI prints `str(error)`.
+"""
+
+from __future__ import annotations
+
+
+class ReviewloopError(Exception):
+    """Base error: a message plus where it happened and whether trying again may help."""
+
+    retryable: bool = False
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        project: str | int | None = None,
+        mr_iid: int | None = None,
+        head_sha: str | None = None,
+        retryable: bool | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.project = project
+        self.mr_iid = mr_iid
+        self.head_sha = head_sha
+        if retryable is not None:
+            self.retryable = retryable
+
+    def __str__(self) -> str:
+        where = []
+        if self.project is not None:
+            where.append(f"project {self.project}")
+        if self.mr_iid is not None:
+            where.append(f"!{self.mr_iid}")
+        if self.head_sha:
+            where.append(f"@{self.head_sha[:12]}")
+        return f"{self.message} ({' '.join(where)})" if where else self.message
+
+
+class InputError(ReviewloopError):
+    """The caller's input is wrong; repeating the call cannot help."""
+
+
+class DiffParseError(InputError):
+    """A unified diff that does not parse."""
+
+
+class RepositoryError(InputError):
+    """A path that is not a git repository, or a revision it does not have."""
+
+
+class ConfigError(InputError):
+    """An invalid setting or `.reviewloop.toml`."""
+
+
+class LLMError(ReviewloopError):
+    """The model gave no usable answer."""
+
+
+class LLMUnavailableError(LLMError):
+    """The model server timed out, refused, or answered 429/5xx beyond the retry budget."""
+
+    retryable = True
+
+
+class LLMOutputError(LLMError):
+    """The model's output failed schema validation on the first try and on the retry."""
+
+
+class PlatformError(ReviewloopError):
+    """The code host (GitLab) failed."""
+
+
+class PlatformUnavailableError(PlatformError):
+    """The code host answered 429/5xx or could not be reached beyond the client's retries."""
+
+    retryable = True
+
+
+class PositionRejectedError(PlatformError):
+    """The code host refused a diff position; the reporter falls back to a plain note."""
+
+
+class StoreError(ReviewloopError):
+    """Postgres failed; the operation may succeed once the server is back."""
+
+    retryable = True
+
+
+class TrainingError(ReviewloopError):
+    """A dataset or training step cannot go on (too little data, a missing model, a corrupt directory)."""

@@ -1,0 +1,57 @@
+"""Shared fixtures. Postgres is real: the server `REVIEWLOOP_TEST_DATABASE_URL` names, or else an
+embedded one started for the session. Each test that asks for `db_dsn` gets a fresh database with
+the schema applied, dropped afterwards."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from agent.store.migrate import upgrade
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SHARED = REPO_ROOT.parent / "shared"
+DEVSET = SHARED / "devset" / "cases.jsonl"
+
+
+@pytest.fixture(scope="session")
+def pg_admin_dsn(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A DSN for a maintenance database on a real Postgres server."""
+    url = os.environ.get("REVIEWLOOP_TEST_DATABASE_URL")
+    if url:
+        return url
+    from agent.store.embedded import start_embedded
+
+    return start_embedded(tmp_path_factory.mktemp("pg"), database="postgres")
+
+
+def _dsn_for(admin_dsn: str, dbname: str) -> str:
+    params = conninfo_to_dict(admin_dsn)
+    params["dbname"] = dbname
+    return make_conninfo(**params)
+
+
+@pytest.fixture
+def db_dsn(pg_admin_dsn: str) -> Iterator[str]:
+    """A fresh, migrated database for one test."""
+    name = f"rl_test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(pg_admin_dsn, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    dsn = _dsn_for(pg_admin_dsn, name)
+    upgrade(dsn)
+    yield dsn
+    with psycopg.connect(pg_admin_dsn, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="session")
+def devset_path() -> Path:
+    if not DEVSET.exists():
+        pytest.fail(f"the development set is missing at {DEVSET}; clone with ../shared beside the repo")
+    return DEVSET
