@@ -1,0 +1,20 @@
+"""The `reviewloop` command line. Each concern registers its commands from its own module in
+`api/commands/`; heavy imports (torch, TRL) happen inside the commands that need them."""
+
+from __future__ import annotations
+
+import typer
+
+app = typer.Typer(
+    name="reviewloop",
+    help="A code-review agent for GitLab merge requests that learns from its reviewers' feedback.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+
+
+def main() -> None:
+    app()
+
+
+# Command modules register themselves on `app` when imported.
