@@ -7,6 +7,7 @@ reviewers with focus paths and step budgets, and when to stop. It renders to abo
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from typing import Literal
 
@@ -190,7 +191,7 @@ def is_test_path(path: str) -> bool:
 
 def _risk_score(f: FileChange, history: Mapping[str, float]) -> float:
     lowered = f.path.lower()
-    score = float(f.additions) ** 0.5
+    score = math.sqrt(f.additions)
     score += 3.0 * sum(1 for w in RISKY_PATH_WORDS if w in lowered)
     if f.status == "added":
         score += 1.0
