@@ -38,8 +38,8 @@ class Settings(BaseSettings):
 
     gitlab_url: str | None = None
     gitlab_token: SecretStr | None = None
-    gitlab_bot_user_id: int | None = Field(default=None, description="the bot user's id: its own notes are ignored")
-    gitlab_bot_username: str | None = Field(default=None, description="the bot user's username (same purpose)")
+    gitlab_bot_user_id: int | None = Field(default=None, description="bot user id: its notes are ignored")
+    gitlab_bot_username: str | None = Field(default=None, description="bot username (same purpose)")
     webhook_secret: SecretStr | None = None
     project_secrets: dict[str, SecretStr] = Field(default_factory=dict, description="project id/path → secret")
     gitlab_projects: str = ""
