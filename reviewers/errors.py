@@ -14,6 +14,7 @@ It lives at the bottom layer so that every layer can raise and catch it::
     │   ├── PlatformUnavailableError    429/5xx past the client's retry budget (retryable)
     │   └── PositionRejectedError   GitLab refused a diff position (fall back to a note)
     ├── StoreError                  Postgres failed (retryable)
+    ├── AnalyzerError               a static analyzer (ruff, bandit) failed or timed out on a file
     └── TrainingError               a training or dataset step cannot go on (one clear line)
 
 The job queue's and the graph's retry policies read `retryable`; the CLI prints `str(error)`.
@@ -103,6 +104,13 @@ class StoreError(ReviewloopError):
     """Postgres failed; the operation may succeed once the server is back."""
 
     retryable = True
+
+
+class AnalyzerError(ReviewloopError):
+    """A static analyzer could not run on a file (missing, timed out, unreadable output).
+
+    A reviewer records it on the step and in its result and goes on with the next file.
+    """
 
 
 class TrainingError(ReviewloopError):

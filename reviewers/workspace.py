@@ -1,0 +1,73 @@
+"""A workspace over files held in memory: the head commit as a path → text mapping.
+
+Tests, the evaluation and the replay environment of the learning loop all have the files at head
+as plain data (a snapshot stored with the review), so they review through this class rather than a
+git checkout. `from_changes` rebuilds the new side of a bare diff when no files are available: the
+lines the hunks show, at their real line numbers, with the gaps left blank so that line numbers and
+evidence stay exact.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+
+from reviewers.contracts import FileChange, SearchHit
+from reviewers.errors import InputError
+
+MAX_SEARCH_LINE_CHARS = 400  # a minified line is not worth matching, and long lines slow the regex engine
+
+
+class SnapshotWorkspace:
+    """The files at head, given as text. Implements `reviewers.contracts.Workspace`."""
+
+    def __init__(self, files: Mapping[str, str], *, partial_paths: Sequence[str] = ()) -> None:
+        self._files = dict(files)
+        self._partial = frozenset(partial_paths)
+
+    @classmethod
+    def from_changes(cls, changes: Sequence[FileChange]) -> SnapshotWorkspace:
+        """The new side of the changed hunks of a bare diff (no file contents available)."""
+        files = {
+            change.path: reconstruct_new_side(change)
+            for change in changes
+            if change.status != "deleted" and not change.is_binary and change.hunks
+        }
+        return cls(files, partial_paths=list(files))
+
+    def is_partial(self, path: str) -> bool:
+        """Whether the text of a path was rebuilt from hunks only (lines outside them are blank)."""
+        return path in self._partial
+
+    def read_file(self, path: str) -> str | None:
+        return self._files.get(path)
+
+    def list_paths(self) -> list[str]:
+        return sorted(self._files)
+
+    def search(self, pattern: str, *, max_hits: int = 50) -> list[SearchHit]:
+        try:
+            regex = re.compile(pattern)
+        except re.error as exc:
+            raise InputError(f"invalid search pattern {pattern!r}: {exc}") from exc
+        hits: list[SearchHit] = []
+        for path in sorted(self._files):
+            for number, text in enumerate(self._files[path].splitlines(), start=1):
+                if len(text) <= MAX_SEARCH_LINE_CHARS and regex.search(text):
+                    hits.append(SearchHit(path=path, line=number, text=text))
+                    if len(hits) >= max_hits:
+                        return hits
+        return hits
+
+
+def reconstruct_new_side(change: FileChange) -> str:
+    """The new-side text a diff shows for one file, with unseen lines left empty."""
+    known: dict[int, str] = {}
+    for hunk in change.hunks:
+        for line in hunk.lines:
+            if line.new_line is not None:
+                known[line.new_line] = line.text
+    if not known:
+        return ""
+    last = max(known)
+    return "\n".join(known.get(number, "") for number in range(1, last + 1)) + "\n"
