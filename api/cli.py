@@ -18,3 +18,4 @@ def main() -> None:
 
 
 # Command modules register themselves on `app` when imported.
+from api.commands import review as _review  # noqa: E402,F401

@@ -1,0 +1,214 @@
+"""The review graph (LangGraph): load_context → strategy → reviewers (fan-out) → verifier → reporter.
+
+The state holds plain data only (the snapshot, z, the reviewers' results, verdicts), so Postgres
+checkpoints it after every node and a failed or killed run resumes where it stopped: finished
+nodes, and finished reviewers of a fan-out, are not run again. Everything with side effects or
+network access is reached through the `ReviewRuntime` port, which `agent.pipeline` implements.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any, Protocol, TypedDict
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import RetryPolicy, Send
+from opentelemetry import trace
+
+from agent.strategy import Strategy, StrategySource, generate_strategy, render_s1
+from agent.verifier import VerifiedFinding, VerifierInputs, below_min_severity, verify_findings
+from reviewers.contracts import (
+    Finding,
+    LLMPort,
+    PlanItem,
+    ReviewContext,
+    ReviewerName,
+    ReviewerResult,
+    render_files_overview,
+)
+from reviewers.errors import ReviewloopError
+
+tracer = trace.get_tracer("reviewloop.graph")
+
+
+class ReviewState(TypedDict, total=False):
+    review_id: int
+    request: dict[str, Any]
+    snapshot: dict[str, Any]
+    strategy: dict[str, Any]
+    strategy_source: str
+    strategy_note: str | None
+    reviewer_results: Annotated[list[dict[str, Any]], operator.add]
+    verdicts: list[dict[str, Any]]
+    report: dict[str, Any]
+
+
+class ReviewerTask(TypedDict):
+    review_id: int
+    reviewer: ReviewerName
+    plan: dict[str, Any]
+    request: dict[str, Any]
+    snapshot: dict[str, Any]
+    strategy_text: str
+
+
+class ReviewRuntime(Protocol):
+    """The ports the graph's nodes use; `agent.pipeline.Runtime` is the production implementation."""
+
+    @property
+    def llm(self) -> LLMPort | None: ...
+
+    def load_snapshot(self, state: ReviewState) -> dict[str, Any]: ...
+
+    def context(self, review_id: int, request: Mapping[str, Any], snapshot: Mapping[str, Any]) -> ReviewContext: ...
+
+    def history(self, context: ReviewContext) -> Mapping[str, float]: ...
+
+    def diff_overview(self, context: ReviewContext) -> str: ...
+
+    def save_strategy(self, review_id: int, strategy: Strategy, source: StrategySource, note: str | None) -> None: ...
+
+    def run_reviewer(
+        self, name: ReviewerName, context: ReviewContext, plan: PlanItem, *, shared_prefix: str
+    ) -> ReviewerResult: ...
+
+    def verifier_inputs(self, review_id: int, context: ReviewContext) -> VerifierInputs: ...
+
+    def report(self, state: ReviewState, verified: Sequence[VerifiedFinding]) -> dict[str, Any]: ...
+
+
+def _is_retryable(exc: Exception) -> bool:
+    return isinstance(exc, ReviewloopError) and exc.retryable
+
+
+NETWORK_RETRY = RetryPolicy(max_attempts=3, initial_interval=0.5, retry_on=_is_retryable)
+
+
+def shared_prefix(context: ReviewContext, strategy_text: str) -> str:
+    """The MR context every reviewer's prompt starts with, identical across reviewers (prefix cache)."""
+    return (
+        f"Merge request: {context.title}\n{context.description[:2000]}\n\nChanged files:\n"
+        f"{render_files_overview(context.files)}\n\nReview strategy:\n{strategy_text}\n"
+    )
+
+
+def build_review_graph(runtime: ReviewRuntime, checkpointer: BaseCheckpointSaver[Any] | None = None) -> Any:
+    """Compile the review graph over a runtime; with a checkpointer, runs are resumable by thread id."""
+
+    def span_attrs(state: Mapping[str, Any]) -> dict[str, Any]:
+        req = state.get("request", {})
+        return {
+            "reviewloop.review_id": int(state.get("review_id", 0)),
+            "reviewloop.project": str(req.get("project", "")),
+            "reviewloop.mr_iid": int(req.get("mr_iid") or 0),
+        }
+
+    def load_context(state: ReviewState) -> dict[str, Any]:
+        with tracer.start_as_current_span("load_context", attributes=span_attrs(state)) as span:
+            snapshot = runtime.load_snapshot(state)
+            span.set_attribute("reviewloop.files", snapshot.get("diff", "").count("diff --git"))
+            return {"snapshot": snapshot}
+
+    def strategy(state: ReviewState) -> dict[str, Any]:
+        with tracer.start_as_current_span("strategy", attributes=span_attrs(state)) as span:
+            review_id = state["review_id"]
+            context = runtime.context(review_id, state["request"], state["snapshot"])
+            s1 = render_s1(
+                title=context.title,
+                description=context.description,
+                files=context.files,
+                config=context.config,
+                history=runtime.history(context),
+                diff_overview=runtime.diff_overview(context),
+            )
+            z, source, note = generate_strategy(
+                runtime.llm, s1=s1, files=context.files, config=context.config, history=runtime.history(context)
+            )
+            runtime.save_strategy(review_id, z, source, note)
+            span.set_attribute("reviewloop.strategy_source", source)
+            span.set_attribute("reviewloop.planned_reviewers", [p.reviewer for p in z.plan])
+            return {"strategy": z.model_dump(mode="json"), "strategy_source": source, "strategy_note": note}
+
+    def fan_out(state: ReviewState) -> list[Send] | str:
+        z = Strategy.model_validate(state["strategy"])
+        if not z.plan:
+            return "verifier"
+        return [
+            Send(
+                "reviewer",
+                ReviewerTask(
+                    review_id=state["review_id"],
+                    reviewer=item.reviewer,
+                    plan=item.model_dump(mode="json"),
+                    request=state["request"],
+                    snapshot=state["snapshot"],
+                    strategy_text=z.render(),
+                ),
+            )
+            for item in z.plan
+        ]
+
+    def reviewer(task: ReviewerTask) -> dict[str, Any]:
+        attrs = {**span_attrs(task), "reviewloop.reviewer": task["reviewer"]}
+        with tracer.start_as_current_span(f"reviewer {task['reviewer']}", attributes=attrs) as span:
+            context = runtime.context(task["review_id"], task["request"], task["snapshot"])
+            plan = PlanItem.model_validate(task["plan"])
+            result = runtime.run_reviewer(
+                task["reviewer"], context, plan, shared_prefix=shared_prefix(context, task["strategy_text"])
+            )
+            span.set_attribute("reviewloop.findings", len(result.findings))
+            span.set_attribute("reviewloop.steps", len(result.steps))
+            if result.error:
+                span.set_attribute("reviewloop.fallback", result.error)
+            return {"reviewer_results": [result.model_dump(mode="json")]}
+
+    def verifier(state: ReviewState) -> dict[str, Any]:
+        with tracer.start_as_current_span("verifier", attributes=span_attrs(state)) as span:
+            review_id = state["review_id"]
+            context = runtime.context(review_id, state["request"], state["snapshot"])
+            inputs = runtime.verifier_inputs(review_id, context)
+            findings = [
+                Finding.model_validate(f)
+                for r in state.get("reviewer_results", [])
+                for f in r.get("findings", [])
+            ]
+            findings = [f for f in findings if not below_min_severity(f, context.config.min_severity)]
+            verified = verify_findings(findings, inputs, runtime.llm)
+            counts: dict[str, int] = {}
+            for v in verified:
+                counts[v.verdict] = counts.get(v.verdict, 0) + 1
+            for verdict, n in counts.items():
+                span.set_attribute(f"reviewloop.verdicts.{verdict}", n)
+            return {
+                "verdicts": [
+                    {"finding": v.finding.model_dump(mode="json"), "verdict": v.verdict, "reason": v.reason}
+                    for v in verified
+                ]
+            }
+
+    def reporter(state: ReviewState) -> dict[str, Any]:
+        with tracer.start_as_current_span("reporter", attributes=span_attrs(state)):
+            return {"report": runtime.report(state, verified_from_state(state))}
+
+    graph = StateGraph(ReviewState)
+    graph.add_node("load_context", load_context, retry_policy=NETWORK_RETRY)
+    graph.add_node("strategy", strategy, retry_policy=NETWORK_RETRY)
+    graph.add_node("reviewer", reviewer, retry_policy=NETWORK_RETRY)
+    graph.add_node("verifier", verifier, retry_policy=NETWORK_RETRY)
+    graph.add_node("reporter", reporter, retry_policy=NETWORK_RETRY)
+    graph.add_edge(START, "load_context")
+    graph.add_edge("load_context", "strategy")
+    graph.add_conditional_edges("strategy", fan_out, ["reviewer", "verifier"])
+    graph.add_edge("reviewer", "verifier")
+    graph.add_edge("verifier", "reporter")
+    graph.add_edge("reporter", END)
+    return graph.compile(checkpointer=checkpointer)
+
+
+def verified_from_state(state: Mapping[str, Any]) -> list[VerifiedFinding]:
+    return [
+        VerifiedFinding(Finding.model_validate(v["finding"]), v["verdict"], v["reason"])
+        for v in state.get("verdicts", [])
+    ]

@@ -1,0 +1,93 @@
+"""Loading a snapshot from each kind of source: a local git range, a bare diff, a replay record.
+
+GitLab merge requests are loaded by `agent.gitlab_loader` on top of the platform port.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+
+from agent.context import NotReviewed, ReviewRequest, Snapshot, head_files_for_snapshot, read_config_text
+from agent.diff import parse_unified_diff
+from agent.gitrepo import DiffWorkspace, open_repository
+from reviewers.contracts import FileChange, Workspace
+from reviewers.errors import InputError
+from reviewers.workspace import SnapshotWorkspace
+
+# Machine-written files nobody reviews line by line; they are named in the summary instead.
+GENERATED_GLOBS = (
+    "*.lock", "package-lock.json", "yarn.lock", "pnpm-lock.yaml", "poetry.lock", "*.min.js", "*.min.css",
+    "*.map", "*_pb2.py", "*.pb.go", "*.snap",
+)
+
+
+def not_reviewed_files(files: list[FileChange]) -> list[NotReviewed]:
+    """Changed files no reviewer will look at, each with the reason, for the summary."""
+    out = []
+    for f in files:
+        name = f.path.rsplit("/", 1)[-1]
+        if f.is_binary:
+            out.append(NotReviewed(path=f.path, reason="binary file"))
+        elif f.collapsed:
+            out.append(NotReviewed(path=f.path, reason=f.collapsed_reason or "diff not available"))
+        elif any(fnmatch.fnmatch(name, g) for g in GENERATED_GLOBS):
+            out.append(NotReviewed(path=f.path, reason="generated file"))
+    return out
+
+
+def load_local(request: ReviewRequest) -> tuple[Snapshot, Workspace, list[FileChange]]:
+    if not request.repo_path or not request.base or not request.head:
+        raise InputError("a local review needs a repository path, --base and --head")
+    repo = open_repository(request.repo_path)
+    base_sha = repo.resolve(request.base)
+    head_sha = repo.resolve(request.head)
+    diff = repo.diff(base_sha, head_sha)
+    files = parse_unified_diff(diff)
+    workspace = repo.workspace(head_sha)
+    snapshot = Snapshot(
+        title=request.title or f"{request.base}..{request.head}",
+        description=request.description,
+        diff=diff,
+        base_sha=base_sha,
+        start_sha=base_sha,
+        head_sha=head_sha,
+        not_reviewed=not_reviewed_files(files),
+        files=head_files_for_snapshot(files, workspace),
+        config_text=read_config_text(workspace),
+    )
+    return snapshot, workspace, files
+
+
+def load_diff(request: ReviewRequest) -> tuple[Snapshot, Workspace, list[FileChange]]:
+    text = request.diff_text or ""
+    if not text.strip():
+        raise InputError("the diff is empty: nothing to review")
+    files = parse_unified_diff(text)
+    if not files:
+        raise InputError("the input holds no file changes (is it a unified diff?)")
+    workspace: Workspace = DiffWorkspace(files)
+    snapshot = Snapshot(
+        title=request.title or "diff",
+        description=request.description,
+        diff=text,
+        not_reviewed=not_reviewed_files(files),
+    )
+    return snapshot, workspace, files
+
+
+def load_replay(request: ReviewRequest) -> tuple[Snapshot, Workspace, list[FileChange]]:
+    """A recorded merge request: its diff plus (optionally) its files at head."""
+    text = request.diff_text or ""
+    files = parse_unified_diff(text)
+    workspace: Workspace = SnapshotWorkspace(request.files) if request.files else DiffWorkspace(files)
+    snapshot = Snapshot(
+        title=request.title,
+        description=request.description,
+        diff=text,
+        head_sha=request.head,
+        base_sha=request.base,
+        not_reviewed=not_reviewed_files(files),
+        files=dict(request.files or {}),
+        config_text=(request.files or {}).get(".reviewloop.toml"),
+    )
+    return snapshot, workspace, files

@@ -1,0 +1,328 @@
+"""Running a review end to end: the runtime behind the graph's ports, and the entry points.
+
+`run_review` reviews any source (local range, diff, replay, GitLab MR) through the checkpointed
+graph and returns the verified findings; `review_gitlab_merge_request` is what the worker's job
+calls. A run whose checkpoint shows unfinished nodes (a killed worker, a failed reviewer) is
+resumed rather than started again, under the same review row.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+from langgraph.checkpoint.postgres import PostgresSaver
+from opentelemetry import trace
+from psycopg.rows import dict_row
+from psycopg_pool import ConnectionPool
+
+from agent import store
+from agent.context import ReviewRequest, Snapshot, build_context
+from agent.diff import DiffIndex, parse_unified_diff, render_diff_overview
+from agent.gitrepo import DiffWorkspace, open_repository
+from agent.graph import ReviewState, build_review_graph
+from agent.loaders import load_diff, load_local, load_replay
+from agent.strategy import Strategy, StrategySource
+from agent.verifier import VerifiedFinding, VerifierInputs
+from reviewers import run_reviewer
+from reviewers.contracts import FileChange, LLMPort, PlanItem, ReviewContext, ReviewerName, ReviewerResult, Workspace
+from reviewers.errors import InputError
+from reviewers.workspace import SnapshotWorkspace
+
+log = logging.getLogger(__name__)
+tracer = trace.get_tracer("reviewloop.pipeline")
+DIFF_OVERVIEW_LINES = 60
+
+
+@dataclass
+class ReviewOutcome:
+    review_id: int
+    verified: list[VerifiedFinding]
+    strategy: Strategy
+    strategy_source: str
+    snapshot: Snapshot
+    reviewer_results: list[ReviewerResult]
+    report: dict[str, Any] = field(default_factory=dict)
+
+
+SnapshotLoaderFn = Callable[[ReviewRequest], tuple[Snapshot, Workspace, list[FileChange]]]
+Publisher = Callable[[ReviewState, Sequence[VerifiedFinding], "Runtime"], dict[str, Any]]
+
+
+class Runtime:
+    """The graph's ports over a store, an optional model, and an optional publisher."""
+
+    def __init__(
+        self,
+        *,
+        pool: ConnectionPool | None,
+        llm: LLMPort | None,
+        loaders: Mapping[str, SnapshotLoaderFn] | None = None,
+        workspace_for: Callable[[ReviewRequest, Snapshot], Workspace] | None = None,
+        publisher: Publisher | None = None,
+        reviewer_fn: Callable[..., ReviewerResult] = run_reviewer,
+        model_version_id: int | None = None,
+    ) -> None:
+        self.pool = pool
+        self._llm = llm
+        self.loaders: dict[str, SnapshotLoaderFn] = {
+            "local": load_local,
+            "diff": load_diff,
+            "demo": load_local,
+            "replay": load_replay,
+            "eval": load_replay,
+            **(loaders or {}),
+        }
+        self._workspace_for = workspace_for
+        self.publisher = publisher
+        self.reviewer_fn = reviewer_fn
+        self.model_version_id = model_version_id
+        self._contexts: dict[int, tuple[ReviewContext, DiffIndex]] = {}
+        self._workspaces: dict[int, Workspace] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def llm(self) -> LLMPort | None:
+        return self._llm
+
+    # --- context -------------------------------------------------------------------------------
+
+    def load_snapshot(self, state: ReviewState) -> dict[str, Any]:
+        request = ReviewRequest.model_validate(state["request"])
+        loader = self.loaders.get(request.source)
+        if loader is None:
+            raise InputError(f"no loader for source {request.source!r}")
+        snapshot, workspace, files = loader(request)
+        review_id = state["review_id"]
+        with self._lock:
+            self._workspaces[review_id] = workspace
+        if self.pool is not None:
+            store.reviews.set_snapshot(
+                self.pool,
+                review_id,
+                snapshot=snapshot.model_dump(mode="json"),
+                base_sha=snapshot.base_sha,
+                start_sha=snapshot.start_sha,
+                head_sha=snapshot.head_sha,
+            )
+        return snapshot.model_dump(mode="json")
+
+    def _rebuild_workspace(self, request: ReviewRequest, snapshot: Snapshot) -> Workspace:
+        """A workspace for a resumed run (the one the loader made lived in another process)."""
+        if self._workspace_for is not None:
+            return self._workspace_for(request, snapshot)
+        if request.source in ("local", "demo") and request.repo_path and snapshot.head_sha:
+            return open_repository(request.repo_path).workspace(snapshot.head_sha)
+        if snapshot.files:
+            return SnapshotWorkspace(snapshot.files)
+        return DiffWorkspace(parse_unified_diff(snapshot.diff))
+
+    def context_and_index(
+        self, review_id: int, request: Mapping[str, Any], snapshot: Mapping[str, Any]
+    ) -> tuple[ReviewContext, DiffIndex]:
+        with self._lock:
+            cached = self._contexts.get(review_id)
+        if cached is not None:
+            return cached
+        req = ReviewRequest.model_validate(request)
+        snap = Snapshot.model_validate(snapshot)
+        with self._lock:
+            workspace = self._workspaces.get(review_id)
+        if workspace is None:
+            workspace = self._rebuild_workspace(req, snap)
+        files = parse_unified_diff(snap.diff)
+        context = build_context(snap, workspace=workspace, project=req.project or None, mr_iid=req.mr_iid, files=files)
+        built = (context, DiffIndex(files))
+        with self._lock:
+            self._contexts[review_id] = built
+        return built
+
+    def context(self, review_id: int, request: Mapping[str, Any], snapshot: Mapping[str, Any]) -> ReviewContext:
+        return self.context_and_index(review_id, request, snapshot)[0]
+
+    def history(self, context: ReviewContext) -> Mapping[str, float]:
+        if self.pool is None or not context.project:
+            return {}
+        return store.reviews.path_acceptance(self.pool, project=context.project, paths=[f.path for f in context.files])
+
+    def diff_overview(self, context: ReviewContext) -> str:
+        return render_diff_overview(context.files, max_lines=DIFF_OVERVIEW_LINES)
+
+    # --- stages --------------------------------------------------------------------------------
+
+    def save_strategy(self, review_id: int, strategy: Strategy, source: StrategySource, note: str | None) -> None:
+        if self.pool is not None:
+            store.reviews.set_strategy(
+                self.pool,
+                review_id,
+                strategy=strategy.model_dump(mode="json"),
+                strategy_text=strategy.render(),
+                strategy_source=source,
+                model_version_id=self.model_version_id if source == "model" else None,
+            )
+
+    def run_reviewer(
+        self, name: ReviewerName, context: ReviewContext, plan: PlanItem, *, shared_prefix: str
+    ) -> ReviewerResult:
+        return self.reviewer_fn(name, context, plan, self._llm, shared_prefix=shared_prefix)
+
+    def verifier_inputs(self, review_id: int, context: ReviewContext) -> VerifierInputs:
+        with self._lock:
+            index = self._contexts[review_id][1] if review_id in self._contexts else DiffIndex(context.files)
+        inputs = VerifierInputs(workspace=context.workspace, diff_index=index, min_severity=context.config.min_severity)
+        if self.pool is not None and context.project:
+            inputs.rejected_fingerprints = store.reviews.rejected_fingerprints(self.pool, project=context.project)
+            inputs.acceptance = store.reviews.acceptance_rates(self.pool, project=context.project)
+            if context.mr_iid is not None:
+                inputs.open_fingerprints = set(
+                    store.reviews.posted_fingerprints(
+                        self.pool, project=context.project, mr_iid=context.mr_iid, exclude_review_id=review_id
+                    )
+                )
+        return inputs
+
+    def report(self, state: ReviewState, verified: Sequence[VerifiedFinding]) -> dict[str, Any]:
+        review_id = state["review_id"]
+        ids: dict[str, int] = {}
+        if self.pool is not None:
+            ids = store.reviews.save_findings(
+                self.pool, review_id, [(v.finding, v.verdict, v.reason) for v in verified]
+            )
+        report: dict[str, Any] = {"finding_ids": ids, "counts": _verdict_counts(verified)}
+        if self.publisher is not None:
+            report.update(self.publisher(state, verified, self))
+        return report
+
+
+def _verdict_counts(verified: Sequence[VerifiedFinding]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for v in verified:
+        counts[v.verdict] = counts.get(v.verdict, 0) + 1
+    return counts
+
+
+def thread_id_for(request: ReviewRequest, review_id: int) -> str:
+    """Checkpoint thread: repository, MR and head commit for GitLab; the review row otherwise."""
+    if request.source == "gitlab":
+        return f"gitlab:{request.project}:{request.mr_iid}:{request.head}"
+    return f"review:{review_id}"
+
+
+def checkpointer_connection(dsn: str) -> psycopg.Connection[Any]:
+    return psycopg.connect(dsn, autocommit=True, prepare_threshold=0, row_factory=dict_row)
+
+
+def setup_checkpointer(dsn: str) -> None:
+    """Create LangGraph's checkpoint tables (idempotent); part of `reviewloop db upgrade`."""
+    with checkpointer_connection(dsn) as conn:
+        PostgresSaver(conn).setup()
+
+
+def run_review(
+    runtime: Runtime,
+    request: ReviewRequest,
+    *,
+    dsn: str | None,
+    review_id: int | None = None,
+    is_shadow: bool = False,
+    parent_review_id: int | None = None,
+) -> ReviewOutcome:
+    """Review one merge request through the graph. With a DSN, the run is stored and checkpointed."""
+    pool = runtime.pool
+    if review_id is None:
+        review_id = (
+            store.reviews.create_review(
+                pool,
+                source=request.source,
+                project=request.project,
+                mr_iid=request.mr_iid,
+                title=request.title,
+                head_sha=request.head if request.source == "gitlab" else None,
+                is_shadow=is_shadow,
+                parent_review_id=parent_review_id,
+            )
+            if pool is not None
+            else 0
+        )
+    config: dict[str, Any] = {"configurable": {"thread_id": thread_id_for(request, review_id)}}
+    attrs = {
+        "reviewloop.review_id": review_id,
+        "reviewloop.source": request.source,
+        "reviewloop.project": request.project,
+        "reviewloop.mr_iid": request.mr_iid or 0,
+    }
+    with tracer.start_as_current_span("review", attributes=attrs) as span:
+        if pool is not None:
+            store.reviews.mark_running(pool, review_id, trace_id=format(span.get_span_context().trace_id, "032x"))
+        try:
+            if dsn is not None:
+                with checkpointer_connection(dsn) as conn:
+                    graph = build_review_graph(runtime, PostgresSaver(conn))
+                    state = _invoke_or_resume(graph, config, request, review_id)
+            else:
+                state = build_review_graph(runtime).invoke(
+                    {"review_id": review_id, "request": request.model_dump(mode="json")}, config
+                )
+        except Exception as exc:
+            if pool is not None:
+                store.reviews.mark_failed(pool, review_id, error=str(exc))
+            span.record_exception(exc)
+            raise
+        outcome = _outcome(review_id, state)
+        if pool is not None:
+            store.reviews.mark_done(
+                pool,
+                review_id,
+                stats={"counts": _verdict_counts(outcome.verified), "steps": sum(len(r.steps) for r in outcome.reviewer_results)},
+                not_reviewed=[n.model_dump() for n in outcome.snapshot.not_reviewed] + _unreached(outcome),
+            )
+        return outcome
+
+
+def _invoke_or_resume(graph: Any, config: dict[str, Any], request: ReviewRequest, review_id: int) -> dict[str, Any]:
+    snapshot = graph.get_state(config)
+    if snapshot.next:  # an earlier run of this thread stopped part-way: finish it
+        log.info("resuming review %s from its checkpoint at %s", review_id, list(snapshot.next))
+        result: dict[str, Any] = graph.invoke(None, config)
+        return result
+    started: dict[str, Any] = graph.invoke({"review_id": review_id, "request": request.model_dump(mode="json")}, config)
+    return started
+
+
+def pending_review_id(dsn: str, runtime: Runtime, request: ReviewRequest) -> int | None:
+    """The review id of an unfinished checkpointed run for a GitLab MR head, if any."""
+    if request.source != "gitlab":
+        return None
+    config = {"configurable": {"thread_id": thread_id_for(request, 0)}}
+    with checkpointer_connection(dsn) as conn:
+        snap = build_review_graph(runtime, PostgresSaver(conn)).get_state(config)
+    if snap.next and snap.values.get("review_id"):
+        return int(snap.values["review_id"])
+    return None
+
+
+def _unreached(outcome: ReviewOutcome) -> list[dict[str, str]]:
+    """Files a reviewer's step budget did not reach, named so the summary can say so."""
+    out: list[dict[str, str]] = []
+    for r in outcome.reviewer_results:
+        for path in getattr(r, "unreached_paths", []) or []:
+            out.append({"path": path, "reason": f"{r.reviewer} reviewer ran out of steps"})
+    return out
+
+
+def _outcome(review_id: int, state: Mapping[str, Any]) -> ReviewOutcome:
+    from agent.graph import verified_from_state
+
+    return ReviewOutcome(
+        review_id=review_id,
+        verified=verified_from_state(state),
+        strategy=Strategy.model_validate(state["strategy"]),
+        strategy_source=str(state.get("strategy_source", "rule")),
+        snapshot=Snapshot.model_validate(state["snapshot"]),
+        reviewer_results=[ReviewerResult.model_validate(r) for r in state.get("reviewer_results", [])],
+        report=dict(state.get("report", {})),
+    )

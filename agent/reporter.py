@@ -1,0 +1,171 @@
+"""Local reports of a review: a terminal table, JSON, Markdown, SARIF 2.1.0 and GitLab Code Quality.
+
+GitLab discussions are posted by `agent.publisher`; this module renders the same verified findings
+for a terminal or a CI job. Text a reviewer or model wrote is neutralised before it is rendered in
+formats a browser or GitLab shows (Markdown, Code Quality).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from rich.console import Console
+from rich.table import Table
+
+from agent.sanitize import neutralise
+from agent.verifier import VerifiedFinding
+from reviewers.contracts import SEVERITY_RANK, Severity
+
+ReportFormat = Literal["table", "json", "markdown", "sarif", "codequality"]
+REPORT_FORMATS: tuple[ReportFormat, ...] = ("table", "json", "markdown", "sarif", "codequality")
+SHOWN_VERDICTS = frozenset({"REAL", "NEEDS_HUMAN_REVIEW"})
+TOOL_VERSION = "0.1.0"
+
+SARIF_LEVEL: dict[Severity, str] = {
+    "info": "note", "low": "note", "medium": "warning", "high": "error", "critical": "error"
+}
+CODEQUALITY_SEVERITY: dict[Severity, str] = {
+    "info": "info", "low": "minor", "medium": "major", "high": "critical", "critical": "blocker"
+}
+
+
+def finding_record(v: VerifiedFinding) -> dict[str, Any]:
+    f = v.finding
+    return {
+        "path": f.path,
+        "line": f.line,
+        "end_line": f.end_line,
+        "category": f.category,
+        "severity": f.severity,
+        "title": f.title,
+        "body": f.body,
+        "evidence": f.evidence,
+        "reviewer": f.reviewer,
+        "rule": f.rule,
+        "verdict": v.verdict,
+        "verdict_reason": v.reason,
+        "fingerprint": f.fingerprint,
+    }
+
+
+def shown(verified: Sequence[VerifiedFinding], *, include_all: bool = False) -> list[VerifiedFinding]:
+    kept = [v for v in verified if include_all or v.verdict in SHOWN_VERDICTS]
+    return sorted(kept, key=lambda v: (-SEVERITY_RANK[v.finding.severity], v.finding.path, v.finding.line))
+
+
+def render_json(verified: Sequence[VerifiedFinding], meta: dict[str, Any]) -> str:
+    return json.dumps({**meta, "findings": [finding_record(v) for v in verified]}, indent=2, ensure_ascii=False)
+
+
+def render_table(verified: Sequence[VerifiedFinding], meta: dict[str, Any]) -> str:
+    buf = io.StringIO()
+    console = Console(file=buf, width=140, force_terminal=False, color_system=None)
+    table = Table(title=f"reviewloop: {meta.get('title', '')}".strip(), show_lines=False)
+    for col in ("severity", "category", "location", "title", "verdict"):
+        table.add_column(col)
+    for v in verified:
+        f = v.finding
+        table.add_row(f.severity, f.category, f"{f.path}:{f.line}", f.title, v.verdict)
+    console.print(table)
+    if not verified:
+        console.print("No findings worth reporting.")
+    for skipped in meta.get("not_reviewed", []):
+        console.print(f"not reviewed: {skipped['path']} ({skipped['reason']})")
+    return buf.getvalue()
+
+
+def render_markdown(verified: Sequence[VerifiedFinding], meta: dict[str, Any]) -> str:
+    lines = [f"## reviewloop review: {neutralise(str(meta.get('title', '')))}", ""]
+    if meta.get("strategy_text"):
+        lines += ["<details><summary>Strategy</summary>", "", "```", str(meta["strategy_text"]), "```", "</details>", ""]
+    if not verified:
+        lines.append("No findings worth reporting.")
+    for v in verified:
+        f = v.finding
+        lines.append(f"### {f.severity.upper()} · {f.category} · `{f.path}:{f.line}`")
+        lines.append(f"**{neutralise(f.title)}** ({v.verdict})")
+        lines.append("")
+        lines.append(neutralise(f.body))
+        if f.evidence:
+            lines += ["", "```", f.evidence.replace("```", "ʼʼʼ"), "```"]
+        lines.append("")
+    for skipped in meta.get("not_reviewed", []):
+        lines.append(f"- not reviewed: `{skipped['path']}` ({neutralise(str(skipped['reason']))})")
+    return "\n".join(lines) + "\n"
+
+
+def render_sarif(verified: Sequence[VerifiedFinding], meta: dict[str, Any]) -> str:
+    rules: dict[str, dict[str, Any]] = {}
+    results = []
+    for v in verified:
+        f = v.finding
+        rule_id = f.rule or f"{f.category}/generic"
+        rules.setdefault(rule_id, {"id": rule_id, "shortDescription": {"text": f.title}})
+        results.append(
+            {
+                "ruleId": rule_id,
+                "level": SARIF_LEVEL[f.severity],
+                "message": {"text": f"{f.title}\n\n{f.body}"},
+                "locations": [
+                    {
+                        "physicalLocation": {
+                            "artifactLocation": {"uri": f.path},
+                            "region": {"startLine": f.line, "endLine": max(f.line, f.end_line)},
+                        }
+                    }
+                ],
+                "partialFingerprints": {"reviewloop/v1": f.fingerprint},
+                "properties": {"category": f.category, "verdict": v.verdict, "verdictReason": v.reason},
+            }
+        )
+    doc = {
+        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
+        "version": "2.1.0",
+        "runs": [
+            {
+                "tool": {
+                    "driver": {
+                        "name": "reviewloop",
+                        "version": TOOL_VERSION,
+                        "informationUri": "https://example.invalid/reviewloop",
+                        "rules": list(rules.values()),
+                    }
+                },
+                "results": results,
+            }
+        ],
+    }
+    return json.dumps(doc, indent=2, ensure_ascii=False)
+
+
+def render_codequality(verified: Sequence[VerifiedFinding], meta: dict[str, Any]) -> str:
+    items = [
+        {
+            "description": neutralise(f"{v.finding.title}: {v.finding.body}")[:1000],
+            "check_name": v.finding.rule or v.finding.category,
+            "fingerprint": v.finding.fingerprint,
+            "severity": CODEQUALITY_SEVERITY[v.finding.severity],
+            "categories": [v.finding.category],
+            "location": {"path": v.finding.path, "lines": {"begin": v.finding.line, "end": v.finding.end_line}},
+        }
+        for v in verified
+    ]
+    return json.dumps(items, indent=2, ensure_ascii=False)
+
+
+def render_report(
+    verified: Sequence[VerifiedFinding], *, fmt: ReportFormat, meta: dict[str, Any], include_all: bool = False
+) -> str:
+    """Render the findings a reader should see (REAL and NEEDS_HUMAN_REVIEW unless `include_all`)."""
+    chosen = shown(verified, include_all=include_all)
+    renderers = {
+        "table": render_table,
+        "json": render_json,
+        "markdown": render_markdown,
+        "sarif": render_sarif,
+        "codequality": render_codequality,
+    }
+    return renderers[fmt](chosen, meta)

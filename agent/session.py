@@ -1,0 +1,59 @@
+"""Wiring for entry points: settings in, a ready store, tracer and model out.
+
+Only entry points (the CLI, the API app, the worker) call this; library code takes the pieces it
+builds as arguments.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from opentelemetry.sdk.trace import TracerProvider
+
+from agent.llm.factory import make_llm
+from agent.settings import Settings
+from agent.store import db, migrate
+from agent.tracing import setup_tracing
+from reviewers.contracts import LLMPort
+
+
+@dataclass
+class Session:
+    dsn: str
+    pool: db.Pool
+    provider: TracerProvider | None
+
+    def close(self) -> None:
+        if self.provider is not None:
+            self.provider.force_flush()
+            self.provider.shutdown()
+        self.pool.close()
+
+
+def prepare_database(dsn: str) -> None:
+    """Our migrations plus LangGraph's checkpoint tables (idempotent)."""
+    from agent.pipeline import setup_checkpointer
+
+    migrate.upgrade(dsn)
+    setup_checkpointer(dsn)
+
+
+def open_session(settings: Settings, *, tracing: bool = True, otlp_endpoint: str | None = None) -> Session:
+    dsn = db.resolve_dsn(database_url=settings.database_url, data_dir=settings.data_dir)
+    prepare_database(dsn)
+    pool = db.open_pool(dsn, max_size=settings.db_pool_size)
+    provider = setup_tracing(pool=pool, otlp_endpoint=otlp_endpoint) if tracing else None
+    return Session(dsn=dsn, pool=pool, provider=provider)
+
+
+def llm_from_settings(settings: Settings, *, adapter_path: str | None = None, model: str | None = None) -> LLMPort | None:
+    return make_llm(
+        base_url=settings.llm_base_url,
+        model=model or settings.llm_model,
+        api_key=settings.llm_api_key.get_secret_value() if settings.llm_api_key else None,
+        model_path=str(settings.llm_model_path) if settings.llm_model_path else None,
+        adapter_path=adapter_path,
+        timeout_s=settings.llm_timeout_s,
+        max_retries=settings.llm_max_retries,
+        max_output_tokens=settings.llm_max_output_tokens,
+    )

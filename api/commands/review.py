@@ -1,0 +1,242 @@
+"""`reviewloop review`, `reviewloop eval` and `reviewloop demo`: reviews on this machine."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from importlib import resources
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import Progress
+
+from agent.context import ReviewRequest
+from agent.evaluation import ExpectedFinding, MatchResult, NegativeLine, match_findings, score_matches
+from agent.pipeline import Runtime, run_review
+from agent.reporter import REPORT_FORMATS, ReportFormat, render_report, shown
+from agent.session import Session, llm_from_settings, open_session
+from agent.settings import Settings
+from api.cli import app
+from reviewers.contracts import SEVERITY_RANK, Severity
+from reviewers.errors import ReviewloopError
+
+err = Console(stderr=True)
+
+
+def fail(message: str, code: int = 2) -> typer.Exit:
+    """One clear line on stderr, no traceback."""
+    err.print(f"reviewloop: {message}", markup=False, highlight=False)
+    return typer.Exit(code)
+
+
+def _format(value: str) -> ReportFormat:
+    if value not in REPORT_FORMATS:
+        raise fail(f"unknown format {value!r}; choose one of {', '.join(REPORT_FORMATS)}")
+    return value  # type: ignore[return-value]
+
+
+def _emit(text: str, output: Path | None) -> None:
+    if output is None:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    else:
+        output.write_text(text, encoding="utf-8")
+
+
+@app.command()
+def review(
+    path: Annotated[Path | None, typer.Argument(help="a local git repository")] = None,
+    base: Annotated[str | None, typer.Option(help="base revision (e.g. main)")] = None,
+    head: Annotated[str | None, typer.Option(help="head revision (e.g. HEAD)")] = None,
+    diff: Annotated[str | None, typer.Option(help="review a unified diff file instead ('-' = stdin)")] = None,
+    fmt: Annotated[str, typer.Option("--format", help="table|json|markdown|sarif|codequality")] = "table",
+    output: Annotated[Path | None, typer.Option(help="write the report to this file")] = None,
+    fail_on: Annotated[str | None, typer.Option(help="exit 1 when a finding reaches this severity")] = None,
+    title: Annotated[str, typer.Option(help="title of the change")] = "",
+    store: Annotated[bool, typer.Option(help="record the review in Postgres")] = True,
+    all_verdicts: Annotated[bool, typer.Option("--all", help="also show false positives and duplicates")] = False,
+) -> None:
+    """Review a local git range (PATH --base --head) or a unified diff (--diff FILE|-)."""
+    report_format = _format(fmt)
+    if fail_on is not None and fail_on not in SEVERITY_RANK:
+        raise fail(f"unknown severity {fail_on!r}; choose one of {', '.join(SEVERITY_RANK)}")
+    if diff is not None:
+        try:
+            text = sys.stdin.read() if diff == "-" else Path(diff).read_text(encoding="utf-8", errors="surrogateescape")
+        except OSError as exc:
+            raise fail(f"cannot read {diff}: {exc.strerror}") from exc
+        request = ReviewRequest(source="diff", title=title, diff_text=text)
+    elif path is not None:
+        if not base or not head:
+            raise fail("a local review needs --base and --head")
+        request = ReviewRequest(source="local", title=title, repo_path=str(path), base=base, head=head)
+    else:
+        raise fail("give a repository PATH with --base/--head, or --diff FILE")
+    settings = Settings()
+    session = _open(settings) if store else None
+    try:
+        outcome = _run(settings, session, request)
+    finally:
+        if session is not None:
+            session.close()
+    meta: dict[str, Any] = {
+        "review_id": outcome.review_id,
+        "title": outcome.snapshot.title,
+        "strategy_source": outcome.strategy_source,
+        "strategy_text": outcome.strategy.render(),
+        "not_reviewed": [n.model_dump() for n in outcome.snapshot.not_reviewed],
+    }
+    _emit(render_report(outcome.verified, fmt=report_format, meta=meta, include_all=all_verdicts), output)
+    if fail_on is not None:
+        threshold = SEVERITY_RANK[fail_on]  # type: ignore[index]
+        if any(SEVERITY_RANK[v.finding.severity] >= threshold for v in shown(outcome.verified)):
+            raise typer.Exit(1)
+
+
+def _open(settings: Settings) -> Session:
+    try:
+        return open_session(settings)
+    except ReviewloopError as exc:
+        raise fail(str(exc)) from exc
+
+
+def _run(settings: Settings, session: Session | None, request: ReviewRequest) -> Any:
+    try:
+        llm = llm_from_settings(settings)
+        runtime = Runtime(pool=session.pool if session else None, llm=llm)
+        with Progress(console=err, transient=True) as progress:
+            progress.add_task("reviewing", total=None)
+            return run_review(runtime, request, dsn=session.dsn if session else None)
+    except ReviewloopError as exc:
+        raise fail(str(exc)) from exc
+
+
+def load_cases(path: Path) -> list[dict[str, Any]]:
+    cases = []
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise fail(f"cannot read {path}: {exc.strerror}") from exc
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            cases.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            raise fail(f"{path}:{n}: not JSON: {exc.msg}") from exc
+    return cases
+
+
+def evaluate_cases(cases: list[dict[str, Any]], runtime: Runtime) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Review every case (from its diff and files at head) and score the REAL findings."""
+    results: list[MatchResult] = []
+    per_case = []
+    with Progress(console=err, transient=True) as progress:
+        task = progress.add_task("evaluating", total=len(cases))
+        for case in cases:
+            request = ReviewRequest(
+                source="eval",
+                title=case.get("title", ""),
+                description=case.get("description", ""),
+                diff_text=case["diff"],
+                files=case.get("files") or None,
+            )
+            outcome = run_review(runtime, request, dsn=None, review_id=0)
+            reported = [v.finding for v in outcome.verified if v.verdict == "REAL"]
+            expected = [ExpectedFinding.model_validate(e) for e in case.get("expected", [])]
+            negatives = [NegativeLine.model_validate(n) for n in case.get("negatives", [])]
+            match = match_findings(reported, expected, negatives)
+            results.append(match)
+            per_case.append(
+                {"id": case.get("id"), "tp": len(match.true_positives), "fp": len(match.false_positives), "fn": len(match.missed)}
+            )
+            progress.advance(task)
+    return score_matches(results), per_case
+
+
+@app.command("eval")
+def eval_command(
+    cases: Annotated[Path, typer.Option(help="labeled cases, one JSON object per line")],
+    fmt: Annotated[str, typer.Option("--format", help="table|json")] = "table",
+) -> None:
+    """Precision, recall and F1 of the reviewer on labeled merge requests."""
+    settings = Settings()
+    try:
+        runtime = Runtime(pool=None, llm=llm_from_settings(settings))
+        scores, per_case = evaluate_cases(load_cases(cases), runtime)
+    except ReviewloopError as exc:
+        raise fail(str(exc)) from exc
+    if fmt == "json":
+        _emit(json.dumps({**scores, "cases": per_case}, indent=2), None)
+        return
+    console = Console()
+    overall = scores["overall"]
+    console.print(f"overall  precision {overall['precision']:.2f}  recall {overall['recall']:.2f}  f1 {overall['f1']:.2f}")
+    for cat, s in scores["per_category"].items():
+        console.print(f"{cat:13} precision {s['precision']:.2f}  recall {s['recall']:.2f}  f1 {s['f1']:.2f}")
+
+
+def build_demo_repository(target: Path) -> tuple[str, str]:
+    """Write the demo merge request as a git repository with a base and a head commit."""
+    doc = json.loads(resources.files("agent.demo").joinpath("demo_mr.json").read_text(encoding="utf-8"))
+    env = {**os.environ, "GIT_AUTHOR_NAME": "demo", "GIT_AUTHOR_EMAIL": "demo@example.invalid",
+           "GIT_COMMITTER_NAME": "demo", "GIT_COMMITTER_EMAIL": "demo@example.invalid"}
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], cwd=target, env=env, check=True, capture_output=True, text=True)
+        return done.stdout.strip()
+
+    def write(files: dict[str, str]) -> None:
+        for rel, text in files.items():
+            p = target / rel
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_text(text, encoding="utf-8")
+
+    if not (target / ".git").exists():
+        target.mkdir(parents=True, exist_ok=True)
+        git("init", "-q", "-b", "main")
+        write(doc["base_files"])
+        git("add", "-A")
+        git("commit", "-q", "-m", "inventory service")
+        git("tag", "demo-base")
+        write(doc["head_files"])
+        git("add", "-A")
+        git("commit", "-q", "-m", doc["title"])
+        git("tag", "demo-head")
+    return "demo-base", "demo-head"
+
+
+@app.command()
+def demo(
+    fmt: Annotated[str, typer.Option("--format", help="table|json|markdown|sarif|codequality")] = "table",
+) -> None:
+    """Review the demo merge request that ships with reviewloop (uses the embedded Postgres)."""
+    report_format = _format(fmt)
+    settings = Settings()
+    repo = settings.data_dir / "demo-repo"
+    base, head = build_demo_repository(repo)
+    session = _open(settings)
+    err.print(f"database: {session.dsn.split('?')[0]} (data dir {settings.data_dir})", markup=False)
+    try:
+        doc = json.loads(resources.files("agent.demo").joinpath("demo_mr.json").read_text(encoding="utf-8"))
+        request = ReviewRequest(
+            source="demo", title=doc["title"], description=doc["description"], repo_path=str(repo), base=base, head=head
+        )
+        outcome = _run(settings, session, request)
+    finally:
+        session.close()
+    meta = {
+        "review_id": outcome.review_id,
+        "title": outcome.snapshot.title,
+        "strategy_text": outcome.strategy.render(),
+        "not_reviewed": [n.model_dump() for n in outcome.snapshot.not_reviewed],
+    }
+    _emit(render_report(outcome.verified, fmt=report_format, meta=meta), None)
+    if report_format == "table":
+        _emit(f"strategy ({outcome.strategy_source}):\n{outcome.strategy.render()}\nreview #{outcome.review_id} stored.", None)
+
+
+SEVERITIES: tuple[Severity, ...] = ("info", "low", "medium", "high", "critical")
