@@ -1,0 +1,60 @@
+"""The workspace of a review that has only a diff: the new side as far as the hunks show it.
+
+A pasted patch or a recorded diff without files still lets reviewers read code at its real line
+numbers: every added and context line sits at its new-file line, and lines the diff does not show
+are blank, so evidence quoted from the text lines up with the diff and with GitLab positions.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from reviewers.contracts import FileChange, SearchHit
+from reviewers.workspace import MAX_SEARCH_LINE_CHARS, reconstruct_new_side
+
+
+class DiffWorkspace:
+    """Implements `reviewers.contracts.Workspace` over the changed files of a bare diff."""
+
+    def __init__(self, files: Sequence[FileChange]) -> None:
+        # Deleted files are absent at head; every other changed path exists, even when its text is unknown.
+        self._changes = {f.path: f for f in files if f.status != "deleted"}
+        self._texts: dict[str, str] = {
+            path: reconstruct_new_side(change)
+            for path, change in self._changes.items()
+            if change.hunks and not change.is_binary
+        }
+
+    def read_file(self, path: str) -> str | None:
+        """The known lines of a changed file, with blank lines where the diff shows nothing; None for a
+        deleted, binary or unchanged-content file (a pure rename or mode change) and for any other path."""
+        return self._texts.get(path)
+
+    def list_paths(self) -> list[str]:
+        """The changed paths that exist at head: all this workspace knows of."""
+        return sorted(self._changes)
+
+    def search(self, pattern: str, *, max_hits: int = 50) -> list[SearchHit]:
+        """Known new-side lines matching a Python regular expression (a pattern that does not compile
+        is searched as a literal), in path and line order."""
+        try:
+            regex = re.compile(pattern)
+        except re.error:
+            regex = re.compile(re.escape(pattern))
+        hits: list[SearchHit] = []
+        if max_hits <= 0:
+            return hits
+        for path in sorted(self._texts):
+            known = sorted(
+                (line.new_line, line.text)
+                for hunk in self._changes[path].hunks
+                for line in hunk.lines
+                if line.new_line is not None
+            )
+            for number, text in known:
+                if len(text) <= MAX_SEARCH_LINE_CHARS and regex.search(text):
+                    hits.append(SearchHit(path=path, line=number, text=text))
+                    if len(hits) >= max_hits:
+                        return hits
+        return hits

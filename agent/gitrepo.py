@@ -1,0 +1,250 @@
+"""The local git platform: a repository on disk as the source of a review.
+
+A local review reads a range of commits and the files at its head without a checkout. Only `git`
+itself ever runs, always from an argument list (never a shell). Revisions are resolved to full SHAs
+before any other command sees them, so a revision such as "--output=x" can never be read as an
+option; and configuration that would make git start another program (external diff, textconv,
+fsmonitor) is switched off per call. The code under review is never executed.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from agent.diff import parse_unified_diff
+from agent.diffworkspace import DiffWorkspace
+from reviewers.contracts import FileChange, SearchHit
+from reviewers.errors import RepositoryError
+
+__all__ = ["DiffWorkspace", "GitRepository", "GitWorkspace", "open_repository"]
+
+# A local git command that runs this long is stuck (a network filesystem, a huge repository): say so.
+GIT_TIMEOUT_S = 60.0
+# Files above this are not handed to reviewers: generated or data files, and a prompt could not hold them.
+MAX_READ_BYTES = 1 << 20
+# git's own heuristic: a NUL byte among the first 8000 bytes makes a file binary.
+BINARY_SNIFF_BYTES = 8000
+# Longest matched line returned by a search; a minified line would crowd out every other hit.
+MAX_HIT_CHARS = 400
+SYMLINK_MODE = "120000"
+
+# Per-call settings that keep the repository's or the user's config from changing the output we parse
+# or from starting programs.
+_SAFE_CONFIG = (
+    "-c", "core.quotePath=true",
+    "-c", "core.fsmonitor=false",
+    "-c", "diff.noprefix=false",
+    "-c", "diff.mnemonicPrefix=false",
+    "-c", "diff.relative=false",
+)  # fmt: skip
+
+
+def _git_env() -> dict[str, str]:
+    # GIT_DIR, GIT_WORK_TREE, GIT_INDEX_FILE and friends from a surrounding hook or tool would point
+    # the commands at another repository than the one we were given.
+    env = {key: value for key, value in os.environ.items() if not key.startswith("GIT_")}
+    env["GIT_TERMINAL_PROMPT"] = "0"
+    env["GIT_OPTIONAL_LOCKS"] = "0"  # read-only work must not take the index lock
+    return env
+
+
+@dataclass(frozen=True, slots=True)
+class _TreeEntry:
+    mode: str
+    kind: str  # "blob" or "commit" (a submodule)
+    object_id: str
+    size: int | None
+
+
+class GitRepository:
+    """A local git repository, read through the `git` command line. Build it with `open_repository`."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def _git(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[bytes]:
+        command = ["git", "--no-pager", *_SAFE_CONFIG, *args]
+        try:
+            result = subprocess.run(
+                command,
+                cwd=self.root,
+                env=_git_env(),
+                capture_output=True,
+                timeout=GIT_TIMEOUT_S,
+                check=False,
+            )
+        except FileNotFoundError:
+            raise RepositoryError("git is not installed (no 'git' on PATH)") from None
+        except subprocess.TimeoutExpired:
+            raise RepositoryError(
+                f"git {args[0]} timed out after {GIT_TIMEOUT_S:.0f}s in {self.root}"
+            ) from None
+        if check and result.returncode != 0:
+            message = result.stderr.decode("utf-8", errors="replace").strip().splitlines()
+            detail = message[-1] if message else f"exit status {result.returncode}"
+            raise RepositoryError(f"git {args[0]} failed in {self.root}: {detail}")
+        return result
+
+    def resolve(self, rev: str) -> str:
+        """The full SHA of the commit a revision names (branch, tag, SHA, `HEAD~2`, ...)."""
+        if not rev or rev.startswith("-") or "\0" in rev:
+            raise RepositoryError(f"unknown revision: {rev!r}")
+        result = self._git(
+            "rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}", check=False
+        )
+        sha = result.stdout.decode("ascii", errors="replace").strip()
+        if result.returncode != 0 or not sha:
+            raise RepositoryError(f"unknown revision: {rev!r} in {self.root}")
+        return sha
+
+    def merge_base(self, base: str, head: str) -> str | None:
+        """The best common ancestor of two revisions, or None when their histories are unrelated."""
+        result = self._git("merge-base", self.resolve(base), self.resolve(head), check=False)
+        if result.returncode == 1:
+            return None
+        if result.returncode != 0:
+            raise RepositoryError(
+                f"git merge-base failed in {self.root}: {result.stderr.decode(errors='replace')}"
+            )
+        return result.stdout.decode("ascii").strip()
+
+    def diff(self, base: str, head: str) -> str:
+        """What `head` changes relative to `base` the way a merge request shows it: from the merge base
+        of the two (so commits made on `base` after `head` branched off do not show up reversed), or
+        from `base` itself when the histories are unrelated. Renames are detected (`-M`)."""
+        head_sha = self.resolve(head)
+        start = self.merge_base(base, head_sha) or self.resolve(base)
+        flags = ("-M", "--no-color", "--no-ext-diff", "--no-textconv", "--src-prefix=a/", "--dst-prefix=b/")
+        result = self._git("diff", *flags, start, head_sha, "--")
+        return result.stdout.decode("utf-8", errors="replace")
+
+    def diff_files(self, base: str, head: str) -> list[FileChange]:
+        """`diff` parsed."""
+        return parse_unified_diff(self.diff(base, head))
+
+    def workspace(self, head: str) -> GitWorkspace:
+        """Read-only access to the files at a commit."""
+        return GitWorkspace(self, self.resolve(head))
+
+
+def open_repository(path: str | os.PathLike[str]) -> GitRepository:
+    """The repository at or above `path` (its top level, or the git directory of a bare repository)."""
+    where = Path(path).expanduser()
+    if not where.is_dir():
+        raise RepositoryError(f"not a git repository: {where}")
+    probe = GitRepository(where)
+    # Run from the top level: `git grep` would otherwise search only the subdirectory we were given.
+    # A bare repository has no top level; its git directory serves.
+    for query in ("--show-toplevel", "--absolute-git-dir"):
+        result = probe._git("rev-parse", query, check=False)
+        found = result.stdout.decode("utf-8", errors="surrogateescape").strip()
+        if result.returncode == 0 and found:
+            return GitRepository(Path(found))
+    raise RepositoryError(f"not a git repository: {where}")
+
+
+class GitWorkspace:
+    """The files of one commit, read with `git ls-tree`, `git cat-file` and `git grep`. Implements
+    `reviewers.contracts.Workspace`; reads are cached, and it is safe to share between threads."""
+
+    def __init__(self, repo: GitRepository, head_sha: str) -> None:
+        self.repo = repo
+        self.head_sha = head_sha
+        self._lock = threading.Lock()
+        self._tree: dict[str, _TreeEntry] | None = None
+        self._texts: dict[str, str | None] = {}
+
+    def _entries(self) -> dict[str, _TreeEntry]:
+        with self._lock:
+            if self._tree is None:
+                out = self.repo._git("ls-tree", "-r", "-l", "-z", "--full-tree", self.head_sha).stdout
+                tree: dict[str, _TreeEntry] = {}
+                for record in out.split(b"\0"):
+                    if not record:
+                        continue
+                    meta, _, raw_path = record.partition(b"\t")
+                    mode, kind, object_id, size = meta.decode("ascii").split()
+                    path = raw_path.decode("utf-8", errors="replace")
+                    tree[path] = _TreeEntry(mode, kind, object_id, int(size) if size.isdigit() else None)
+                self._tree = tree
+            return self._tree
+
+    def read_file(self, path: str) -> str | None:
+        """The file's text at head; None when absent, a submodule or symlink, binary, or over 1 MiB."""
+        if path in self._texts:
+            return self._texts[path]
+        entry = self._entries().get(path)
+        text: str | None = None
+        if (
+            entry is not None
+            and entry.kind == "blob"
+            and entry.mode != SYMLINK_MODE
+            and entry.size is not None
+            and entry.size <= MAX_READ_BYTES
+        ):
+            data = self.repo._git("cat-file", "blob", entry.object_id).stdout
+            if b"\0" not in data[:BINARY_SNIFF_BYTES]:
+                text = data.decode("utf-8", errors="replace")
+        self._texts[path] = text
+        return text
+
+    def list_paths(self) -> list[str]:
+        """Every file at head (submodules left out), sorted."""
+        return sorted(path for path, entry in self._entries().items() if entry.kind == "blob")
+
+    def search(self, pattern: str, *, max_hits: int = 50) -> list[SearchHit]:
+        """Lines matching an extended regular expression in the text files at head, at most
+        `max_hits`, in path order. A pattern git rejects as a regex is searched as a literal string."""
+        if max_hits <= 0:
+            return []
+        hits, bad_regex = self._grep(pattern, max_hits=max_hits, mode="-E")
+        if bad_regex:
+            hits, failed = self._grep(pattern, max_hits=max_hits, mode="-F")
+            if failed:
+                raise RepositoryError(f"git grep failed for {pattern!r} in {self.repo.root}")
+        return hits
+
+    def _grep(self, pattern: str, *, max_hits: int, mode: str) -> tuple[list[SearchHit], bool]:
+        """Streams `git grep` and stops it once `max_hits` lines came back; the flag says git refused."""
+        command = ["git", "--no-pager", *_SAFE_CONFIG, "grep", "-n", "-I", "-z", "--no-color", mode]
+        command += ["-e", pattern, self.head_sha, "--"]
+        prefix = self.head_sha + ":"
+        hits: list[SearchHit] = []
+        with subprocess.Popen(
+            command,
+            cwd=self.repo.root,
+            env=_git_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        ) as proc:
+            timed_out = threading.Event()
+
+            def stop_stuck_grep() -> None:
+                timed_out.set()
+                proc.kill()
+
+            timer = threading.Timer(GIT_TIMEOUT_S, stop_stuck_grep)
+            timer.start()
+            try:
+                for raw in proc.stdout or ():
+                    parts = raw.rstrip(b"\n").split(b"\0", 2)
+                    if len(parts) != 3 or not parts[1].isdigit():
+                        continue
+                    path = parts[0].decode("utf-8", errors="replace").removeprefix(prefix)
+                    text = parts[2].decode("utf-8", errors="replace").removesuffix("\r")[:MAX_HIT_CHARS]
+                    hits.append(SearchHit(path=path, line=int(parts[1]), text=text))
+                    if len(hits) >= max_hits:
+                        proc.kill()
+                        break
+            finally:
+                timer.cancel()
+            returncode = proc.wait()
+        if timed_out.is_set():
+            raise RepositoryError(f"git grep timed out after {GIT_TIMEOUT_S:.0f}s in {self.repo.root}")
+        # 0: matches, 1: none, killed by us: enough matches; 128 (or anything else): git refused.
+        refused = len(hits) < max_hits and returncode not in (0, 1)
+        return hits, refused
