@@ -1,0 +1,84 @@
+import pytest
+from pydantic import ValidationError
+
+from agent.diff import parse_unified_diff
+from agent.strategy import Strategy, constrain_strategy, generate_strategy, render_s1, rule_based_strategy
+from reviewers.contracts import ChatMessage, PlanItem, RepoConfig
+from reviewers.errors import LLMOutputError
+
+DIFF = """diff --git a/auth/session.py b/auth/session.py
+--- a/auth/session.py
++++ b/auth/session.py
+@@ -1,2 +1,3 @@
+ import time
++TTL = 99
+ x = 1
+diff --git a/docs/guide.md b/docs/guide.md
+--- a/docs/guide.md
++++ b/docs/guide.md
+@@ -1 +1,2 @@
+ # Guide
++More words.
+"""
+DOCS_ONLY = """diff --git a/README.md b/README.md
+--- a/README.md
++++ b/README.md
+@@ -1 +1,2 @@
+ # x
++more
+"""
+
+
+def test_rule_strategy_plans_reviewers_for_code_and_none_for_docs() -> None:
+    z = rule_based_strategy(parse_unified_diff(DIFF))
+    assert [p.reviewer for p in z.plan][0] == "security"
+    assert z.plan[0].focus_paths == ["auth/session.py"]
+    docs = rule_based_strategy(parse_unified_diff(DOCS_ONLY))
+    assert docs.plan == [] and docs.change_type == "docs"
+
+
+def test_rule_strategy_respects_enabled_reviewers() -> None:
+    z = rule_based_strategy(parse_unified_diff(DIFF), RepoConfig(reviewers=["code_quality"]))
+    assert [p.reviewer for p in z.plan] == ["code_quality"]
+
+
+def test_strategy_schema_rejects_a_reviewer_planned_twice() -> None:
+    with pytest.raises(ValidationError):
+        Strategy(change_type="feature", plan=[PlanItem(reviewer="security"), PlanItem(reviewer="security")])
+
+
+def test_render_is_compact_and_s1_names_every_file() -> None:
+    files = parse_unified_diff(DIFF)
+    z = rule_based_strategy(files)
+    assert len(z.render().split()) < 200
+    s1 = render_s1(title="T", description="D", files=files)
+    assert "auth/session.py" in s1 and "docs/guide.md" in s1
+
+
+class ScriptedLLM:
+    model_name = "scripted"
+
+    def __init__(self, answer: Strategy | None) -> None:
+        self.answer = answer
+
+    def complete_json(self, messages, schema, *, purpose):  # type: ignore[no-untyped-def]
+        if self.answer is None:
+            raise LLMOutputError("invalid JSON twice")
+        return self.answer
+
+    def complete_text(self, messages: list[ChatMessage], *, purpose: str, max_tokens: int = 512) -> str:
+        return ""
+
+
+def test_model_strategy_is_constrained_and_failure_falls_back_to_rules() -> None:
+    files = parse_unified_diff(DIFF)
+    model_z = Strategy(
+        change_type="feature",
+        plan=[PlanItem(reviewer="security", focus_paths=["auth/session.py", "../../etc/passwd"])],
+    )
+    z, source, note = generate_strategy(ScriptedLLM(model_z), s1="s1", files=files, config=RepoConfig())
+    assert source == "model" and z.plan[0].focus_paths == ["auth/session.py"] and note is None
+    z2, source2, note2 = generate_strategy(ScriptedLLM(None), s1="s1", files=files, config=RepoConfig())
+    assert source2 == "fallback" and note2 and "invalid JSON" in note2
+    assert z2 == rule_based_strategy(files, RepoConfig())
+    assert constrain_strategy(model_z, files, RepoConfig(reviewers=["architecture"])).plan == []

@@ -1,0 +1,107 @@
+from agent.diff import DiffIndex, parse_unified_diff
+from agent.verifier import VerifierInputs, calibrate, verify_findings
+from reviewers.contracts import ChatMessage, Finding
+from reviewers.errors import LLMOutputError
+from reviewers.fingerprint import make_fingerprint
+from reviewers.workspace import SnapshotWorkspace
+
+HEAD = "import os\n\n\ndef run(cmd):\n    os.system(cmd)\n    return 1\n\n\ndef untouched():\n    return 2\n"
+DIFF = """diff --git a/app.py b/app.py
+--- a/app.py
++++ b/app.py
+@@ -3,3 +3,4 @@ import os
+ 
+ def run(cmd):
++    os.system(cmd)
+     return 1
+"""
+
+
+def finding(
+    line: int, evidence: str, *, category: str = "security", rule: str = "r1", reviewer: str = "security"
+) -> Finding:
+    return Finding(
+        path="app.py",
+        line=line,
+        end_line=line,
+        category=category,  # type: ignore[arg-type]
+        severity="high",
+        title="shell command",
+        body="runs a shell",
+        evidence=evidence,
+        reviewer=reviewer,  # type: ignore[arg-type]
+        rule=rule,
+        fingerprint=make_fingerprint(path="app.py", category=category, rule=rule, evidence=evidence),
+    )
+
+
+def inputs(**kw: object) -> VerifierInputs:
+    files = parse_unified_diff(DIFF)
+    return VerifierInputs(workspace=SnapshotWorkspace({"app.py": HEAD}), diff_index=DiffIndex(files), **kw)  # type: ignore[arg-type]
+
+
+def test_real_when_evidence_is_at_the_changed_line() -> None:
+    [v] = verify_findings([finding(5, "    os.system(cmd)")], inputs())
+    assert v.verdict == "REAL", v.reason
+
+
+def test_evidence_missing_is_a_false_positive() -> None:
+    [v] = verify_findings([finding(5, "eval(user_input)")], inputs())
+    assert v.verdict == "FALSE_POSITIVE"
+    assert "evidence not found" in v.reason
+
+
+def test_line_far_from_the_change_is_a_false_positive() -> None:
+    [v] = verify_findings([finding(10, "return 2")], inputs())
+    assert v.verdict == "FALSE_POSITIVE"
+    assert "not in or next to the change" in v.reason
+
+
+def test_duplicates_within_run_and_on_the_mr() -> None:
+    a = finding(5, "os.system(cmd)")
+    out = verify_findings([a, a.model_copy()], inputs())
+    assert sorted(v.verdict for v in out) == ["DUPLICATE", "REAL"]
+    [posted] = verify_findings([a], inputs(open_fingerprints={a.fingerprint}))
+    assert posted.verdict == "DUPLICATE"
+
+
+def test_rejected_before_is_a_false_positive() -> None:
+    a = finding(5, "os.system(cmd)")
+    [v] = verify_findings([a], inputs(rejected_fingerprints={a.fingerprint}))
+    assert v.verdict == "FALSE_POSITIVE"
+    assert "rejected" in v.reason
+
+
+def test_calibration_sends_a_mostly_rejected_reviewer_to_a_human() -> None:
+    a = finding(5, "os.system(cmd)")
+    [v] = verify_findings([a], inputs(acceptance={("security", "security"): (1, 9)}))
+    assert v.verdict == "NEEDS_HUMAN_REVIEW"
+    assert calibrate(a, {("security", "security"): (8, 2)}) is None
+    assert calibrate(a, {("security", "security"): (0, 2)}) is None  # too few votes to judge
+
+
+class DemotingJudge:
+    model_name = "judge"
+
+    def __init__(self, verdict: str | None) -> None:
+        self.verdict = verdict
+
+    def complete_json(self, messages, schema, *, purpose):  # type: ignore[no-untyped-def]
+        if self.verdict is None:
+            raise LLMOutputError("garbage twice")
+        return schema.model_validate({"verdict": self.verdict, "reason": "judged"})
+
+    def complete_text(self, messages: list[ChatMessage], *, purpose: str, max_tokens: int = 512) -> str:
+        return ""
+
+
+def test_model_judgment_may_demote_but_failure_keeps_deterministic_verdict() -> None:
+    a = finding(5, "os.system(cmd)")
+    [demoted] = verify_findings([a], inputs(), DemotingJudge("FALSE_POSITIVE"))
+    assert demoted.verdict == "FALSE_POSITIVE"
+    [kept] = verify_findings([a], inputs(), DemotingJudge(None))
+    assert kept.verdict == "REAL"
+    assert "unavailable" in kept.reason
+    # the model cannot promote a finding whose evidence is missing
+    [fp] = verify_findings([finding(5, "not there")], inputs(), DemotingJudge("REAL"))
+    assert fp.verdict == "FALSE_POSITIVE"
