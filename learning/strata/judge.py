@@ -45,18 +45,12 @@ EMPTY_OBSERVATION = re.compile(r"^\s*(no |none\b|nothing\b|0 |not found\b|empty\
 class JudgeConfig:
     """How steps are judged, and what a flagged step costs."""
 
-    kind: JudgeKind = field(
-        default="rule", metadata={"help": "'rule' (step records only) or 'model' (an LLM)."}
-    )
-    kappa: float = field(
-        default=0.1, metadata={"help": "Penalty subtracted from a flagged step's token advantages."}
-    )
+    kind: JudgeKind = field(default="rule", metadata={"help": "'rule' (step records only) or 'model' (an LLM)."})
+    kappa: float = field(default=0.1, metadata={"help": "Penalty subtracted from a flagged step's token advantages."})
     max_observation_chars: int = field(
         default=240, metadata={"help": "Observation text shown to the model judge per step."}
     )
-    max_args_chars: int = field(
-        default=240, metadata={"help": "Tool-argument JSON shown to the model judge per step."}
-    )
+    max_args_chars: int = field(default=240, metadata={"help": "Tool-argument JSON shown to the model judge per step."})
 
     def __post_init__(self) -> None:
         if self.kappa < 0:
@@ -104,9 +98,7 @@ def plan_item_for(strategy: Strategy, reviewer: ReviewerName) -> PlanItem | None
 
 def _in_focus(path: str, focus: Sequence[str]) -> bool:
     # A focus entry may be a file, a directory, or a glob.
-    return any(
-        path == f or path.startswith(f.rstrip("/") + "/") or fnmatch.fnmatchcase(path, f) for f in focus
-    )
+    return any(path == f or path.startswith(f.rstrip("/") + "/") or fnmatch.fnmatchcase(path, f) for f in focus)
 
 
 def tools_called_for(checks: str) -> frozenset[ToolName]:

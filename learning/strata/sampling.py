@@ -29,9 +29,7 @@ def _unit_rows(embeddings: npt.ArrayLike) -> npt.NDArray[np.float64]:
     norms = np.linalg.norm(x, axis=1)
     zero = np.flatnonzero(norms < MIN_ROW_NORM)
     if zero.size:
-        raise TrainingError(
-            f"embedding rows {zero.tolist()} have zero length; cosine similarity is undefined"
-        )
+        raise TrainingError(f"embedding rows {zero.tolist()} have zero length; cosine similarity is undefined")
     unit: npt.NDArray[np.float64] = x / norms[:, None]
     return unit
 
