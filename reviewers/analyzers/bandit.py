@@ -1,0 +1,104 @@
+"""bandit as one of the security analyzers, run on a temporary copy of a changed Python file.
+
+bandit parses the file and walks its syntax tree; it never imports or runs it. The copy keeps the
+reviewed code away from the repository checkout (and from any bandit configuration in it). Checks
+that only say "this module was imported" or "an assert exists" are skipped: they are noise in a
+review. Only issues on lines the change added are kept.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from reviewers.analyzers.changed_file import ChangedFile, Issue
+from reviewers.contracts import Severity
+from reviewers.errors import AnalyzerError
+
+BANDIT_TIMEOUT_S = 60  # bandit's start-up dominates (~0.5 s); a minute means it hung
+BANDIT_SKIP = (
+    "B101",  # assert used: asserts are how tests and invariants are written
+    "B311",  # random for non-crypto use: almost always simulation or jitter
+    "B403",  # "import pickle": the call is what matters, and B301 reports it
+    "B404",  # "import subprocess": same
+    "B603",  # subprocess without shell: the safe form
+    "B607",  # partial executable path: environment hygiene, not a defect in the change
+)
+# bandit test id → the family our own pattern checks use, so both reports of one problem merge.
+KIND_BY_TEST: dict[str, str] = {
+    "B501": "tls-verify", "B502": "tls-verify", "B503": "tls-verify", "B504": "tls-verify",
+    "B323": "tls-verify",
+    "B601": "shell", "B602": "shell", "B604": "shell", "B605": "shell", "B609": "shell",
+    "B608": "sql",
+    "B301": "deserialization", "B302": "deserialization", "B506": "deserialization",
+    "B614": "deserialization", "B615": "deserialization",
+    "B102": "code-exec", "B307": "code-exec",
+    "B105": "secret", "B106": "secret", "B107": "secret",
+}  # fmt: skip
+_SEVERITY: dict[str, Severity] = {"HIGH": "high", "MEDIUM": "medium", "LOW": "low"}
+_ONE_DOWN: dict[Severity, Severity] = {
+    "critical": "high",
+    "high": "medium",
+    "medium": "low",
+    "low": "low",
+    "info": "info",
+}
+
+
+def run_bandit_json(text: str, *, path: str) -> dict[str, Any]:
+    """bandit's JSON report for one file's text. Raises AnalyzerError when bandit cannot run."""
+    with tempfile.TemporaryDirectory(prefix="reviewloop-bandit-") as tmp:
+        copy = Path(tmp) / Path(path).name
+        copy.write_text(text, encoding="utf-8")
+        command = [sys.executable, "-m", "bandit", "-f", "json", "-q", "-s", ",".join(BANDIT_SKIP), copy.name]
+        try:
+            done = subprocess.run(
+                command, cwd=tmp, capture_output=True, text=True, timeout=BANDIT_TIMEOUT_S, check=False
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise AnalyzerError(f"bandit could not run on {path}: {exc}") from exc
+    # bandit exits 1 when it found something; anything else with no JSON is its own failure.
+    try:
+        report = json.loads(done.stdout)
+    except json.JSONDecodeError as exc:
+        raise AnalyzerError(f"bandit failed on {path}: {done.stderr.strip()[:300] or exc}") from exc
+    if not isinstance(report, dict):
+        raise AnalyzerError(f"bandit gave unexpected output on {path}")
+    return report
+
+
+def bandit_issues(file: ChangedFile) -> list[Issue]:
+    """bandit's findings on the lines this change added (any line of a multi-line statement)."""
+    if file.language != "python":
+        return []
+    issues: list[Issue] = []
+    for result in run_bandit_json(file.text, path=file.path).get("results", []):
+        if not isinstance(result, dict):
+            continue
+        test_id = str(result.get("test_id", ""))
+        line = int(result.get("line_number") or 0)
+        span = [int(n) for n in result.get("line_range") or [line] if isinstance(n, int)] or [line]
+        if not file.touches(min(span), max(span)):
+            continue
+        if not file.is_changed(line):
+            line = min(n for n in file.changed_lines if min(span) <= n <= max(span))
+        severity = _SEVERITY.get(str(result.get("issue_severity", "")).upper(), "low")
+        if str(result.get("issue_confidence", "")).upper() == "LOW":
+            severity = _ONE_DOWN[severity]
+        text = str(result.get("issue_text", test_id))
+        issues.append(
+            Issue(
+                line=line,
+                rule=f"bandit:{test_id}",
+                severity=severity,
+                title=text[:200],
+                body=f"{text} (bandit {test_id} {result.get('test_name', '')}, "
+                f"confidence {str(result.get('issue_confidence', '')).lower()})",
+                kind=KIND_BY_TEST.get(test_id, f"bandit:{test_id}"),
+            )
+        )
+    return issues

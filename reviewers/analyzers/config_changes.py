@@ -1,0 +1,212 @@
+"""Settings whose value a change edits: `NAME = old` removed and `NAME = new` added in one hunk.
+
+Two reviewers care. Security asks whether the new value weakens something (a session that lives a
+month instead of an hour, verification switched off, debug on, CORS open to every origin). Test
+impact asks which tests pinned the old value. Settings are read from lines in the common shapes
+(`NAME = v`, `name: v`, `"name": v`, `export NAME=v`, `const NAME = v`) of any language; numeric
+values are folded by a small evaluator of constant arithmetic (never `eval`).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+
+from reviewers.analyzers.changed_file import ChangedFile, Issue
+from reviewers.contracts import Severity
+
+_SETTING = re.compile(
+    r"""^\s*(?:export\s+|(?:const|let|var|final|static|public|private|protected|readonly)\s+)*"""
+    r"""["']?(?P<key>[A-Za-z_][\w.\-]*)["']?\s*(?::\s*[A-Za-z_][\w\[\]., |]*)?\s*"""
+    r"""(?:=|:=|:)\s*(?P<value>[^=\s].*?)\s*$"""
+)
+_TRAILING_COMMENT = re.compile(r"\s+(?:#|//).*$")
+_DURATION = re.compile(r"^(?P<n>\d+(?:\.\d+)?)\s*(?P<unit>ms|s|m|h|d|w)$")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_TIMEDELTA_SECONDS = {
+    "weeks": 604800, "days": 86400, "hours": 3600, "minutes": 60, "seconds": 1, "milliseconds": 0.001,
+}  # fmt: skip
+_TRUE = frozenset({"true", "yes", "on"})
+_FALSE = frozenset({"false", "no", "off", "none", "null"})
+MAX_POWER = 64  # constant folding refuses 10**10**10
+
+SECURITY_NAME = re.compile(
+    r"(?i)session|ttl|expir|timeout|token|passw|secret|cors|debug|csrf|auth|ssl|tls|verify|secure|httponly|"
+    r"samesite|allowed_hosts|origin|max_age|lifetime|iterations|rounds|mfa|otp|lockout|attempts|rate_limit|"
+    r"cookie|jwt|encrypt|cipher|permission|admin|insecure"
+)
+_LIFETIME = re.compile(r"(?i)ttl|expir|lifetime|max_?age|timeout|duration|validity")
+_LIFETIME_OF_SECRET = re.compile(
+    r"(?i)session|token|cookie|auth|login|jwt|passw|otp|idle|remember|refresh|access|credential|key|link|reset"
+)
+_STRENGTH = re.compile(r"(?i)iterations|rounds|work_factor|key_?size|bits|min_?length|salt")
+_LIMIT = re.compile(r"(?i)attempts|retries|rate_?limit|lockout|threshold")
+_WEAK_WHEN_ON = re.compile(r"(?i)debug|insecure|allow_?all|allow_?any|disable|skip|bypass|unsafe|permissive|anonymous")
+_WEAK_WHEN_OFF = re.compile(
+    r"(?i)verify|secure|httponly|csrf|auth|ssl|tls|enable|require|check|enforce|protect|validate|mfa|2fa|otp|signature"
+)
+_SECRET_VALUE_NAME = re.compile(r"(?i)passw|secret|token|key")
+
+
+@dataclass(frozen=True, slots=True)
+class ValueChange:
+    """A setting written by the change. `old` is None when the hunk removed no line for that key."""
+
+    key: str
+    old: str | None
+    new: str
+    line: int
+
+
+def parse_setting(text: str) -> tuple[str, str] | None:
+    """(key, value) of a line that assigns a value, or None."""
+    match = _SETTING.match(text)
+    if match is None:
+        return None
+    value = _TRAILING_COMMENT.sub("", match.group("value")).rstrip(",;").strip()
+    return (match.group("key"), value) if value else None
+
+
+def value_changes(file: ChangedFile) -> list[ValueChange]:
+    """Every setting an added line writes, paired with the value a removed line of the same hunk had."""
+    changes: list[ValueChange] = []
+    for hunk in file.change.hunks:
+        removed: dict[str, str] = {}
+        for diff_line in hunk.lines:
+            if diff_line.kind == "del" and (setting := parse_setting(diff_line.text)):
+                removed.setdefault(setting[0], setting[1])
+        for diff_line in hunk.lines:
+            if diff_line.kind != "add" or diff_line.new_line is None:
+                continue
+            setting = parse_setting(diff_line.text)
+            if setting is None:
+                continue
+            key, value = setting
+            old = removed.get(key)
+            if old is None or _normal(old) != _normal(value):
+                changes.append(ValueChange(key=key, old=old, new=value, line=diff_line.new_line))
+    return changes
+
+
+def _normal(value: str) -> str:
+    return re.sub(r"\s+", "", value).strip("\"'")
+
+
+def _fold(node: ast.expr) -> float | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, int | float) and not isinstance(node.value, bool):
+        return float(node.value)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
+        inner = _fold(node.operand)
+        return None if inner is None else (-inner if isinstance(node.op, ast.USub) else inner)
+    if isinstance(node, ast.BinOp):
+        left, right = _fold(node.left), _fold(node.right)
+        if left is None or right is None:
+            return None
+        if isinstance(node.op, ast.Add):
+            return left + right
+        if isinstance(node.op, ast.Sub):
+            return left - right
+        if isinstance(node.op, ast.Mult):
+            return left * right
+        if isinstance(node.op, ast.Div | ast.FloorDiv) and right != 0:
+            return left / right if isinstance(node.op, ast.Div) else float(left // right)
+        if isinstance(node.op, ast.Pow) and abs(right) <= MAX_POWER and abs(left) <= 2**MAX_POWER:
+            return float(left**right)
+        return None
+    if isinstance(node, ast.Call) and not node.args:
+        name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+        if name == "timedelta":
+            total = 0.0
+            for keyword in node.keywords:
+                amount = _fold(keyword.value)
+                if keyword.arg not in _TIMEDELTA_SECONDS or amount is None:
+                    return None
+                total += amount * _TIMEDELTA_SECONDS[keyword.arg]
+            return total
+    return None
+
+
+def numeric_value(text: str) -> float | None:
+    """The number a value denotes (`3600 * 24`, `1_000`, `timedelta(days=30)`, `"30d"`), or None."""
+    stripped = text.strip().strip("\"'")
+    duration = _DURATION.match(stripped)
+    if duration:
+        return float(duration.group("n")) * _UNIT_SECONDS[duration.group("unit")]
+    if len(stripped) > 200:
+        return None
+    try:
+        tree = ast.parse(stripped, mode="eval")
+    except (SyntaxError, ValueError, RecursionError):
+        return None
+    try:
+        return _fold(tree.body)
+    except (OverflowError, ValueError):
+        return None
+
+
+def boolean_value(text: str) -> bool | None:
+    word = text.strip().strip("\"'").lower()
+    return True if word in _TRUE else False if word in _FALSE else None
+
+
+def _shown(key: str, value: str | None) -> str:
+    if value is None:
+        return "(unset)"
+    if _SECRET_VALUE_NAME.search(key) and numeric_value(value) is None and boolean_value(value) is None:
+        return "(a new value)"  # never repeat what may be a credential
+    return value if len(value) <= 40 else value[:37] + "..."
+
+
+def security_judgment(change: ValueChange) -> tuple[Severity, str] | None:
+    """How a setting change bears on security, or None when it does not."""
+    key = change.key
+    if not SECURITY_NAME.search(key):
+        return None
+    new_number, old_number = numeric_value(change.new), numeric_value(change.old) if change.old else None
+    if new_number is not None and old_number is not None:
+        if _LIFETIME.search(key) and (_LIFETIME_OF_SECRET.search(key) or key.lower() == "ttl"):
+            if new_number > old_number:
+                return "medium", f"raised from {change.old} to {change.new} ({new_number / max(old_number, 1):g}x)"
+            return None
+        if _STRENGTH.search(key) and new_number < old_number:
+            return "medium", f"lowered from {change.old} to {change.new}"
+        if _LIMIT.search(key) and new_number > old_number:
+            return "medium", f"raised from {change.old} to {change.new}"
+        return ("low", f"changed from {change.old} to {change.new}") if not _LIFETIME.search(key) else None
+    new_flag = boolean_value(change.new)
+    old_flag = boolean_value(change.old) if change.old is not None else None
+    if new_flag is not None and new_flag != old_flag:
+        if _WEAK_WHEN_ON.search(key):
+            return ("medium", f"switched on (was {_shown(key, change.old)})") if new_flag else None
+        if _WEAK_WHEN_OFF.search(key):
+            return ("medium", f"switched off (was {_shown(key, change.old)})") if not new_flag else None
+    if re.search(r"(?i)cors|origin|allowed_hosts", key) and re.search(r"""["']\*["']|^\*$""", change.new):
+        return "medium", "now allows any origin or host"
+    if re.search(r"(?i)samesite", key) and _normal(change.new).lower() == "none":
+        return "medium", "cookies now go with cross-site requests"
+    if change.old is not None and new_flag is None:
+        return "low", f"changed from {_shown(key, change.old)} to {_shown(key, change.new)}"
+    return None
+
+
+def security_setting_issues(file: ChangedFile) -> list[Issue]:
+    """Security-sensitive settings this change weakened or altered."""
+    issues: list[Issue] = []
+    for change in value_changes(file):
+        judged = security_judgment(change)
+        if judged is None:
+            continue
+        severity, how = judged
+        issues.append(
+            Issue(
+                line=change.line,
+                rule="config:security-setting",
+                severity=severity,
+                title=f"Security-sensitive setting {change.key} {how.split(' (')[0]}",
+                body=f"`{change.key}` is {how}. Settings like this decide how long a stolen credential stays "
+                "useful or which protection is active; confirm the new value is intended and documented.",
+                kind="config",
+            )
+        )
+    return issues

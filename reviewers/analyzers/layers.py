@@ -1,0 +1,140 @@
+"""Architecture checks on the imports a change adds: layer rules and new import cycles.
+
+Layers come from the repository's `.reviewloop.toml` (`[[layers]]` with paths and `may_import`).
+Without them, the conventional direction is assumed: a domain module (`core`, `domain`, `model(s)`,
+`entities`) must not import a delivery module (`web`, `api`, `views`, `ui`, `cli`, `handlers`, ...).
+A cycle is new when an import the change added closes it: the imported file already reaches the
+importer through the repository's import graph at head.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Sequence
+
+from reviewers.analyzers.changed_file import ChangedFile, Issue
+from reviewers.analyzers.imports import ImportRef, ModuleIndex, find_cycle, imports_of, python_module_name
+from reviewers.contracts import LayerRule, Workspace, language_of
+
+INNER_LAYER_NAMES = frozenset({"core", "domain", "model", "models", "entities", "entity"})
+OUTER_LAYER_NAMES = frozenset(
+    {"web", "api", "views", "view", "ui", "cli", "handlers", "handler", "controllers", "controller", "routes",
+     "routers", "http", "endpoints", "frontend", "presentation", "templates"}
+)  # fmt: skip
+MAX_CYCLE_FILES = 2000  # files the cycle search may parse: enough for large repositories, bounded for huge ones
+
+
+def _segments(path: str) -> set[str]:
+    stem = path.rsplit(".", 1)[0] if "." in path.rsplit("/", 1)[-1] else path
+    return {part for part in stem.split("/") if part and part != "__init__"}
+
+
+def _matches(path: str, pattern: str) -> bool:
+    if fnmatch.fnmatch(path, pattern):
+        return True
+    directory = pattern.rstrip("*").rstrip("/")
+    return bool(directory) and not any(c in directory for c in "*?[") and path.startswith(directory + "/")
+
+
+def layer_of(path: str, layers: Sequence[LayerRule]) -> LayerRule | None:
+    return next((layer for layer in layers if any(_matches(path, p) for p in layer.paths)), None)
+
+
+class ArchitectureAnalyzer:
+    """Layer and cycle checks for one review; caches the parsed import graph across files."""
+
+    def __init__(self, workspace: Workspace, layers: Sequence[LayerRule]) -> None:
+        self.workspace = workspace
+        self.layers = list(layers)
+        self.index = ModuleIndex(workspace.list_paths())
+        self._edges: dict[str, list[str]] = {}
+
+    def edges(self, path: str) -> list[str]:
+        """Files `path` imports at module load time."""
+        if path not in self._edges:
+            text = self.workspace.read_file(path)
+            refs = imports_of(text, path) if text is not None else []
+            targets: list[str] = []
+            for ref in refs:
+                if not ref.local and not ref.type_only:
+                    targets.extend(t for t in self.index.resolve(path, ref) if t != path)
+            self._edges[path] = targets
+        return self._edges[path]
+
+    def _target_path(self, importer: str, ref: ImportRef) -> tuple[str | None, bool]:
+        """Where an import leads: a repository file, or a guessed path for a module of this
+        repository that the workspace does not hold (a bare diff). The flag says it was found."""
+        found = self.index.resolve(importer, ref)
+        if found:
+            return found[0], True
+        if language_of(importer) != "python":
+            return None, False
+        top = ref.module.split(".")[0]
+        if top in self.index.top_level_packages or top in OUTER_LAYER_NAMES or top in INNER_LAYER_NAMES:
+            return ref.module.replace(".", "/") + ".py", False
+        return None, False
+
+    def layer_issue(self, importer: str, ref: ImportRef, target: str) -> Issue | None:
+        if self.layers:
+            own, other = layer_of(importer, self.layers), layer_of(target, self.layers)
+            if own is None or other is None or own.name == other.name or other.name in own.may_import:
+                return None
+            allowed = ", ".join(own.may_import) or "nothing else"
+            return Issue(
+                ref.line, "layers:forbidden-import", "high",
+                f"Layer '{own.name}' imports layer '{other.name}'",
+                f"`{importer}` (layer {own.name}) now imports `{ref.module}` (layer {other.name}); the repository's "
+                f"layer rules let {own.name} import {allowed}. Move the dependency behind an interface that "
+                f"{own.name} owns, or move the code.",
+                kind="layering",
+            )  # fmt: skip
+        inner, outer = _segments(importer), _segments(target)
+        if not (inner & INNER_LAYER_NAMES) or inner & OUTER_LAYER_NAMES:
+            return None
+        if not (outer & OUTER_LAYER_NAMES) or outer & INNER_LAYER_NAMES:
+            return None
+        return Issue(
+            ref.line, "layers:inward-dependency", "medium",
+            f"Domain module imports the {sorted(outer & OUTER_LAYER_NAMES)[0]} layer",
+            f"`{importer}` is domain code and now imports `{ref.module}`, which belongs to the delivery layer. The "
+            "dependency should point the other way: pass what the domain needs in as an argument or an interface.",
+            kind="layering",
+        )  # fmt: skip
+
+    def cycle_issue(self, importer: str, ref: ImportRef, target: str) -> Issue | None:
+        if ref.local or ref.type_only:
+            return None
+        chain = find_cycle(target, importer, self.edges, max_nodes=MAX_CYCLE_FILES)
+        if chain is None:
+            return None
+        names = [python_module_name(p) if language_of(p) == "python" else p for p in [importer, *chain]]
+        return Issue(
+            ref.line, "imports:new-cycle", "medium", f"Import creates a cycle: {' -> '.join(names)}",
+            f"This import closes an import cycle ({' -> '.join(names)}). Cycles make import order matter, break "
+            "at run time with partially initialised modules, and tie the modules together for good.",
+            kind="cycle",
+        )  # fmt: skip
+
+    def issues(self, file: ChangedFile) -> list[Issue]:
+        out: list[Issue] = []
+        refs = imports_of(file.text, file.path, file.python_tree)
+        # A target an unchanged import already loads was in any cycle before this change.
+        already = {
+            target
+            for ref in refs
+            if not file.is_changed(ref.line) and not ref.local and not ref.type_only
+            for target in self.index.resolve(file.path, ref)
+        }
+        for ref in refs:
+            if not file.is_changed(ref.line):
+                continue
+            target, in_repo = self._target_path(file.path, ref)
+            if target is None:
+                continue
+            layer = self.layer_issue(file.path, ref, target)
+            if layer is not None:
+                out.append(layer)
+            cycle = self.cycle_issue(file.path, ref, target) if in_repo and target not in already else None
+            if cycle is not None:
+                out.append(cycle)
+        return out

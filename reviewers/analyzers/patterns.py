@@ -1,0 +1,172 @@
+"""Line patterns for security problems that look alike in every language.
+
+bandit reads only Python, and only complete files; a review also sees JavaScript, Go, shell, YAML,
+and Python rebuilt from diff hunks. These rules read one added line at a time. Rules marked
+`python_ast` are done more precisely by `python_security` when the Python file parses, so they are
+used for Python only as the fallback.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from reviewers.analyzers.changed_file import ChangedFile, Issue
+from reviewers.contracts import Severity
+
+# Text inside a string that reads as an SQL statement.
+_SQL_SHAPE = (
+    r"\b(?:select\b.+\bfrom|insert\s+into|update\b.+\bset\b|delete\s+from|replace\s+into|"
+    r"(?:drop|create|alter|truncate)\s+table|merge\s+into)\b"
+)
+SQL_SHAPE = re.compile(_SQL_SHAPE, re.IGNORECASE)
+# Ways a value is spliced into a string literal, across languages.
+INTERPOLATION = re.compile(
+    r"""(?:\bf["']|\$\{|["']\s*\+\s*\w|\w\s*\+\s*["']|\.format\(|["']\s*%\s*[\w(]|Sprintf\(|#\{|String\.format\(|"""
+    r"""["']\s*\.\s*\$|\$[a-z_]\w*)"""
+)
+_COMMENT = re.compile(r"^\s*(?:#|//|/\*|\*|--|;)")
+
+
+@dataclass(frozen=True, slots=True)
+class LineRule:
+    rule: str
+    kind: str
+    severity: Severity
+    pattern: re.Pattern[str]
+    title: str
+    body: str
+    unless: re.Pattern[str] | None = None
+    python_ast: bool = False  # python_security covers this rule for Python files that parse
+
+
+LINE_RULES: tuple[LineRule, ...] = (
+    LineRule(
+        "patterns:tls-verify-disabled",
+        "tls-verify",
+        "high",
+        re.compile(
+            r"\bverify(?:_ssl|_certs?)?\s*[=:]\s*False\b|_create_unverified_context|\bCERT_NONE\b|"
+            r"check_hostname\s*=\s*False|rejectUnauthorized['\"]?\s*:\s*false|InsecureSkipVerify\s*:\s*true|"
+            r"NODE_TLS_REJECT_UNAUTHORIZED\W+0|\bcurl\b.*\s(?:-k|--insecure)\b|--no-check-certificate|"
+            r"strict-ssl\W+false|\bsslmode\s*=\s*disable\b"
+        ),
+        "TLS certificate verification disabled",
+        "Without certificate checks anyone on the network path can impersonate the server and read or "
+        "change the traffic, credentials included. Fix the trust store (e.g. a CA bundle) instead.",
+    ),
+    LineRule(
+        "patterns:sql-interpolation",
+        "sql",
+        "high",
+        re.compile(r"[\"'`].*" + _SQL_SHAPE, re.IGNORECASE),
+        "SQL statement built by string interpolation",
+        "Values spliced into SQL text let a crafted input change the statement (SQL injection). "
+        "Pass them as bound parameters of the driver instead.",
+        python_ast=True,
+    ),
+    LineRule(
+        "patterns:shell-interpolation",
+        "shell",
+        "high",
+        re.compile(
+            r"\bos\.(?:system|popen)\s*\(|shell\s*=\s*True|child_process\.exec(?:Sync)?\s*\(|\bexecSync\s*\(|"
+            r"\b(?:shell_exec|passthru|system|popen)\s*\(\s*\$|exec\.Command\(\s*\"(?:ba)?sh\"\s*,\s*\"-c\"|"
+            r"`[^`]*#\{"
+        ),
+        "Command line built from a variable and run through a shell",
+        "A value containing shell metacharacters (`;`, `$()`, spaces) runs arbitrary commands. Pass an "
+        "argument list without a shell, or quote the value (shlex.quote).",
+        python_ast=True,
+    ),
+    LineRule(
+        "patterns:unsafe-deserialization",
+        "deserialization",
+        "high",
+        re.compile(
+            r"\b(?:c?[Pp]ickle|dill|marshal|jsonpickle)\.(?:loads?|Unpickler|decode)\b|\bshelve\.open\b|"
+            r"\byaml\.(?:unsafe_)?load(?:_all)?\s*\(|\bObjectInputStream\b|\bMarshal\.load\b|"
+            r"\bYAML\.load\s*\(|\bunserialize\s*\(|\bnode-serialize\b"
+        ),
+        "Deserializing data that can execute code",
+        "pickle, marshal, unsafe YAML and native object streams run code chosen by whoever wrote the data. "
+        "Use a data-only format (JSON, yaml.safe_load) for anything not produced by this process.",
+        unless=re.compile(r"SafeLoader|safe_load|CSafeLoader|BaseLoader"),
+        python_ast=True,
+    ),
+    LineRule(
+        "patterns:code-eval",
+        "code-exec",
+        "high",
+        re.compile(r"(?<![\w.])(?:eval|exec)\s*\(\s*[^\s)'\"]|\bnew\s+Function\s*\(|setTimeout\s*\(\s*[\"'`]"),
+        "Dynamic code evaluation of a non-literal value",
+        "eval/exec run whatever the value contains; if any part of it comes from outside, it is code "
+        "execution. Parse the data instead (ast.literal_eval, json).",
+        python_ast=True,
+    ),
+    LineRule(
+        "patterns:cors-any-origin",
+        "cors",
+        "medium",
+        re.compile(
+            r"(?i)access-control-allow-origin['\"]?\s*[:,=]\s*['\"]\*|allow_origins\s*=\s*\[\s*['\"]\*|"
+            r"cors_(?:origin_)?allow_all(?:_origins)?\s*=\s*true|\borigin\s*:\s*['\"]\*['\"]"
+        ),
+        "CORS allows every origin",
+        "Any web site can now call this API from a visitor's browser. List the origins that need access.",
+    ),
+    LineRule(
+        "patterns:jwt-unverified",
+        "jwt",
+        "high",
+        re.compile(
+            r"verify_signature['\"]?\s*:\s*False|algorithms\s*=\s*\[\s*['\"]none['\"]|jwt\.decode\(.*verify\s*=\s*False"
+        ),
+        "JWT accepted without verifying its signature",
+        "Anyone can forge a token with any claims. Verify the signature with an explicit algorithm list.",
+    ),
+    LineRule(
+        "patterns:csrf-exempt",
+        "csrf",
+        "medium",
+        re.compile(r"@csrf_exempt\b|WTF_CSRF_ENABLED\s*=\s*False|csrf\s*\(\s*\)\s*\.\s*disable\s*\("),
+        "CSRF protection switched off",
+        "A page on another site can submit this request with the visitor's cookies. Keep CSRF checks on "
+        "for cookie-authenticated endpoints.",
+    ),
+    LineRule(
+        "patterns:raw-html",
+        "xss",
+        "medium",
+        re.compile(r"dangerouslySetInnerHTML|\.innerHTML\s*=\s*[^'\"\s;]|\bmark_safe\s*\(\s*[^'\")\s]|\|\s*safe\b"),
+        "Unescaped HTML from a value",
+        "If the value carries user text, it is cross-site scripting. Escape it or sanitize with an allow-list.",
+    ),
+)
+
+
+def _matches(rule: LineRule, text: str) -> bool:
+    if not rule.pattern.search(text) or (rule.unless is not None and rule.unless.search(text)):
+        return False
+    if rule.kind == "sql":
+        return INTERPOLATION.search(text) is not None
+    if rule.rule == "patterns:shell-interpolation" and "shell" in text and "=" in text:
+        # `shell=True` alone is bandit's (low) concern; a spliced command is ours.
+        return INTERPOLATION.search(text) is not None
+    return True
+
+
+def line_rule_issues(file: ChangedFile, *, python_ast_done: bool) -> list[Issue]:
+    """Issues from the line rules on this change's added lines. `python_ast_done` skips the rules
+    the syntax-tree checks already covered."""
+    issues: list[Issue] = []
+    for line, text in sorted(file.changed_lines.items()):
+        if _COMMENT.match(text):
+            continue
+        for rule in LINE_RULES:
+            if python_ast_done and rule.python_ast:
+                continue
+            if _matches(rule, text):
+                issues.append(Issue(line, rule.rule, rule.severity, rule.title, rule.body, kind=rule.kind))
+                break
+    return issues

@@ -1,0 +1,150 @@
+"""ruff as the code-quality analyzer: the file's text goes to `ruff check` on stdin.
+
+ruff reads the text and never imports it. `--isolated` ignores the reviewed repository's own ruff
+configuration (the reviewer asks its own questions; the project's CI runs its own lint), and the
+rule set is the part of ruff that finds defects rather than style: syntax errors, pyflakes,
+bugbear, blind and bare excepts, swallowed exceptions, pylint errors. Only diagnostics on lines the
+change added are kept: a review comments on what the merge request wrote.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import Any
+
+from reviewers.analyzers.changed_file import ChangedFile, Issue
+from reviewers.contracts import Severity
+from reviewers.errors import AnalyzerError
+
+RUFF_TIMEOUT_S = 30  # ruff lints a large file in well under a second; past this something is wrong
+RUFF_TARGET_VERSION = "py314"  # newest syntax: an older target reports valid new syntax as errors
+RUFF_SELECT = (
+    "E9",  # syntax and IO errors
+    "E711",
+    "E712",
+    "E721",
+    "E722",  # None/True comparisons, type comparison, bare except
+    "F",  # pyflakes: undefined and unused names, redefinitions, broken format strings
+    "B",  # bugbear: mutable defaults, loop-variable closures, return in finally, ...
+    "BLE001",  # `except Exception` that swallows everything
+    "S110",
+    "S112",  # try/except/pass and try/except/continue
+    "PLE",  # pylint errors
+    "RUF006",  # a created asyncio task whose reference is dropped
+)
+# Rules in the selected families that are style or framework idiom rather than defects.
+RUFF_IGNORE = (
+    "B008",  # function call in a default: FastAPI's Depends() idiom
+    "B905",  # zip() without strict=: a style choice
+    "B028",  # warnings.warn without stacklevel
+    "B009",
+    "B010",  # getattr/setattr with a constant: style
+    "B904",  # raise without `from` inside except: noisy on legacy code, rarely a defect
+)
+
+_SEVERITY_BY_CODE: dict[str, Severity] = {
+    "invalid-syntax": "high",
+    "F821": "high",
+    "F822": "high",
+    "F823": "high",
+    "F632": "medium",
+    "F811": "low",
+    "B006": "medium",
+    "B012": "high",
+    "B023": "medium",
+    "B018": "low",
+    "B007": "low",
+    "E722": "medium",
+    "BLE001": "medium",
+    "S110": "medium",
+    "S112": "medium",
+    "F401": "low",
+    "F841": "low",
+    "F403": "low",
+    "F405": "low",
+    "F541": "low",
+    "E711": "low",
+    "E712": "low",
+    "E721": "low",
+    "RUF006": "medium",
+}
+_SEVERITY_BY_PREFIX: tuple[tuple[str, Severity], ...] = (("PLE", "high"), ("E9", "high"), ("B", "medium"))
+
+# Why a rule matters, in the words of a reviewer: ruff's message says what, this says why.
+_WHY: dict[str, str] = {
+    "B006": "The default is built once and shared by every call, so state leaks between calls.",
+    "E722": "A bare `except:` also catches KeyboardInterrupt and SystemExit and hides real failures.",
+    "BLE001": "Catching every exception hides unexpected failures; catch what can actually be handled.",
+    "S110": "The exception is swallowed without a trace; at least log it.",
+    "S112": "The exception is swallowed without a trace; at least log it.",
+    "F821": "This name is not defined anywhere the code can see: it fails at run time.",
+    "F401": "Unused imports slow start-up and hide real dependencies.",
+    "F841": "The value is computed and dropped; either it is not needed or something forgot to use it.",
+    "B023": "The closure reads the loop variable when called, not when defined: all see the last value.",
+    "B012": "A return/break/continue in `finally` silently discards the exception being raised.",
+    "RUF006": "The event loop keeps only a weak reference; the task may be garbage-collected mid-flight.",
+}
+
+
+def severity_of(code: str) -> Severity:
+    if code in _SEVERITY_BY_CODE:
+        return _SEVERITY_BY_CODE[code]
+    for prefix, severity in _SEVERITY_BY_PREFIX:
+        if code.startswith(prefix):
+            return severity
+    return "low"
+
+
+def run_ruff_json(text: str, *, path: str) -> list[dict[str, Any]]:
+    """ruff's JSON diagnostics for one file's text. Raises AnalyzerError when ruff cannot run."""
+    command = [
+        sys.executable, "-m", "ruff", "check", "--output-format", "json", "--no-cache", "--isolated",
+        "--target-version", RUFF_TARGET_VERSION, "--select", ",".join(RUFF_SELECT),
+        "--ignore", ",".join(RUFF_IGNORE), "--stdin-filename", path, "-",
+    ]  # fmt: skip
+    try:
+        done = subprocess.run(command, input=text, capture_output=True, text=True, timeout=RUFF_TIMEOUT_S, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise AnalyzerError(f"ruff could not run on {path}: {exc}") from exc
+    # ruff exits 1 when it found something, 2 on its own failure.
+    if done.returncode not in (0, 1):
+        raise AnalyzerError(f"ruff failed on {path}: {done.stderr.strip()[:300]}")
+    try:
+        diagnostics = json.loads(done.stdout or "[]")
+    except json.JSONDecodeError as exc:
+        raise AnalyzerError(f"ruff gave unreadable output on {path}: {exc}") from exc
+    if not isinstance(diagnostics, list):
+        raise AnalyzerError(f"ruff gave unexpected output on {path}")
+    return [d for d in diagnostics if isinstance(d, dict)]
+
+
+def ruff_issues(file: ChangedFile) -> list[Issue]:
+    """ruff's defects on the lines this change added."""
+    if file.language != "python":
+        return []
+    issues: list[Issue] = []
+    for diag in run_ruff_json(file.text, path=file.path):
+        code = str(diag.get("code") or diag.get("name") or "")
+        location = diag.get("location") or {}
+        end_location = diag.get("end_location") or {}
+        line = int(location.get("row") or 0)
+        if not code or not file.is_changed(line):
+            continue
+        if code == "F401" and file.path.endswith("__init__.py"):
+            continue  # imports in a package's __init__ are usually deliberate re-exports
+        message = str(diag.get("message") or code)
+        why = _WHY.get(code, "")
+        issues.append(
+            Issue(
+                line=line,
+                end_line=max(line, int(end_location.get("row") or line)),
+                rule=f"ruff:{code}",
+                severity=severity_of(code),
+                title=message if code != "invalid-syntax" else f"Syntax error: {message}",
+                body=" ".join(part for part in (message + ".", why) if part),
+                kind=f"ruff:{code}",
+            )
+        )
+    return issues

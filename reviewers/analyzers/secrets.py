@@ -1,0 +1,117 @@
+"""Hard-coded credentials on added lines, in any language.
+
+Three signals, strongest first: a token with a vendor's documented prefix (`sk_live_`, `AKIA`,
+`ghp_`, `glpat-`, a PEM private key block, ...); a credential in a URL (`scheme://user:pass@host`);
+and a string literal assigned to a credential-like name (password, secret, token, api key) that
+looks like a real value rather than a placeholder, a header name or an environment variable name.
+The secret itself is never repeated in titles or bodies (the evidence line is where it already is).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+from reviewers.analyzers.changed_file import ChangedFile, Issue
+from reviewers.contracts import Severity
+
+
+@dataclass(frozen=True, slots=True)
+class KnownToken:
+    name: str
+    pattern: re.Pattern[str]
+    severity: Severity
+
+
+KNOWN_TOKENS: tuple[KnownToken, ...] = (
+    KnownToken("Stripe live secret key", re.compile(r"\b[sr]k_live_[0-9A-Za-z]{16,}"), "critical"),
+    KnownToken("AWS access key id", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), "critical"),
+    KnownToken("GitHub token", re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}"), "critical"),
+    KnownToken("GitHub fine-grained token", re.compile(r"\bgithub_pat_[A-Za-z0-9_]{22,}"), "critical"),
+    KnownToken("GitLab token", re.compile(r"\bgl(?:pat|rt|dt|ptt|cbt)-[A-Za-z0-9_\-]{20,}"), "critical"),
+    KnownToken("Slack token", re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}"), "critical"),
+    KnownToken("Google API key", re.compile(r"\bAIza[0-9A-Za-z_\-]{35}\b"), "high"),
+    KnownToken("OpenAI-style API key", re.compile(r"\bsk-(?:proj-)?[A-Za-z0-9_\-]{32,}"), "critical"),
+    KnownToken("SendGrid API key", re.compile(r"\bSG\.[A-Za-z0-9_\-]{22}\.[A-Za-z0-9_\-]{43}\b"), "critical"),
+    KnownToken(
+        "private key",
+        re.compile(r"-----BEGIN (?:(?:RSA|EC|DSA|OPENSSH|PGP|ENCRYPTED) )?PRIVATE KEY(?: BLOCK)?-----"),
+        "critical",
+    ),
+    KnownToken(
+        "JSON Web Token", re.compile(r"\beyJ[A-Za-z0-9_\-]{10,}\.eyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}"), "high"
+    ),
+)
+
+_URL_CREDENTIALS = re.compile(r"\b[a-z][a-z0-9+.\-]*://(?P<user>[^/\s:@'\"]+):(?P<password>[^/\s@'\"]+)@[^\s/'\"]+")
+_CREDENTIAL_NAME = re.compile(
+    r"(?i)(?:pass(?:word|wd|phrase)?|pwd|secret|token|api[_\-]?key|apikey|private[_\-]?key|"
+    r"access[_\-]?key|client[_\-]?secret|credentials?|auth[_\-]?key|signing[_\-]?key)"
+)
+# name = "value" / name: "value" / "name": "value" / name => "value" / name := "value"
+_ASSIGNED_STRING = re.compile(
+    r"""(?P<name>["']?[A-Za-z_][\w.\-]*["']?)\s*(?::\s*[\w\[\]., |]+?\s*)?(?:=|:|=>|:=)\s*"""
+    r"""[rbuRBU]?(?P<quote>["'`])(?P<value>[^"'`\s]{8,200})(?P=quote)"""
+)
+# Values that are obviously not a real credential.
+_PLACEHOLDER = re.compile(
+    r"(?i)(example|changeme|change[_\-]me|dummy|placeholder|xxx|\*\*\*|redacted|your[_\-]|<[^>]*>|\$\{|\{\{|%\(|"
+    r"%s|fake|sample|secret[_\-]?here|todo|notasecret|password$|^test)"
+)
+_ENV_NAME = re.compile(r"^[A-Z][A-Z0-9_]+$")  # "API_TOKEN": the name of a variable, not its value
+_WORDISH = re.compile(r"^[A-Za-z_\-. /:]+$")  # header names, field names, URLs paths
+MIN_NAMED_SECRET_ENTROPY = 2.5  # bits per character: above "aaaaaaaa", below most real passwords
+
+
+def shannon_entropy(text: str) -> float:
+    """Bits per character of a string's character distribution."""
+    if not text:
+        return 0.0
+    counts = Counter(text)
+    total = len(text)
+    return -sum(n / total * math.log2(n / total) for n in counts.values())
+
+
+def looks_like_secret_value(value: str) -> bool:
+    """A literal assigned to a credential-like name that reads like a real credential."""
+    if _PLACEHOLDER.search(value) or _ENV_NAME.match(value) or _WORDISH.match(value):
+        return False
+    return shannon_entropy(value) >= MIN_NAMED_SECRET_ENTROPY
+
+
+def _issue(line: int, rule: str, severity: Severity, what: str) -> Issue:
+    return Issue(
+        line=line,
+        rule=rule,
+        severity=severity,
+        title=f"Hard-coded {what} committed to the repository",
+        body=(
+            f"This line adds a {what}. Anyone who can read the repository (and its history, forever) can use "
+            "it. Revoke it, load it from the environment or a secret store, and keep it out of the code."
+        ),
+        kind="secret",
+    )
+
+
+def secret_issues(file: ChangedFile, *, named_values: bool = True) -> list[Issue]:
+    """Credentials on the lines this change added. `named_values=False` keeps only the unambiguous
+    signals (vendor prefixes, private keys): test fixtures are full of fake passwords."""
+    issues: list[Issue] = []
+    for line, text in sorted(file.changed_lines.items()):
+        token = next((t for t in KNOWN_TOKENS if t.pattern.search(text)), None)
+        if token is not None:
+            issues.append(_issue(line, "secrets:known-prefix", token.severity, token.name))
+            continue
+        if not named_values:
+            continue
+        url = _URL_CREDENTIALS.search(text)
+        if url and looks_like_secret_value(url.group("password")):
+            issues.append(_issue(line, "secrets:url-credentials", "high", "password in a URL"))
+            continue
+        for match in _ASSIGNED_STRING.finditer(text):
+            if _CREDENTIAL_NAME.search(match.group("name")) and looks_like_secret_value(match.group("value")):
+                issues.append(_issue(line, "secrets:named-literal", "high", "credential"))
+                break
+    return issues

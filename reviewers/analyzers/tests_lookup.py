@@ -1,0 +1,132 @@
+"""Which tests exercise a source file and its symbols, found by reading test files (never running them).
+
+A test file is recognised by the usual names (`test_*.py`, `*_test.go`, `*.test.ts`, `FooTest.java`,
+`*_spec.rb`) or by living under a `tests/`, `test/`, `__tests__/` or `spec/` directory. A test
+references a symbol when it mentions the symbol's module (its dotted name or file stem) and the
+symbol's name as a word; the test functions whose bodies mention the name are named.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import warnings
+from dataclasses import dataclass
+
+from reviewers.analyzers.imports import python_module_name
+from reviewers.contracts import Workspace, language_of
+
+_TEST_FILE = re.compile(
+    r"(?:^|/)(?:test_[^/]*\.py|[^/]*_test\.(?:py|go)|[^/]*\.(?:test|spec)\.[cm]?[jt]sx?|[^/]*Tests?\.(?:java|kt|cs)|"
+    r"[^/]*_spec\.rb|conftest\.py)$"
+)
+TEST_DIRECTORIES = frozenset({"tests", "test", "__tests__", "spec"})
+MAX_TEST_FILES = 1000  # test files read per review; past this a lookup says it stopped early
+_TEST_START = re.compile(
+    r"^\s*(?:(?:async\s+)?def\s+(?P<py>test\w*)|func\s+(?P<go>Test\w+)|(?:it|test)\s*\(\s*['\"`](?P<js>[^'\"`]+))"
+)
+
+
+def is_test_path(path: str) -> bool:
+    return bool(_TEST_FILE.search(path)) or any(part in TEST_DIRECTORIES for part in path.split("/")[:-1])
+
+
+def module_tokens(path: str) -> tuple[str, ...]:
+    """Words that show a test file talks about a module: its dotted name and its file stem."""
+    if language_of(path) == "python":
+        dotted = python_module_name(path)
+        return (dotted, dotted.rsplit(".", 1)[-1]) if dotted else ()
+    stem = path.rsplit("/", 1)[-1].split(".", 1)[0]
+    return (stem,) if stem and stem != "index" else (path.rsplit("/", 2)[-2],) if "/" in path else ()
+
+
+@dataclass(frozen=True, slots=True)
+class TestReference:
+    __test__ = False  # not a pytest test class, despite the name
+
+    path: str
+    line: int
+    text: str
+    tests: tuple[str, ...]  # test functions whose bodies mention the symbol
+
+
+def _word(name: str) -> re.Pattern[str]:
+    return re.compile(rf"(?<![\w$]){re.escape(name)}(?![\w$])")
+
+
+def tests_in_file(text: str, path: str) -> list[tuple[str, int, int]]:
+    """(name, first line, last line) of each test function in a test file."""
+    if language_of(path) == "python":
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                tree = ast.parse(text)
+        except (SyntaxError, ValueError, RecursionError):
+            tree = None
+        if tree is not None:
+            return [
+                (node.name, node.lineno, node.end_lineno or node.lineno)
+                for node in ast.walk(tree)
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name.startswith("test")
+            ]
+    starts: list[tuple[str, int]] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if match := _TEST_START.match(line):
+            starts.append((match.group("py") or match.group("go") or match.group("js"), number))
+    total = len(text.splitlines())
+    return [
+        (name, line, (starts[i + 1][1] - 1) if i + 1 < len(starts) else total) for i, (name, line) in enumerate(starts)
+    ]
+
+
+class TestIndex:
+    """The test files of a workspace, read once per review."""
+
+    __test__ = False  # not a pytest test class, despite the name
+
+    def __init__(self, workspace: Workspace, *, max_files: int = MAX_TEST_FILES) -> None:
+        self.workspace = workspace
+        paths = [p for p in workspace.list_paths() if is_test_path(p)]
+        self.truncated = len(paths) > max_files
+        self.paths = paths[:max_files]
+        self._texts: dict[str, str | None] = {}
+
+    def text(self, path: str) -> str | None:
+        if path not in self._texts:
+            self._texts[path] = self.workspace.read_file(path)
+        return self._texts[path]
+
+    def references(self, source_path: str, symbol: str) -> list[TestReference]:
+        """Test files that mention `source_path`'s module and `symbol`, first mention per file."""
+        tokens = [_word(t) for t in module_tokens(source_path)]
+        word = _word(symbol)
+        out: list[TestReference] = []
+        for path in self.paths:
+            text = self.text(path)
+            if text is None or path == source_path or not any(t.search(text) for t in tokens):
+                continue
+            lines = text.splitlines()
+            hits = [n for n, line in enumerate(lines, start=1) if word.search(line)]
+            if not hits:
+                continue
+            tests = tuple(
+                name for name, start, end in tests_in_file(text, path) if any(start <= n <= end for n in hits)
+            )
+            out.append(TestReference(path, hits[0], lines[hits[0] - 1], tests))
+        return out
+
+    def tests_for_path(self, source_path: str, symbols: list[str]) -> list[TestReference]:
+        """Test files that import or name the module at `source_path`, with the symbols they use."""
+        tokens = [_word(t) for t in module_tokens(source_path)]
+        out: list[TestReference] = []
+        for path in self.paths:
+            text = self.text(path)
+            if text is None or path == source_path:
+                continue
+            lines = text.splitlines()
+            hits = [n for n, line in enumerate(lines, start=1) if any(t.search(line) for t in tokens)]
+            if not hits:
+                continue
+            used = tuple(s for s in symbols if _word(s).search(text))
+            out.append(TestReference(path, hits[0], lines[hits[0] - 1], used))
+        return out
