@@ -131,6 +131,13 @@ def _parse_hunk_header(line: str, line_no: int) -> tuple[int, int, int, int, str
     return old_start, old_count, new_start, new_count, line[close + 3 :]
 
 
+def _ended_early(line_no: int, header: str, where: str, old_left: int, new_left: int) -> DiffParseError:
+    return DiffParseError(
+        f"line {line_no}: the hunk {header.split(' @@')[0]} @@ of {where} ends early: "
+        f"{old_left} old and {new_left} new lines missing"
+    )
+
+
 def _parse_hunk(lines: list[str], i: int, *, line_base: int, where: str) -> tuple[Hunk, int]:
     """One hunk starting at its `@@` line `lines[i]`; returns it and the index after it. The header's
     counts decide where the hunk ends, so a removed line reading "-- x" is never taken for a header."""
@@ -140,37 +147,37 @@ def _parse_hunk(lines: list[str], i: int, *, line_base: int, where: str) -> tupl
     old_no, new_no = old_start, new_start
     out: list[DiffLine] = []
     append = out.append
+    line_type = DiffLine  # a local name: this loop runs once per diff line
     n = len(lines)
     i += 1
     while old_left > 0 or new_left > 0:
-        if i >= n or lines[i].startswith("diff --git "):
-            raise DiffParseError(
-                f"line {line_base + i}: the hunk {header.split(' @@')[0]} @@ of {where} ends early: "
-                f"{old_left} old and {new_left} new lines missing"
-            )
+        if i >= n:
+            raise _ended_early(line_base + i, header, where, old_left, new_left)
         line = lines[i]
         first = line[:1]
-        # An empty line is a context line whose leading space an editor or mailer stripped.
-        if first == " " or not line:
-            if old_left <= 0 or new_left <= 0:
-                raise _fail(line_base + i, f"context line past the hunk's counts in {where}", line)
-            append(DiffLine("context", line[1:], old_no, new_no))
-            old_no += 1
-            new_no += 1
-            old_left -= 1
-            new_left -= 1
-        elif first == "+":
+        if first == "+":
             if new_left <= 0:
                 raise _fail(line_base + i, f"added line past the hunk's counts in {where}", line)
-            append(DiffLine("add", line[1:], None, new_no))
+            append(line_type("add", line[1:], None, new_no))
             new_no += 1
             new_left -= 1
         elif first == "-":
             if old_left <= 0:
                 raise _fail(line_base + i, f"removed line past the hunk's counts in {where}", line)
-            append(DiffLine("del", line[1:], old_no, None))
+            append(line_type("del", line[1:], old_no, None))
             old_no += 1
             old_left -= 1
+        # An empty line is a context line whose leading space an editor or mailer stripped.
+        elif first == " " or not line:
+            if old_left <= 0 or new_left <= 0:
+                raise _fail(line_base + i, f"context line past the hunk's counts in {where}", line)
+            append(line_type("context", line[1:], old_no, new_no))
+            old_no += 1
+            new_no += 1
+            old_left -= 1
+            new_left -= 1
+        elif line.startswith("diff --git "):
+            raise _ended_early(line_base + i, header, where, old_left, new_left)
         elif first != "\\":  # "\ No newline at end of file" may follow any line
             raise _fail(line_base + i, f"unexpected line inside a hunk of {where}", line)
         i += 1
@@ -284,8 +291,10 @@ class _DiffParser:
     def plain_header(self, i: int) -> tuple[_FileHeader, int]:
         old = _marker_path(self.lines[i][4:])
         new = _marker_path(self.lines[i + 1][4:])
-        if old != DEV_NULL and new != DEV_NULL and old.startswith("a/") and new.startswith("b/"):
-            old, new = old[2:], new[2:]
+        # git's a/ and b/ prefixes are dropped when every real side carries its own. (A `diff -u` of two
+        # directories that happen to be named "a" and "b" cannot be told apart and loses them too.)
+        if (old == DEV_NULL or old.startswith("a/")) and (new == DEV_NULL or new.startswith("b/")):
+            old, new = _strip_prefix(old, "a/"), _strip_prefix(new, "b/")
         return _FileHeader(old_path=old, new_path=new), i + 2
 
     def git_header(self, i: int) -> tuple[_FileHeader, int]:
@@ -484,11 +493,7 @@ class DiffIndex:
         if entry is None:
             return None
         change = entry.change
-        if (
-            (change.status == "added" and change.old_path == change.path)
-            or change.is_binary
-            or change.collapsed
-        ):
+        if (change.status == "added" and change.old_path == change.path) or change.is_binary or change.collapsed:
             return None
         kind = entry.kinds.get(new_line)
         if kind == "context":
@@ -510,12 +515,8 @@ class DiffIndex:
 
 def _file_title(f: FileChange) -> str:
     rename = f" (from {f.old_path})" if f.old_path != f.path else ""
-    mode = (
-        f" mode {f.old_mode}→{f.new_mode}" if f.old_mode and f.new_mode and f.old_mode != f.new_mode else ""
-    )
-    extra = (
-        " (binary)" if f.is_binary else f" (diff not available: {f.collapsed_reason})" if f.collapsed else ""
-    )
+    mode = f" mode {f.old_mode}→{f.new_mode}" if f.old_mode and f.new_mode and f.old_mode != f.new_mode else ""
+    extra = " (binary)" if f.is_binary else f" (diff not available: {f.collapsed_reason})" if f.collapsed else ""
     return f"=== {f.status} {f.path}{rename}{mode} +{f.additions} -{f.deletions}{extra}"
 
 
@@ -537,7 +538,8 @@ def render_diff_overview(files: Sequence[FileChange], *, max_lines: int) -> str:
         remaining_files = len(files) - index
         # Keep one line for the closing "N more files" note whenever files are still waiting.
         budget = max_lines - len(out) - (1 if remaining_files > 1 else 0)
-        share = budget // remaining_files
+        # Titles first: while a line is left, each file gets at least its title.
+        share = max(1, budget // remaining_files) if budget >= 1 else 0
         if share < 1:
             rest = files[index:]
             adds, dels = sum(r.additions for r in rest), sum(r.deletions for r in rest)
@@ -548,9 +550,7 @@ def render_diff_overview(files: Sequence[FileChange], *, max_lines: int) -> str:
         if not f.hunks or share < 4:
             continue
         first = f.hunks[0]
-        body = [
-            f"@@ -{first.old_start},{first.old_count} +{first.new_start},{first.new_count} @@{first.header}"
-        ]
+        body = [f"@@ -{first.old_start},{first.old_count} +{first.new_start},{first.new_count} @@{first.header}"]
         body.extend(_clip(_MARK[ln.kind] + ln.text) for ln in first.lines)
         more_hunks = len(f.hunks) - 1
         room = share - 1

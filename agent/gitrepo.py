@@ -80,9 +80,7 @@ class GitRepository:
         except FileNotFoundError:
             raise RepositoryError("git is not installed (no 'git' on PATH)") from None
         except subprocess.TimeoutExpired:
-            raise RepositoryError(
-                f"git {args[0]} timed out after {GIT_TIMEOUT_S:.0f}s in {self.root}"
-            ) from None
+            raise RepositoryError(f"git {args[0]} timed out after {GIT_TIMEOUT_S:.0f}s in {self.root}") from None
         if check and result.returncode != 0:
             message = result.stderr.decode("utf-8", errors="replace").strip().splitlines()
             detail = message[-1] if message else f"exit status {result.returncode}"
@@ -93,9 +91,7 @@ class GitRepository:
         """The full SHA of the commit a revision names (branch, tag, SHA, `HEAD~2`, ...)."""
         if not rev or rev.startswith("-") or "\0" in rev:
             raise RepositoryError(f"unknown revision: {rev!r}")
-        result = self._git(
-            "rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}", check=False
-        )
+        result = self._git("rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}", check=False)
         sha = result.stdout.decode("ascii", errors="replace").strip()
         if result.returncode != 0 or not sha:
             raise RepositoryError(f"unknown revision: {rev!r} in {self.root}")
@@ -107,9 +103,7 @@ class GitRepository:
         if result.returncode == 1:
             return None
         if result.returncode != 0:
-            raise RepositoryError(
-                f"git merge-base failed in {self.root}: {result.stderr.decode(errors='replace')}"
-            )
+            raise RepositoryError(f"git merge-base failed in {self.root}: {result.stderr.decode(errors='replace')}")
         return result.stdout.decode("ascii").strip()
 
     def diff(self, base: str, head: str) -> str:
