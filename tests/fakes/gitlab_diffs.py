@@ -147,6 +147,7 @@ def _entry(
     too_large: bool,
     collapsed: bool,
     generated: bool,
+    silently_empty: bool,
     max_diff_bytes: int,
 ) -> DiffEntry:
     binary = (old is not None and is_binary(old)) or (new is not None and is_binary(new))
@@ -155,7 +156,7 @@ def _entry(
     else:
         hunks = file_hunks(as_text(old) if old is not None else "", as_text(new) if new is not None else "")
     too_large = too_large or len(hunks.text.encode()) > max_diff_bytes
-    text = "" if too_large or collapsed else hunks.text
+    text = "" if too_large or collapsed or silently_empty else hunks.text
     return DiffEntry(
         old_path=old_path,
         new_path=new_path,
@@ -179,10 +180,14 @@ def diff_entries(
     too_large: Iterable[str] = (),
     collapsed: Iterable[str] = (),
     generated: Iterable[str] = (),
+    silently_empty: Iterable[str] = (),
     max_diff_bytes: int = 100_000,
 ) -> list[DiffEntry]:
-    """Every changed file between two snapshots, ordered by new path as GitLab orders them."""
+    """Every changed file between two snapshots, ordered by new path as GitLab orders them.
+    `silently_empty` paths get `diff: ""` with no flag set, as GitLab does for some large new files
+    (gitlab-org/gitlab#414389)."""
     too_large_set, collapsed_set, generated_set = set(too_large), set(collapsed), set(generated)
+    empty_set = set(silently_empty)
     renames = _pair_renames(base, head)
     renamed_targets = set(renames.values())
     entries: list[DiffEntry] = []
@@ -197,6 +202,7 @@ def diff_entries(
                 too_large=new_path in too_large_set,
                 collapsed=new_path in collapsed_set,
                 generated=new_path in generated_set,
+                silently_empty=new_path in empty_set,
                 max_diff_bytes=max_diff_bytes,
             )
         )

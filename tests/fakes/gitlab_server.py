@@ -201,9 +201,7 @@ class FakeGitLab:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
         self.url = f"http://127.0.0.1:{port}"
-        app = Starlette(
-            routes=[Route("/{rest:path}", self._dispatch, methods=["GET", "POST", "PUT", "DELETE"])]
-        )
+        app = Starlette(routes=[Route("/{rest:path}", self._dispatch, methods=["GET", "POST", "PUT", "DELETE"])])
         config = uvicorn.Config(app, log_level="warning", lifespan="off", ws="none", http="h11")
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]}, daemon=True)
@@ -229,9 +227,7 @@ class FakeGitLab:
 
     # --- seeding and inspection (the test's side) --------------------------------------------------
 
-    def add_project(
-        self, project_id: int, path_with_namespace: str, *, default_branch: str = "main"
-    ) -> Project:
+    def add_project(self, project_id: int, path_with_namespace: str, *, default_branch: str = "main") -> Project:
         with self._lock:
             project = Project(project_id, path_with_namespace, default_branch)
             self.projects[project_id] = project
@@ -267,6 +263,7 @@ class FakeGitLab:
         too_large: set[str] | frozenset[str] = frozenset(),
         collapsed: set[str] | frozenset[str] = frozenset(),
         generated: set[str] | frozenset[str] = frozenset(),
+        silently_empty: set[str] | frozenset[str] = frozenset(),
         diff_refs_ready: bool = True,
     ) -> MergeRequest:
         """A merge request whose target is `files_base` and whose source head is `files_head`.
@@ -276,7 +273,13 @@ class FakeGitLab:
             base_sha = self._commit(project, files_base, "root")
             head_sha = self._commit(project, files_head, base_sha)
             version = self._version(
-                project, base_sha, head_sha, too_large=too_large, collapsed=collapsed, generated=generated
+                project,
+                base_sha,
+                head_sha,
+                too_large=too_large,
+                collapsed=collapsed,
+                generated=generated,
+                silently_empty=silently_empty,
             )
             mr = MergeRequest(
                 id=next(self._ids),
@@ -310,9 +313,7 @@ class FakeGitLab:
             mr = project.merge_requests[iid]
             base_sha = mr.latest.base_sha
             head_sha = self._commit(project, new_files_head, mr.latest.head_sha)
-            mr.versions.insert(
-                0, self._version(project, base_sha, head_sha, too_large=too_large, collapsed=collapsed)
-            )
+            mr.versions.insert(0, self._version(project, base_sha, head_sha, too_large=too_large, collapsed=collapsed))
             mr.diff_refs_ready = True
             return head_sha
 
@@ -357,9 +358,7 @@ class FakeGitLab:
                 return note
         raise KeyError(note_id)
 
-    def reply(
-        self, project_id: int, iid: int, discussion_id: str, body: str, *, user: User | None = None
-    ) -> Note:
+    def reply(self, project_id: int, iid: int, discussion_id: str, body: str, *, user: User | None = None) -> Note:
         """A person answers in a thread (what a Note Hook then reports)."""
         with self._lock:
             discussion = self._discussion(self.merge_request(project_id, iid), discussion_id)
@@ -873,9 +872,7 @@ class FakeGitLab:
             position = self._validate_position(mr, call.body["position"])
             if isinstance(position, str):
                 return _error(400, position)
-            note = self._new_note(
-                discussion_id, body, call.user, "DiffNote", resolvable=True, position=position
-            )
+            note = self._new_note(discussion_id, body, call.user, "DiffNote", resolvable=True, position=position)
         else:
             note = self._new_note(discussion_id, body, call.user, "DiscussionNote", resolvable=True)
         discussion = Discussion(discussion_id, False, [note])
@@ -900,9 +897,7 @@ class FakeGitLab:
             return _error(404, "404 Not found")
         if not call.body.get("body"):
             return _error(400, "400 Bad request - body is missing")
-        return JSONResponse(
-            self.note_json(mr, self._add_reply(discussion, call.body["body"], call.user)), 201
-        )
+        return JSONResponse(self.note_json(mr, self._add_reply(discussion, call.body["body"], call.user)), 201)
 
     def _set_resolved(self, discussion: Discussion, resolved: bool, user: User) -> None:
         for note in discussion.notes:

@@ -1,0 +1,579 @@
+"""The GitLab platform port: everything reviewloop asks of GitLab, over python-gitlab.
+
+python-gitlab is synchronous; async callers run these methods in a worker thread. The client is
+built with `retry_transient_errors=True`, so GETs and PUTs are retried on 429/5xx (honouring
+`Retry-After`) up to `max_retries` times. POSTs that create something are retried on 429 only (the
+request was refused, not processed): a 5xx after GitLab may already have created the note would
+otherwise post it twice; the failure goes up as retryable and the re-run finds the note by its
+marker instead.
+
+GitLab facts this module follows (DESIGN §4): positions come from the newest MR *version*, not
+`diff_refs` (empty right after creation); diffs come from the paginated `/diffs` endpoint and a file
+GitLab sends no text for (`too_large`, `collapsed`, or an empty diff, which GitLab also sends
+unflagged for some large new files, gitlab-org/gitlab#414389) is fetched at both commits and diffed
+here, or named in `not_reviewed` with a reason. A pure rename costs two reads that way; a silently
+unreviewed file would cost more.
+
+Errors: 401/403/404 and other 4xx → `PlatformError` (not retryable); 429/5xx past the retries and
+connection failures → `PlatformUnavailableError` (retryable); a 400 on a positioned discussion →
+`PositionRejectedError`. Each carries the project, merge request and head commit.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+from urllib.parse import quote
+
+import gitlab
+import requests
+from gitlab.exceptions import GitlabError
+
+from agent.context import NotReviewed
+from agent.diff import parse_file_patch
+from reviewers.contracts import FileChange, SearchHit
+from reviewers.errors import (
+    DiffParseError,
+    InputError,
+    PlatformError,
+    PlatformUnavailableError,
+    PositionRejectedError,
+)
+
+ProjectRef = str | int  # numeric id or "group/project" path
+DEFAULT_TIMEOUT_S = 30.0
+DEFAULT_MAX_RETRIES = 6  # python-gitlab backs off 0.1·2^n s: ~6 s in all, or Retry-After when sent
+PER_PAGE = 100  # GitLab's maximum page size
+MAX_FILE_BYTES = 1_000_000  # larger files are neither read by reviewers nor diffed here
+MAX_FALLBACK_FETCHES = 100  # files GitLab sent no diff for that we fetch and diff ourselves, per MR
+MAX_DIFF_LINES_PER_FILE = 5000
+MAX_TREE_ENTRIES = 50_000
+MAX_SEARCH_FILES = 200
+MAX_SEARCH_LINE_CHARS = 400  # a minified line is not worth matching
+BINARY_SNIFF_BYTES = 8000  # git's own heuristic: a NUL in the first 8000 bytes means binary
+RETRYABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+POSITION_STATUS = frozenset({400, 422})
+
+
+@dataclass(frozen=True, slots=True)
+class MergeRequestInfo:
+    project_id: int
+    iid: int
+    title: str
+    description: str
+    draft: bool
+    state: str  # "opened", "closed", "merged", "locked"
+    author_id: int
+    author_username: str
+    web_url: str
+    source_branch: str
+    target_branch: str
+    sha: str | None  # the source branch head GitLab knows of
+
+
+class DiffVersions(NamedTuple):
+    """The three SHAs of the newest MR version, as a position needs them."""
+
+    base_sha: str
+    start_sha: str
+    head_sha: str
+
+
+@dataclass(frozen=True, slots=True)
+class DiffPosition:
+    """A GitLab text position. `new_line` alone for an added line, `old_line` alone for a removed
+    one, both for an unchanged one; `old_path` and `new_path` always."""
+
+    base_sha: str
+    start_sha: str
+    head_sha: str
+    old_path: str
+    new_path: str
+    new_line: int | None = None
+    old_line: int | None = None
+
+    def to_api(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "position_type": "text",
+            "base_sha": self.base_sha,
+            "start_sha": self.start_sha,
+            "head_sha": self.head_sha,
+            "old_path": self.old_path,
+            "new_path": self.new_path,
+        }
+        if self.new_line is not None:
+            out["new_line"] = self.new_line
+        if self.old_line is not None:
+            out["old_line"] = self.old_line
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class PostedNote:
+    discussion_id: str
+    note_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadNote:
+    id: int
+    author_id: int
+    body: str
+    system: bool
+    type: str | None  # None, "DiscussionNote", "DiffNote"
+    resolvable: bool
+    resolved: bool
+    position: dict[str, Any] | None
+
+
+@dataclass(frozen=True, slots=True)
+class Discussion:
+    id: str
+    individual_note: bool
+    notes: tuple[ThreadNote, ...]
+
+    @property
+    def first_note(self) -> ThreadNote:
+        return self.notes[0]
+
+    @property
+    def resolved(self) -> bool:
+        resolvable = [n for n in self.notes if n.resolvable]
+        return bool(resolvable) and all(n.resolved for n in resolvable)
+
+
+@dataclass(frozen=True, slots=True)
+class AwardEmoji:
+    id: int
+    name: str
+    user_id: int
+
+
+class MergeRequestDiff(NamedTuple):
+    files: list[FileChange]
+    not_reviewed: list[NotReviewed]
+
+
+def _lines(text: str) -> list[str]:
+    """Lines with their "\\n", split on "\\n" only, as git splits them (not on \\f or U+2028)."""
+    parts = [p + "\n" for p in text.split("\n")]
+    parts[-1] = parts[-1][:-1]
+    return parts if parts[-1] else parts[:-1]
+
+
+def hunk_text(old: str, new: str, *, context: int = 3) -> str:
+    """The hunks between two texts in GitLab's per-file `diff` format (no file header)."""
+    out: list[str] = []
+    for line in list(difflib.unified_diff(_lines(old), _lines(new), n=context))[2:]:
+        out.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
+    return "".join(out)
+
+
+def decode_text(data: bytes) -> str | None:
+    """UTF-8 text, or None for binary content (a NUL near the start, or not UTF-8)."""
+    if b"\0" in data[:BINARY_SNIFF_BYTES]:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def _project_path(project: ProjectRef) -> str:
+    return "/projects/" + quote(str(project), safe="")
+
+
+class GitLabPlatform:
+    """One GitLab instance, seen with one token (the bot's)."""
+
+    def __init__(
+        self,
+        url: str,
+        token: str,
+        *,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        per_page: int = PER_PAGE,
+        max_file_bytes: int = MAX_FILE_BYTES,
+        max_diff_lines_per_file: int = MAX_DIFF_LINES_PER_FILE,
+        max_fallback_fetches: int = MAX_FALLBACK_FETCHES,
+        review_generated: bool = False,
+    ) -> None:
+        if not url or not token:
+            raise InputError("GitLab needs a URL and a token (REVIEWLOOP_GITLAB_URL, REVIEWLOOP_GITLAB_TOKEN)")
+        self.url = url.rstrip("/")
+        self._gl = gitlab.Gitlab(self.url, private_token=token, retry_transient_errors=True, timeout=timeout)
+        self._max_retries = max_retries
+        self._per_page = per_page
+        self.max_file_bytes = max_file_bytes
+        self._max_diff_lines = max_diff_lines_per_file
+        self._max_fallback_fetches = max_fallback_fetches
+        self._review_generated = review_generated
+        self._bot_user_id: int | None = None
+
+    # --- plumbing ----------------------------------------------------------------------------------
+
+    @contextmanager
+    def _errors(
+        self, doing: str, *, project: ProjectRef | None, mr_iid: int | None = None, head_sha: str | None = None
+    ) -> Iterator[None]:
+        where: dict[str, Any] = {"project": project, "mr_iid": mr_iid, "head_sha": head_sha}
+        try:
+            yield
+        except GitlabError as exc:
+            code = exc.response_code
+            message = f"GitLab answered {code} while {doing}: {exc.error_message}".rstrip(": ")
+            if code in (401, 403):
+                raise PlatformError(f"GitLab refused the token ({code}) while {doing}", **where) from exc
+            if code is None or code in RETRYABLE_STATUS or code >= 500:
+                raise PlatformUnavailableError(message, **where) from exc
+            raise PlatformError(message, **where) from exc
+        except requests.RequestException as exc:
+            raise PlatformUnavailableError(
+                f"GitLab could not be reached while {doing}: {type(exc).__name__}", **where
+            ) from exc
+
+    def _get(self, path: str, **query: Any) -> Any:
+        return self._gl.http_get(path, query_data=query, max_retries=self._max_retries)
+
+    def _list(self, path: str, *, limit: int | None = None, **query: Any) -> list[dict[str, Any]]:
+        pages = self._gl.http_list(
+            path, query_data=query, iterator=True, per_page=self._per_page, max_retries=self._max_retries
+        )
+        out: list[dict[str, Any]] = []
+        for item in pages:
+            out.append(item)
+            if limit is not None and len(out) >= limit:
+                break
+        return out
+
+    def _post(self, path: str, data: dict[str, Any]) -> Any:
+        # Not retried on 5xx: see the module docstring (429 is still retried).
+        return self._gl.http_post(path, post_data=data, max_retries=self._max_retries, retry_transient_errors=False)
+
+    def _put(self, path: str, *, data: dict[str, Any] | None = None, query: dict[str, Any] | None = None) -> Any:
+        return self._gl.http_put(path, query_data=query, post_data=data, max_retries=self._max_retries)
+
+    @staticmethod
+    def _mr_path(project: ProjectRef, iid: int) -> str:
+        return f"{_project_path(project)}/merge_requests/{int(iid)}"
+
+    # --- reading -----------------------------------------------------------------------------------
+
+    def bot_user_id(self) -> int:
+        """The id of the user our token belongs to (whose notes are ours)."""
+        if self._bot_user_id is None:
+            with self._errors("reading the current user", project=None):
+                self._bot_user_id = int(self._get("/user")["id"])
+        return self._bot_user_id
+
+    def project_id(self, project: ProjectRef) -> int:
+        with self._errors("reading the project", project=project):
+            return int(self._get(_project_path(project))["id"])
+
+    def merge_request(self, project: ProjectRef, iid: int) -> MergeRequestInfo:
+        with self._errors("reading the merge request", project=project, mr_iid=iid):
+            mr = self._get(self._mr_path(project, iid))
+        author = mr.get("author") or {}
+        return MergeRequestInfo(
+            project_id=int(mr["project_id"]),
+            iid=int(mr["iid"]),
+            title=str(mr.get("title") or ""),
+            description=str(mr.get("description") or ""),
+            draft=bool(mr.get("draft", mr.get("work_in_progress", False))),
+            state=str(mr.get("state") or ""),
+            author_id=int(author.get("id", 0)),
+            author_username=str(author.get("username", "")),
+            web_url=str(mr.get("web_url") or ""),
+            source_branch=str(mr.get("source_branch") or ""),
+            target_branch=str(mr.get("target_branch") or ""),
+            sha=mr.get("sha"),
+        )
+
+    def latest_version(self, project: ProjectRef, iid: int) -> DiffVersions:
+        """base/start/head SHAs of the newest MR version. Retryable error while GitLab has none yet."""
+        with self._errors("reading the merge request versions", project=project, mr_iid=iid):
+            versions = self._gl.http_list(
+                f"{self._mr_path(project, iid)}/versions",
+                get_all=False,
+                per_page=self._per_page,
+                max_retries=self._max_retries,
+            )
+        if not isinstance(versions, list) or not versions:
+            raise PlatformUnavailableError(
+                "GitLab has not computed a diff version for this merge request yet", project=project, mr_iid=iid
+            )
+        newest = max(versions, key=lambda v: int(v["id"]))
+        return DiffVersions(
+            str(newest["base_commit_sha"]), str(newest["start_commit_sha"]), str(newest["head_commit_sha"])
+        )
+
+    def raw_file(self, project: ProjectRef, path: str, ref: str) -> bytes | None:
+        """A file's bytes at a commit; None when it does not exist there (404)."""
+        url = f"{_project_path(project)}/repository/files/{quote(path, safe='')}/raw"
+        try:
+            with self._errors(f"reading {path}", project=project, head_sha=ref):
+                response = self._gl.http_get(url, query_data={"ref": ref}, raw=True, max_retries=self._max_retries)
+        except PlatformError as exc:
+            if isinstance(exc.__cause__, GitlabError) and exc.__cause__.response_code == 404:
+                return None
+            raise
+        assert isinstance(response, requests.Response)
+        return response.content
+
+    def read_file(self, project: ProjectRef, path: str, ref: str) -> str | None:
+        """A file's text at a commit; None when absent, binary or larger than `max_file_bytes`."""
+        data = self.raw_file(project, path, ref)
+        if data is None or len(data) > self.max_file_bytes:
+            return None
+        return decode_text(data)
+
+    def list_paths(self, project: ProjectRef, ref: str) -> list[str]:
+        """Every file path at a commit (the repository tree, paginated), capped at MAX_TREE_ENTRIES."""
+        with self._errors("listing the repository tree", project=project, head_sha=ref):
+            entries = self._list(
+                f"{_project_path(project)}/repository/tree", limit=MAX_TREE_ENTRIES, ref=ref, recursive="true"
+            )
+        return sorted(str(e["path"]) for e in entries if e.get("type") == "blob")
+
+    def workspace(self, project: ProjectRef, head_sha: str, *, changed_paths: Sequence[str] = ()) -> GitLabWorkspace:
+        return GitLabWorkspace(self, project, head_sha, changed_paths=changed_paths)
+
+    def diffs(self, project: ProjectRef, iid: int, *, versions: DiffVersions | None = None) -> MergeRequestDiff:
+        """Every changed file of the newest version. A file GitLab sent no diff text for is fetched
+        at base and head and diffed here; what cannot be is a collapsed `FileChange` named in
+        `not_reviewed` with the reason. Nothing is dropped."""
+        versions = versions or self.latest_version(project, iid)
+        with self._errors("listing the merge request diffs", project=project, mr_iid=iid, head_sha=versions.head_sha):
+            entries = self._list(f"{self._mr_path(project, iid)}/diffs")
+        files: list[FileChange] = []
+        not_reviewed: list[NotReviewed] = []
+        fetches = 0
+        for entry in entries:
+            change, reason, fetched = self._file_change(
+                project, entry, versions, fetch_budget=fetches < self._max_fallback_fetches
+            )
+            fetches += fetched
+            files.append(change)
+            if reason:
+                not_reviewed.append(NotReviewed(path=change.path, reason=reason))
+        return MergeRequestDiff(files, not_reviewed)
+
+    def _file_change(
+        self, project: ProjectRef, entry: dict[str, Any], versions: DiffVersions, *, fetch_budget: bool
+    ) -> tuple[FileChange, str | None, int]:
+        """One `/diffs` entry as a FileChange, the reason it is not reviewable (or None), and how
+        many fallback fetches it used (0 or 1)."""
+        meta: dict[str, Any] = {
+            "old_path": str(entry.get("old_path") or entry.get("new_path")),
+            "new_path": str(entry.get("new_path") or entry.get("old_path")),
+            "new_file": bool(entry.get("new_file")),
+            "deleted_file": bool(entry.get("deleted_file")),
+            "renamed_file": bool(entry.get("renamed_file")),
+            "old_mode": entry.get("a_mode"),
+            "new_mode": entry.get("b_mode"),
+        }
+        too_large, collapsed = bool(entry.get("too_large")), bool(entry.get("collapsed"))
+        text = str(entry.get("diff") or "")
+        if entry.get("generated_file") and not self._review_generated:
+            return self._unavailable(meta, "generated file"), "generated file", 0
+        why = "too_large" if too_large else "collapsed" if collapsed else "empty diff"
+        if text.strip() and not (too_large or collapsed):
+            try:
+                return parse_file_patch(patch=text, **meta), None, 0
+            except DiffParseError:
+                why = "a diff that does not parse"  # diff the contents ourselves instead
+        if not fetch_budget:
+            reason = f"GitLab sent no diff ({why}) and the budget of fetched files is spent"
+            return self._unavailable(meta, reason), reason, 0
+        return (*self._diff_contents(project, meta, versions, why), 1)
+
+    @staticmethod
+    def _unavailable(meta: dict[str, Any], reason: str) -> FileChange:
+        change = parse_file_patch(patch="", collapsed=True, **meta)
+        return FileChange(
+            path=change.path,
+            old_path=change.old_path,
+            status=change.status,
+            old_mode=change.old_mode,
+            new_mode=change.new_mode,
+            collapsed=True,
+            collapsed_reason=reason,
+        )
+
+    def _diff_contents(
+        self, project: ProjectRef, meta: dict[str, Any], versions: DiffVersions, why: str
+    ) -> tuple[FileChange, str | None]:
+        old = b"" if meta["new_file"] else self.raw_file(project, meta["old_path"], versions.base_sha)
+        new = b"" if meta["deleted_file"] else self.raw_file(project, meta["new_path"], versions.head_sha)
+        if old is None or new is None:
+            reason = f"GitLab sent no diff ({why}) and the file could not be read at both commits"
+            return self._unavailable(meta, reason), reason
+        if max(len(old), len(new)) > self.max_file_bytes:
+            reason = f"GitLab sent no diff ({why}) and the file is over {self.max_file_bytes} bytes"
+            return self._unavailable(meta, reason), reason
+        old_text, new_text = decode_text(old), decode_text(new)
+        if old_text is None or new_text is None:
+            return parse_file_patch(patch="Binary files differ", **meta), None
+        patch = hunk_text(old_text, new_text)
+        if patch.count("\n") > self._max_diff_lines:
+            reason = f"GitLab sent no diff ({why}) and the diff is over {self._max_diff_lines} lines"
+            return self._unavailable(meta, reason), reason
+        return parse_file_patch(patch=patch, **meta), None
+
+    def discussions(self, project: ProjectRef, iid: int) -> list[Discussion]:
+        with self._errors("listing discussions", project=project, mr_iid=iid):
+            raw = self._list(f"{self._mr_path(project, iid)}/discussions")
+        return [_discussion(d) for d in raw]
+
+    def award_emoji(self, project: ProjectRef, iid: int, note_id: int) -> list[AwardEmoji]:
+        with self._errors("listing award emoji", project=project, mr_iid=iid):
+            raw = self._list(f"{self._mr_path(project, iid)}/notes/{int(note_id)}/award_emoji")
+        return [AwardEmoji(int(a["id"]), str(a["name"]), int((a.get("user") or {}).get("id", 0))) for a in raw]
+
+    # --- writing -----------------------------------------------------------------------------------
+
+    def post_positioned_discussion(
+        self, project: ProjectRef, iid: int, *, body: str, position: DiffPosition
+    ) -> PostedNote:
+        """A diff thread at `position`; `PositionRejectedError` when GitLab refuses the position."""
+        head = position.head_sha
+        try:
+            with self._errors(
+                f"posting a discussion on {position.new_path}", project=project, mr_iid=iid, head_sha=head
+            ):
+                raw = self._post(
+                    f"{self._mr_path(project, iid)}/discussions", {"body": body, "position": position.to_api()}
+                )
+        except PlatformError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, GitlabError) and cause.response_code in POSITION_STATUS:
+                line = position.new_line if position.new_line is not None else position.old_line
+                raise PositionRejectedError(
+                    f"GitLab rejected the position {position.new_path}:{line}: {cause.error_message}",
+                    project=project,
+                    mr_iid=iid,
+                    head_sha=head,
+                ) from cause
+            raise
+        discussion = _discussion(raw)
+        return PostedNote(discussion.id, discussion.first_note.id)
+
+    def post_discussion(self, project: ProjectRef, iid: int, *, body: str) -> PostedNote:
+        """A resolvable thread on the merge request without a position (our fallback for findings)."""
+        with self._errors("posting a discussion", project=project, mr_iid=iid):
+            raw = self._post(f"{self._mr_path(project, iid)}/discussions", {"body": body})
+        discussion = _discussion(raw)
+        return PostedNote(discussion.id, discussion.first_note.id)
+
+    def reply(self, project: ProjectRef, iid: int, discussion_id: str, *, body: str) -> int:
+        """A note in an existing thread; returns its id."""
+        with self._errors("replying in a discussion", project=project, mr_iid=iid):
+            raw = self._post(
+                f"{self._mr_path(project, iid)}/discussions/{quote(discussion_id, safe='')}/notes", {"body": body}
+            )
+        return int(raw["id"])
+
+    def post_note(self, project: ProjectRef, iid: int, *, body: str) -> int:
+        """A plain note on the merge request (not a thread: it cannot block merging); returns its id."""
+        with self._errors("posting a note", project=project, mr_iid=iid):
+            raw = self._post(f"{self._mr_path(project, iid)}/notes", {"body": body})
+        return int(raw["id"])
+
+    def edit_note(self, project: ProjectRef, iid: int, note_id: int, *, body: str) -> None:
+        with self._errors("editing a note", project=project, mr_iid=iid):
+            self._put(f"{self._mr_path(project, iid)}/notes/{int(note_id)}", data={"body": body})
+
+    def resolve_discussion(self, project: ProjectRef, iid: int, discussion_id: str, *, resolved: bool = True) -> None:
+        with self._errors("resolving a discussion", project=project, mr_iid=iid):
+            self._put(
+                f"{self._mr_path(project, iid)}/discussions/{quote(discussion_id, safe='')}",
+                query={"resolved": "true" if resolved else "false"},
+            )
+
+
+def _discussion(raw: dict[str, Any]) -> Discussion:
+    notes = tuple(
+        ThreadNote(
+            id=int(n["id"]),
+            author_id=int((n.get("author") or {}).get("id", 0)),
+            body=str(n.get("body") or ""),
+            system=bool(n.get("system")),
+            type=n.get("type"),
+            resolvable=bool(n.get("resolvable")),
+            resolved=bool(n.get("resolved")),
+            position=n.get("position"),
+        )
+        for n in raw.get("notes") or []
+    )
+    if not notes:
+        raise PlatformError(f"GitLab sent discussion {raw.get('id')} without notes")
+    return Discussion(str(raw["id"]), bool(raw.get("individual_note")), notes)
+
+
+class GitLabWorkspace:
+    """The repository at one commit, read through the API. Implements `reviewers.contracts.Workspace`.
+
+    Files are read on demand and cached (the reviewers read the same few files again and again);
+    `search` looks only at the changed files and the other files in their directories, because
+    reading a whole repository over HTTP for one regular expression is not a review step."""
+
+    def __init__(
+        self,
+        platform: GitLabPlatform,
+        project: ProjectRef,
+        head_sha: str,
+        *,
+        changed_paths: Sequence[str] = (),
+        max_search_files: int = MAX_SEARCH_FILES,
+    ) -> None:
+        self.platform = platform
+        self.project = project
+        self.head_sha = head_sha
+        self.changed_paths = list(dict.fromkeys(changed_paths))
+        self.max_search_files = max_search_files
+        self._files: dict[str, str | None] = {}
+        self._paths: list[str] | None = None
+        self._lock = threading.Lock()
+
+    def read_file(self, path: str) -> str | None:
+        with self._lock:
+            if path in self._files:
+                return self._files[path]
+        text = self.platform.read_file(self.project, path, self.head_sha)
+        with self._lock:
+            self._files[path] = text
+        return text
+
+    def list_paths(self) -> list[str]:
+        if self._paths is None:
+            self._paths = self.platform.list_paths(self.project, self.head_sha)
+        return list(self._paths)
+
+    def search_scope(self) -> list[str]:
+        """The changed files first, then the other files in their directories, capped."""
+        dirs = {p.rsplit("/", 1)[0] if "/" in p else "" for p in self.changed_paths}
+        neighbours = [p for p in self.list_paths() if (p.rsplit("/", 1)[0] if "/" in p else "") in dirs]
+        return list(dict.fromkeys([*self.changed_paths, *neighbours]))[: self.max_search_files]
+
+    def search(self, pattern: str, *, max_hits: int = 50) -> list[SearchHit]:
+        try:
+            regex = re.compile(pattern)
+        except re.error as exc:
+            raise InputError(f"invalid search pattern {pattern!r}: {exc}") from exc
+        hits: list[SearchHit] = []
+        for path in self.search_scope():
+            text = self.read_file(path)
+            if text is None:
+                continue
+            for number, line in enumerate(text.split("\n"), start=1):
+                if len(line) <= MAX_SEARCH_LINE_CHARS and regex.search(line):
+                    hits.append(SearchHit(path=path, line=number, text=line))
+                    if len(hits) >= max_hits:
+                        return hits
+        return hits
