@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Sequence
+from dataclasses import replace
 
 from reviewers.analyzers.changed_file import ChangedFile, Issue
 from reviewers.analyzers.imports import ImportRef, ModuleIndex, find_cycle, imports_of, python_module_name
-from reviewers.contracts import LayerRule, Workspace, language_of
+from reviewers.contracts import SEVERITY_RANK, LayerRule, Workspace, language_of
 
 INNER_LAYER_NAMES = frozenset({"core", "domain", "model", "models", "entities", "entity"})
 OUTER_LAYER_NAMES = frozenset(
@@ -24,9 +25,10 @@ OUTER_LAYER_NAMES = frozenset(
 MAX_CYCLE_FILES = 2000  # files the cycle search may parse: enough for large repositories, bounded for huge ones
 
 
-def _segments(path: str) -> set[str]:
+def _segments(path: str) -> list[str]:
+    """Directory names and the file stem, in path order."""
     stem = path.rsplit(".", 1)[0] if "." in path.rsplit("/", 1)[-1] else path
-    return {part for part in stem.split("/") if part and part != "__init__"}
+    return [part for part in stem.split("/") if part and part != "__init__"]
 
 
 def _matches(path: str, pattern: str) -> bool:
@@ -88,14 +90,14 @@ class ArchitectureAnalyzer:
                 f"{own.name} owns, or move the code.",
                 kind="layering",
             )  # fmt: skip
-        inner, outer = _segments(importer), _segments(target)
+        inner, outer = set(_segments(importer)), set(_segments(target))
         if not (inner & INNER_LAYER_NAMES) or inner & OUTER_LAYER_NAMES:
             return None
         if not (outer & OUTER_LAYER_NAMES) or outer & INNER_LAYER_NAMES:
             return None
         return Issue(
             ref.line, "layers:inward-dependency", "medium",
-            f"Domain module imports the {sorted(outer & OUTER_LAYER_NAMES)[0]} layer",
+            f"Domain module imports the {next(p for p in _segments(target) if p in OUTER_LAYER_NAMES)} layer",
             f"`{importer}` is domain code and now imports `{ref.module}`, which belongs to the delivery layer. The "
             "dependency should point the other way: pass what the domain needs in as an argument or an interface.",
             kind="layering",
@@ -132,9 +134,16 @@ class ArchitectureAnalyzer:
             if target is None:
                 continue
             layer = self.layer_issue(file.path, ref, target)
-            if layer is not None:
-                out.append(layer)
             cycle = self.cycle_issue(file.path, ref, target) if in_repo and target not in already else None
-            if cycle is not None:
-                out.append(cycle)
+            if layer is not None and cycle is not None:
+                out.append(
+                    replace(
+                        layer,
+                        title=f"{layer.title} and closes an import cycle",
+                        body=f"{layer.body} {cycle.body}",
+                        severity=max(layer.severity, cycle.severity, key=SEVERITY_RANK.__getitem__),
+                    )
+                )
+            else:
+                out.extend(issue for issue in (layer, cycle) if issue is not None)
         return out

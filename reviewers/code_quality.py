@@ -1,0 +1,67 @@
+"""The code-quality reviewer: defects a careful colleague would point out, not style.
+
+Python goes through ruff (mutable defaults, bare or blind excepts, swallowed exceptions, undefined
+and unused names, closures over loop variables, ...). Other languages get a few line rules for the
+same kinds of defect (an empty catch block). Only lines the change added are reported.
+"""
+
+from __future__ import annotations
+
+import re
+
+from reviewers.analyzers.changed_file import ChangedFile, Issue
+from reviewers.analyzers.ruff import ruff_issues
+from reviewers.contracts import ReviewContext, language_of
+from reviewers.errors import AnalyzerError
+from reviewers.reviewer import Analysis, Analyzer, ReviewerSpec
+
+INSTRUCTIONS = """You are the code-quality reviewer. Look for defects, not style: errors swallowed by bare or
+blind excepts and empty catch blocks, mutable default arguments, undefined or unused names, closures
+over loop variables, resources never closed, off-by-one and wrong-comparison bugs, dead code left
+behind. Report only problems on lines this merge request added or changed, each with the exact code
+line as evidence. Do not report formatting or naming preferences."""
+
+BRACE_LANGUAGES = frozenset({"javascript", "typescript", "java", "csharp", "kotlin", "php", "go", "rust", "cpp", "c"})
+_EMPTY_CATCH = re.compile(r"\bcatch\s*(?:\([^)]*\))?\s*\{\s*\}")
+
+
+def _supports(path: str) -> bool:
+    return language_of(path) == "python" or language_of(path) in BRACE_LANGUAGES
+
+
+def empty_catch_issues(file: ChangedFile) -> list[Issue]:
+    return [
+        Issue(
+            line,
+            "quality:empty-catch",
+            "medium",
+            "Empty catch block swallows the error",
+            "The error disappears without a trace, so a failure here becomes a silent wrong result. Handle it, "
+            "log it, or let it propagate.",
+            kind="swallowed-error",
+        )  # fmt: skip
+        for line, text in sorted(file.changed_lines.items())
+        if _EMPTY_CATCH.search(text)
+    ]
+
+
+def _make_analyzer(context: ReviewContext) -> Analyzer:
+    def analyze(file: ChangedFile) -> Analysis:
+        if file.language != "python":
+            return Analysis(empty_catch_issues(file))
+        try:
+            return Analysis(ruff_issues(file))
+        except AnalyzerError as exc:
+            return Analysis(problems=[str(exc)])
+
+    return analyze
+
+
+CODE_QUALITY = ReviewerSpec(
+    name="code_quality",
+    description="defects rather than style: swallowed exceptions, mutable defaults, undefined/unused names, "
+    "loop-closure bugs (ruff on Python)",
+    instructions=INSTRUCTIONS,
+    supports=_supports,
+    make_analyzer=_make_analyzer,
+)

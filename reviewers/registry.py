@@ -1,0 +1,36 @@
+"""The four reviewers by name, and the one entry point the agent calls."""
+
+from __future__ import annotations
+
+from reviewers.architecture import ARCHITECTURE
+from reviewers.code_quality import CODE_QUALITY
+from reviewers.contracts import LLMPort, PlanItem, ReviewContext, ReviewerName, ReviewerResult
+from reviewers.errors import InputError
+from reviewers.loop import run_loop
+from reviewers.reviewer import ReviewerSpec
+from reviewers.security import SECURITY
+from reviewers.test_impact import TEST_IMPACT
+
+REVIEWER_SPECS: dict[ReviewerName, ReviewerSpec] = {
+    spec.name: spec for spec in (SECURITY, ARCHITECTURE, CODE_QUALITY, TEST_IMPACT)
+}
+REVIEWER_DESCRIPTIONS: dict[ReviewerName, str] = {name: spec.description for name, spec in REVIEWER_SPECS.items()}
+
+
+def run_reviewer(
+    name: ReviewerName,
+    context: ReviewContext,
+    plan: PlanItem,
+    llm: LLMPort | None,
+    *,
+    shared_prefix: str | None = None,
+) -> ReviewerResult:
+    """Run one reviewer under its plan item. `llm=None` runs the analyzers only. `shared_prefix` is
+    the MR context every reviewer's prompt starts with (`render_review_prefix(context)` when None);
+    pass the same string to all four so a server-side prefix cache is hit."""
+    spec = REVIEWER_SPECS.get(name)
+    if spec is None:
+        raise InputError(f"unknown reviewer {name!r}; known: {', '.join(REVIEWER_SPECS)}")
+    if plan.reviewer != name:
+        raise InputError(f"the plan item is for the {plan.reviewer} reviewer, not {name}")
+    return run_loop(spec, context, plan, llm, shared_prefix=shared_prefix)

@@ -1,0 +1,59 @@
+"""The security reviewer: secrets, injection, unsafe deserialization, traversal, weakened settings.
+
+Its analyzer runs, in order of precision: the secret scanner; the Python syntax-tree checks (or the
+line rules when the file is not Python that parses); the settings check; and bandit. Test files get
+only the vendor-prefix secret scan: fixtures are full of fake passwords and disabled verification.
+"""
+
+from __future__ import annotations
+
+from reviewers.analyzers.bandit import bandit_issues
+from reviewers.analyzers.changed_file import ChangedFile
+from reviewers.analyzers.config_changes import security_setting_issues
+from reviewers.analyzers.patterns import line_rule_issues
+from reviewers.analyzers.python_security import python_security_issues
+from reviewers.analyzers.secrets import secret_issues
+from reviewers.analyzers.tests_lookup import is_test_path
+from reviewers.contracts import ReviewContext
+from reviewers.errors import AnalyzerError
+from reviewers.reviewer import Analysis, Analyzer, ReviewerSpec
+
+INSTRUCTIONS = """You are the security reviewer. Look for what an attacker could use: hard-coded credentials,
+SQL/shell/code injection (values spliced into queries, commands, eval), unsafe deserialization (pickle,
+yaml.load), paths built from caller-supplied names without a containment check, TLS or signature
+verification switched off, and security settings weakened (longer session/token lifetimes, debug on,
+CORS open, auth or CSRF off). Report only problems on lines this merge request added or changed,
+each with the exact code line as evidence. Prefer a few certain findings to many guesses."""
+
+
+def _supports(path: str) -> bool:
+    return True  # secrets and weakened settings hide in every kind of text file
+
+
+def _make_analyzer(context: ReviewContext) -> Analyzer:
+    def analyze(file: ChangedFile) -> Analysis:
+        if is_test_path(file.path):
+            return Analysis(secret_issues(file, named_values=False))
+        analysis = Analysis(secret_issues(file))
+        tree_issues = python_security_issues(file)
+        analysis.issues += tree_issues or []
+        analysis.issues += line_rule_issues(file, python_ast_done=tree_issues is not None)
+        analysis.issues += security_setting_issues(file)
+        if tree_issues is not None:  # bandit only reads Python that parses
+            try:
+                analysis.issues += bandit_issues(file)
+            except AnalyzerError as exc:
+                analysis.problems.append(str(exc))
+        return analysis
+
+    return analyze
+
+
+SECURITY = ReviewerSpec(
+    name="security",
+    description="secrets, injection (SQL/shell/eval), unsafe deserialization, path traversal, TLS off, "
+    "weakened security settings; any language",
+    instructions=INSTRUCTIONS,
+    supports=_supports,
+    make_analyzer=_make_analyzer,
+)

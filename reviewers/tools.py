@@ -1,0 +1,223 @@
+"""The tools a reviewer calls, and the one pydantic model a model uses to call them.
+
+Every call is validated here, not trusted: a path must be in the workspace (and, to run the analyzer
+or report, be a changed file this reviewer reads), a search pattern must compile and be simple
+enough not to hang the regex engine, a reported finding must carry a path, a line and its evidence.
+A call that fails these checks is an invalid step — recorded, observed by the model, and costing
+its step. The toolbox also holds the findings of the run, deduplicated by fingerprint.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from reviewers.analyzers.changed_file import ChangedFile
+from reviewers.analyzers.symbols import public_definitions
+from reviewers.analyzers.tests_lookup import TestIndex
+from reviewers.contracts import Finding, ReviewContext, Severity, ToolName
+from reviewers.errors import InputError
+from reviewers.fingerprint import make_fingerprint
+from reviewers.reviewer import MAX_FINDINGS_PER_FILE, Analyzer, ReviewerSpec, findings_from_issues
+
+MAX_READ_LINES = 80  # one read shows a screenful; longer reads crowd out the rest of the prompt
+MAX_SEARCH_HITS = 20
+MAX_PATTERN_CHARS = 200
+MAX_OBSERVATION_CHARS = 1500  # what the model sees of one tool result
+MAX_SUMMARY_CHARS = 240  # what a Step keeps for the self-judgment and the traces
+# A group with a quantifier, itself quantified — `(a+)+` — can take exponential time on a crafted line.
+_NESTED_QUANTIFIER = re.compile(r"\([^)]*[+*}][^)]*\)\s*[+*{]")
+
+
+class ToolCall(BaseModel):
+    """One tool call, as the model writes it. Only the fields of the chosen tool are read:
+    read_file(path, start, end) · search(pattern) · run_analyzer(path) · list_tests(path) ·
+    report(path, line, end_line, severity, title, body, evidence) · finish()."""
+
+    model_config = ConfigDict(extra="forbid")
+    tool: ToolName
+    path: str | None = Field(default=None, max_length=500)
+    start: int | None = None
+    end: int | None = None
+    pattern: str | None = Field(default=None, max_length=500)
+    line: int | None = None
+    end_line: int | None = None
+    severity: Severity | None = None
+    title: str | None = Field(default=None, max_length=200)
+    body: str | None = Field(default=None, max_length=2000)
+    evidence: str | None = Field(default=None, max_length=2000)
+
+    def args(self) -> dict[str, object]:
+        return self.model_dump(exclude_none=True, exclude={"tool"})
+
+
+@dataclass
+class ToolOutcome:
+    observation: str
+    valid: bool = True
+    new_findings: list[Finding] = field(default_factory=list)
+    paths: list[str] = field(default_factory=list)
+
+    @property
+    def summary(self) -> str:
+        first = self.observation.strip().splitlines()[0] if self.observation.strip() else ""
+        return first if len(first) <= MAX_SUMMARY_CHARS else first[: MAX_SUMMARY_CHARS - 3] + "..."
+
+
+def _clip(text: str, limit: int = MAX_OBSERVATION_CHARS) -> str:
+    return text if len(text) <= limit else text[: limit - 20] + "\n... (truncated)"
+
+
+def _invalid(message: str, *paths: str) -> ToolOutcome:
+    return ToolOutcome(f"invalid call: {message}", valid=False, paths=list(paths))
+
+
+class Toolbox:
+    """The tools of one reviewer run over one review context."""
+
+    def __init__(self, spec: ReviewerSpec, context: ReviewContext, targets: list[str]) -> None:
+        self.spec = spec
+        self.context = context
+        self.targets = targets
+        self.findings: dict[str, Finding] = {}
+        self.analyzed: list[str] = []
+        self.looked_at: set[str] = set()
+        self.problems: list[str] = []
+        self._analyzer: Analyzer | None = None
+        self._tests: TestIndex | None = None
+
+    # --- helpers -----------------------------------------------------------------------------------
+
+    def changed_file(self, path: str) -> ChangedFile | None:
+        change = self.context.changed(path)
+        text = self.context.workspace.read_file(path) if change is not None else None
+        return ChangedFile(change, text) if change is not None and text is not None else None
+
+    def _add(self, findings: list[Finding]) -> list[Finding]:
+        new = [f for f in findings if f.fingerprint not in self.findings]
+        for finding in new:
+            self.findings[finding.fingerprint] = finding
+        return new
+
+    # --- the tools ---------------------------------------------------------------------------------
+
+    def execute(self, call: ToolCall) -> ToolOutcome:
+        if call.tool == "read_file":
+            return self.read_file(call.path, call.start, call.end)
+        if call.tool == "search":
+            return self.search(call.pattern)
+        if call.tool == "run_analyzer":
+            return self.run_analyzer(call.path)
+        if call.tool == "list_tests":
+            return self.list_tests(call.path)
+        if call.tool == "report":
+            return self.report(call)
+        return ToolOutcome("finished")
+
+    def read_file(self, path: str | None, start: int | None, end: int | None) -> ToolOutcome:
+        if not path:
+            return _invalid("read_file needs a path")
+        text = self.context.workspace.read_file(path)
+        if text is None:
+            return _invalid(f"{path} is not a file at the head commit", path)
+        lines = text.splitlines()
+        first = max(1, start or 1)
+        last = min(len(lines), end or first + MAX_READ_LINES - 1, first + MAX_READ_LINES - 1)
+        if first > max(len(lines), 1):
+            return _invalid(f"{path} has {len(lines)} lines; line {first} is past the end", path)
+        self.looked_at.add(path)
+        body = "\n".join(f"{n:>5}  {lines[n - 1]}" for n in range(first, last + 1))
+        return ToolOutcome(_clip(f"{path} lines {first}-{last} of {len(lines)}:\n{body}"), paths=[path])
+
+    def search(self, pattern: str | None) -> ToolOutcome:
+        if not pattern:
+            return _invalid("search needs a pattern")
+        if len(pattern) > MAX_PATTERN_CHARS or _NESTED_QUANTIFIER.search(pattern):
+            return _invalid("pattern too long or with nested quantifiers; use a simpler one")
+        try:
+            hits = self.context.workspace.search(pattern, max_hits=MAX_SEARCH_HITS)
+        except (InputError, re.error) as exc:
+            return _invalid(f"bad pattern: {exc}")
+        if not hits:
+            return ToolOutcome(f"no match for {pattern!r}")
+        shown = "\n".join(f"{h.path}:{h.line}: {h.text.strip()[:160]}" for h in hits)
+        more = " (more not shown)" if len(hits) >= MAX_SEARCH_HITS else ""
+        return ToolOutcome(
+            _clip(f"{len(hits)} matches for {pattern!r}{more}:\n{shown}"), paths=sorted({h.path for h in hits})
+        )
+
+    def run_analyzer(self, path: str | None) -> ToolOutcome:
+        if not path:
+            return _invalid("run_analyzer needs a path")
+        if path not in self.targets:
+            return _invalid(f"{path} is not a changed file the {self.spec.name} reviewer reads", path)
+        if path in self.analyzed:
+            return ToolOutcome(f"{path} was already analyzed", paths=[path])
+        file = self.changed_file(path)
+        if file is None:
+            return _invalid(f"{path} has no text at the head commit", path)
+        if self._analyzer is None:
+            self._analyzer = self.spec.make_analyzer(self.context)
+        analysis = self._analyzer(file)
+        self.analyzed.append(path)
+        self.looked_at.add(path)
+        self.problems += analysis.problems
+        new = self._add(findings_from_issues(self.spec.name, file, analysis.issues))
+        lines = [f"{f.path}:{f.line} [{f.severity}] {f.title} ({f.rule})" for f in new]
+        head = f"{path}: {len(new)} finding(s)" + (
+            f"; analyzer problems: {'; '.join(analysis.problems)}" if analysis.problems else ""
+        )
+        return ToolOutcome(_clip("\n".join([head, *lines])), new_findings=new, paths=[path])
+
+    def list_tests(self, path: str | None) -> ToolOutcome:
+        if not path:
+            return _invalid("list_tests needs a path")
+        text = self.context.workspace.read_file(path)
+        if text is None:
+            return _invalid(f"{path} is not a file at the head commit", path)
+        change = self.context.changed(path)
+        symbols = [d.name for d in public_definitions(ChangedFile(change, text))] if change is not None else []
+        if self._tests is None:
+            self._tests = TestIndex(self.context.workspace)
+        refs = self._tests.tests_for_path(path, symbols)
+        if not refs:
+            return ToolOutcome(f"no test file mentions {path}'s module", paths=[path])
+        shown = "\n".join(
+            f"{r.path}:{r.line}: {r.text.strip()[:120]}" + (f"  uses: {', '.join(r.tests)}" if r.tests else "")
+            for r in refs
+        )
+        return ToolOutcome(
+            _clip(f"{len(refs)} test file(s) mention {path}:\n{shown}"), paths=[path, *(r.path for r in refs)]
+        )
+
+    def report(self, call: ToolCall) -> ToolOutcome:
+        missing = [n for n in ("path", "line", "title", "evidence") if not getattr(call, n)]
+        if missing:
+            return _invalid(f"report needs {', '.join(missing)}")
+        assert call.path is not None and call.line is not None and call.title is not None  # checked above
+        if call.path not in self.targets:
+            return _invalid(f"{call.path} is not a changed file the {self.spec.name} reviewer reads", call.path)
+        if call.line < 1:
+            return _invalid("line must be 1 or more", call.path)
+        if sum(1 for f in self.findings.values() if f.path == call.path) >= MAX_FINDINGS_PER_FILE:
+            return _invalid(f"{call.path} already has {MAX_FINDINGS_PER_FILE} findings; report only what matters most")
+        evidence = call.evidence or ""
+        finding = Finding(
+            path=call.path,
+            line=call.line,
+            end_line=max(call.line, call.end_line or call.line),
+            category=self.spec.name,
+            severity=call.severity or "medium",
+            title=call.title,
+            body=call.body or call.title,
+            evidence=evidence,
+            fingerprint=make_fingerprint(path=call.path, category=self.spec.name, rule="llm", evidence=evidence),
+            reviewer=self.spec.name,
+            rule="llm",
+        )
+        new = self._add([finding])
+        self.looked_at.add(call.path)
+        note = "reported" if new else "already reported"
+        return ToolOutcome(f"{note}: {call.path}:{call.line} {call.title}", new_findings=new, paths=[call.path])
