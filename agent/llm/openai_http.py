@@ -1,0 +1,298 @@
+"""The model behind an OpenAI-compatible HTTP API: vLLM in production, any compatible server else.
+
+Structured output goes out as the standard `response_format={"type": "json_schema", ...}`, which
+OpenAI and vLLM both honour (vLLM turns it into grammar-constrained decoding). vLLM's own request
+field, `structured_outputs: {"json": schema}` (≥ 0.12, which removed `guided_json`), and the older
+`guided_json` are there for servers that want them. Whatever the server does, the answer is
+validated here: constrained decoding is a help, not a guarantee (a truncated answer is still
+invalid).
+
+The `openai` client retries 408/409/429/5xx and connection errors itself, honouring `Retry-After`,
+`max_retries` times with exponential backoff; what is left after that becomes an
+`LLMUnavailableError` (retryable by the job queue). The body is read in chunks and refused once it
+outgrows what `max_tokens` can explain, so a misbehaving server cannot make us hold megabytes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any, Literal, TypeVar, cast
+
+import httpx2  # the transport of openai>=3; its read errors surface while we stream the body
+import openai
+from opentelemetry.trace import Tracer
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from agent.llm.port import ProviderName
+from agent.llm.spans import chat_span
+from agent.llm.structured import check_output_size, complete_structured, with_schema_instruction
+from reviewers.contracts import ChatMessage
+from reviewers.errors import LLMError, LLMOutputError, LLMUnavailableError
+
+M = TypeVar("M", bound=BaseModel)
+
+log = logging.getLogger(__name__)
+
+StructuredOutputMode = Literal["response_format", "structured_outputs", "guided_json", "prompt_only"]
+
+CHARS_PER_TOKEN_CAP = 16  # no tokenizer has tokens longer than this on average; beyond it, refuse
+JSON_ESCAPE_FACTOR = 6  # a character can take six bytes in a JSON string (\uXXXX)
+ENVELOPE_BYTES = 64 * 1024  # ids, usage, logprobs-free metadata around the choices
+NO_KEY = "EMPTY"  # vLLM's convention when it runs without --api-key; keeps the client off the env
+
+
+class _Message(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    content: str | None = None
+
+
+class _Choice(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    index: int = 0
+    message: _Message = Field(default_factory=_Message)
+    finish_reason: str | None = None
+
+
+class _Usage(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+
+class _Completion(BaseModel):
+    """The part of a chat completion we use; lenient, because "compatible" servers differ in the rest."""
+
+    model_config = ConfigDict(extra="ignore")
+    model: str | None = None
+    choices: list[_Choice] = Field(default_factory=list)
+    usage: _Usage | None = None
+
+
+def schema_name(schema: type[BaseModel]) -> str:
+    """The `json_schema.name` OpenAI accepts: letters, digits, `_` and `-`, at most 64."""
+    return re.sub(r"[^A-Za-z0-9_-]", "_", schema.__name__)[:64] or "answer"
+
+
+def structured_request_fields(schema: type[BaseModel], mode: StructuredOutputMode) -> dict[str, Any]:
+    """The request fields that ask the server for `schema`-shaped JSON, by `mode`."""
+    json_schema = schema.model_json_schema()
+    if mode == "response_format":
+        return {
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {"name": schema_name(schema), "schema": json_schema},
+            }
+        }
+    if mode == "structured_outputs":
+        return {"extra_body": {"structured_outputs": {"json": json_schema}}}
+    if mode == "guided_json":
+        return {"extra_body": {"guided_json": json_schema}}
+    return {}
+
+
+def read_bounded(chunks: Iterable[bytes], *, limit: int, deadline: float) -> bytes:
+    """The concatenated chunks, or an error once they pass `limit` bytes or `deadline` (monotonic)."""
+    body = bytearray()
+    for chunk in chunks:
+        body += chunk
+        if len(body) > limit:
+            raise LLMOutputError(f"the server's answer passed {limit} bytes; refused before parsing")
+        if time.monotonic() > deadline:
+            raise LLMUnavailableError("the server's answer took longer than the timeout to arrive")
+    return bytes(body)
+
+
+def _unavailable(exc: Exception, base_url: str) -> LLMError:
+    """Our error for a failure the openai client could not retry away."""
+    if isinstance(exc, openai.APITimeoutError | httpx2.TimeoutException):
+        return LLMUnavailableError(f"the model server at {base_url} timed out")
+    if isinstance(exc, openai.APIConnectionError | httpx2.TransportError):
+        return LLMUnavailableError(f"the model server at {base_url} cannot be reached: {type(exc).__name__}")
+    if isinstance(exc, openai.APIStatusError):
+        status = exc.status_code
+        if status in (408, 409, 429) or status >= 500:
+            return LLMUnavailableError(f"the model server at {base_url} answered {status} after retries")
+        # 4xx: our request is wrong (unknown model, prompt over the context); retrying cannot help.
+        return LLMError(f"the model server at {base_url} refused the request with {status}: {exc.message[:300]}")
+    return LLMUnavailableError(f"the model server at {base_url} failed: {type(exc).__name__}")
+
+
+class OpenAICompatibleLLM:
+    """`SamplingLLM` over an OpenAI-compatible chat-completions endpoint (thread-safe)."""
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        model: str,
+        api_key: str | None = None,
+        timeout_s: float = 60.0,
+        max_retries: int = 2,
+        max_output_tokens: int = 1024,
+        max_output_chars: int | None = None,
+        temperature: float = 0.0,
+        seed: int | None = None,
+        structured_output: StructuredOutputMode = "response_format",
+        schema_in_prompt: bool = True,
+        provider_name: ProviderName = "openai",
+        tracer: Tracer | None = None,
+    ) -> None:
+        if timeout_s <= 0 or max_retries < 0 or max_output_tokens < 1:
+            raise LLMError("timeout_s must be > 0, max_retries ≥ 0 and max_output_tokens ≥ 1")
+        self._base_url = base_url
+        self._model = model
+        self._timeout_s = timeout_s
+        self._max_output_tokens = max_output_tokens
+        self._max_output_chars = max_output_chars or max_output_tokens * CHARS_PER_TOKEN_CAP
+        self._temperature = temperature
+        self._seed = seed
+        self._structured_output = structured_output
+        self._schema_in_prompt = schema_in_prompt
+        self._provider = provider_name
+        self._tracer = tracer
+        # The key lives only inside the client (an Authorization header); never on us, spans or logs.
+        self._client = openai.OpenAI(
+            base_url=base_url,
+            api_key=api_key or NO_KEY,
+            timeout=timeout_s,
+            max_retries=max_retries,
+        )
+
+    @property
+    def model_name(self) -> str:
+        return self._model
+
+    def close(self) -> None:
+        self._client.close()
+
+    # --- the port ---------------------------------------------------------------------------------
+
+    def complete_json(self, messages: Sequence[ChatMessage], schema: type[M], *, purpose: str) -> M:
+        prompt = with_schema_instruction(messages, schema) if self._schema_in_prompt else list(messages)
+        fields = structured_request_fields(schema, self._structured_output)
+
+        def generate(conversation: list[ChatMessage], attempt: int) -> str:
+            return self._chat(
+                conversation,
+                purpose=purpose,
+                attempt=attempt,
+                max_tokens=self._max_output_tokens,
+                temperature=self._temperature,
+                n=1,
+                extra=fields,
+            )[0]
+
+        return complete_structured(generate, prompt, schema, model_name=self._model)
+
+    def complete_text(self, messages: Sequence[ChatMessage], *, purpose: str, max_tokens: int = 512) -> str:
+        return self._chat(
+            list(messages),
+            purpose=purpose,
+            attempt=1,
+            max_tokens=min(max_tokens, self._max_output_tokens),
+            temperature=self._temperature,
+            n=1,
+            extra={},
+        )[0]
+
+    def sample_texts(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        n: int,
+        temperature: float,
+        max_tokens: int,
+        purpose: str = "sample",
+    ) -> list[str]:
+        """`n` sampled answers to one prompt, from as few requests as the server allows."""
+        if n < 1:
+            raise LLMError(f"n must be at least 1, got {n}")
+        texts: list[str] = []
+        # A server that ignores `n` answers one choice per request; ask again for the rest.
+        for attempt in range(1, n + 1):
+            texts += self._chat(
+                list(messages),
+                purpose=purpose,
+                attempt=attempt,
+                max_tokens=min(max_tokens, self._max_output_tokens),
+                temperature=temperature,
+                n=n - len(texts),
+                extra={},
+            )
+            if len(texts) >= n:
+                break
+        return texts[:n]
+
+    # --- one request ------------------------------------------------------------------------------
+
+    def _chat(
+        self,
+        messages: list[ChatMessage],
+        *,
+        purpose: str,
+        attempt: int,
+        max_tokens: int,
+        temperature: float,
+        n: int,
+        extra: dict[str, Any],
+    ) -> list[str]:
+        limit = self._max_output_chars * n * JSON_ESCAPE_FACTOR + ENVELOPE_BYTES
+        with chat_span(
+            provider=self._provider,
+            model=self._model,
+            purpose=purpose,
+            attempt=attempt,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            seed=self._seed,
+            choices=n,
+            tracer=self._tracer,
+        ) as call:
+            body = self._post(messages, max_tokens=max_tokens, temperature=temperature, n=n, extra=extra, limit=limit)
+            try:
+                completion = _Completion.model_validate(json.loads(body))
+            except (json.JSONDecodeError, UnicodeDecodeError, ValidationError):
+                raise LLMOutputError("the server's answer is not a chat completion") from None
+            call.response_model = completion.model
+            if completion.usage is not None:
+                call.input_tokens = completion.usage.prompt_tokens
+                call.output_tokens = completion.usage.completion_tokens
+            call.finish_reasons = [c.finish_reason or "unknown" for c in completion.choices]
+            if not completion.choices:
+                raise LLMOutputError("the server's answer has no choices")
+            choices = sorted(completion.choices, key=lambda c: c.index)
+            return [check_output_size(c.message.content or "", max_chars=self._max_output_chars) for c in choices]
+
+    def _post(
+        self,
+        messages: list[ChatMessage],
+        *,
+        max_tokens: int,
+        temperature: float,
+        n: int,
+        extra: dict[str, Any],
+        limit: int,
+    ) -> bytes:
+        kwargs: dict[str, Any] = {
+            "model": self._model,
+            "messages": cast(Any, messages),
+            "max_tokens": max_tokens,
+            "temperature": temperature,
+            **extra,
+        }
+        if n != 1:
+            kwargs["n"] = n
+        if self._seed is not None:
+            kwargs["seed"] = self._seed
+        try:
+            with self._client.chat.completions.with_streaming_response.create(**kwargs) as response:
+                deadline = time.monotonic() + self._timeout_s
+                return read_bounded(response.iter_bytes(), limit=limit, deadline=deadline)
+        except LLMError:
+            raise
+        except (openai.APIError, httpx2.HTTPError) as exc:
+            raise _unavailable(exc, self._base_url) from exc

@@ -1,0 +1,230 @@
+"""The model in this process: transformers on a local model directory (CPU, or a GPU without vLLM).
+
+It serves the same port as the HTTP backend so the CLI, the tests and the CPU rollouts of the
+learning code run the same agent code against a local (tiny or trained) model, optionally with a
+LoRA adapter from peft. There is no constrained decoding here: the schema goes into the prompt and
+the answer is validated like any other. torch and transformers are imported when the class is
+constructed, never when this module is imported, so `api/` can import the factory cheaply.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+from opentelemetry.trace import Tracer
+from pydantic import BaseModel
+
+from agent.llm.spans import chat_span
+from agent.llm.structured import check_output_size, complete_structured, with_schema_instruction
+from reviewers.contracts import ChatMessage
+from reviewers.errors import ConfigError, LLMError
+
+M = TypeVar("M", bound=BaseModel)
+
+Device = Literal["auto", "cpu", "cuda"]
+
+CHARS_PER_TOKEN_CAP = 16  # see openai_http: an answer longer than this per token is refused
+
+
+class TransformersLLM:
+    """`SamplingLLM` over a local causal LM with a chat template; one generation at a time (a lock)."""
+
+    def __init__(
+        self,
+        model_path: Path,
+        *,
+        adapter_path: Path | None = None,
+        device: Device = "auto",
+        max_output_tokens: int = 512,
+        max_output_chars: int | None = None,
+        temperature: float = 0.0,
+        seed: int | None = None,
+        schema_in_prompt: bool = True,
+        model_name: str | None = None,
+        tracer: Tracer | None = None,
+    ) -> None:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        model_path = Path(model_path)
+        if not (model_path / "config.json").is_file():
+            raise ConfigError(f"no model at {model_path} (config.json is missing)")
+        if adapter_path is not None and not (Path(adapter_path) / "adapter_config.json").is_file():
+            raise ConfigError(f"no LoRA adapter at {adapter_path} (adapter_config.json is missing)")
+        if max_output_tokens < 1:
+            raise LLMError("max_output_tokens must be at least 1")
+        self._torch = torch
+        if device == "auto":
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        self._device = torch.device(device)
+        dtype = torch.bfloat16 if self._device.type == "cuda" else torch.float32
+        self._tokenizer: Any = AutoTokenizer.from_pretrained(model_path)
+        if not getattr(self._tokenizer, "chat_template", None):
+            raise ConfigError(f"the tokenizer at {model_path} has no chat template")
+        model: Any = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype)
+        if adapter_path is not None:
+            from peft import PeftModel
+
+            model = PeftModel.from_pretrained(model, str(adapter_path))
+        self._model: Any = model.to(self._device).eval()
+        config = self._model.config
+        self._context_length = int(getattr(config, "max_position_embeddings", 0) or 2048)
+        self._eos_token_id = self._model.generation_config.eos_token_id or self._tokenizer.eos_token_id
+        self._pad_token_id = self._tokenizer.pad_token_id
+        if self._pad_token_id is None:
+            self._pad_token_id = self._tokenizer.eos_token_id
+        self._max_output_tokens = max_output_tokens
+        self._max_output_chars = max_output_chars or max_output_tokens * CHARS_PER_TOKEN_CAP
+        self._temperature = temperature
+        self._seed = seed
+        self._schema_in_prompt = schema_in_prompt
+        self._tracer = tracer
+        suffix = f"+{Path(adapter_path).name}" if adapter_path is not None else ""
+        self._model_name = model_name or f"{model_path.name}{suffix}"
+        self._lock = threading.Lock()
+
+    @property
+    def model_name(self) -> str:
+        return self._model_name
+
+    @property
+    def model(self) -> Any:
+        """The loaded (possibly peft-wrapped) model, for callers that score log-probabilities."""
+        return self._model
+
+    @property
+    def tokenizer(self) -> Any:
+        return self._tokenizer
+
+    # --- the port ---------------------------------------------------------------------------------
+
+    def complete_json(self, messages: Sequence[ChatMessage], schema: type[M], *, purpose: str) -> M:
+        prompt = with_schema_instruction(messages, schema) if self._schema_in_prompt else list(messages)
+
+        def generate(conversation: list[ChatMessage], attempt: int) -> str:
+            return self._generate(
+                conversation,
+                purpose=purpose,
+                attempt=attempt,
+                max_tokens=self._max_output_tokens,
+                temperature=self._temperature,
+                n=1,
+            )[0]
+
+        return complete_structured(generate, prompt, schema, model_name=self._model_name)
+
+    def complete_text(self, messages: Sequence[ChatMessage], *, purpose: str, max_tokens: int = 512) -> str:
+        return self._generate(
+            messages,
+            purpose=purpose,
+            attempt=1,
+            max_tokens=min(max_tokens, self._max_output_tokens),
+            temperature=self._temperature,
+            n=1,
+        )[0]
+
+    def sample_texts(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        n: int,
+        temperature: float,
+        max_tokens: int,
+        purpose: str = "sample",
+    ) -> list[str]:
+        if n < 1:
+            raise LLMError(f"n must be at least 1, got {n}")
+        if temperature <= 0:
+            raise LLMError("sampling needs a temperature above 0")
+        return self._generate(
+            messages,
+            purpose=purpose,
+            attempt=1,
+            max_tokens=min(max_tokens, self._max_output_tokens),
+            temperature=temperature,
+            n=n,
+        )
+
+    # --- one generation ---------------------------------------------------------------------------
+
+    def _generation_config(self, *, max_tokens: int, temperature: float, n: int) -> Any:
+        from transformers import GenerationConfig
+
+        # A fresh config, not the model's: a checkpoint's sampling defaults (temperature, top_p)
+        # would otherwise leak into greedy decoding and change what "temperature 0" means.
+        common: dict[str, Any] = {
+            "max_new_tokens": max_tokens,
+            "num_return_sequences": n,
+            "eos_token_id": self._eos_token_id,
+            "pad_token_id": self._pad_token_id,
+        }
+        if temperature > 0:
+            return GenerationConfig(do_sample=True, temperature=temperature, top_p=1.0, **common)  # type: ignore[no-untyped-call]
+        return GenerationConfig(do_sample=False, **common)  # type: ignore[no-untyped-call]
+
+    def _generate(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        purpose: str,
+        attempt: int,
+        max_tokens: int,
+        temperature: float,
+        n: int,
+    ) -> list[str]:
+        torch = self._torch
+        with (
+            chat_span(
+                provider="transformers",
+                model=self._model_name,
+                purpose=purpose,
+                attempt=attempt,
+                max_tokens=max_tokens,
+                temperature=temperature,
+                seed=self._seed,
+                choices=n,
+                tracer=self._tracer,
+            ) as call,
+            self._lock,
+        ):
+            encoded = self._tokenizer.apply_chat_template(
+                [dict(m) for m in messages], add_generation_prompt=True, return_tensors="pt", return_dict=True
+            )
+            input_ids = encoded["input_ids"].to(self._device)
+            attention_mask = encoded["attention_mask"].to(self._device)
+            prompt_tokens = int(input_ids.shape[1])
+            if prompt_tokens + max_tokens > self._context_length:
+                raise LLMError(
+                    f"the prompt has {prompt_tokens} tokens; with {max_tokens} to generate it exceeds "
+                    f"the model's context of {self._context_length}"
+                )
+            config = self._generation_config(max_tokens=max_tokens, temperature=temperature, n=n)
+            # Fork the RNG so a seeded call neither depends on nor disturbs the caller's random state
+            # (a training loop shares this process).
+            rng: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
+            if self._seed is not None:
+                devices = [self._device.index or 0] if self._device.type == "cuda" else []
+                rng = torch.random.fork_rng(devices=devices)
+            with rng, torch.inference_mode():
+                if self._seed is not None:
+                    torch.manual_seed(self._seed)
+                output = self._model.generate(
+                    input_ids=input_ids, attention_mask=attention_mask, generation_config=config
+                )
+            generated = output[:, prompt_tokens:]
+            call.response_model = self._model_name
+            call.input_tokens = prompt_tokens
+            call.output_tokens = int((generated != self._pad_token_id).sum().item())
+            call.finish_reasons = [
+                "length" if int(row.shape[0]) >= max_tokens and not self._ended(row) else "stop" for row in generated
+            ]
+            texts = self._tokenizer.batch_decode(generated, skip_special_tokens=True)
+            return [check_output_size(str(t), max_chars=self._max_output_chars) for t in texts]
+
+    def _ended(self, row: Any) -> bool:
+        eos = self._eos_token_id if isinstance(self._eos_token_id, list) else [self._eos_token_id]
+        return any(int(token) in eos for token in row.tolist())
