@@ -1,0 +1,376 @@
+"""Posting one review's results to a merge request, idempotently, and retiring outdated threads.
+
+Every body we post ends with a hidden marker naming the finding's fingerprint (or the summary), and
+every post is recorded the moment it succeeds. So a retried job, a re-run or a crash halfway finds
+what is already on GitLab, by the store and by the markers in our own notes, and posts only what is
+missing. REAL findings become positioned discussions (GitLab's rules: `new_line` alone on an added
+line, `old_line` and `new_line` on an unchanged one, both paths always); a line the diff does not
+show, or a position GitLab rejects, becomes a thread without a position that quotes `path:line`
+and the evidence, flagged as a fallback. NEEDS_HUMAN_REVIEW findings are listed in the one summary
+note, which is created once and then edited in place. Model and reviewer text is neutralised.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import NamedTuple, Protocol
+
+from agent.context import NotReviewed
+from agent.diff import DiffIndex
+from agent.gitlab import DiffPosition, DiffVersions, Discussion, PostedNote, ProjectRef
+from agent.sanitize import (
+    SUMMARY_MARKER,
+    code_block,
+    has_summary_marker,
+    hidden_marker,
+    inline_code,
+    neutralise,
+    parse_markers,
+)
+from agent.verifier import Verdict
+from reviewers.contracts import SEVERITY_RANK, Finding, Workspace
+from reviewers.errors import PositionRejectedError
+from reviewers.fingerprint import make_fingerprint, normalise_evidence
+
+OUTDATED_MARKER = "<!-- reviewloop:outdated -->"
+MAX_SUMMARY_CHARS = 30_000  # a summary is ours plus short quoted titles; GitLab allows far more
+MAX_EVIDENCE_CHARS = 1500
+FEEDBACK_HINT = "React with :thumbsup: or :thumbsdown: to tell reviewloop whether this helped."
+
+
+class PublishingPlatform(Protocol):
+    """What the publisher needs of a code host (`agent.gitlab.GitLabPlatform` provides it)."""
+
+    def bot_user_id(self) -> int: ...
+
+    def discussions(self, project: ProjectRef, iid: int) -> list[Discussion]: ...
+
+    def post_positioned_discussion(
+        self, project: ProjectRef, iid: int, *, body: str, position: DiffPosition
+    ) -> PostedNote: ...
+
+    def post_discussion(self, project: ProjectRef, iid: int, *, body: str) -> PostedNote: ...
+
+    def post_note(self, project: ProjectRef, iid: int, *, body: str) -> int: ...
+
+    def edit_note(self, project: ProjectRef, iid: int, note_id: int, *, body: str) -> None: ...
+
+    def reply(self, project: ProjectRef, iid: int, discussion_id: str, *, body: str) -> int: ...
+
+    def resolve_discussion(
+        self, project: ProjectRef, iid: int, discussion_id: str, *, resolved: bool = True
+    ) -> None: ...
+
+
+class FindingToPublish(NamedTuple):
+    finding_id: int
+    finding: Finding
+    verdict: Verdict
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class PostedThread:
+    """Where a fingerprint already lives on the merge request."""
+
+    discussion_id: str
+    note_id: int
+
+
+RecordPosted = Callable[[int, str, int, bool], None]
+"""(finding_id, discussion_id, note_id, position_fallback) — called right after each post succeeds,
+and for findings found already posted, so the store links every finding to its thread."""
+
+
+@dataclass(frozen=True, slots=True)
+class PublishedFinding:
+    finding_id: int
+    fingerprint: str
+    discussion_id: str
+    note_id: int
+    fallback: bool
+    reused: bool  # already on the merge request: recorded, not posted again
+
+
+@dataclass
+class PublishResult:
+    published: list[PublishedFinding] = field(default_factory=list)
+    needs_human: list[int] = field(default_factory=list)  # finding ids listed in the summary
+    summary_note_id: int | None = None
+    summary_created: bool = False
+    summary_edited: bool = False
+
+    @property
+    def posted(self) -> list[PublishedFinding]:
+        return [p for p in self.published if not p.reused]
+
+    @property
+    def reused(self) -> list[PublishedFinding]:
+        return [p for p in self.published if p.reused]
+
+    @property
+    def fallbacks(self) -> list[PublishedFinding]:
+        return [p for p in self.posted if p.fallback]
+
+
+def fingerprint_of(finding: Finding) -> str:
+    return finding.fingerprint or make_fingerprint(
+        path=finding.path, category=finding.category, rule=finding.rule, evidence=finding.evidence, title=finding.title
+    )
+
+
+def position_for(finding: Finding, diff_index: DiffIndex, versions: DiffVersions) -> DiffPosition | None:
+    """The position of a finding's line, or the first line of its range the diff shows; None when
+    the diff shows none of them (the finding then goes to a fallback thread)."""
+    change = diff_index.file(finding.path)
+    if change is None or change.is_binary or change.collapsed:
+        return None
+    for line in range(finding.line, max(finding.line, finding.end_line) + 1):
+        kind = diff_index.line_kind(finding.path, line)
+        if kind is None:
+            continue
+        old_line = diff_index.old_line_for(finding.path, line) if kind == "context" else None
+        if kind == "context" and old_line is None:
+            continue
+        return DiffPosition(
+            base_sha=versions.base_sha,
+            start_sha=versions.start_sha,
+            head_sha=versions.head_sha,
+            old_path=change.old_path,
+            new_path=change.path,
+            new_line=line,
+            old_line=old_line,
+        )
+    return None
+
+
+def _heading(finding: Finding, allowed_urls: Collection[str]) -> str:
+    title = neutralise(finding.title.replace("\n", " "), allowed_urls=allowed_urls, max_chars=200)
+    return f"**{finding.severity.upper()}** · {finding.category} · {title}"
+
+
+def _footer(finding: Finding, fingerprint: str) -> str:
+    rule = f" · {inline_code(finding.rule)}" if finding.rule else ""
+    return f"_reviewloop · {finding.reviewer}{rule}._ {FEEDBACK_HINT}\n\n{hidden_marker(fingerprint)}"
+
+
+def _evidence(finding: Finding) -> str:
+    return code_block(finding.evidence[:MAX_EVIDENCE_CHARS]) if finding.evidence.strip() else ""
+
+
+def discussion_body(finding: Finding, fingerprint: str, *, allowed_urls: Collection[str] = frozenset()) -> str:
+    parts = [
+        _heading(finding, allowed_urls),
+        neutralise(finding.body, allowed_urls=allowed_urls),
+        _footer(finding, fingerprint),
+    ]
+    return "\n\n".join(p for p in parts if p)
+
+
+def fallback_body(finding: Finding, fingerprint: str, why: str, *, allowed_urls: Collection[str] = frozenset()) -> str:
+    location = inline_code(f"{finding.path}:{finding.line}")
+    parts = [
+        _heading(finding, allowed_urls),
+        f"On {location} ({why}):",
+        _evidence(finding).rstrip("\n"),
+        neutralise(finding.body, allowed_urls=allowed_urls),
+        _footer(finding, fingerprint),
+    ]
+    return "\n\n".join(p for p in parts if p)
+
+
+def _ours(discussions: Sequence[Discussion], bot_id: int) -> list[Discussion]:
+    return [d for d in discussions if d.first_note.author_id == bot_id]
+
+
+def threads_by_fingerprint(discussions: Sequence[Discussion], bot_id: int) -> dict[str, PostedThread]:
+    """Our threads on the merge request keyed by the fingerprints their markers name. Markers in
+    notes someone else wrote are ignored, so a pasted marker cannot suppress a finding."""
+    out: dict[str, PostedThread] = {}
+    for d in _ours(discussions, bot_id):
+        for fp in parse_markers(d.first_note.body):
+            out.setdefault(fp, PostedThread(d.id, d.first_note.id))
+    return out
+
+
+def summary_body(
+    summary: str,
+    needs_human: Sequence[FindingToPublish],
+    *,
+    not_reviewed: Sequence[NotReviewed] = (),
+    allowed_urls: Collection[str] = frozenset(),
+) -> str:
+    parts = [neutralise(summary, allowed_urls=allowed_urls, max_chars=MAX_SUMMARY_CHARS)]
+    if needs_human:
+        lines = ["**Needs a human look** (not posted as threads):"]
+        for item in needs_human:
+            f = item.finding
+            title = neutralise(f.title.replace("\n", " "), allowed_urls=allowed_urls, max_chars=200)
+            reason = neutralise(item.reason.replace("\n", " "), allowed_urls=allowed_urls, max_chars=300)
+            lines.append(f"- {inline_code(f'{f.path}:{f.line}')} {f.severity} · {f.category} · {title} — {reason}")
+        parts.append("\n".join(lines))
+    if not_reviewed:
+        lines = ["**Not reviewed:**"]
+        lines += [f"- {inline_code(n.path)}: {neutralise(n.reason, max_chars=300)}" for n in not_reviewed]
+        parts.append("\n".join(lines))
+    parts.append(SUMMARY_MARKER)
+    return "\n\n".join(p for p in parts if p)
+
+
+def publish_review(
+    platform: PublishingPlatform,
+    *,
+    project: ProjectRef,
+    mr_iid: int,
+    versions: DiffVersions,
+    diff_index: DiffIndex,
+    findings: Sequence[FindingToPublish | tuple[int, Finding, Verdict, str]],
+    existing: Mapping[str, PostedThread],
+    summary: str,
+    record_posted: RecordPosted,
+    not_reviewed: Sequence[NotReviewed] = (),
+    allowed_urls: Collection[str] = frozenset(),
+) -> PublishResult:
+    """Post what is not on the merge request yet: one thread per REAL finding (deduplicated by
+    fingerprint against `existing` from the store and the markers in our own threads), then the
+    summary note, created once and edited in place."""
+    items = [FindingToPublish(*f) for f in findings]
+    bot_id = platform.bot_user_id()
+    discussions = platform.discussions(project, mr_iid)
+    known = {**threads_by_fingerprint(discussions, bot_id), **existing}
+    result = PublishResult()
+    real = sorted(
+        (i for i in items if i.verdict == "REAL"),
+        key=lambda i: (-SEVERITY_RANK[i.finding.severity], i.finding.path, i.finding.line),
+    )
+    for item in real:
+        fp = fingerprint_of(item.finding)
+        if fp in known:
+            thread = known[fp]
+            record_posted(item.finding_id, thread.discussion_id, thread.note_id, False)
+            result.published.append(
+                PublishedFinding(item.finding_id, fp, thread.discussion_id, thread.note_id, False, True)
+            )
+            continue
+        posted, fallback = _post_finding(
+            platform, project, mr_iid, item.finding, fp, versions, diff_index, allowed_urls
+        )
+        record_posted(item.finding_id, posted.discussion_id, posted.note_id, fallback)
+        known[fp] = PostedThread(posted.discussion_id, posted.note_id)
+        result.published.append(
+            PublishedFinding(item.finding_id, fp, posted.discussion_id, posted.note_id, fallback, False)
+        )
+    needs_human = [i for i in items if i.verdict == "NEEDS_HUMAN_REVIEW"]
+    result.needs_human = [i.finding_id for i in needs_human]
+    body = summary_body(summary, needs_human, not_reviewed=not_reviewed, allowed_urls=allowed_urls)
+    _publish_summary(platform, project, mr_iid, body, _ours(discussions, bot_id), result)
+    return result
+
+
+def _post_finding(
+    platform: PublishingPlatform,
+    project: ProjectRef,
+    mr_iid: int,
+    finding: Finding,
+    fingerprint: str,
+    versions: DiffVersions,
+    diff_index: DiffIndex,
+    allowed_urls: Collection[str],
+) -> tuple[PostedNote, bool]:
+    position = position_for(finding, diff_index, versions)
+    why = "the line is outside the diff"
+    if position is not None:
+        try:
+            body = discussion_body(finding, fingerprint, allowed_urls=allowed_urls)
+            return platform.post_positioned_discussion(project, mr_iid, body=body, position=position), False
+        except PositionRejectedError:
+            why = "GitLab did not accept a comment on this line"
+    body = fallback_body(finding, fingerprint, why, allowed_urls=allowed_urls)
+    return platform.post_discussion(project, mr_iid, body=body), True
+
+
+def _publish_summary(
+    platform: PublishingPlatform,
+    project: ProjectRef,
+    mr_iid: int,
+    body: str,
+    ours: Sequence[Discussion],
+    result: PublishResult,
+) -> None:
+    current = next((n for d in ours for n in d.notes[:1] if has_summary_marker(n.body)), None)
+    if current is None:
+        result.summary_note_id = platform.post_note(project, mr_iid, body=body)
+        result.summary_created = True
+        return
+    result.summary_note_id = current.id
+    if current.body != body:
+        platform.edit_note(project, mr_iid, current.id, body=body)
+        result.summary_edited = True
+
+
+# --- outdated threads ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class OpenThread:
+    """One of our unresolved threads, as the store knows it."""
+
+    discussion_id: str
+    fingerprint: str
+    path: str
+    line: int
+    evidence: str
+    finding_id: int | None = None
+
+
+def outdated_reason(thread: OpenThread, diff_index: DiffIndex, workspace: Workspace) -> str | None:
+    """Why a thread's code is gone at the new head, or None when it is still there (or we cannot
+    tell: a thread without evidence, or a file we cannot read, stays open)."""
+    change = diff_index.file(thread.path)
+    if change is None:
+        return "the merge request no longer changes this file"
+    if change.status == "deleted":
+        return "the file is deleted"
+    wanted = normalise_evidence(thread.evidence)
+    if not wanted:
+        return None
+    text = workspace.read_file(thread.path)
+    if text is None:
+        return None
+    return None if wanted in normalise_evidence(text) else "the code it points at is gone"
+
+
+def resolve_outdated(
+    platform: PublishingPlatform,
+    project: ProjectRef,
+    mr_iid: int,
+    our_open_threads: Sequence[OpenThread],
+    new_diff_index: DiffIndex,
+    workspace: Workspace,
+    *,
+    resolve: bool = True,
+) -> list[OpenThread]:
+    """Resolve (or, with `resolve=False`, reply "outdated" once in) each of our open threads whose
+    code is gone at the new head. Threads a person already resolved are left alone. Returns the
+    threads acted on, for the store to mark outdated."""
+    on_gitlab = {d.id: d for d in platform.discussions(project, mr_iid)}
+    acted: list[OpenThread] = []
+    for thread in our_open_threads:
+        discussion = on_gitlab.get(thread.discussion_id)
+        if discussion is None or discussion.resolved:
+            continue
+        reason = outdated_reason(thread, new_diff_index, workspace)
+        if reason is None:
+            continue
+        if resolve:
+            platform.resolve_discussion(project, mr_iid, thread.discussion_id)
+        elif not any(OUTDATED_MARKER in n.body for n in discussion.notes):
+            platform.reply(
+                project,
+                mr_iid,
+                thread.discussion_id,
+                body=f"This thread looks outdated: {reason}.\n\n{OUTDATED_MARKER}",
+            )
+        acted.append(thread)
+    return acted
