@@ -22,12 +22,9 @@ connection failures → `PlatformUnavailableError` (retryable); a 400 on a posit
 from __future__ import annotations
 
 import difflib
-import re
-import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 from urllib.parse import quote
 
 import gitlab
@@ -36,7 +33,20 @@ from gitlab.exceptions import GitlabError
 
 from agent.context import NotReviewed
 from agent.diff import parse_file_patch
-from reviewers.contracts import FileChange, SearchHit
+from agent.gitlab_models import (
+    AwardEmoji,
+    DiffPosition,
+    DiffVersions,
+    Discussion,
+    MergeRequestDiff,
+    MergeRequestInfo,
+    PostedNote,
+    ProjectRef,
+    ThreadNote,
+    discussion_from_api,
+)
+from agent.gitlab_workspace import GitLabWorkspace
+from reviewers.contracts import FileChange
 from reviewers.errors import (
     DiffParseError,
     InputError,
@@ -45,7 +55,6 @@ from reviewers.errors import (
     PositionRejectedError,
 )
 
-ProjectRef = str | int  # numeric id or "group/project" path
 DEFAULT_TIMEOUT_S = 30.0
 DEFAULT_MAX_RETRIES = 6  # python-gitlab backs off 0.1·2^n s: ~6 s in all, or Retry-After when sent
 PER_PAGE = 100  # GitLab's maximum page size
@@ -53,110 +62,9 @@ MAX_FILE_BYTES = 1_000_000  # larger files are neither read by reviewers nor dif
 MAX_FALLBACK_FETCHES = 100  # files GitLab sent no diff for that we fetch and diff ourselves, per MR
 MAX_DIFF_LINES_PER_FILE = 5000
 MAX_TREE_ENTRIES = 50_000
-MAX_SEARCH_FILES = 200
-MAX_SEARCH_LINE_CHARS = 400  # a minified line is not worth matching
 BINARY_SNIFF_BYTES = 8000  # git's own heuristic: a NUL in the first 8000 bytes means binary
 RETRYABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 POSITION_STATUS = frozenset({400, 422})
-
-
-@dataclass(frozen=True, slots=True)
-class MergeRequestInfo:
-    project_id: int
-    iid: int
-    title: str
-    description: str
-    draft: bool
-    state: str  # "opened", "closed", "merged", "locked"
-    author_id: int
-    author_username: str
-    web_url: str
-    source_branch: str
-    target_branch: str
-    sha: str | None  # the source branch head GitLab knows of
-
-
-class DiffVersions(NamedTuple):
-    """The three SHAs of the newest MR version, as a position needs them."""
-
-    base_sha: str
-    start_sha: str
-    head_sha: str
-
-
-@dataclass(frozen=True, slots=True)
-class DiffPosition:
-    """A GitLab text position. `new_line` alone for an added line, `old_line` alone for a removed
-    one, both for an unchanged one; `old_path` and `new_path` always."""
-
-    base_sha: str
-    start_sha: str
-    head_sha: str
-    old_path: str
-    new_path: str
-    new_line: int | None = None
-    old_line: int | None = None
-
-    def to_api(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "position_type": "text",
-            "base_sha": self.base_sha,
-            "start_sha": self.start_sha,
-            "head_sha": self.head_sha,
-            "old_path": self.old_path,
-            "new_path": self.new_path,
-        }
-        if self.new_line is not None:
-            out["new_line"] = self.new_line
-        if self.old_line is not None:
-            out["old_line"] = self.old_line
-        return out
-
-
-@dataclass(frozen=True, slots=True)
-class PostedNote:
-    discussion_id: str
-    note_id: int
-
-
-@dataclass(frozen=True, slots=True)
-class ThreadNote:
-    id: int
-    author_id: int
-    body: str
-    system: bool
-    type: str | None  # None, "DiscussionNote", "DiffNote"
-    resolvable: bool
-    resolved: bool
-    position: dict[str, Any] | None
-
-
-@dataclass(frozen=True, slots=True)
-class Discussion:
-    id: str
-    individual_note: bool
-    notes: tuple[ThreadNote, ...]
-
-    @property
-    def first_note(self) -> ThreadNote:
-        return self.notes[0]
-
-    @property
-    def resolved(self) -> bool:
-        resolvable = [n for n in self.notes if n.resolvable]
-        return bool(resolvable) and all(n.resolved for n in resolvable)
-
-
-@dataclass(frozen=True, slots=True)
-class AwardEmoji:
-    id: int
-    name: str
-    user_id: int
-
-
-class MergeRequestDiff(NamedTuple):
-    files: list[FileChange]
-    not_reviewed: list[NotReviewed]
 
 
 def _lines(text: str) -> list[str]:
@@ -429,7 +337,7 @@ class GitLabPlatform:
     def discussions(self, project: ProjectRef, iid: int) -> list[Discussion]:
         with self._errors("listing discussions", project=project, mr_iid=iid):
             raw = self._list(f"{self._mr_path(project, iid)}/discussions")
-        return [_discussion(d) for d in raw]
+        return [discussion_from_api(d) for d in raw]
 
     def award_emoji(self, project: ProjectRef, iid: int, note_id: int) -> list[AwardEmoji]:
         with self._errors("listing award emoji", project=project, mr_iid=iid):
@@ -438,7 +346,7 @@ class GitLabPlatform:
 
     # --- writing -----------------------------------------------------------------------------------
 
-    def post_positioned_discussion(
+    def post_positioneddiscussion_from_api(
         self, project: ProjectRef, iid: int, *, body: str, position: DiffPosition
     ) -> PostedNote:
         """A diff thread at `position`; `PositionRejectedError` when GitLab refuses the position."""
@@ -461,14 +369,14 @@ class GitLabPlatform:
                     head_sha=head,
                 ) from cause
             raise
-        discussion = _discussion(raw)
+        discussion = discussion_from_api(raw)
         return PostedNote(discussion.id, discussion.first_note.id)
 
-    def post_discussion(self, project: ProjectRef, iid: int, *, body: str) -> PostedNote:
+    def postdiscussion_from_api(self, project: ProjectRef, iid: int, *, body: str) -> PostedNote:
         """A resolvable thread on the merge request without a position (our fallback for findings)."""
         with self._errors("posting a discussion", project=project, mr_iid=iid):
             raw = self._post(f"{self._mr_path(project, iid)}/discussions", {"body": body})
-        discussion = _discussion(raw)
+        discussion = discussion_from_api(raw)
         return PostedNote(discussion.id, discussion.first_note.id)
 
     def reply(self, project: ProjectRef, iid: int, discussion_id: str, *, body: str) -> int:
@@ -489,7 +397,9 @@ class GitLabPlatform:
         with self._errors("editing a note", project=project, mr_iid=iid):
             self._put(f"{self._mr_path(project, iid)}/notes/{int(note_id)}", data={"body": body})
 
-    def resolve_discussion(self, project: ProjectRef, iid: int, discussion_id: str, *, resolved: bool = True) -> None:
+    def resolvediscussion_from_api(
+        self, project: ProjectRef, iid: int, discussion_id: str, *, resolved: bool = True
+    ) -> None:
         with self._errors("resolving a discussion", project=project, mr_iid=iid):
             self._put(
                 f"{self._mr_path(project, iid)}/discussions/{quote(discussion_id, safe='')}",
@@ -497,83 +407,18 @@ class GitLabPlatform:
             )
 
 
-def _discussion(raw: dict[str, Any]) -> Discussion:
-    notes = tuple(
-        ThreadNote(
-            id=int(n["id"]),
-            author_id=int((n.get("author") or {}).get("id", 0)),
-            body=str(n.get("body") or ""),
-            system=bool(n.get("system")),
-            type=n.get("type"),
-            resolvable=bool(n.get("resolvable")),
-            resolved=bool(n.get("resolved")),
-            position=n.get("position"),
-        )
-        for n in raw.get("notes") or []
-    )
-    if not notes:
-        raise PlatformError(f"GitLab sent discussion {raw.get('id')} without notes")
-    return Discussion(str(raw["id"]), bool(raw.get("individual_note")), notes)
-
-
-class GitLabWorkspace:
-    """The repository at one commit, read through the API. Implements `reviewers.contracts.Workspace`.
-
-    Files are read on demand and cached (the reviewers read the same few files again and again);
-    `search` looks only at the changed files and the other files in their directories, because
-    reading a whole repository over HTTP for one regular expression is not a review step."""
-
-    def __init__(
-        self,
-        platform: GitLabPlatform,
-        project: ProjectRef,
-        head_sha: str,
-        *,
-        changed_paths: Sequence[str] = (),
-        max_search_files: int = MAX_SEARCH_FILES,
-    ) -> None:
-        self.platform = platform
-        self.project = project
-        self.head_sha = head_sha
-        self.changed_paths = list(dict.fromkeys(changed_paths))
-        self.max_search_files = max_search_files
-        self._files: dict[str, str | None] = {}
-        self._paths: list[str] | None = None
-        self._lock = threading.Lock()
-
-    def read_file(self, path: str) -> str | None:
-        with self._lock:
-            if path in self._files:
-                return self._files[path]
-        text = self.platform.read_file(self.project, path, self.head_sha)
-        with self._lock:
-            self._files[path] = text
-        return text
-
-    def list_paths(self) -> list[str]:
-        if self._paths is None:
-            self._paths = self.platform.list_paths(self.project, self.head_sha)
-        return list(self._paths)
-
-    def search_scope(self) -> list[str]:
-        """The changed files first, then the other files in their directories, capped."""
-        dirs = {p.rsplit("/", 1)[0] if "/" in p else "" for p in self.changed_paths}
-        neighbours = [p for p in self.list_paths() if (p.rsplit("/", 1)[0] if "/" in p else "") in dirs]
-        return list(dict.fromkeys([*self.changed_paths, *neighbours]))[: self.max_search_files]
-
-    def search(self, pattern: str, *, max_hits: int = 50) -> list[SearchHit]:
-        try:
-            regex = re.compile(pattern)
-        except re.error as exc:
-            raise InputError(f"invalid search pattern {pattern!r}: {exc}") from exc
-        hits: list[SearchHit] = []
-        for path in self.search_scope():
-            text = self.read_file(path)
-            if text is None:
-                continue
-            for number, line in enumerate(text.split("\n"), start=1):
-                if len(line) <= MAX_SEARCH_LINE_CHARS and regex.search(line):
-                    hits.append(SearchHit(path=path, line=number, text=line))
-                    if len(hits) >= max_hits:
-                        return hits
-        return hits
+__all__ = [
+    "AwardEmoji",
+    "DiffPosition",
+    "DiffVersions",
+    "Discussion",
+    "GitLabPlatform",
+    "GitLabWorkspace",
+    "MergeRequestDiff",
+    "MergeRequestInfo",
+    "PostedNote",
+    "ProjectRef",
+    "ThreadNote",
+    "decode_text",
+    "hunk_text",
+]

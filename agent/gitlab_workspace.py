@@ -1,0 +1,86 @@
+"""The repository at one commit, read through the GitLab API (a `reviewers.contracts.Workspace`)."""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Sequence
+from typing import Protocol
+
+from agent.gitlab_models import ProjectRef
+from reviewers.contracts import SearchHit
+from reviewers.errors import InputError
+
+MAX_SEARCH_FILES = 200
+MAX_SEARCH_LINE_CHARS = 400  # a minified line is not worth matching
+
+
+class FileSource(Protocol):
+    """What the workspace reads through (`agent.gitlab.GitLabPlatform`)."""
+
+    def read_file(self, project: ProjectRef, path: str, ref: str) -> str | None: ...
+
+    def list_paths(self, project: ProjectRef, ref: str) -> list[str]: ...
+
+
+class GitLabWorkspace:
+    """The repository at one commit, read through the API. Implements `reviewers.contracts.Workspace`.
+
+    Files are read on demand and cached (the reviewers read the same few files again and again);
+    `search` looks only at the changed files and the other files in their directories, because
+    reading a whole repository over HTTP for one regular expression is not a review step."""
+
+    def __init__(
+        self,
+        platform: FileSource,
+        project: ProjectRef,
+        head_sha: str,
+        *,
+        changed_paths: Sequence[str] = (),
+        max_search_files: int = MAX_SEARCH_FILES,
+    ) -> None:
+        self.platform = platform
+        self.project = project
+        self.head_sha = head_sha
+        self.changed_paths = list(dict.fromkeys(changed_paths))
+        self.max_search_files = max_search_files
+        self._files: dict[str, str | None] = {}
+        self._paths: list[str] | None = None
+        self._lock = threading.Lock()
+
+    def read_file(self, path: str) -> str | None:
+        with self._lock:
+            if path in self._files:
+                return self._files[path]
+        text = self.platform.read_file(self.project, path, self.head_sha)
+        with self._lock:
+            self._files[path] = text
+        return text
+
+    def list_paths(self) -> list[str]:
+        if self._paths is None:
+            self._paths = self.platform.list_paths(self.project, self.head_sha)
+        return list(self._paths)
+
+    def search_scope(self) -> list[str]:
+        """The changed files first, then the other files in their directories, capped."""
+        dirs = {p.rsplit("/", 1)[0] if "/" in p else "" for p in self.changed_paths}
+        neighbours = [p for p in self.list_paths() if (p.rsplit("/", 1)[0] if "/" in p else "") in dirs]
+        return list(dict.fromkeys([*self.changed_paths, *neighbours]))[: self.max_search_files]
+
+    def search(self, pattern: str, *, max_hits: int = 50) -> list[SearchHit]:
+        try:
+            regex = re.compile(pattern)
+        except re.error as exc:
+            raise InputError(f"invalid search pattern {pattern!r}: {exc}") from exc
+        hits: list[SearchHit] = []
+        for path in self.search_scope():
+            text = self.read_file(path)
+            if text is None:
+                continue
+            for number, line in enumerate(text.split("\n"), start=1):
+                if len(line) <= MAX_SEARCH_LINE_CHARS and regex.search(line):
+                    hits.append(SearchHit(path=path, line=number, text=line))
+                    if len(hits) >= max_hits:
+                        return hits
+        return hits
