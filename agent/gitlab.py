@@ -346,7 +346,7 @@ class GitLabPlatform:
 
     # --- writing -----------------------------------------------------------------------------------
 
-    def post_positioneddiscussion_from_api(
+    def post_positioned_discussion(
         self, project: ProjectRef, iid: int, *, body: str, position: DiffPosition
     ) -> PostedNote:
         """A diff thread at `position`; `PositionRejectedError` when GitLab refuses the position."""
@@ -372,7 +372,7 @@ class GitLabPlatform:
         discussion = discussion_from_api(raw)
         return PostedNote(discussion.id, discussion.first_note.id)
 
-    def postdiscussion_from_api(self, project: ProjectRef, iid: int, *, body: str) -> PostedNote:
+    def post_discussion(self, project: ProjectRef, iid: int, *, body: str) -> PostedNote:
         """A resolvable thread on the merge request without a position (our fallback for findings)."""
         with self._errors("posting a discussion", project=project, mr_iid=iid):
             raw = self._post(f"{self._mr_path(project, iid)}/discussions", {"body": body})
@@ -397,9 +397,7 @@ class GitLabPlatform:
         with self._errors("editing a note", project=project, mr_iid=iid):
             self._put(f"{self._mr_path(project, iid)}/notes/{int(note_id)}", data={"body": body})
 
-    def resolvediscussion_from_api(
-        self, project: ProjectRef, iid: int, discussion_id: str, *, resolved: bool = True
-    ) -> None:
+    def resolve_discussion(self, project: ProjectRef, iid: int, discussion_id: str, *, resolved: bool = True) -> None:
         with self._errors("resolving a discussion", project=project, mr_iid=iid):
             self._put(
                 f"{self._mr_path(project, iid)}/discussions/{quote(discussion_id, safe='')}",
