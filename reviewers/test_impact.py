@@ -22,7 +22,7 @@ from reviewers.analyzers.symbols import (
     removed_definition_names,
     signature_changed,
 )
-from reviewers.analyzers.tests_lookup import TestIndex, TestReference, is_test_path, tests_in_file
+from reviewers.analyzers.tests_lookup import TestIndex, TestReference, is_test_path, list_test_functions
 from reviewers.contracts import ReviewContext, language_of
 from reviewers.reviewer import Analysis, Analyzer, ReviewerSpec
 
@@ -60,7 +60,7 @@ def _flipping_tests(index: TestIndex, refs: list[TestReference], low: float, hig
     for ref in refs:
         text = index.text(ref.path) or ""
         lines = text.splitlines()
-        for name, start, end in tests_in_file(text, ref.path):
+        for name, start, end in list_test_functions(text, ref.path):
             if name not in ref.tests:
                 continue
             body = "\n".join(lines[start - 1 : end])

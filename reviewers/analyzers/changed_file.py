@@ -64,6 +64,17 @@ class ChangedFile:
     def removed_lines(self) -> list[str]:
         return [ln.text for h in self.change.hunks for ln in h.lines if ln.kind == "del"]
 
+    @cached_property
+    def partial(self) -> bool:
+        """Whether the text looks rebuilt from the diff alone (a bare-diff review): it ends at the last
+        line the hunks show, and every line they do not show is blank. Checks that need the whole
+        file (undefined or unused names) are then skipped rather than reported wrongly."""
+        shown = self.change.new_lines()
+        if not shown or len(self.lines) != max(shown):
+            return False
+        unseen = [n for n in range(1, len(self.lines) + 1) if n not in shown]
+        return bool(unseen) and all(not self.lines[n - 1].strip() for n in unseen)
+
     def is_changed(self, line: int) -> bool:
         return line in self.changed_lines
 

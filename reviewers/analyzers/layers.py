@@ -135,6 +135,7 @@ class ArchitectureAnalyzer:
                 continue
             layer = self.layer_issue(file.path, ref, target)
             cycle = self.cycle_issue(file.path, ref, target) if in_repo and target not in already else None
+            already.add(target)  # two added imports of one module close one cycle
             if layer is not None and cycle is not None:
                 out.append(
                     replace(

@@ -44,6 +44,10 @@ RUFF_IGNORE = (
     "B904",  # raise without `from` inside except: noisy on legacy code, rarely a defect
 )
 
+# Rules that need the whole file: on text rebuilt from diff hunks they report imports and
+# definitions that are merely out of view.
+WHOLE_FILE_RULES = frozenset({"invalid-syntax", "F401", "F403", "F405", "F811", "F821", "F822", "F823", "F841"})
+
 _SEVERITY_BY_CODE: dict[str, Severity] = {
     "invalid-syntax": "high",
     "F821": "high",
@@ -130,7 +134,7 @@ def ruff_issues(file: ChangedFile) -> list[Issue]:
         location = diag.get("location") or {}
         end_location = diag.get("end_location") or {}
         line = int(location.get("row") or 0)
-        if not code or not file.is_changed(line):
+        if not code or not file.is_changed(line) or (file.partial and code in WHOLE_FILE_RULES):
             continue
         if code == "F401" and file.path.endswith("__init__.py"):
             continue  # imports in a package's __init__ are usually deliberate re-exports

@@ -54,7 +54,7 @@ def _word(name: str) -> re.Pattern[str]:
     return re.compile(rf"(?<![\w$]){re.escape(name)}(?![\w$])")
 
 
-def tests_in_file(text: str, path: str) -> list[tuple[str, int, int]]:
+def list_test_functions(text: str, path: str) -> list[tuple[str, int, int]]:
     """(name, first line, last line) of each test function in a test file."""
     if language_of(path) == "python":
         try:
@@ -110,7 +110,7 @@ class TestIndex:
             if not hits:
                 continue
             tests = tuple(
-                name for name, start, end in tests_in_file(text, path) if any(start <= n <= end for n in hits)
+                name for name, start, end in list_test_functions(text, path) if any(start <= n <= end for n in hits)
             )
             out.append(TestReference(path, hits[0], lines[hits[0] - 1], tests))
         return out

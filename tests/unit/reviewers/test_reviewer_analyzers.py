@@ -1,0 +1,287 @@
+"""Analyzers on hand-made files: each rule, its negative, and the added-lines-only boundary."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from reviewers.analyzers.bandit import bandit_issues
+from reviewers.analyzers.changed_file import ChangedFile
+from reviewers.analyzers.config_changes import (
+    ValueChange,
+    numeric_value,
+    parse_setting,
+    security_judgment,
+    value_changes,
+)
+from reviewers.analyzers.patterns import line_rule_issues
+from reviewers.analyzers.python_security import python_security_issues
+from reviewers.analyzers.ruff import ruff_issues
+from reviewers.analyzers.secrets import looks_like_secret_value, secret_issues, shannon_entropy
+from reviewers.contracts import DiffLine, FileChange, Hunk
+
+
+def added_file(path: str, text: str) -> ChangedFile:
+    """A new file: every line added."""
+    lines = text.splitlines()
+    hunk = Hunk(0, 0, 1, len(lines), "", tuple(DiffLine("add", t, None, n) for n, t in enumerate(lines, 1)))
+    return ChangedFile(FileChange(path=path, old_path=path, status="added", hunks=(hunk,)), text)
+
+
+def edited_file(path: str, text: str, *, added: set[int], removed: tuple[str, ...] = ()) -> ChangedFile:
+    """A modified file whose `added` lines are new; `removed` lines were deleted just before the first."""
+    lines = text.splitlines()
+    diff_lines: list[DiffLine] = []
+    for n, t in enumerate(lines, 1):
+        if n == min(added):
+            diff_lines += [DiffLine("del", r, 100 + i, None) for i, r in enumerate(removed)]
+        diff_lines.append(DiffLine("add" if n in added else "context", t, None if n in added else n, n))
+    hunk = Hunk(1, len(lines), 1, len(lines), "", tuple(diff_lines))
+    return ChangedFile(FileChange(path=path, old_path=path, status="modified", hunks=(hunk,)), text)
+
+
+def rules(issues: list) -> list[tuple[int, str]]:  # type: ignore[type-arg]
+    return sorted((i.line, i.rule) for i in issues)
+
+
+# --- secrets -------------------------------------------------------------------------------------
+
+
+def test_entropy_by_hand() -> None:
+    assert shannon_entropy("aabb") == 1.0
+    assert shannon_entropy("abcd") == 2.0
+    assert shannon_entropy("") == 0.0
+    assert math.isclose(shannon_entropy("aab"), -(2 / 3 * math.log2(2 / 3) + 1 / 3 * math.log2(1 / 3)))
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        'KEY = "AKIAIOSFODNN7EXAMPLQ"',
+        "token: ghp_" + "a1B2" * 9,
+        'GITLAB = "glpat-' + "x" * 20 + '"',
+        "-----BEGIN RSA PRIVATE KEY-----",
+        'const stripe = "sk_live_' + "4eC39HqLyjWDarjtT1zdp7dc" + '";',
+    ],
+)
+def test_known_token_prefixes_are_critical_or_high(line: str) -> None:
+    issues = secret_issues(added_file("conf/settings.py", line + "\n"))
+    assert [i.rule for i in issues] == ["secrets:known-prefix"]
+    assert issues[0].severity in ("critical", "high")
+    assert line.split()[-1].strip('"') not in issues[0].title + issues[0].body  # never repeat the secret
+
+
+def test_named_literal_needs_a_real_looking_value() -> None:
+    text = "\n".join(
+        [
+            'db_password = "hunter2hunter2"',  # a real hard-coded password
+            'API_TOKEN_ENV = "API_TOKEN"',  # the name of an environment variable
+            'TOKEN_HEADER = "Authorization"',  # a header name
+            'password = "changeme-example"',  # a placeholder
+            'user = "x9$kLq2!"',  # not a credential name
+        ]
+    )
+    assert rules(secret_issues(added_file("app/conf.py", text))) == [(1, "secrets:named-literal")]
+    assert looks_like_secret_value("Zx81!kq9aa")
+    assert not looks_like_secret_value("${DB_PASSWORD}")
+
+
+def test_url_credentials_and_test_files() -> None:
+    file = added_file("tests/test_db.py", 'DSN = "postgres://app:s3cr3tPw0rd@db:5432/app"\n')
+    assert secret_issues(file, named_values=False) == []
+    assert rules(secret_issues(file)) == [(1, "secrets:url-credentials")]
+
+
+# --- settings ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("SESSION_TTL = 3600", ("SESSION_TTL", "3600")),
+        ("timeout: int = 30  # seconds", ("timeout", "30")),
+        ("  session_ttl: 1h", ("session_ttl", "1h")),
+        ('  "debug": true,', ("debug", "true")),
+        ("export TOKEN_LIFETIME=900", ("TOKEN_LIFETIME", "900")),
+        ("const MAX_AGE = 60;", ("MAX_AGE", "60")),
+        ("if a == b:", None),
+    ],
+)
+def test_parse_setting(line: str, expected: tuple[str, str] | None) -> None:
+    assert parse_setting(line) == expected
+
+
+def test_numeric_value_folds_constants_only() -> None:
+    assert numeric_value("3600 * 24 * 30") == 2_592_000
+    assert numeric_value("1_000 + 24") == 1024
+    assert numeric_value("timedelta(days=1, hours=1)") == 90_000
+    assert numeric_value('"30d"') == 30 * 86_400
+    assert numeric_value("10 ** 10 ** 10") is None  # refused, not computed
+    assert numeric_value("os.environ['X']") is None
+
+
+def test_security_judgment_directions() -> None:
+    def judge(key: str, old: str | None, new: str) -> str | None:
+        judged = security_judgment(ValueChange(key, old, new, 1))
+        return judged[0] if judged else None
+
+    assert judge("SESSION_TTL", "3600", "3600 * 24 * 30") == "medium"
+    assert judge("SESSION_TTL", "3600", "600") is None  # shorter sessions are not a risk
+    assert judge("REQUEST_TIMEOUT", "10", "60") is None  # a timeout that guards no credential
+    assert judge("PBKDF2_ITERATIONS", "600000", "1000") == "medium"
+    assert judge("DEBUG", "False", "True") == "medium"
+    assert judge("VERIFY_SSL", "True", "False") == "medium"
+    assert judge("VERIFY_SSL", "False", "True") is None
+    assert judge("CORS_ORIGINS", '["https://a.example"]', '["*"]') == "medium"
+    assert judge("PAGE_SIZE", "10", "50") is None
+
+
+def test_value_changes_pair_removed_and_added_lines() -> None:
+    file = edited_file(
+        "auth/session.py",
+        "import time\n\nSESSION_TTL = 7200\nNEW_FLAG = 1\n",
+        added={3, 4},
+        removed=("SESSION_TTL = 3600",),
+    )
+    assert value_changes(file) == [
+        ValueChange("SESSION_TTL", "3600", "7200", 3),
+        ValueChange("NEW_FLAG", None, "1", 4),
+    ]
+
+
+# --- python syntax-tree checks ---------------------------------------------------------------------
+
+
+def test_sql_through_a_variable_and_the_parameterised_form() -> None:
+    text = (
+        "def find(conn, name):\n"
+        "    q = \"SELECT * FROM users WHERE name = '%s'\" % name\n"
+        "    return conn.execute(q).fetchall()\n"
+        "\n"
+        "def find_ok(conn, name):\n"
+        '    return conn.execute("SELECT * FROM users WHERE name = ?", (name,)).fetchall()\n'
+        "\n"
+        "def find_concat(cur, table_id):\n"
+        '    cur.execute("DELETE FROM t WHERE id = " + table_id)\n'
+    )
+    assert rules(python_security_issues(added_file("db.py", text)) or []) == [
+        (2, "python:sql-interpolation"),
+        (9, "python:sql-interpolation"),
+    ]
+
+
+def test_shell_eval_and_deserialization() -> None:
+    text = (
+        "import os, subprocess, yaml\n"
+        "import pickle as pk\n"
+        "def go(name, blob, doc):\n"
+        '    subprocess.run(f"ls {name}", shell=True)\n'
+        '    subprocess.run("ls -l", shell=True)\n'
+        '    subprocess.run(["ls", name])\n'
+        "    os.system(name)\n"
+        "    eval(blob)\n"
+        '    eval("1 + 1")\n'
+        "    pk.loads(blob)\n"
+        "    yaml.load(doc)\n"
+        "    yaml.load(doc, Loader=yaml.SafeLoader)\n"
+    )
+    assert rules(python_security_issues(added_file("x.py", text)) or []) == [
+        (4, "python:shell-interpolation"),
+        (7, "python:shell-interpolation"),
+        (8, "python:code-eval"),
+        (10, "python:unsafe-deserialization"),
+        (11, "python:unsafe-deserialization"),
+    ]
+
+
+def test_path_traversal_needs_a_join_and_no_containment() -> None:
+    text = (
+        "import os\n"
+        "from pathlib import Path\n"
+        "BASE = Path('/srv/files')\n"
+        "def read(name: str) -> bytes:\n"
+        "    return (BASE / name).read_bytes()\n"
+        "def read_checked(name: str) -> bytes:\n"
+        "    p = (BASE / name).resolve()\n"
+        "    if not p.is_relative_to(BASE):\n"
+        "        raise ValueError(name)\n"
+        "    return p.read_bytes()\n"
+        "def open_joined(filename):\n"
+        "    full = os.path.join('/data', filename)\n"
+        "    with open(full) as fh:\n"
+        "        return fh.read()\n"
+        "def count(n: int) -> Path:\n"
+        "    return BASE / str(n)\n"
+    )
+    assert rules(python_security_issues(added_file("files.py", text)) or []) == [
+        (5, "python:path-traversal"),
+        (13, "python:path-traversal"),
+    ]
+
+
+def test_only_added_lines_are_reported() -> None:
+    text = "import os\ndef a(x):\n    os.system(x)\ndef b(y):\n    os.system(y)\n"
+    assert rules(python_security_issues(edited_file("m.py", text, added={5})) or []) == [
+        (5, "python:shell-interpolation")
+    ]
+
+
+def test_unparseable_python_returns_none_for_the_line_rules() -> None:
+    file = added_file("broken.py", 'def f(:\n    cur.execute(f"SELECT a FROM t WHERE b = {x}")\n')
+    assert python_security_issues(file) is None
+    assert rules(line_rule_issues(file, python_ast_done=False)) == [(2, "patterns:sql-interpolation")]
+
+
+# --- line rules (any language) -----------------------------------------------------------------------
+
+
+def test_line_rules_in_other_languages() -> None:
+    text = "\n".join(
+        [
+            "const agent = new https.Agent({ rejectUnauthorized: false });",
+            "db.query(`SELECT * FROM users WHERE id = ${req.params.id}`);",
+            "// db.query(`SELECT * FROM users WHERE id = ${id}`);",
+            'db.query("SELECT * FROM users WHERE id = $1", [id]);',
+            "child_process.exec(`tar xf ${file}`);",
+        ]
+    )
+    assert rules(line_rule_issues(added_file("web/app.js", text), python_ast_done=False)) == [
+        (1, "patterns:tls-verify-disabled"),
+        (2, "patterns:sql-interpolation"),
+        (5, "patterns:shell-interpolation"),
+    ]
+
+
+def test_go_tls_and_python_rules_skipped_when_tree_ran() -> None:
+    go = added_file("client.go", "cfg := &tls.Config{InsecureSkipVerify: true}\n")
+    assert rules(line_rule_issues(go, python_ast_done=False)) == [(1, "patterns:tls-verify-disabled")]
+    py = added_file("x.py", "pickle.loads(data)\nrequests.get(u, verify=False)\n")
+    assert rules(line_rule_issues(py, python_ast_done=True)) == [(2, "patterns:tls-verify-disabled")]
+
+
+# --- external analyzers ------------------------------------------------------------------------------
+
+
+def test_ruff_reports_defects_on_added_lines_only() -> None:
+    text = "import os\nimport sys\n\ndef run(job, seen=[]):\n    try:\n        job()\n    except:\n        pass\n"
+    file = edited_file("jobs/run.py", text, added={2, 4, 7})
+    assert rules(ruff_issues(file)) == [(2, "ruff:F401"), (4, "ruff:B006"), (7, "ruff:E722"), (7, "ruff:S110")]
+
+
+def test_ruff_skips_whole_file_rules_on_rebuilt_text() -> None:
+    # Lines 1-3 are not in the diff (blank in a rebuilt file): the import of `os` is out of view.
+    text = "\n\n\ndef f(p):\n    return os.path.join(p, 'x')\n"
+    shown = {4, 5}
+    hunk = Hunk(4, 0, 4, 2, "", tuple(DiffLine("add", text.splitlines()[n - 1], None, n) for n in sorted(shown)))
+    file = ChangedFile(FileChange("m.py", "m.py", "modified", (hunk,)), text)
+    assert file.partial
+    assert ruff_issues(file) == []
+    assert not added_file("m.py", "import os\n").partial
+
+
+def test_bandit_runs_on_a_copy_and_keeps_added_lines() -> None:
+    text = "import requests\n\ndef get(u):\n    return requests.get(u, timeout=5, verify=False)\n"
+    issues = bandit_issues(edited_file("client.py", text, added={4}))
+    assert [(i.line, i.rule, i.kind) for i in issues] == [(4, "bandit:B501", "tls-verify")]
+    assert bandit_issues(edited_file("client.py", text, added={1})) == []
