@@ -76,6 +76,7 @@ class PostedThread:
 
     discussion_id: str
     note_id: int
+    fallback: bool = False  # posted without a position
 
 
 RecordPosted = Callable[[int, str, int, bool], None]
@@ -190,7 +191,7 @@ def threads_by_fingerprint(discussions: Sequence[Discussion], bot_id: int) -> di
     out: dict[str, PostedThread] = {}
     for d in _ours(discussions, bot_id):
         for fp in parse_markers(d.first_note.body):
-            out.setdefault(fp, PostedThread(d.id, d.first_note.id))
+            out.setdefault(fp, PostedThread(d.id, d.first_note.id, fallback=d.first_note.position is None))
     return out
 
 
@@ -248,16 +249,16 @@ def publish_review(
         fp = fingerprint_of(item.finding)
         if fp in known:
             thread = known[fp]
-            record_posted(item.finding_id, thread.discussion_id, thread.note_id, False)
+            record_posted(item.finding_id, thread.discussion_id, thread.note_id, thread.fallback)
             result.published.append(
-                PublishedFinding(item.finding_id, fp, thread.discussion_id, thread.note_id, False, True)
+                PublishedFinding(item.finding_id, fp, thread.discussion_id, thread.note_id, thread.fallback, True)
             )
             continue
         posted, fallback = _post_finding(
             platform, project, mr_iid, item.finding, fp, versions, diff_index, allowed_urls
         )
         record_posted(item.finding_id, posted.discussion_id, posted.note_id, fallback)
-        known[fp] = PostedThread(posted.discussion_id, posted.note_id)
+        known[fp] = PostedThread(posted.discussion_id, posted.note_id, fallback)
         result.published.append(
             PublishedFinding(item.finding_id, fp, posted.discussion_id, posted.note_id, fallback, False)
         )

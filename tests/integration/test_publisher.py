@@ -177,7 +177,8 @@ def test_republishing_posts_nothing_new(fake: FakeGitLab, platform: GitLabPlatfo
     assert not second.summary_created and not second.summary_edited
     assert [(n.id, n.body) for n in fake.notes(PID, IID)] == notes_after_first
     assert sorted(c[0] for c in again.calls) == [11, 12, 13]
-    assert {(c[1], c[2]) for c in again.calls} == {(p.discussion_id, p.note_id) for p in first.posted}
+    assert {c[1:] for c in again.calls} == {(p.discussion_id, p.note_id, p.fallback) for p in first.posted}
+    assert [p.fallback for p in first.posted].count(True) == 1  # OUTSIDE, kept as a fallback on reuse
 
 
 def test_store_knowledge_alone_prevents_a_repost(fake: FakeGitLab, platform: GitLabPlatform) -> None:
