@@ -1,0 +1,98 @@
+"""Who may talk to us: GitLab (the webhook's shared secret) and API clients (bearer tokens).
+
+Secrets are compared with `hmac.compare_digest` only, never logged, and never stored in plain text:
+API tokens live in `api_tokens` as sha256 hashes, or in `REVIEWLOOP_API_TOKENS` ("name:token,...").
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from collections.abc import Mapping
+
+import psycopg
+from pydantic import SecretStr
+
+from api.db import DbConnection
+from reviewers.errors import ConfigError
+
+TOKEN_BYTES = 32  # 256 bits of entropy: a bearer token cannot be guessed
+
+
+def webhook_secret_for(
+    *,
+    project_id: str | None,
+    project_path: str | None,
+    project_secrets: Mapping[str, SecretStr],
+    global_secret: SecretStr | None,
+) -> SecretStr | None:
+    """The secret this project's hook must carry: its own one if configured, else the global one."""
+    for key in (project_id, project_path):
+        if key is not None and key in project_secrets:
+            return project_secrets[key]
+    return global_secret
+
+
+def token_matches(presented: str | None, expected: SecretStr | None) -> bool:
+    """Constant-time equality; a missing token or an unconfigured secret never matches."""
+    if presented is None or expected is None:
+        return False
+    wanted = expected.get_secret_value()
+    if not wanted:
+        return False
+    return hmac.compare_digest(presented.encode(), wanted.encode())
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def new_token() -> str:
+    return "rl_" + secrets.token_urlsafe(TOKEN_BYTES)
+
+
+def parse_env_tokens(spec: str) -> list[tuple[str, str]]:
+    """`name:token,name2:token2` → [(name, token)]; malformed entries are a configuration error."""
+    out: list[tuple[str, str]] = []
+    for entry in spec.split(","):
+        entry = entry.strip()
+        if not entry:
+            continue
+        name, sep, token = entry.partition(":")
+        if not sep or not name.strip() or not token.strip():
+            raise ValueError("REVIEWLOOP_API_TOKENS must be 'name:token' pairs separated by commas")
+        out.append((name.strip(), token.strip()))
+    return out
+
+
+def match_env_token(presented: str, tokens: list[tuple[str, str]]) -> str | None:
+    """The name of the configured token equal to `presented`; every entry is compared (no early exit)."""
+    found: str | None = None
+    for name, token in tokens:
+        if hmac.compare_digest(presented.encode(), token.encode()) and found is None:
+            found = name
+    return found
+
+
+async def match_stored_token(conn: DbConnection, presented: str) -> str | None:
+    """The name of the unrevoked stored token whose hash equals the presented token's hash."""
+    digest = hash_token(presented)
+    cur = await conn.execute(
+        "SELECT name, token_hash FROM api_tokens WHERE token_hash = %s AND revoked_at IS NULL", (digest,)
+    )
+    row = await cur.fetchone()
+    if row is None or not hmac.compare_digest(str(row["token_hash"]), digest):
+        return None
+    return str(row["name"])
+
+
+def create_api_token(dsn: str, name: str) -> str:
+    """Store a new token's hash under `name` and return the token (shown once, never stored)."""
+    token = new_token()
+    with psycopg.connect(dsn) as conn:
+        try:
+            conn.execute("INSERT INTO api_tokens (name, token_hash) VALUES (%s, %s)", (name, hash_token(token)))
+        except psycopg.errors.UniqueViolation as exc:
+            raise ConfigError(f"an API token named {name!r} already exists") from exc
+    return token

@@ -1,0 +1,238 @@
+"""`reviewloop serve`, `reviewloop worker`, `reviewloop db upgrade`, `reviewloop tokens create`.
+
+`serve` is the one-machine deployment: the HTTP API and a worker in one process (one event loop),
+on the embedded Postgres unless `REVIEWLOOP_DATABASE_URL` names one. `worker` runs more workers,
+on any host that reaches the same database. Heavy imports (the pipeline and its model backends)
+happen inside the commands that run reviews.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.console import Console
+
+from agent.settings import Settings
+from api.cli import app
+from reviewers.errors import ReviewloopError
+
+if TYPE_CHECKING:
+    from psycopg_pool import ConnectionPool
+
+    from api.worker import QueueConfig, WorkerRuntime
+
+logger = logging.getLogger(__name__)
+err = Console(stderr=True)
+
+db_app = typer.Typer(help="The database schema (ours and the job queue's).", no_args_is_help=True)
+tokens_app = typer.Typer(help="Bearer tokens of the feedback and read API.", no_args_is_help=True)
+app.add_typer(db_app, name="db")
+app.add_typer(tokens_app, name="tokens")
+
+
+def fail(message: str, code: int = 2) -> typer.Exit:
+    err.print(f"reviewloop: {message}", markup=False, highlight=False)
+    return typer.Exit(code)
+
+
+def prepare_database(settings: Settings) -> str:
+    """Resolve the DSN (starting the embedded server if none is configured) and migrate everything."""
+    from agent.store.db import resolve_dsn
+    from agent.store.migrate import upgrade
+    from api.worker import ensure_queue_schema
+
+    dsn = resolve_dsn(database_url=settings.database_url, data_dir=settings.data_dir)
+    applied = upgrade(dsn)
+    if applied:
+        logger.info("applied migrations", extra={"migrations": applied})
+    if ensure_queue_schema(dsn):
+        logger.info("created the job queue schema")
+    return dsn
+
+
+def worker_runtime(settings: Settings, dsn: str, config: QueueConfig) -> tuple[WorkerRuntime, ConnectionPool]:
+    """The pipeline's dependencies on their own (synchronous) pool; the pool is the caller's to close."""
+    from agent.pipeline import build_deps
+    from agent.store.db import open_pool
+    from api.db import make_pool
+    from api.worker import WorkerRuntime, pipeline_review_function
+
+    review_pool = open_pool(dsn, max_size=settings.db_pool_size)
+    deps = build_deps(settings, pool=review_pool)
+    runtime = WorkerRuntime(
+        pool=make_pool(dsn, max_size=2, name="reviewloop-worker"),
+        review=pipeline_review_function(deps),
+        config=config,
+    )
+    return runtime, review_pool
+
+
+@contextlib.contextmanager
+def clear_errors() -> Iterator[None]:
+    """Errors a user can cause become one line on stderr, not a traceback."""
+    try:
+        yield
+    except ReviewloopError as exc:
+        raise fail(str(exc)) from exc
+
+
+@app.command()
+def serve(
+    host: Annotated[str, typer.Option(help="interface to listen on")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="port to listen on")] = 8000,
+    concurrency: Annotated[int, typer.Option(help="reviews the in-process worker runs at once")] = 2,
+    with_worker: Annotated[bool, typer.Option("--worker/--no-worker", help="run a worker in this process")] = True,
+    log_level: Annotated[str, typer.Option(help="debug|info|warning|error")] = "info",
+) -> None:
+    """Serve the webhook, feedback and read API, with a worker in the same process."""
+    from api.logs import configure_logging
+    from api.worker import QueueConfig
+
+    configure_logging(log_level)
+    with clear_errors():
+        settings = Settings()
+        dsn = prepare_database(settings)
+        config = QueueConfig()
+        runtime, review_pool = worker_runtime(settings, dsn, config) if with_worker else (None, None)
+        try:
+            asyncio.run(
+                serve_async(
+                    settings.model_copy(update={"database_url": dsn}),
+                    host=host,
+                    port=port,
+                    runtime=runtime,
+                    config=config,
+                    concurrency=concurrency,
+                    log_level=log_level,
+                )
+            )
+        finally:
+            if review_pool is not None:
+                review_pool.close()
+
+
+async def serve_async(
+    settings: Settings,
+    *,
+    host: str,
+    port: int,
+    runtime: WorkerRuntime | None,
+    config: QueueConfig,
+    concurrency: int,
+    log_level: str,
+) -> None:
+    """API and worker on one event loop; SIGTERM/SIGINT stop the API, then let running reviews finish."""
+    import uvicorn
+
+    from api.app import create_app
+    from api.db import make_pool
+    from api.worker import create_queue_app, run_worker
+
+    class Server(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            # signals are ours (below): uvicorn would re-raise them after its shutdown and kill the
+            # process before the worker has finished its running reviews
+            yield
+
+    assert settings.database_url is not None
+    pool = make_pool(settings.database_url, max_size=settings.db_pool_size)
+    await pool.open(wait=True)
+    queue = create_queue_app(config)
+    await queue.open_async(pool)
+    api = create_app(settings, pool=pool, queue=queue, require_worker=runtime is not None, queue_config=config)
+    server = Server(uvicorn.Config(api, host=host, port=port, log_config=None, log_level=log_level))
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, lambda: setattr(server, "should_exit", True))
+    worker_task: asyncio.Task[None] | None = None
+    if runtime is not None:
+        await runtime.pool.open(wait=True)
+        worker_task = asyncio.create_task(
+            run_worker(queue, runtime, concurrency=concurrency, install_signal_handlers=False, name="serve")
+        )
+
+        def worker_ended(task: asyncio.Task[None]) -> None:
+            if not task.cancelled() and task.exception() is not None:
+                logger.error("the in-process worker stopped", extra={"error": str(task.exception())})
+                server.should_exit = True
+
+        worker_task.add_done_callback(worker_ended)
+    try:
+        await server.serve()
+    finally:
+        if worker_task is not None:
+            worker_task.cancel()  # procrastinate stops fetching and waits for the running jobs
+            await asyncio.gather(worker_task, return_exceptions=True)
+        if runtime is not None:
+            await runtime.pool.close()
+        await queue.close_async()
+        await pool.close()
+
+
+@app.command()
+def worker(
+    concurrency: Annotated[int, typer.Option(help="reviews this worker runs at once")] = 2,
+    name: Annotated[str | None, typer.Option(help="worker name in logs")] = None,
+    log_level: Annotated[str, typer.Option(help="debug|info|warning|error")] = "info",
+) -> None:
+    """Run a worker; start as many as you like, on any host that reaches the database."""
+    from api.logs import configure_logging
+    from api.worker import QueueConfig
+
+    configure_logging(log_level)
+    with clear_errors():
+        settings = Settings()
+        dsn = prepare_database(settings)
+        config = QueueConfig()
+        runtime, review_pool = worker_runtime(settings, dsn, config)
+        try:
+            asyncio.run(worker_async(dsn, runtime, concurrency=concurrency, name=name, pool_size=settings.db_pool_size))
+        finally:
+            review_pool.close()
+
+
+async def worker_async(dsn: str, runtime: WorkerRuntime, *, concurrency: int, name: str | None, pool_size: int) -> None:
+    from api.db import make_pool
+    from api.worker import create_queue_app, run_worker
+
+    pool = make_pool(dsn, max_size=pool_size)
+    await pool.open(wait=True)
+    await runtime.pool.open(wait=True)
+    queue = create_queue_app(runtime.config)
+    await queue.open_async(pool)
+    try:
+        # procrastinate's handlers: SIGTERM/SIGINT stop fetching, running reviews finish
+        await run_worker(queue, runtime, concurrency=concurrency, name=name, install_signal_handlers=True)
+    finally:
+        await queue.close_async()
+        await runtime.pool.close()
+        await pool.close()
+
+
+@db_app.command("upgrade")
+def db_upgrade() -> None:
+    """Apply reviewloop's migrations and create the job queue's schema (idempotent)."""
+    with clear_errors():
+        dsn = prepare_database(Settings())
+    from agent.store.db import describe_dsn
+
+    typer.echo(f"database {describe_dsn(dsn)} is up to date")
+
+
+@tokens_app.command("create")
+def tokens_create(name: Annotated[str, typer.Argument(help="who or what the token is for")]) -> None:
+    """Create an API token and print it once; only its hash is stored."""
+    from api.auth import create_api_token
+
+    with clear_errors():
+        dsn = prepare_database(Settings())
+        token = create_api_token(dsn, name)
+    typer.echo(token)
+    err.print(f"token {name!r} created; it is shown only now", markup=False, highlight=False)

@@ -1,0 +1,76 @@
+"""Request dependencies as `Annotated` aliases: what a route needs, resolved from the app's state."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Annotated
+
+import procrastinate
+from fastapi import Depends, Header, HTTPException, Request, status
+
+from agent.settings import Settings
+from api.auth import match_env_token, match_stored_token
+from api.db import DbConnection, DbPool
+from api.triage import Scope
+
+
+@dataclass(frozen=True)
+class ServiceState:
+    """Everything `create_app` resolved once at start: routes read it, never the environment."""
+
+    settings: Settings
+    scope: Scope
+    env_tokens: list[tuple[str, str]]
+    require_worker: bool
+    worker_heartbeat_window_s: float
+
+
+def get_state(request: Request) -> ServiceState:
+    state: ServiceState = request.app.state.service
+    return state
+
+
+def get_pool(request: Request) -> DbPool:
+    pool: DbPool = request.app.state.pool
+    return pool
+
+
+def get_queue(request: Request) -> procrastinate.App:
+    queue: procrastinate.App = request.app.state.queue
+    return queue
+
+
+async def get_connection(pool: Annotated[DbPool, Depends(get_pool)]) -> AsyncIterator[DbConnection]:
+    async with pool.connection() as conn:
+        yield conn
+
+
+StateDep = Annotated[ServiceState, Depends(get_state)]
+PoolDep = Annotated[DbPool, Depends(get_pool)]
+QueueDep = Annotated[procrastinate.App, Depends(get_queue)]
+ConnectionDep = Annotated[DbConnection, Depends(get_connection)]
+
+
+async def require_api_client(
+    state: StateDep, pool: PoolDep, authorization: Annotated[str | None, Header()] = None
+) -> str:
+    """The name of the API token presented as `Authorization: Bearer <token>`; 401 otherwise."""
+    scheme, _, token = (authorization or "").partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token:
+        raise HTTPException(
+            status.HTTP_401_UNAUTHORIZED, "a bearer token is required", headers={"WWW-Authenticate": "Bearer"}
+        )
+    name = match_env_token(token, state.env_tokens)
+    if name is None:
+        async with pool.connection() as conn:
+            name = await match_stored_token(conn, token)
+    if name is None:
+        raise HTTPException(
+            status.HTTP_401_UNAUTHORIZED, "unknown or revoked token", headers={"WWW-Authenticate": "Bearer"}
+        )
+    return name
+
+
+ApiClientDep = Annotated[str, Depends(require_api_client)]

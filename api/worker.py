@@ -1,0 +1,276 @@
+"""The job queue: procrastinate on the same Postgres as everything else.
+
+    webhook ──(one transaction: webhook_events row + procrastinate job)──▶ procrastinate_jobs
+    worker  ──fetch (lock "mr:<project>:<iid>")──▶ review_merge_request ──to_thread──▶ agent.pipeline
+
+- One pending review per merge request: the job's `queueing_lock`; intake cancels an older pending
+  job of the same MR before deferring the newer push (see api/intake.py).
+- One running review per merge request: the job's `lock`.
+- Retries with exponential backoff only for errors whose `retryable` flag is set (reviewers/errors.py).
+- Stalled jobs (a worker died mid-review, e.g. SIGKILL): every worker prunes workers whose heartbeat
+  is older than `stalled_worker_timeout_s`; their jobs lose their worker and are retried by the
+  periodic `recover_stalled_jobs` task and once at every worker start.
+- SIGTERM/SIGINT stop the worker gracefully: no new job is fetched, running ones finish.
+
+This module imports neither the pipeline nor any model library at import time: the API imports it
+to defer jobs and must stay small.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import procrastinate
+import psycopg
+from procrastinate import exceptions as queue_errors
+from procrastinate.app import WorkerOptions
+from procrastinate.jobs import Job, Status
+from procrastinate.retry import BaseRetryStrategy, RetryDecision
+from procrastinate.schema import SchemaManager
+
+from agent.store.migrate import MIGRATION_LOCK_KEY
+from api.db import DbPool
+from api.logs import log_context
+from reviewers.errors import ReviewloopError
+
+logger = logging.getLogger(__name__)
+
+REVIEW_TASK = "review_merge_request"
+RECOVERY_TASK = "recover_stalled_jobs"
+REVIEW_QUEUE = "reviews"
+MAINTENANCE_QUEUE = "maintenance"
+QUEUE_TABLE = "procrastinate_jobs"
+
+
+@dataclass(frozen=True)
+class QueueConfig:
+    """How the queue retries and detects dead workers. Defaults suit a review of a few minutes."""
+
+    max_attempts: int = 5
+    """Runs of one job at most (the first plus retries) before it fails for good."""
+    backoff_base_s: int = 5
+    """Retry n (n = 0, 1, ...) waits backoff_base_s * 2**n seconds: 5, 10, 20, 40 by default."""
+    heartbeat_interval_s: float = 10.0
+    """How often a worker proves it is alive."""
+    stalled_worker_timeout_s: float = 30.0
+    """A worker silent this long is dead; its running jobs are retried (three missed heartbeats)."""
+    recovery_cron: str = "* * * * * */30"
+    """When the periodic stalled-job recovery runs (6th field = seconds)."""
+    shutdown_graceful_timeout_s: float | None = None
+    """On SIGTERM, how long running reviews may finish before they are aborted (None = no limit)."""
+
+
+def is_retryable(error: BaseException) -> bool:
+    return isinstance(error, ReviewloopError) and error.retryable
+
+
+def backoff_seconds(attempts: int, *, base_s: int) -> int:
+    """Delay before the retry that follows `attempts` earlier runs (0 on the first failure)."""
+    return int(base_s * 2**attempts)
+
+
+def will_retry(error: BaseException, *, attempts: int, max_attempts: int) -> bool:
+    """Whether the queue will run the job again after it raised `error` on run `attempts + 1`."""
+    return is_retryable(error) and attempts + 1 < max_attempts
+
+
+class RetryableErrors(BaseRetryStrategy):
+    """procrastinate's retry policy, reading our hierarchy's `retryable` flag."""
+
+    def __init__(self, *, max_attempts: int, backoff_base_s: int) -> None:
+        self.max_attempts = max_attempts
+        self.backoff_base_s = backoff_base_s
+
+    def get_retry_decision(self, *, exception: BaseException, job: Job) -> RetryDecision | None:
+        if not will_retry(exception, attempts=job.attempts, max_attempts=self.max_attempts):
+            return None
+        return RetryDecision(retry_in={"seconds": backoff_seconds(job.attempts, base_s=self.backoff_base_s)})
+
+
+class ReviewFunction(Protocol):
+    """`agent.pipeline.review_gitlab_merge_request` with its deps bound; returns the review id."""
+
+    def __call__(self, *, project: str, mr_iid: int, head_sha: str | None, event_id: int | None) -> int: ...
+
+
+@dataclass(frozen=True)
+class WorkerRuntime:
+    """What a running job needs, handed to tasks through procrastinate's `additional_context`."""
+
+    pool: DbPool
+    review: ReviewFunction
+    config: QueueConfig
+
+
+def runtime_of(context: procrastinate.JobContext) -> WorkerRuntime:
+    runtime = context.additional_context.get("runtime")
+    if not isinstance(runtime, WorkerRuntime):
+        raise RuntimeError("the worker was started without a WorkerRuntime in additional_context")
+    return runtime
+
+
+async def mark_event(pool: DbPool, event_id: int | None, *, status: str, reason: str) -> None:
+    if event_id is None:
+        return
+    async with pool.connection() as conn:
+        await conn.execute(
+            "UPDATE webhook_events SET status = %s, reason = %s WHERE id = %s", (status, reason, event_id)
+        )
+
+
+async def run_review(
+    runtime: WorkerRuntime, *, attempts: int, project: str, mr_iid: int, head_sha: str | None, event_id: int | None
+) -> int:
+    """Run one review in a thread (the pipeline is synchronous) and record the event's outcome."""
+    with log_context(project=project, mr_iid=mr_iid, head_sha=head_sha, event_id=event_id):
+        logger.info("review started", extra={"attempt": attempts + 1})
+        call = functools.partial(runtime.review, project=project, mr_iid=mr_iid, head_sha=head_sha, event_id=event_id)
+        try:
+            review_id = await asyncio.to_thread(call)
+        except Exception as exc:
+            retry = will_retry(exc, attempts=attempts, max_attempts=runtime.config.max_attempts)
+            logger.warning(
+                "review failed", extra={"error": str(exc), "retryable": is_retryable(exc), "will_retry": retry}
+            )
+            if not retry:
+                await mark_event(runtime.pool, event_id, status="failed", reason=str(exc)[:1000])
+            raise
+        await mark_event(runtime.pool, event_id, status="processed", reason=f"review {review_id}")
+        logger.info("review finished", extra={"review_id": review_id})
+        return review_id
+
+
+async def recover_stalled_jobs(app: procrastinate.App, *, seconds_since_heartbeat: float) -> list[int]:
+    """Put back in the queue the running jobs of workers that stopped sending heartbeats.
+
+    A stalled review whose MR already has a newer pending job (same queueing lock) is failed
+    instead: the newer push supersedes it, and retrying it would violate the queueing lock.
+    """
+    recovered: list[int] = []
+    for job in await app.job_manager.get_stalled_jobs(seconds_since_heartbeat=seconds_since_heartbeat):
+        assert job.id is not None
+        try:
+            await app.job_manager.retry_job(job)
+            recovered.append(job.id)
+            logger.warning("stalled job retried", extra={"job_id": job.id, "task": job.task_name})
+        except queue_errors.UniqueViolation:
+            await app.job_manager.finish_job_by_id_async(job.id, status=Status.FAILED, delete_job=False)
+            logger.warning("stalled job superseded by a newer pending one", extra={"job_id": job.id})
+        except queue_errors.ConnectorException:
+            # another worker's recovery got to this job first (retry_job refuses a job no longer doing)
+            logger.info("stalled job already recovered elsewhere", extra={"job_id": job.id})
+    return recovered
+
+
+def create_queue_app(config: QueueConfig | None = None) -> procrastinate.App:
+    """A fresh procrastinate App with our tasks; open it on a pool with `await app.open_async(pool)`.
+
+    A factory rather than a module global: the app binds one pool when opened, and tests (and the
+    `serve` command) open several in one process.
+    """
+    cfg = config or QueueConfig()
+    app = procrastinate.App(connector=procrastinate.PsycopgConnector())
+
+    @app.task(
+        name=REVIEW_TASK,
+        queue=REVIEW_QUEUE,
+        pass_context=True,
+        retry=RetryableErrors(max_attempts=cfg.max_attempts, backoff_base_s=cfg.backoff_base_s),
+    )
+    async def review_merge_request(
+        context: procrastinate.JobContext,
+        *,
+        project: str,
+        mr_iid: int,
+        head_sha: str | None = None,
+        event_id: int | None = None,
+    ) -> int:
+        return await run_review(
+            runtime_of(context),
+            attempts=context.job.attempts,
+            project=project,
+            mr_iid=mr_iid,
+            head_sha=head_sha,
+            event_id=event_id,
+        )
+
+    @app.periodic(cron=cfg.recovery_cron, periodic_id=RECOVERY_TASK)
+    @app.task(name=RECOVERY_TASK, queue=MAINTENANCE_QUEUE, queueing_lock=RECOVERY_TASK, pass_context=True)
+    async def recover_stalled(context: procrastinate.JobContext, timestamp: int) -> int:
+        del timestamp  # procrastinate passes the scheduled time; the recovery does not need it
+        jobs = await recover_stalled_jobs(context.app, seconds_since_heartbeat=cfg.stalled_worker_timeout_s)
+        return len(jobs)
+
+    return app
+
+
+def review_lock(*, project_id: int | str, mr_iid: int) -> str:
+    return f"mr:{project_id}:{mr_iid}"
+
+
+def ensure_queue_schema(dsn: str) -> bool:
+    """Create procrastinate's tables and functions unless present; True when it created them.
+
+    Run under our migration advisory lock so that replicas starting together create it once.
+    Upgrading procrastinate across a schema change needs its migrations
+    (`procrastinate schema --migrations-path`), as its changelog says for each such release.
+    """
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK_KEY,))
+        try:
+            row = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (QUEUE_TABLE,)).fetchone()
+            if row is not None and row[0]:
+                return False
+            schema_sql = SchemaManager.get_schema()
+            with conn.transaction():
+                conn.execute(schema_sql.encode())  # no parameters: '%' in the SQL is not a placeholder
+            return True
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK_KEY,))
+
+
+async def run_worker(
+    app: procrastinate.App,
+    runtime: WorkerRuntime,
+    *,
+    concurrency: int = 2,
+    name: str | None = None,
+    install_signal_handlers: bool = True,
+    wait: bool = True,
+) -> None:
+    """Run a worker on an opened app until stopped (SIGTERM/SIGINT, or cancelling this coroutine).
+
+    Reviews run in threads, so `concurrency` is the number of reviews in parallel.
+    """
+    cfg = runtime.config
+    pruned = await app.job_manager.prune_stalled_workers(cfg.stalled_worker_timeout_s)
+    if pruned:
+        logger.warning("pruned stalled workers", extra={"workers": pruned})
+    await recover_stalled_jobs(app, seconds_since_heartbeat=cfg.stalled_worker_timeout_s)
+    options: WorkerOptions = {
+        "concurrency": concurrency,
+        "wait": wait,
+        "install_signal_handlers": install_signal_handlers,
+        "additional_context": {"runtime": runtime},
+        "update_heartbeat_interval": cfg.heartbeat_interval_s,
+        "stalled_worker_timeout": cfg.stalled_worker_timeout_s,
+        "listen_notify": True,
+    }
+    if name is not None:
+        options["name"] = name
+    if cfg.shutdown_graceful_timeout_s is not None:
+        options["shutdown_graceful_timeout"] = cfg.shutdown_graceful_timeout_s
+    await app.run_worker_async(**options)
+
+
+def pipeline_review_function(deps: Any) -> ReviewFunction:
+    """Bind the pipeline's deps; imported lazily so the API never loads the agent's heavy parts."""
+    from agent.pipeline import review_gitlab_merge_request
+
+    bound: Callable[..., int] = functools.partial(review_gitlab_merge_request, deps)
+    return bound
