@@ -7,8 +7,9 @@ Every request is recorded with its JSON body and headers, so a test can assert w
 schema, the retry that quotes the validation error). An empty queue answers 400 with a message
 saying so (400, because the client would retry a 5xx and hide the test's mistake).
 
-Use the `openai_server` fixture by adding `pytest_plugins = ("fakes.openai_server",)` to a test
-module.
+The `openai_server` fixture lives in `fakes.openai_fixtures`: add
+`pytest_plugins = ("fakes.openai_fixtures",)` to a test module (not an import of it, which would
+bypass pytest's assertion rewriting of a plugin).
 """
 
 from __future__ import annotations
@@ -18,11 +19,9 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import pytest
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -187,10 +186,3 @@ class FakeOpenAIServer:
             },
         }
         return JSONResponse(completion, headers=headers)
-
-
-@pytest.fixture
-def openai_server() -> Iterator[FakeOpenAIServer]:
-    """A started fake OpenAI-compatible server, stopped after the test."""
-    with FakeOpenAIServer() as server:
-        yield server
