@@ -259,6 +259,7 @@ class ReviewerResult(BaseModel):
     steps: list[Step] = Field(default_factory=list)
     used_model: bool = False
     error: str | None = None  # a stage that fell back says why
+    unreviewed_paths: list[str] = Field(default_factory=list)  # focus paths the step budget did not reach
 
 
 # --- the LLM port ----------------------------------------------------------------------------------

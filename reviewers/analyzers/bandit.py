@@ -8,6 +8,7 @@ review. Only issues on lines the change added are kept.
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
@@ -20,6 +21,7 @@ from reviewers.contracts import Severity
 from reviewers.errors import AnalyzerError
 
 BANDIT_TIMEOUT_S = 60  # bandit's start-up dominates (~0.5 s); a minute means it hung
+ANALYZER_CACHE_SIZE = 256  # distinct file texts kept; a replay batch touches far fewer
 BANDIT_SKIP = (
     "B101",  # assert used: asserts are how tests and invariants are written
     "B110",  # try/except/pass: a code-quality matter, reported by that reviewer (ruff S110)
@@ -53,8 +55,19 @@ _ONE_DOWN: dict[Severity, Severity] = {
 
 def run_bandit_json(text: str, *, path: str) -> dict[str, Any]:
     """bandit's JSON report for one file's text. Raises AnalyzerError when bandit cannot run."""
+    report = json.loads(_bandit_stdout(text, path))
+    if not isinstance(report, dict):
+        raise AnalyzerError(f"bandit gave unexpected output on {path}")
+    return report
+
+
+# The replay environment runs the same snapshot many times (M executions per strategy); bandit's
+# answer depends only on the text, so it is computed once. Failures raise and are not cached.
+@functools.lru_cache(maxsize=ANALYZER_CACHE_SIZE)
+def _bandit_stdout(text: str, path: str) -> str:
     with tempfile.TemporaryDirectory(prefix="reviewloop-bandit-") as tmp:
-        copy = Path(tmp) / Path(path).name
+        # A fixed name: the reviewed path could start with "-" or hold characters bandit misreads.
+        copy = Path(tmp) / "reviewed.py"
         copy.write_text(text, encoding="utf-8")
         command = [sys.executable, "-m", "bandit", "-f", "json", "-q", "-s", ",".join(BANDIT_SKIP), copy.name]
         try:
@@ -65,12 +78,10 @@ def run_bandit_json(text: str, *, path: str) -> dict[str, Any]:
             raise AnalyzerError(f"bandit could not run on {path}: {exc}") from exc
     # bandit exits 1 when it found something; anything else with no JSON is its own failure.
     try:
-        report = json.loads(done.stdout)
+        json.loads(done.stdout)
     except json.JSONDecodeError as exc:
         raise AnalyzerError(f"bandit failed on {path}: {done.stderr.strip()[:300] or exc}") from exc
-    if not isinstance(report, dict):
-        raise AnalyzerError(f"bandit gave unexpected output on {path}")
-    return report
+    return done.stdout
 
 
 def bandit_issues(file: ChangedFile) -> list[Issue]:

@@ -9,6 +9,7 @@ change added are kept: a review comments on what the merge request wrote.
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from reviewers.analyzers.changed_file import ChangedFile, Issue
 from reviewers.contracts import Severity
 from reviewers.errors import AnalyzerError
 
+RUFF_CACHE_SIZE = 256  # distinct file texts kept; a replay batch touches far fewer
 RUFF_TIMEOUT_S = 30  # ruff lints a large file in well under a second; past this something is wrong
 RUFF_TARGET_VERSION = "py314"  # newest syntax: an older target reports valid new syntax as errors
 RUFF_SELECT = (
@@ -103,6 +105,15 @@ def severity_of(code: str) -> Severity:
 
 def run_ruff_json(text: str, *, path: str) -> list[dict[str, Any]]:
     """ruff's JSON diagnostics for one file's text. Raises AnalyzerError when ruff cannot run."""
+    diagnostics = json.loads(_ruff_stdout(text, path))
+    if not isinstance(diagnostics, list):
+        raise AnalyzerError(f"ruff gave unexpected output on {path}")
+    return [d for d in diagnostics if isinstance(d, dict)]
+
+
+# Replays review the same snapshot many times; ruff's answer depends only on the text and the name.
+@functools.lru_cache(maxsize=RUFF_CACHE_SIZE)
+def _ruff_stdout(text: str, path: str) -> str:
     command = [
         sys.executable, "-m", "ruff", "check", "--output-format", "json", "--no-cache", "--isolated",
         "--target-version", RUFF_TARGET_VERSION, "--select", ",".join(RUFF_SELECT),
@@ -116,12 +127,10 @@ def run_ruff_json(text: str, *, path: str) -> list[dict[str, Any]]:
     if done.returncode not in (0, 1):
         raise AnalyzerError(f"ruff failed on {path}: {done.stderr.strip()[:300]}")
     try:
-        diagnostics = json.loads(done.stdout or "[]")
+        json.loads(done.stdout or "[]")
     except json.JSONDecodeError as exc:
         raise AnalyzerError(f"ruff gave unreadable output on {path}: {exc}") from exc
-    if not isinstance(diagnostics, list):
-        raise AnalyzerError(f"ruff gave unexpected output on {path}")
-    return [d for d in diagnostics if isinstance(d, dict)]
+    return done.stdout or "[]"
 
 
 def ruff_issues(file: ChangedFile) -> list[Issue]:
