@@ -20,16 +20,25 @@ from opentelemetry import trace
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
-from agent import store
 from agent.context import ReviewRequest, Snapshot, build_context
 from agent.diff import DiffIndex, parse_unified_diff, render_diff_overview
 from agent.gitrepo import DiffWorkspace, open_repository
 from agent.graph import ReviewState, build_review_graph
 from agent.loaders import load_diff, load_local, load_replay
+from agent.store import reviews as store_reviews
+from agent.store import snapshots as store_snapshots
 from agent.strategy import Strategy, StrategySource
 from agent.verifier import VerifiedFinding, VerifierInputs
 from reviewers import run_reviewer
-from reviewers.contracts import FileChange, LLMPort, PlanItem, ReviewContext, ReviewerName, ReviewerResult, Workspace
+from reviewers.contracts import (
+    FileChange,
+    LLMPort,
+    PlanItem,
+    ReviewContext,
+    ReviewerName,
+    ReviewerResult,
+    Workspace,
+)
 from reviewers.errors import InputError
 from reviewers.workspace import SnapshotWorkspace
 
@@ -101,7 +110,7 @@ class Runtime:
         with self._lock:
             self._workspaces[review_id] = workspace
         if self.pool is not None:
-            store.reviews.set_snapshot(
+            store_snapshots.set_snapshot(
                 self.pool,
                 review_id,
                 snapshot=snapshot.model_dump(mode="json"),
@@ -141,13 +150,21 @@ class Runtime:
             self._contexts[review_id] = built
         return built
 
+    def forget(self, review_id: int) -> None:
+        """Drop what was cached for a finished run."""
+        with self._lock:
+            self._contexts.pop(review_id, None)
+            self._workspaces.pop(review_id, None)
+
     def context(self, review_id: int, request: Mapping[str, Any], snapshot: Mapping[str, Any]) -> ReviewContext:
         return self.context_and_index(review_id, request, snapshot)[0]
 
     def history(self, context: ReviewContext) -> Mapping[str, float]:
         if self.pool is None or not context.project:
             return {}
-        return store.reviews.path_acceptance(self.pool, project=context.project, paths=[f.path for f in context.files])
+        return store_snapshots.path_acceptance(
+            self.pool, project=context.project, paths=[f.path for f in context.files]
+        )
 
     def diff_overview(self, context: ReviewContext) -> str:
         return render_diff_overview(context.files, max_lines=DIFF_OVERVIEW_LINES)
@@ -156,10 +173,10 @@ class Runtime:
 
     def save_strategy(self, review_id: int, strategy: Strategy, source: StrategySource, note: str | None) -> None:
         if self.pool is not None:
-            store.reviews.set_strategy(
+            store_reviews.set_strategy(
                 self.pool,
                 review_id,
-                strategy=strategy.model_dump(mode="json"),
+                strategy_json=strategy.model_dump(mode="json"),
                 strategy_text=strategy.render(),
                 strategy_source=source,
                 model_version_id=self.model_version_id if source == "model" else None,
@@ -175,13 +192,11 @@ class Runtime:
             index = self._contexts[review_id][1] if review_id in self._contexts else DiffIndex(context.files)
         inputs = VerifierInputs(workspace=context.workspace, diff_index=index, min_severity=context.config.min_severity)
         if self.pool is not None and context.project:
-            inputs.rejected_fingerprints = store.reviews.rejected_fingerprints(self.pool, project=context.project)
-            inputs.acceptance = store.reviews.acceptance_rates(self.pool, project=context.project)
+            inputs.rejected_fingerprints = store_reviews.rejected_fingerprints(self.pool, project=context.project)
+            inputs.acceptance = store_reviews.acceptance_rates(self.pool, project=context.project)
             if context.mr_iid is not None:
                 inputs.open_fingerprints = set(
-                    store.reviews.posted_fingerprints(
-                        self.pool, project=context.project, mr_iid=context.mr_iid, exclude_review_id=review_id
-                    )
+                    store_reviews.posted_fingerprints(self.pool, project=context.project, mr_iid=context.mr_iid)
                 )
         return inputs
 
@@ -189,7 +204,7 @@ class Runtime:
         review_id = state["review_id"]
         ids: dict[str, int] = {}
         if self.pool is not None:
-            ids = store.reviews.save_findings(
+            ids = store_reviews.save_findings(
                 self.pool, review_id, [(v.finding, v.verdict, v.reason) for v in verified]
             )
         report: dict[str, Any] = {"finding_ids": ids, "counts": _verdict_counts(verified)}
@@ -235,7 +250,7 @@ def run_review(
     pool = runtime.pool
     if review_id is None:
         review_id = (
-            store.reviews.create_review(
+            store_reviews.create_review(
                 pool,
                 source=request.source,
                 project=request.project,
@@ -257,7 +272,7 @@ def run_review(
     }
     with tracer.start_as_current_span("review", attributes=attrs) as span:
         if pool is not None:
-            store.reviews.mark_running(pool, review_id, trace_id=format(span.get_span_context().trace_id, "032x"))
+            store_reviews.mark_running(pool, review_id, trace_id=format(span.get_span_context().trace_id, "032x"))
         try:
             if dsn is not None:
                 with checkpointer_connection(dsn) as conn:
@@ -269,15 +284,21 @@ def run_review(
                 )
         except Exception as exc:
             if pool is not None:
-                store.reviews.mark_failed(pool, review_id, error=str(exc))
+                store_reviews.mark_failed(pool, review_id, error=str(exc))
             span.record_exception(exc)
             raise
+        finally:
+            runtime.forget(review_id)
         outcome = _outcome(review_id, state)
         if pool is not None:
-            store.reviews.mark_done(
+            store_reviews.mark_done(
                 pool,
                 review_id,
-                stats={"counts": _verdict_counts(outcome.verified), "steps": sum(len(r.steps) for r in outcome.reviewer_results)},
+                stats={
+                    "counts": _verdict_counts(outcome.verified),
+                    "steps": sum(len(r.steps) for r in outcome.reviewer_results),
+                },
+                cost_tokens=0,
                 not_reviewed=[n.model_dump() for n in outcome.snapshot.not_reviewed] + _unreached(outcome),
             )
         return outcome
@@ -309,7 +330,7 @@ def _unreached(outcome: ReviewOutcome) -> list[dict[str, str]]:
     """Files a reviewer's step budget did not reach, named so the summary can say so."""
     out: list[dict[str, str]] = []
     for r in outcome.reviewer_results:
-        for path in getattr(r, "unreached_paths", []) or []:
+        for path in r.unreviewed_paths:
             out.append({"path": path, "reason": f"{r.reviewer} reviewer ran out of steps"})
     return out
 

@@ -10,11 +10,10 @@ from dataclasses import dataclass
 
 from opentelemetry.sdk.trace import TracerProvider
 
-from agent.llm.factory import make_llm
+from agent.llm.factory import llm_from_settings
 from agent.settings import Settings
 from agent.store import db, migrate
 from agent.tracing import setup_tracing
-from reviewers.contracts import LLMPort
 
 
 @dataclass
@@ -46,14 +45,4 @@ def open_session(settings: Settings, *, tracing: bool = True, otlp_endpoint: str
     return Session(dsn=dsn, pool=pool, provider=provider)
 
 
-def llm_from_settings(settings: Settings, *, adapter_path: str | None = None, model: str | None = None) -> LLMPort | None:
-    return make_llm(
-        base_url=settings.llm_base_url,
-        model=model or settings.llm_model,
-        api_key=settings.llm_api_key.get_secret_value() if settings.llm_api_key else None,
-        model_path=str(settings.llm_model_path) if settings.llm_model_path else None,
-        adapter_path=adapter_path,
-        timeout_s=settings.llm_timeout_s,
-        max_retries=settings.llm_max_retries,
-        max_output_tokens=settings.llm_max_output_tokens,
-    )
+__all__ = ["Session", "llm_from_settings", "open_session", "prepare_database"]

