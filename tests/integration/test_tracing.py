@@ -132,6 +132,7 @@ def test_nested_spans_become_linked_rows(db_dsn: str) -> None:
                 with pytest.raises(ValueError):
                     with tracer.start_as_current_span("parse") as parse:
                         parse.set_attribute("note", "nul\x00byte")
+                        parse.set_attribute("big", 2**70)  # beyond orjson's 64 bits
                         raise ValueError("bad json")
             root.set_attribute("reviewloop.findings", 2)
         assert provider.force_flush()
@@ -157,6 +158,7 @@ def test_nested_spans_become_linked_rows(db_dsn: str) -> None:
     assert parse_row["status_code"] == StatusCode.ERROR.name
     assert parse_row["attributes"]["otel.status_description"] == "ValueError: bad json"
     assert parse_row["attributes"]["note"] == "nulbyte"
+    assert parse_row["attributes"]["big"] == 2**70
     assert [e["name"] for e in parse_row["events"]] == ["exception"]
     assert review["start_time"] <= chat_row["start_time"] <= parse_row["start_time"]
     assert parse_row["end_time"] <= chat_row["end_time"] <= review["end_time"]
