@@ -1,0 +1,128 @@
+"""Helpers for the service tests: a live server on loopback, webhook posting, SQL peeks, and a real
+procrastinate worker drained on demand with a recording review function behind the worker's seam."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import psycopg
+import uvicorn
+from fakes.gitlab_server import BOT_USER_ID
+from pydantic import SecretStr
+
+from agent.settings import Settings
+from api.db import make_pool
+from api.worker import QueueConfig, ReviewFunction, WorkerRuntime, create_queue_app, run_worker
+
+SECRET = "hook-secret-for-tests"  # noqa: S105 - loopback test credential
+API_TOKEN = "api-token-for-tests"  # noqa: S105
+PID, IID = 42, 7
+PATH = "team/service"
+BASE = {"app.py": "def f():\n    return 1\n"}
+HEAD = {"app.py": "def f():\n    return 2\n", "util.py": "X = 1\n"}
+# retries are quick in tests: 1 s, 2 s, ...
+FAST_QUEUE = QueueConfig(backoff_base_s=1, max_attempts=3, stalled_worker_timeout_s=5, heartbeat_interval_s=1)
+
+
+def make_settings(dsn: str, **overrides: Any) -> Settings:
+    values: dict[str, Any] = {
+        "database_url": dsn,
+        "webhook_secret": SecretStr(SECRET),
+        "api_tokens": f"ci:{API_TOKEN}",
+        "gitlab_bot_user_id": BOT_USER_ID,
+        "db_pool_size": 12,
+    }
+    values.update(overrides)
+    return Settings(**values)
+
+
+class LiveServer:
+    """uvicorn on a free loopback port, in a thread with its own event loop."""
+
+    def __init__(self, app: Any) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.server = uvicorn.Server(uvicorn.Config(app, log_config=None, lifespan="on", log_level="warning"))
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
+
+    def __enter__(self) -> LiveServer:
+        self.thread.start()
+        deadline = time.monotonic() + 20
+        while not self.server.started:
+            if not self.thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the service did not start")
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=20)
+        self.sock.close()
+
+
+def post_hook(url: str, body: dict[str, Any] | bytes, headers: dict[str, str]) -> httpx.Response:
+    content = body if isinstance(body, bytes) else httpx.Request("POST", url, json=body).content
+    return httpx.post(f"{url}/webhooks/gitlab", content=content, headers=headers, timeout=30)
+
+
+def rows(dsn: str, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+    with psycopg.connect(dsn) as conn:
+        return conn.execute(sql, params).fetchall()
+
+
+def scalar(dsn: str, sql: str, *params: Any) -> Any:
+    return rows(dsn, sql, *params)[0][0]
+
+
+@dataclass
+class RecordingReview:
+    """The worker's review seam backed by a real function: writes a `reviews` row like the pipeline,
+    or raises the errors it is told to, in order."""
+
+    dsn: str
+    failures: list[BaseException] = field(default_factory=list)
+    calls: list[dict[str, Any]] = field(default_factory=list)
+    delay_s: float = 0.0
+
+    def __call__(self, *, project: str, mr_iid: int, head_sha: str | None, event_id: int | None) -> int:
+        self.calls.append({"project": project, "mr_iid": mr_iid, "head_sha": head_sha, "event_id": event_id})
+        if self.delay_s:
+            time.sleep(self.delay_s)
+        if self.failures:
+            raise self.failures.pop(0)
+        with psycopg.connect(self.dsn) as conn:
+            row = conn.execute(
+                "INSERT INTO reviews (source, project, mr_iid, head_sha, status, started_at, finished_at)"
+                " VALUES ('gitlab', %s, %s, %s, 'done', now() - interval '3 seconds', now()) RETURNING id",
+                (project, mr_iid, head_sha),
+            ).fetchone()
+        assert row is not None
+        return int(row[0])
+
+
+def drain_queue(dsn: str, review: ReviewFunction, *, config: QueueConfig = FAST_QUEUE) -> None:
+    """Run a real worker until no job is ready (procrastinate's `wait=False`)."""
+
+    async def main() -> None:
+        pool = make_pool(dsn, max_size=4)
+        await pool.open(wait=True)
+        runtime_pool = make_pool(dsn, max_size=2)
+        await runtime_pool.open(wait=True)
+        queue = create_queue_app(config)
+        await queue.open_async(pool)
+        try:
+            runtime = WorkerRuntime(pool=runtime_pool, review=review, config=config)
+            await run_worker(queue, runtime, concurrency=2, install_signal_handlers=False, wait=False)
+        finally:
+            await queue.close_async()
+            await runtime_pool.close()
+            await pool.close()
+
+    asyncio.run(main())
