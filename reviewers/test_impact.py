@@ -194,13 +194,18 @@ class TestImpactAnalyzer:
 
     @staticmethod
     def _anchor_for_removal(file: ChangedFile, name: str) -> int | None:
-        """The first added line of the hunk that removed the definition (else the hunk's first line)."""
+        """Where the removed definition stood: the next new-side line after it in its hunk (an added
+        line that replaced it, or the context that follows), else the last new-side line before it."""
         pattern = re.compile(rf"\b(?:def|class|function|func|fn|fun)\s+{re.escape(name)}\b")
         for hunk in file.change.hunks:
-            if any(ln.kind == "del" and pattern.search(ln.text) for ln in hunk.lines):
-                added = [ln.new_line for ln in hunk.lines if ln.kind == "add" and ln.new_line]
-                line = added[0] if added else hunk.new_start
-                return line if 1 <= line <= len(file.lines) else None
+            lines = list(hunk.lines)
+            at = next((i for i, ln in enumerate(lines) if ln.kind == "del" and pattern.search(ln.text)), None)
+            if at is None:
+                continue
+            after = [ln.new_line for ln in lines[at:] if ln.new_line is not None]
+            before = [ln.new_line for ln in lines[:at] if ln.new_line is not None]
+            line = after[0] if after else before[-1] if before else hunk.new_start
+            return line if 1 <= line <= len(file.lines) else None
         return None
 
     def __call__(self, file: ChangedFile) -> Analysis:
