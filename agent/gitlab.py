@@ -231,7 +231,8 @@ class GitLabPlatform:
             if isinstance(exc.__cause__, GitlabError) and exc.__cause__.response_code == 404:
                 return None
             raise
-        assert isinstance(response, requests.Response)
+        if not isinstance(response, requests.Response):  # raw=True always gives one; the type says otherwise
+            raise PlatformError(f"GitLab sent no raw content for {path}", project=project, head_sha=ref)
         return response.content
 
     def read_file(self, project: ProjectRef, path: str, ref: str) -> str | None:

@@ -44,10 +44,11 @@ _INVISIBLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]
 _FENCE_OPEN = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
 _BACKTICKS = re.compile(r"`+")
 _LINE_START_SLASH = re.compile(r"(^|\n)([ \t]*)/")
-# A mention (`@user`, `@all`, `@group/sub`): an `@` not preceded by an ASCII word character (those
-# are e-mail addresses, which GitLab does not treat as mentions either).
-_MENTION_AT = re.compile(r"(?<![A-Za-z0-9_])@")
-_REFERENCE = re.compile(r"(?<![A-Za-z0-9_&])([#!])(?=\d)")
+# A mention (`@user`, `@all`, `@group/sub`): an `@` not preceded by an ASCII letter or digit (those
+# are e-mail addresses, which GitLab does not treat as mentions either). `_` does not protect:
+# Markdown drops it as an emphasis delimiter ("_@all_" renders as a bare "@all").
+_MENTION_AT = re.compile(r"(?<![A-Za-z0-9])@")
+_REFERENCE = re.compile(r"(?<![A-Za-z0-9])([#!])(?=\d)")
 _URL_CHARS = r"[^\s<>()\[\]\"'`]+"
 _LINK = re.compile(
     r"(?P<image>!?)\[(?P<text>[^\]\n]*)\]\((?P<url>[^)\s]*)(?:\s+\"[^\"\n]*\")?\)"
@@ -177,7 +178,7 @@ def _prose(text: str, allowed_urls: Collection[str], *, at_line_start: bool) -> 
             out.append(url if url_allowed(url, allowed_urls) else LINK_REMOVED)
             out.append(_plain(tail, at_line_start=False))
         else:
-            label = _plain(m.group("text"), at_line_start=False)
+            label = _prose(m.group("text"), allowed_urls, at_line_start=False)  # may hold bare URLs
             url = m.group("url").strip("<>")
             if m.group("image"):
                 out.append(f"[{label}]({url})" if url_allowed(url, allowed_urls) and label else label)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
@@ -115,6 +115,8 @@ ALLOWED = {"https://allowed.example/doc"}
 
 @settings(max_examples=200, deadline=None)
 @given(TEXT)
+@example("[https://evil.example/a[ok](https://allowed.example/doc)")  # a bare URL inside a kept link's text
+@example("_@all_ __#12__")  # emphasis delimiters vanish when rendered
 def test_no_live_mention_tag_link_or_quick_action_survives(text: str) -> None:
     out = neutralise(text, allowed_urls=ALLOWED)
     assert rendered_problems(out, ALLOWED) == []
