@@ -48,8 +48,8 @@ from agent.gitlab_models import (
 from agent.gitlab_workspace import GitLabWorkspace
 from reviewers.contracts import FileChange
 from reviewers.errors import (
+    ConfigError,
     DiffParseError,
-    InputError,
     PlatformError,
     PlatformUnavailableError,
     PositionRejectedError,
@@ -65,6 +65,7 @@ MAX_TREE_ENTRIES = 50_000
 BINARY_SNIFF_BYTES = 8000  # git's own heuristic: a NUL in the first 8000 bytes means binary
 RETRYABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 POSITION_STATUS = frozenset({400, 422})
+OVERFLOW_PATH = "(files beyond GitLab's diff limits)"  # the not_reviewed entry for an overflowing MR
 
 
 def _lines(text: str) -> list[str]:
@@ -113,7 +114,7 @@ class GitLabPlatform:
         review_generated: bool = False,
     ) -> None:
         if not url or not token:
-            raise InputError("GitLab needs a URL and a token (REVIEWLOOP_GITLAB_URL, REVIEWLOOP_GITLAB_TOKEN)")
+            raise ConfigError("GitLab needs a URL and a token (REVIEWLOOP_GITLAB_URL, REVIEWLOOP_GITLAB_TOKEN)")
         self.url = url.rstrip("/")
         self._gl = gitlab.Gitlab(self.url, private_token=token, retry_transient_errors=True, timeout=timeout)
         self._max_retries = max_retries
@@ -203,8 +204,7 @@ class GitLabPlatform:
             sha=mr.get("sha"),
         )
 
-    def latest_version(self, project: ProjectRef, iid: int) -> DiffVersions:
-        """base/start/head SHAs of the newest MR version. Retryable error while GitLab has none yet."""
+    def _newest_version(self, project: ProjectRef, iid: int) -> dict[str, Any]:
         with self._errors("reading the merge request versions", project=project, mr_iid=iid):
             versions = self._gl.http_list(
                 f"{self._mr_path(project, iid)}/versions",
@@ -216,10 +216,17 @@ class GitLabPlatform:
             raise PlatformUnavailableError(
                 "GitLab has not computed a diff version for this merge request yet", project=project, mr_iid=iid
             )
-        newest = max(versions, key=lambda v: int(v["id"]))
+        return max(versions, key=lambda v: int(v["id"]))
+
+    @staticmethod
+    def _shas(version: dict[str, Any]) -> DiffVersions:
         return DiffVersions(
-            str(newest["base_commit_sha"]), str(newest["start_commit_sha"]), str(newest["head_commit_sha"])
+            str(version["base_commit_sha"]), str(version["start_commit_sha"]), str(version["head_commit_sha"])
         )
+
+    def latest_version(self, project: ProjectRef, iid: int) -> DiffVersions:
+        """base/start/head SHAs of the newest MR version. Retryable error while GitLab has none yet."""
+        return self._shas(self._newest_version(project, iid))
 
     def raw_file(self, project: ProjectRef, path: str, ref: str) -> bytes | None:
         """A file's bytes at a commit; None when it does not exist there (404)."""
@@ -254,24 +261,38 @@ class GitLabPlatform:
         return GitLabWorkspace(self, project, head_sha, changed_paths=changed_paths)
 
     def diffs(self, project: ProjectRef, iid: int, *, versions: DiffVersions | None = None) -> MergeRequestDiff:
-        """Every changed file of the newest version. A file GitLab sent no diff text for is fetched
-        at base and head and diffed here; what cannot be is a collapsed `FileChange` named in
-        `not_reviewed` with the reason. Nothing is dropped."""
-        versions = versions or self.latest_version(project, iid)
-        with self._errors("listing the merge request diffs", project=project, mr_iid=iid, head_sha=versions.head_sha):
+        """Every changed file of the newest version, with that version's SHAs. A file GitLab sent no
+        diff text for is fetched at base and head and diffed here; what cannot be is a collapsed
+        `FileChange` named in `not_reviewed` with the reason, and so are the files beyond GitLab's
+        diff limits (an "overflow" version lists only the first ones). Nothing is dropped silently.
+        `versions`, when given, must still be the newest (else a retryable error: the MR moved on)."""
+        newest = self._newest_version(project, iid)
+        current = self._shas(newest)
+        if versions is not None and versions.head_sha != current.head_sha:
+            raise PlatformUnavailableError(
+                f"the merge request moved on to {current.head_sha[:12]} while it was being loaded",
+                project=project,
+                mr_iid=iid,
+                head_sha=versions.head_sha,
+            )
+        with self._errors("listing the merge request diffs", project=project, mr_iid=iid, head_sha=current.head_sha):
             entries = self._list(f"{self._mr_path(project, iid)}/diffs")
         files: list[FileChange] = []
         not_reviewed: list[NotReviewed] = []
         fetches = 0
         for entry in entries:
             change, reason, fetched = self._file_change(
-                project, entry, versions, fetch_budget=fetches < self._max_fallback_fetches
+                project, entry, current, fetch_budget=fetches < self._max_fallback_fetches
             )
             fetches += fetched
             files.append(change)
             if reason:
                 not_reviewed.append(NotReviewed(path=change.path, reason=reason))
-        return MergeRequestDiff(files, not_reviewed)
+        real_size = str(newest.get("real_size") or "")
+        if newest.get("state") == "overflow" or real_size.endswith("+"):
+            reason = f"GitLab's diff limits listed only {len(entries)} of {real_size or 'more'} changed files"
+            not_reviewed.append(NotReviewed(path=OVERFLOW_PATH, reason=reason))
+        return MergeRequestDiff(files, not_reviewed, current)
 
     def _file_change(
         self, project: ProjectRef, entry: dict[str, Any], versions: DiffVersions, *, fetch_budget: bool

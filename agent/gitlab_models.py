@@ -113,6 +113,7 @@ class AwardEmoji:
 class MergeRequestDiff(NamedTuple):
     files: list[FileChange]
     not_reviewed: list[NotReviewed]
+    versions: DiffVersions  # the SHAs these files were listed for: positions must use them
 
 
 def discussion_from_api(raw: dict[str, Any]) -> Discussion:

@@ -177,9 +177,13 @@ class FakeGitLab:
         *,
         max_per_page: int = MAX_PER_PAGE,
         max_diff_bytes: int = 100_000,
+        max_diff_files: int | None = None,
     ) -> None:
+        """`max_diff_files` plays GitLab's "maximum diff files" limit: a version with more changed
+        files is in state "overflow", reports `real_size` "N+" and `/diffs` lists only the first N."""
         self.max_per_page = max_per_page
         self.max_diff_bytes = max_diff_bytes
+        self.max_diff_files = max_diff_files
         self.bot = User(BOT_USER_ID, "reviewloop-bot", "reviewloop", bot=True)
         self.human = User(HUMAN_USER_ID, "alice", "Alice Example")
         self.tokens: dict[str, User] = {BOT_TOKEN: self.bot, "alice-token": self.human}
@@ -487,14 +491,21 @@ class FakeGitLab:
             "start_commit_sha": version.start_sha,
             "created_at": version.created_at,
             "merge_request_id": mr.id,
-            "state": "collected",
-            "real_size": str(len(version.entries)),
+            "state": "overflow" if self._overflows(version) else "collected",
+            "real_size": f"{len(self._listed(version))}+" if self._overflows(version) else str(len(version.entries)),
             "patch_id_sha": _sha("patch", version.head_sha),
         }
         if with_diffs:
             out["commits"] = []
-            out["diffs"] = [e.to_json() for e in version.entries]
+            out["diffs"] = [e.to_json() for e in self._listed(version)]
         return out
+
+    def _overflows(self, version: Version) -> bool:
+        return self.max_diff_files is not None and len(version.entries) > self.max_diff_files
+
+    def _listed(self, version: Version) -> list[DiffEntry]:
+        """The entries GitLab lists: all of them, or the first `max_diff_files` of an overflow."""
+        return version.entries[: self.max_diff_files] if self._overflows(version) else version.entries
 
     def note_json(self, mr: MergeRequest, note: Note) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -790,7 +801,7 @@ class FakeGitLab:
         mr = self._mr(call)
         if isinstance(mr, Response):
             return mr
-        return self._paginate(call, [e.to_json() for e in mr.latest.entries])
+        return self._paginate(call, [e.to_json() for e in self._listed(mr.latest)])
 
     def _list_discussions(self, call: _Call) -> Response:
         mr = self._mr(call)

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 from fakes.gitlab_server import BOT_TOKEN, BOT_USER_ID, FakeGitLab
 
-from agent.gitlab import DiffPosition, DiffVersions, GitLabPlatform
+from agent.gitlab import OVERFLOW_PATH, DiffPosition, DiffVersions, GitLabPlatform
 from reviewers.errors import InputError, PlatformError, PlatformUnavailableError, PositionRejectedError
 
 PID = 42
@@ -75,7 +75,7 @@ def test_latest_version_comes_from_versions_even_without_diff_refs(fake: FakeGit
 
 def test_diffs_follow_pagination_and_parse_every_file(fake: FakeGitLab, platform: GitLabPlatform) -> None:
     seed(fake)
-    files, not_reviewed = platform.diffs(PID, IID)
+    files, not_reviewed, _ = platform.diffs(PID, IID)
     diff_pages = [r for r in fake.requests if r.path.endswith("/diffs")]
     assert len(diff_pages) == 3  # 6 files, at most 2 per page
     by_path = {f.path: f for f in files}
@@ -93,7 +93,7 @@ def test_diffs_follow_pagination_and_parse_every_file(fake: FakeGitLab, platform
 
 def test_too_large_file_is_fetched_and_diffed(fake: FakeGitLab, platform: GitLabPlatform) -> None:
     seed(fake, too_large={"app/main.py"}, collapsed={"app/new.py"}, silently_empty={"docs/new_name.md"})
-    files, not_reviewed = platform.diffs(PID, IID)
+    files, not_reviewed, _ = platform.diffs(PID, IID)
     by_path = {f.path: f for f in files}
     assert not_reviewed == []
     assert by_path["app/main.py"].added_lines() == {5: "    print('hello')", 6: "    os.system(input())"}
@@ -108,7 +108,7 @@ def test_too_large_file_is_fetched_and_diffed(fake: FakeGitLab, platform: GitLab
 def test_file_that_cannot_be_diffed_is_named_not_dropped(fake: FakeGitLab) -> None:
     seed(fake, too_large={"app/main.py"}, generated={"app/util.py"})
     platform = GitLabPlatform(fake.url, BOT_TOKEN, max_retries=1, max_file_bytes=20)
-    files, not_reviewed = platform.diffs(PID, IID)
+    files, not_reviewed, _ = platform.diffs(PID, IID)
     main = next(f for f in files if f.path == "app/main.py")
     assert main.collapsed and not main.hunks
     reasons = {n.path: n.reason for n in not_reviewed}
@@ -116,10 +116,31 @@ def test_file_that_cannot_be_diffed_is_named_not_dropped(fake: FakeGitLab) -> No
     assert "too_large" in reasons["app/main.py"] and "20 bytes" in reasons["app/main.py"]
 
 
+def test_files_beyond_gitlabs_diff_limits_are_named(fake: FakeGitLab) -> None:
+    fake.max_diff_files = 3
+    seed(fake)
+    platform = GitLabPlatform(fake.url, BOT_TOKEN, max_retries=1)
+    diff = platform.diffs(PID, IID)
+    assert len(diff.files) == 3
+    assert [(n.path, n.reason) for n in diff.not_reviewed] == [
+        (OVERFLOW_PATH, "GitLab's diff limits listed only 3 of 3+ changed files")
+    ]
+
+
+def test_diffs_carry_their_versions_and_refuse_a_stale_head(fake: FakeGitLab, platform: GitLabPlatform) -> None:
+    seed(fake)
+    stale = platform.latest_version(PID, IID)
+    assert platform.diffs(PID, IID, versions=stale).versions == stale
+    new_head = fake.push(PID, IID, {**HEAD, "app/extra.py": "x = 1\n"})
+    with pytest.raises(PlatformUnavailableError, match="moved on"):
+        platform.diffs(PID, IID, versions=stale)
+    assert platform.diffs(PID, IID).versions.head_sha == new_head
+
+
 def test_generated_files_are_named(fake: FakeGitLab, platform: GitLabPlatform) -> None:
     head = {**HEAD, "app/schema_pb2.py": "X = 1\n"}
     fake.add_merge_request(PID, IID, files_base=BASE, files_head=head, generated={"app/schema_pb2.py"})
-    files, not_reviewed = platform.diffs(PID, IID)
+    files, not_reviewed, _ = platform.diffs(PID, IID)
     assert [(n.path, n.reason) for n in not_reviewed] == [("app/schema_pb2.py", "generated file")]
     assert next(f for f in files if f.path == "app/schema_pb2.py").collapsed
 

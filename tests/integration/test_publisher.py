@@ -101,7 +101,7 @@ def publish(
 ) -> PublishResult:
     versions = versions or platform.latest_version(PID, IID)
     if index is None:
-        files, _ = platform.diffs(PID, IID, versions=versions)
+        files = platform.diffs(PID, IID, versions=versions).files
         index = DiffIndex(files)
     return publish_review(
         platform,
@@ -146,7 +146,7 @@ def test_line_outside_the_diff_falls_back_to_a_quoting_thread(fake: FakeGitLab, 
 
 def test_rejected_position_falls_back_never_drops(fake: FakeGitLab, platform: GitLabPlatform) -> None:
     versions = platform.latest_version(PID, IID)
-    files, _ = platform.diffs(PID, IID, versions=versions)
+    files = platform.diffs(PID, IID, versions=versions).files
     fake.push(PID, IID, {**HEAD, "svc/extra.py": "x = 1\n"})  # a push between loading and posting
     record = Recorder()
     result = publish(
@@ -244,7 +244,7 @@ def test_threads_whose_code_is_gone_are_resolved(fake: FakeGitLab, platform: Git
     shell, secret = result.posted
     fixed = {**HEAD, "svc/api.py": BASE["svc/api.py"].replace("return name", "return escape(name)")}
     head = fake.push(PID, IID, fixed)
-    files, _ = platform.diffs(PID, IID)
+    files = platform.diffs(PID, IID).files
     threads = [
         OpenThread(shell.discussion_id, shell.fingerprint, SHELL.path, SHELL.line, SHELL.evidence, 1),
         OpenThread(secret.discussion_id, secret.fingerprint, SECRET.path, SECRET.line, SECRET.evidence, 2),
@@ -261,7 +261,7 @@ def test_threads_whose_code_is_gone_are_resolved(fake: FakeGitLab, platform: Git
 def test_outdated_threads_can_be_marked_once_instead(fake: FakeGitLab, platform: GitLabPlatform) -> None:
     (shell,) = publish(platform, [FindingToPublish(1, SHELL, "REAL", "ok")], Recorder()).posted
     head = fake.push(PID, IID, {**HEAD, "svc/api.py": BASE["svc/api.py"]})
-    files, _ = platform.diffs(PID, IID)
+    files = platform.diffs(PID, IID).files
     thread = OpenThread(shell.discussion_id, shell.fingerprint, SHELL.path, SHELL.line, SHELL.evidence, 1)
     workspace = platform.workspace(PID, head)
     for _ in range(2):
