@@ -21,12 +21,12 @@ over loop variables, resources never closed, off-by-one and wrong-comparison bug
 behind. Report only problems on lines this merge request added or changed, each with the exact code
 line as evidence. Do not report formatting or naming preferences."""
 
-BRACE_LANGUAGES = frozenset({"javascript", "typescript", "java", "csharp", "kotlin", "php", "go", "rust", "cpp", "c"})
+CATCH_LANGUAGES = frozenset({"javascript", "typescript", "java", "csharp", "kotlin", "php", "cpp"})
 _EMPTY_CATCH = re.compile(r"\bcatch\s*(?:\([^)]*\))?\s*\{\s*\}")
 
 
 def _supports(path: str) -> bool:
-    return language_of(path) == "python" or language_of(path) in BRACE_LANGUAGES
+    return language_of(path) == "python" or language_of(path) in CATCH_LANGUAGES
 
 
 def empty_catch_issues(file: ChangedFile) -> list[Issue]:

@@ -123,10 +123,15 @@ class Toolbox:
         if text is None:
             return _invalid(f"{path} is not a file at the head commit", path)
         lines = text.splitlines()
+        if not lines:
+            self.looked_at.add(path)
+            return ToolOutcome(f"{path} is empty", paths=[path])
         first = max(1, start or 1)
         last = min(len(lines), end or first + MAX_READ_LINES - 1, first + MAX_READ_LINES - 1)
         if first > max(len(lines), 1):
             return _invalid(f"{path} has {len(lines)} lines; line {first} is past the end", path)
+        if last < first:
+            return _invalid(f"empty range {first}-{end} of {path}", path)
         self.looked_at.add(path)
         body = "\n".join(f"{n:>5}  {lines[n - 1]}" for n in range(first, last + 1))
         return ToolOutcome(_clip(f"{path} lines {first}-{last} of {len(lines)}:\n{body}"), paths=[path])

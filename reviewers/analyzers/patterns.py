@@ -25,6 +25,7 @@ INTERPOLATION = re.compile(
     r"""(?:\bf["']|\$\{|["']\s*\+\s*\w|\w\s*\+\s*["']|\.format\(|["']\s*%\s*[\w(]|Sprintf\(|#\{|String\.format\(|"""
     r"""["']\s*\.\s*\$|\$[a-z_]\w*)"""
 )
+_VARIABLE_COMMAND = re.compile(r"\b(?:system|popen|exec|execSync|shell_exec|passthru)\s*\(\s*[A-Za-z_$]")
 _COMMENT = re.compile(r"^\s*(?:#|//|/\*|\*|--|;)")
 
 
@@ -98,7 +99,8 @@ LINE_RULES: tuple[LineRule, ...] = (
         "patterns:code-eval",
         "code-exec",
         "high",
-        re.compile(r"(?<![\w.])(?:eval|exec)\s*\(\s*[^\s)'\"]|\bnew\s+Function\s*\(|setTimeout\s*\(\s*[\"'`]"),
+        # `exec(` is left to the syntax tree: in JavaScript it is usually child_process's.
+        re.compile(r"(?<![\w.])eval\s*\(\s*[^\s)'\"]|\bnew\s+Function\s*\(|setTimeout\s*\(\s*[\"'`]"),
         "Dynamic code evaluation of a non-literal value",
         "eval/exec run whatever the value contains; if any part of it comes from outside, it is code "
         "execution. Parse the data instead (ast.literal_eval, json).",
@@ -150,9 +152,9 @@ def _matches(rule: LineRule, text: str) -> bool:
         return False
     if rule.kind == "sql":
         return INTERPOLATION.search(text) is not None
-    if rule.rule == "patterns:shell-interpolation" and "shell" in text and "=" in text:
-        # `shell=True` alone is bandit's (low) concern; a spliced command is ours.
-        return INTERPOLATION.search(text) is not None
+    if rule.kind == "shell":
+        # A constant command is bandit's (low) concern; a command built from a value is ours.
+        return INTERPOLATION.search(text) is not None or _VARIABLE_COMMAND.search(text) is not None
     return True
 
 

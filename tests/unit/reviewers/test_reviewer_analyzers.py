@@ -253,6 +253,14 @@ def test_line_rules_in_other_languages() -> None:
     ]
 
 
+def test_shell_rule_needs_a_variable_command() -> None:
+    text = 'child_process.exec("ls -l");\nchild_process.exec(cmd);\nexecSync(`rm -rf ${dir}`);\n'
+    assert rules(line_rule_issues(added_file("run.js", text), python_ast_done=False)) == [
+        (2, "patterns:shell-interpolation"),
+        (3, "patterns:shell-interpolation"),
+    ]
+
+
 def test_go_tls_and_python_rules_skipped_when_tree_ran() -> None:
     go = added_file("client.go", "cfg := &tls.Config{InsecureSkipVerify: true}\n")
     assert rules(line_rule_issues(go, python_ast_done=False)) == [(1, "patterns:tls-verify-disabled")]

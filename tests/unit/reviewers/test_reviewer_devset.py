@@ -27,11 +27,9 @@ def load_cases(path: Path) -> list[dict[str, Any]]:
 
 
 def matches(finding: Finding, expected: dict[str, Any]) -> bool:
-    return (
-        finding.path == expected["path"]
-        and finding.category == expected["category"]
-        and finding.line - MATCH_LINES <= expected["line"] <= finding.end_line + MATCH_LINES
-    )
+    line: int = expected["line"]
+    same_place = finding.path == expected["path"] and finding.category == expected["category"]
+    return same_place and finding.line - MATCH_LINES <= line <= finding.end_line + MATCH_LINES
 
 
 def review_case(case: dict[str, Any], *, diff_only: bool) -> tuple[ReviewContext, list[Finding]]:

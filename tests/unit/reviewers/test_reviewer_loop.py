@@ -108,14 +108,15 @@ def test_invalid_calls_are_recorded_and_cost_their_step(context: ReviewContext, 
             {"tool": "run_analyzer", "path": "docs/other.md"},
             {"tool": "report", "path": "app/a.py", "line": 4, "title": "no evidence"},
             {"tool": "search", "pattern": "(a+)+$"},
+            {"tool": "read_file", "path": "app/a.py", "start": 3, "end": 1},
             {"tool": "search", "pattern": "os\\.system"},
         ]
     )
-    result = security(context, llm, step_budget=6)
-    assert [s.valid for s in result.steps] == [False, False, False, False, False, True]
+    result = security(context, llm, step_budget=7)
+    assert [s.valid for s in result.steps] == [False, False, False, False, False, False, True]
     assert result.steps[1].observation == "invalid call: nowhere.py is not a file at the head commit"
-    assert result.steps[5].paths == ["app/a.py"] and result.findings == []
-    assert len(result.steps) == 6  # the budget, although the model never finished
+    assert result.steps[6].paths == ["app/a.py"] and result.findings == []
+    assert len(result.steps) == 7  # the budget, although the model never finished
 
 
 def test_the_budget_bounds_a_model_that_never_finishes(context: ReviewContext, scripted_llm: Any) -> None:
