@@ -69,8 +69,9 @@ class DiffPosition:
         return out
 
 
-@dataclass(frozen=True, slots=True)
-class PostedNote:
+class PostedNote(NamedTuple):
+    """What GitLab created; unpacks as `(discussion_id, note_id)`."""
+
     discussion_id: str
     note_id: int
 
