@@ -65,12 +65,13 @@ def ppo_clip_loss(
     if len(shapes) != 1:
         raise TrainingError(f"loss inputs disagree in shape: {sorted(tuple(s) for s in shapes)}")
     LossConfig(eps_low=eps_low, eps_high=eps_high)  # validates the range
-    mask = mask.to(logprobs.dtype)
+    # float32 throughout: in bf16 a token count above 256 is already rounded, and so is exp(Δ).
+    mask = mask.to(torch.float32)
     count = mask.sum()
     if float(count) <= 0:
         raise TrainingError("no token is in the loss (the mask is all zeros)")
-    advantages = advantages.to(logprobs.dtype).detach()
-    log_ratio = logprobs - old_logprobs.detach()
+    advantages = advantages.to(torch.float32).detach()
+    log_ratio = logprobs.to(torch.float32) - old_logprobs.detach().to(torch.float32)
     ratio = torch.exp(log_ratio)
     clipped = torch.clamp(ratio, 1.0 - eps_low, 1.0 + eps_high)
     per_token = -torch.minimum(ratio * advantages, clipped * advantages)

@@ -89,6 +89,16 @@ def test_per_rollout_advantages_broadcast() -> None:
     assert loss.item() == pytest.approx(-(2 + 2 - 1 - 1) / 4)
 
 
+def test_bf16_inputs_are_counted_exactly() -> None:
+    # 1001 is not a bf16 number (it rounds to 1000); the loss must still divide by 1001
+    lp = torch.zeros(1, 1001, dtype=torch.bfloat16)
+    adv = torch.ones(1, 1001, dtype=torch.bfloat16)
+    mask = torch.ones(1, 1001, dtype=torch.bfloat16)
+    loss, stats = ppo_clip_loss(lp, lp.clone(), adv, mask)
+    assert stats.tokens == 1001
+    assert loss.dtype == torch.float32 and loss.item() == -1.0
+
+
 def test_bad_inputs() -> None:
     lp = torch.zeros(1, 2)
     with pytest.raises(TrainingError, match="all zeros"):
