@@ -257,6 +257,18 @@ class GitLabPlatform:
             )
         return sorted(str(e["path"]) for e in entries if e.get("type") == "blob")
 
+    def changed_paths(self, project: ProjectRef, *, from_sha: str, to_sha: str) -> set[str] | None:
+        """Paths the commits between two SHAs touched (old and new names), from the compare API;
+        None when GitLab timed out computing it (the caller then reviews the whole MR)."""
+        with self._errors("comparing commits", project=project, head_sha=to_sha):
+            result = self._get(f"{_project_path(project)}/repository/compare", **{"from": from_sha, "to": to_sha})
+        if not isinstance(result, dict) or result.get("compare_timeout"):
+            return None
+        paths: set[str] = set()
+        for d in result.get("diffs", []):
+            paths.update(p for p in (d.get("old_path"), d.get("new_path")) if p)
+        return paths
+
     def workspace(self, project: ProjectRef, head_sha: str, *, changed_paths: Sequence[str] = ()) -> GitLabWorkspace:
         return GitLabWorkspace(self, project, head_sha, changed_paths=changed_paths)
 

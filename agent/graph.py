@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Any, Protocol, TypedDict
+from typing import Annotated, Any, Protocol, TypedDict, cast
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
@@ -62,13 +62,17 @@ class ReviewRuntime(Protocol):
 
     def load_snapshot(self, state: ReviewState) -> dict[str, Any]: ...
 
-    def context(self, review_id: int, request: Mapping[str, Any], snapshot: Mapping[str, Any]) -> ReviewContext: ...
+    def context(
+        self, review_id: int, request: Mapping[str, Any], snapshot: Mapping[str, Any]
+    ) -> ReviewContext: ...
 
     def history(self, context: ReviewContext) -> Mapping[str, float]: ...
 
     def diff_overview(self, context: ReviewContext) -> str: ...
 
-    def save_strategy(self, review_id: int, strategy: Strategy, source: StrategySource, note: str | None) -> None: ...
+    def save_strategy(
+        self, review_id: int, strategy: Strategy, source: StrategySource, note: str | None
+    ) -> None: ...
 
     def run_reviewer(
         self, name: ReviewerName, context: ReviewContext, plan: PlanItem, *, shared_prefix: str
@@ -124,7 +128,11 @@ def build_review_graph(runtime: ReviewRuntime, checkpointer: BaseCheckpointSaver
                 diff_overview=runtime.diff_overview(context),
             )
             z, source, note = generate_strategy(
-                runtime.llm, s1=s1, files=context.files, config=context.config, history=runtime.history(context)
+                runtime.llm,
+                s1=s1,
+                files=context.files,
+                config=context.config,
+                history=runtime.history(context),
             )
             runtime.save_strategy(review_id, z, source, note)
             span.set_attribute("reviewloop.strategy_source", source)
@@ -195,7 +203,7 @@ def build_review_graph(runtime: ReviewRuntime, checkpointer: BaseCheckpointSaver
     graph = StateGraph(ReviewState)
     graph.add_node("load_context", load_context, retry_policy=NETWORK_RETRY)
     graph.add_node("strategy", strategy, retry_policy=NETWORK_RETRY)
-    graph.add_node("reviewer", reviewer, retry_policy=NETWORK_RETRY)
+    graph.add_node("reviewer", cast(Any, reviewer), retry_policy=NETWORK_RETRY)
     graph.add_node("verifier", verifier, retry_policy=NETWORK_RETRY)
     graph.add_node("reporter", reporter, retry_policy=NETWORK_RETRY)
     graph.add_edge(START, "load_context")

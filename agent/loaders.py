@@ -16,8 +16,17 @@ from reviewers.workspace import SnapshotWorkspace
 
 # Machine-written files nobody reviews line by line; they are named in the summary instead.
 GENERATED_GLOBS = (
-    "*.lock", "package-lock.json", "yarn.lock", "pnpm-lock.yaml", "poetry.lock", "*.min.js", "*.min.css",
-    "*.map", "*_pb2.py", "*.pb.go", "*.snap",
+    "*.lock",
+    "package-lock.json",
+    "yarn.lock",
+    "pnpm-lock.yaml",
+    "poetry.lock",
+    "*.min.js",
+    "*.min.css",
+    "*.map",
+    "*_pb2.py",
+    "*.pb.go",
+    "*.snap",
 )
 
 

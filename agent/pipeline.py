@@ -59,7 +59,7 @@ class ReviewOutcome:
 
 
 SnapshotLoaderFn = Callable[[ReviewRequest], tuple[Snapshot, Workspace, list[FileChange]]]
-Publisher = Callable[[ReviewState, Sequence[VerifiedFinding], "Runtime"], dict[str, Any]]
+Publisher = Callable[[ReviewState, Sequence[VerifiedFinding], Mapping[str, int], "Runtime"], dict[str, Any]]
 
 
 class Runtime:
@@ -209,7 +209,7 @@ class Runtime:
             )
         report: dict[str, Any] = {"finding_ids": ids, "counts": _verdict_counts(verified)}
         if self.publisher is not None:
-            report.update(self.publisher(state, verified, self))
+            report.update(self.publisher(state, verified, ids, self))
         return report
 
 

@@ -25,10 +25,18 @@ SHOWN_VERDICTS = frozenset({"REAL", "NEEDS_HUMAN_REVIEW"})
 TOOL_VERSION = "0.1.0"
 
 SARIF_LEVEL: dict[Severity, str] = {
-    "info": "note", "low": "note", "medium": "warning", "high": "error", "critical": "error"
+    "info": "note",
+    "low": "note",
+    "medium": "warning",
+    "high": "error",
+    "critical": "error",
 }
 CODEQUALITY_SEVERITY: dict[Severity, str] = {
-    "info": "info", "low": "minor", "medium": "major", "high": "critical", "critical": "blocker"
+    "info": "info",
+    "low": "minor",
+    "medium": "major",
+    "high": "critical",
+    "critical": "blocker",
 }
 
 
@@ -57,7 +65,9 @@ def shown(verified: Sequence[VerifiedFinding], *, include_all: bool = False) -> 
 
 
 def render_json(verified: Sequence[VerifiedFinding], meta: dict[str, Any]) -> str:
-    return json.dumps({**meta, "findings": [finding_record(v) for v in verified]}, indent=2, ensure_ascii=False)
+    return json.dumps(
+        {**meta, "findings": [finding_record(v) for v in verified]}, indent=2, ensure_ascii=False
+    )
 
 
 def render_table(verified: Sequence[VerifiedFinding], meta: dict[str, Any]) -> str:
@@ -80,7 +90,15 @@ def render_table(verified: Sequence[VerifiedFinding], meta: dict[str, Any]) -> s
 def render_markdown(verified: Sequence[VerifiedFinding], meta: dict[str, Any]) -> str:
     lines = [f"## reviewloop review: {neutralise(str(meta.get('title', '')))}", ""]
     if meta.get("strategy_text"):
-        lines += ["<details><summary>Strategy</summary>", "", "```", str(meta["strategy_text"]), "```", "</details>", ""]
+        lines += [
+            "<details><summary>Strategy</summary>",
+            "",
+            "```",
+            str(meta["strategy_text"]),
+            "```",
+            "</details>",
+            "",
+        ]
     if not verified:
         lines.append("No findings worth reporting.")
     for v in verified:
@@ -149,7 +167,10 @@ def render_codequality(verified: Sequence[VerifiedFinding], meta: dict[str, Any]
             "fingerprint": v.finding.fingerprint,
             "severity": CODEQUALITY_SEVERITY[v.finding.severity],
             "categories": [v.finding.category],
-            "location": {"path": v.finding.path, "lines": {"begin": v.finding.line, "end": v.finding.end_line}},
+            "location": {
+                "path": v.finding.path,
+                "lines": {"begin": v.finding.line, "end": v.finding.end_line},
+            },
         }
         for v in verified
     ]

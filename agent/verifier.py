@@ -46,7 +46,9 @@ class VerifierInputs:
     diff_index: DiffIndex
     open_fingerprints: set[str] = field(default_factory=set)  # already posted on this MR
     rejected_fingerprints: set[str] = field(default_factory=set)  # humans said no before
-    acceptance: Mapping[tuple[str, str], tuple[int, int]] = field(default_factory=dict)  # (reviewer, category) → (acc, rej)
+    acceptance: Mapping[tuple[str, str], tuple[int, int]] = field(
+        default_factory=dict
+    )  # (reviewer, category) → (acc, rej)
     min_severity: str = "low"
 
 
@@ -68,10 +70,14 @@ def _evidence_line(finding: Finding, workspace: Workspace) -> tuple[bool, int | 
         return True, finding.line
     lo = max(1, finding.line - EVIDENCE_SEARCH_WINDOW)
     hi = min(len(lines), max(finding.end_line, finding.line) + EVIDENCE_SEARCH_WINDOW)
-    first_wanted = normalise_evidence(finding.evidence.splitlines()[0]) if finding.evidence.strip() else wanted
+    first_wanted = (
+        normalise_evidence(finding.evidence.splitlines()[0]) if finding.evidence.strip() else wanted
+    )
     for n in range(lo, hi + 1):
         have = normalise_evidence(lines[n - 1])
-        if have and (have == first_wanted or first_wanted in have or (len(have) > 8 and have in first_wanted)):
+        if have and (
+            have == first_wanted or first_wanted in have or (len(have) > 8 and have in first_wanted)
+        ):
             return True, n
     return False, None
 
@@ -87,11 +93,15 @@ def check_finding(finding: Finding, inputs: VerifierInputs, seen: set[str]) -> V
     found, at = _evidence_line(finding, inputs.workspace)
     if not found:
         return VerifiedFinding(
-            finding, "FALSE_POSITIVE", f"evidence not found at {finding.path}:{finding.line} in the head commit"
+            finding,
+            "FALSE_POSITIVE",
+            f"evidence not found at {finding.path}:{finding.line} in the head commit",
         )
     line = at or finding.line
     if not inputs.diff_index.in_or_near_hunk(finding.path, line, slack=HUNK_SLACK):
-        return VerifiedFinding(finding, "FALSE_POSITIVE", f"{finding.path}:{line} is not in or next to the change")
+        return VerifiedFinding(
+            finding, "FALSE_POSITIVE", f"{finding.path}:{line} is not in or next to the change"
+        )
     return None
 
 
@@ -136,7 +146,9 @@ def verify_findings(
             continue
         place = (finding.path, finding.line, finding.category)
         if place in at_place:
-            out.append(VerifiedFinding(finding, "DUPLICATE", "another finding of this category is on the same line"))
+            out.append(
+                VerifiedFinding(finding, "DUPLICATE", "another finding of this category is on the same line")
+            )
             continue
         at_place.add(place)
         verdict: Verdict = "REAL"
@@ -158,4 +170,5 @@ def verify_findings(
 
 
 def below_min_severity(finding: Finding, min_severity: str) -> bool:
-    return SEVERITY_RANK[finding.severity] < SEVERITY_RANK.get(min_severity, 1)  # type: ignore[call-overload]
+    floor = next((rank for name, rank in SEVERITY_RANK.items() if name == min_severity), 1)
+    return SEVERITY_RANK[finding.severity] < floor

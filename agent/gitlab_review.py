@@ -1,0 +1,205 @@
+"""Reviewing a GitLab merge request: load it, run the graph, publish, retire outdated threads.
+
+This is what the worker's job calls. It is safe to call again for the same (project, MR, head):
+a finished review is returned as is, an unfinished one is resumed from its checkpoint under the
+same review row, and the publisher posts only what is not on the merge request yet. On a new push,
+only the files the new commits touched are reviewed, and our threads whose code is gone are
+resolved (or marked, per the repository's config).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from psycopg_pool import ConnectionPool
+
+from agent.context import (
+    NotReviewed,
+    ReviewRequest,
+    Snapshot,
+    head_files_for_snapshot,
+    read_config_text,
+    render_unified_diff,
+)
+from agent.diff import DiffIndex
+from agent.gitlab import DiffVersions, GitLabPlatform
+from agent.graph import ReviewState
+from agent.pipeline import Runtime, run_review
+from agent.publisher import FindingToPublish, OpenThread, PostedThread, publish_review, resolve_outdated
+from agent.settings import Settings
+from agent.store import reviews as store_reviews
+from agent.verifier import VerifiedFinding
+from reviewers.contracts import FileChange, LLMPort, Workspace
+from reviewers.errors import PlatformError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ReviewDeps:
+    """Everything a GitLab review needs, built once per worker process."""
+
+    pool: ConnectionPool[Any]
+    dsn: str
+    platform: GitLabPlatform
+    llm: LLMPort | None = None
+    model_version_id: int | None = None
+    allowed_urls: frozenset[str] = field(default_factory=frozenset)
+
+
+def build_deps(settings: Settings, *, pool: ConnectionPool[Any], dsn: str, llm: LLMPort | None = None) -> ReviewDeps:
+    if not settings.gitlab_url or settings.gitlab_token is None:
+        raise PlatformError("REVIEWLOOP_GITLAB_URL and REVIEWLOOP_GITLAB_TOKEN must be set to review GitLab")
+    platform = GitLabPlatform(settings.gitlab_url, settings.gitlab_token.get_secret_value())
+    return ReviewDeps(pool=pool, dsn=dsn, platform=platform, llm=llm, allowed_urls=frozenset({settings.gitlab_url}))
+
+
+def load_gitlab_snapshot(
+    platform: GitLabPlatform, request: ReviewRequest, *, since_head: str | None
+) -> tuple[Snapshot, Workspace, list[FileChange]]:
+    """The MR at its newest version; with `since_head`, only files changed since that commit."""
+    project, iid = request.project, int(request.mr_iid or 0)
+    mr = platform.merge_request(project, iid)
+    mr_diff = platform.diffs(project, iid)
+    versions = mr_diff.versions
+    files = mr_diff.files
+    not_reviewed = list(mr_diff.not_reviewed)
+    if since_head and since_head != versions.head_sha:
+        touched = platform.changed_paths(project, from_sha=since_head, to_sha=versions.head_sha)
+        if touched is not None:
+            files = [f for f in files if f.path in touched or f.old_path in touched]
+    workspace = platform.workspace(project, versions.head_sha, changed_paths=[f.path for f in files])
+    snapshot = Snapshot(
+        title=mr.title,
+        description=mr.description,
+        diff=render_unified_diff(files),
+        base_sha=versions.base_sha,
+        start_sha=versions.start_sha,
+        head_sha=versions.head_sha,
+        not_reviewed=[NotReviewed(path=n.path, reason=n.reason) for n in not_reviewed],
+        files=head_files_for_snapshot(files, workspace),
+        config_text=read_config_text(workspace),
+    )
+    return snapshot, workspace, files
+
+
+def _summary_text(state: ReviewState, verified: Sequence[VerifiedFinding]) -> str:
+    real = sum(1 for v in verified if v.verdict == "REAL")
+    human = sum(1 for v in verified if v.verdict == "NEEDS_HUMAN_REVIEW")
+    dropped = len(verified) - real - human
+    strategy = state.get("strategy", {})
+    planned = ", ".join(p.get("reviewer", "") for p in strategy.get("plan", [])) or "none (nothing to review)"
+    return (
+        f"reviewloop reviewed this merge request at `{str(state.get('snapshot', {}).get('head_sha', ''))[:12]}`: "
+        f"{real} finding(s) posted as threads, {human} for a human to judge, {dropped} dropped by the verifier. "
+        f"Reviewers: {planned}."
+    )
+
+
+def make_publisher(deps: ReviewDeps, request: ReviewRequest) -> Any:
+    project, iid = request.project, int(request.mr_iid or 0)
+
+    def publish(
+        state: ReviewState, verified: Sequence[VerifiedFinding], finding_ids: Mapping[str, int], runtime: Runtime
+    ) -> dict[str, Any]:
+        review_id = state["review_id"]
+        snapshot = Snapshot.model_validate(state["snapshot"])
+        context, index = runtime.context_and_index(review_id, state["request"], state["snapshot"])
+        items = [
+            FindingToPublish(finding_ids[v.finding.fingerprint], v.finding, v.verdict, v.reason)
+            for v in verified
+            if v.finding.fingerprint in finding_ids
+        ]
+        posted = store_reviews.posted_fingerprints(deps.pool, project=project, mr_iid=iid)
+        existing = {fp: PostedThread(t.discussion_id, t.note_id or 0, False) for fp, t in posted.items()}
+
+        def record(finding_id: int, discussion_id: str, note_id: int, fallback: bool) -> None:
+            store_reviews.record_posted(
+                deps.pool, finding_id, discussion_id=discussion_id, note_id=note_id, position_fallback=fallback
+            )
+
+        versions = DiffVersions(str(snapshot.base_sha), str(snapshot.start_sha), str(snapshot.head_sha))
+        result = publish_review(
+            deps.platform,
+            project=project,
+            mr_iid=iid,
+            versions=versions,
+            diff_index=index,
+            findings=items,
+            existing=existing,
+            summary=_summary_text(state, verified),
+            record_posted=record,
+            not_reviewed=snapshot.not_reviewed,
+            allowed_urls=deps.allowed_urls,
+        )
+        if result.summary_note_id is not None:
+            store_reviews.record_summary_note(deps.pool, review_id, note_id=result.summary_note_id)
+        outdated = _retire_outdated(deps, request, review_id, index, context.workspace, context.config.resolve_outdated)
+        return {
+            "posted": sum(1 for p in result.published if not p.reused),
+            "reused": sum(1 for p in result.published if p.reused),
+            "fallbacks": sum(1 for p in result.published if p.fallback),
+            "summary_note_id": result.summary_note_id,
+            "outdated": outdated,
+        }
+
+    return publish
+
+
+def _retire_outdated(
+    deps: ReviewDeps, request: ReviewRequest, review_id: int, index: DiffIndex, workspace: Workspace, resolve: bool
+) -> int:
+    """Resolve or mark our open threads from earlier reviews whose evidence is gone at this head."""
+    threads = store_reviews.open_threads(deps.pool, project=request.project, mr_iid=int(request.mr_iid or 0))
+    earlier = [
+        OpenThread(t["discussion_id"], t["fingerprint"], t["path"], t["line"], t["evidence"], t["finding_id"])
+        for t in threads
+        if t["review_id"] != review_id
+    ]
+    acted = resolve_outdated(
+        deps.platform, request.project, int(request.mr_iid or 0), earlier, index, workspace, resolve=resolve
+    )
+    for t in acted:
+        if t.finding_id is not None:
+            store_reviews.set_thread_state(deps.pool, t.finding_id, "outdated")
+    return len(acted)
+
+
+def review_gitlab_merge_request(
+    deps: ReviewDeps, *, project: str, mr_iid: int, head_sha: str | None, event_id: int | None = None
+) -> int:
+    """Review the MR at its newest version; returns the review id. Idempotent per head commit."""
+    versions = deps.platform.latest_version(project, mr_iid)
+    head = versions.head_sha
+    if head_sha and head_sha != head:
+        log.info(
+            "MR %s!%s moved from %s to %s since the event; reviewing the newest head", project, mr_iid, head_sha, head
+        )
+    status = store_reviews.review_status(deps.pool, project=project, mr_iid=mr_iid, head_sha=head)
+    if status is not None and status[1] == "done":
+        return status[0]
+    previous = store_reviews.last_reviewed_head(deps.pool, project=project, mr_iid=mr_iid)
+    request = ReviewRequest(source="gitlab", project=project, mr_iid=mr_iid, head=head)
+
+    def loader(req: ReviewRequest) -> tuple[Snapshot, Workspace, list[FileChange]]:
+        return load_gitlab_snapshot(deps.platform, req, since_head=previous)
+
+    def workspace_for(req: ReviewRequest, snapshot: Snapshot) -> Workspace:
+        return deps.platform.workspace(project, str(snapshot.head_sha), changed_paths=list(snapshot.files))
+
+    runtime = Runtime(
+        pool=deps.pool,
+        llm=deps.llm,
+        loaders={"gitlab": loader},
+        workspace_for=workspace_for,
+        publisher=make_publisher(deps, request),
+        model_version_id=deps.model_version_id,
+    )
+    review_id = store_reviews.create_review(
+        deps.pool, source="gitlab", project=project, mr_iid=mr_iid, head_sha=head, previous_head_sha=previous
+    )
+    outcome = run_review(runtime, request, dsn=deps.dsn, review_id=review_id)
+    return outcome.review_id
