@@ -64,10 +64,11 @@ async def read_snapshot(conn: DbConnection) -> DatabaseSnapshot:
     snap.llm_tokens = int(row["n"]) if row else 0
     cur = await conn.execute(
         """
-        SELECT count(*) AS n, coalesce(sum(s), 0) AS total,
-               array(SELECT count(*) FILTER (WHERE s <= b) FROM unnest(%s::float8[]) AS b) AS buckets
-          FROM (SELECT extract(epoch FROM finished_at - started_at) AS s FROM reviews
-                 WHERE status = 'done' AND started_at IS NOT NULL AND finished_at IS NOT NULL) AS d
+        WITH d AS (SELECT extract(epoch FROM finished_at - started_at)::float8 AS s FROM reviews
+                    WHERE status = 'done' AND started_at IS NOT NULL AND finished_at IS NOT NULL)
+        SELECT (SELECT count(*) FROM d) AS n, (SELECT coalesce(sum(s), 0) FROM d) AS total,
+               array(SELECT (SELECT count(*) FROM d WHERE d.s <= u.b)
+                       FROM unnest(%s::float8[]) WITH ORDINALITY AS u(b, i) ORDER BY u.i) AS buckets
         """,
         (list(REVIEW_LATENCY_BUCKETS),),
     )
