@@ -151,6 +151,8 @@ def test_pods_run_as_non_root_without_privilege_escalation(docs: list[Doc]) -> N
             continue
         spec = pod_spec(doc)
         assert spec["securityContext"]["runAsNonRoot"] is True, f"{doc}: runAsNonRoot"
+        # the namespace enforces the `restricted` Pod Security Standard, which requires these
+        assert spec["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault", f"{doc}: seccompProfile"
         assert spec.get("automountServiceAccountToken") is False, f"{doc}: no pod here talks to the Kubernetes API"
     for container in containers(docs):
         sc = container.spec.get("securityContext", {})
@@ -252,7 +254,8 @@ def test_worker_scales_on_queue_depth_with_keda(docs: list[Doc]) -> None:
     from api.worker import QUEUE_TABLE, REVIEW_QUEUE
 
     scaled = find(docs, "ScaledObject", "reviewloop-worker").body["spec"]
-    assert find(docs, "Deployment", scaled["scaleTargetRef"]["name"])
+    target = find(docs, "Deployment", scaled["scaleTargetRef"]["name"])
+    assert "replicas" not in target.body["spec"], "the autoscaler owns the worker count"
     assert scaled["minReplicaCount"] >= 1 and scaled["maxReplicaCount"] > scaled["minReplicaCount"]
     (trigger,) = scaled["triggers"]
     assert trigger["type"] == "postgresql"
