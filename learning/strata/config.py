@@ -10,12 +10,14 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from learning.strata.embeddings import EmbedderConfig, EmbedderKind
 from learning.strata.judge import JudgeConfig, JudgeKind
-from learning.strata.loss import LossConfig
 from reviewers.errors import ConfigError
+
+if TYPE_CHECKING:  # loss.py imports torch; the config must load without it (the CLI builds options from it)
+    from learning.strata.loss import LossConfig
 
 AblationName = Literal["full", "no_fps", "no_judge", "plain_mean", "no_filter"]
 
@@ -91,6 +93,8 @@ class StrataConfig:
         return JudgeConfig(kind=self.judge, kappa=self.kappa)
 
     def loss_config(self) -> LossConfig:
+        from learning.strata.loss import LossConfig
+
         return LossConfig(eps_low=self.eps_low, eps_high=self.eps_high)
 
     # --- ablation presets: each takes a base config (default: the paper's) and switches one thing off

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import subprocess
+import sys
 
 import pytest
 
@@ -74,3 +76,15 @@ def test_invalid_values_are_one_config_error(bad: dict[str, float]) -> None:
 def test_unknown_ablation() -> None:
     with pytest.raises(ConfigError, match="unknown ablation"):
         StrataConfig.ablation("no_everything")  # type: ignore[arg-type]
+
+
+def test_the_config_and_pure_modules_load_without_torch() -> None:
+    # the CLI (api/) builds its options from StrataConfig and must not pull torch in at import time
+    code = (
+        "import sys\n"
+        "import learning.strata.config, learning.strata.sampling, learning.strata.advantages\n"
+        "import learning.strata.masking, learning.strata.judge, learning.strata.embeddings\n"
+        "heavy = [m for m in ('torch', 'transformers', 'sentence_transformers') if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
