@@ -7,7 +7,10 @@ against the pins in deploy/, secrets against the rule that no value is written i
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
 
+import kubernetes_validate
 import pytest
 import yaml
 from deploy_files import (
@@ -333,3 +336,47 @@ def test_retrain_cronjob(docs: list[Doc]) -> None:
 def test_collector_config_in_the_configmap_is_deploy_otel_collector_yaml(docs: list[Doc]) -> None:
     embedded = yaml.safe_load(find(docs, "ConfigMap", "reviewloop-otel-collector").body["data"]["config.yaml"])
     assert embedded == yaml.safe_load((DEPLOY / "otel-collector.yaml").read_text(encoding="utf-8"))
+
+
+# The oldest Kubernetes the README supports (CronJob `timeZone` is GA there) and the newest schemas.
+SCHEMA_VERSIONS = ("1.27.0", kubernetes_validate.latest_version())
+# Custom resources of KEDA: no schema ships for them; their fields are checked by hand above.
+CUSTOM_KINDS = frozenset({"ScaledObject", "TriggerAuthentication"})
+
+
+@pytest.mark.parametrize("version", SCHEMA_VERSIONS)
+def test_manifests_match_the_kubernetes_schemas_strictly(docs: list[Doc], version: str) -> None:
+    problems = []
+    for doc in docs:
+        if doc.kind in CUSTOM_KINDS:
+            continue
+        try:
+            # strict: an unknown or misplaced field (a typo, a wrong indent) is an error, not ignored
+            kubernetes_validate.validate(doc.body, version, strict=True)
+        except kubernetes_validate.ValidationError as exc:
+            problems.append(f"{doc}: {'.'.join(str(p) for p in exc.path)}: {exc.message}")
+    assert not problems, "\n".join(problems)
+
+
+def test_kustomize_renders_the_manifests_with_our_registry() -> None:
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("kubectl is not installed; the schema test above still validates every manifest")
+    rendered = subprocess.run([kubectl, "kustomize", str(K8S)], capture_output=True, text=True, timeout=60, check=False)
+    assert rendered.returncode == 0, rendered.stderr
+    objects = [d for d in yaml.safe_load_all(rendered.stdout) if d]
+    assert {o["metadata"].get("namespace") for o in objects if o["kind"] != "Namespace"} == {"reviewloop"}
+    images = {c["image"] for o in objects for c in _all_containers(o)}
+    assert not {i for i in images if split_image(i)[0] in OUR_IMAGES}, "kustomize must rewrite our image names"
+    assert any(i.endswith(f"/reviewloop:{project_version()}") for i in images)
+    assert not any(o["kind"] == "Secret" for o in objects), "the real Secret is never part of the manifests"
+
+
+def _all_containers(obj: dict[str, object]) -> list[dict[str, str]]:
+    spec: object = obj.get("spec", {})
+    for key in ("jobTemplate", "spec", "template", "spec"):
+        if isinstance(spec, dict) and key in spec:
+            spec = spec[key]
+    if not isinstance(spec, dict):
+        return []
+    return [*spec.get("initContainers", []), *spec.get("containers", [])]
