@@ -9,6 +9,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from fakes.openai_server import FakeOpenAIServer, FakeReply
 from psycopg.rows import dict_row
 
 from agent.context import ReviewRequest
@@ -18,7 +19,6 @@ from agent.session import prepare_database
 from agent.store.db import open_pool
 from agent.tracing import setup_tracing, shutdown_tracing
 from api.commands.review import build_demo_repository
-from fakes.openai_server import FakeOpenAIServer, FakeReply
 from reviewers import run_reviewer
 from reviewers.contracts import ReviewerResult
 from reviewers.errors import PlatformUnavailableError
