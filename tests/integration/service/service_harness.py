@@ -126,3 +126,63 @@ def drain_queue(dsn: str, review: ReviewFunction, *, config: QueueConfig = FAST_
             await pool.close()
 
     asyncio.run(main())
+
+
+class BackgroundWorker:
+    """A real worker (wait=True) on its own event loop in a thread, stopped like SIGTERM would."""
+
+    def __init__(self, dsn: str, review: ReviewFunction, *, config: QueueConfig = FAST_QUEUE, concurrency: int = 2):
+        self.dsn, self.review, self.config, self.concurrency = dsn, review, config, concurrency
+        self.loop = asyncio.new_event_loop()
+        self.task: asyncio.Task[None] | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.error: BaseException | None = None
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        try:
+            self.loop.run_until_complete(self._main())
+        except BaseException as exc:  # surfaced by __exit__
+            self.error = exc
+        finally:
+            self.loop.close()
+
+    async def _main(self) -> None:
+        pool = make_pool(self.dsn, max_size=4)
+        await pool.open(wait=True)
+        runtime_pool = make_pool(self.dsn, max_size=2)
+        await runtime_pool.open(wait=True)
+        queue = create_queue_app(self.config)
+        await queue.open_async(pool)
+        runtime = WorkerRuntime(pool=runtime_pool, review=self.review, config=self.config)
+        self.task = asyncio.current_task()
+        try:
+            await run_worker(queue, runtime, concurrency=self.concurrency, install_signal_handlers=False)
+        except asyncio.CancelledError:
+            pass
+        finally:
+            await queue.close_async()
+            await runtime_pool.close()
+            await pool.close()
+
+    def __enter__(self) -> BackgroundWorker:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        deadline = time.monotonic() + 10
+        while self.task is None and self.thread.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if self.task is not None:
+            self.loop.call_soon_threadsafe(self.task.cancel)
+        self.thread.join(timeout=30)
+        if self.error is not None:
+            raise self.error
+
+
+def wait_for(predicate: Any, *, timeout: float = 20.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
