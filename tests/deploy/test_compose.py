@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -157,3 +160,26 @@ def test_collector_and_volumes(compose: dict[str, Any], services: dict[str, dict
             source = volume.split(":")[0]
             if not source.startswith("."):
                 assert source in declared, f"service {name} mounts undeclared volume {source}"
+
+
+def _validate_compose_schema(path: Path) -> subprocess.CompletedProcess[str]:
+    """The Compose Specification's JSON schema, as vendored by check-jsonschema (no Docker needed)."""
+    return subprocess.run(
+        [sys.executable, "-m", "check_jsonschema", "--builtin-schema", "vendor.compose-spec", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_compose_file_matches_the_compose_specification(tmp_path: Path) -> None:
+    result = _validate_compose_schema(DEPLOY / "compose.yaml")
+    assert result.returncode == 0, result.stdout + result.stderr
+    # the validator must be able to say no: a misspelt key in a copy is refused
+    broken = tmp_path / "compose.yaml"
+    broken.write_text(
+        (DEPLOY / "compose.yaml").read_text(encoding="utf-8").replace("    healthcheck:", "    healthchek:", 1)
+    )
+    refused = _validate_compose_schema(broken)
+    assert refused.returncode != 0 and "healthchek" in refused.stdout
