@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -28,6 +29,7 @@ M = TypeVar("M", bound=BaseModel)
 Device = Literal["auto", "cpu", "cuda"]
 
 CHARS_PER_TOKEN_CAP = 16  # see openai_http: an answer longer than this per token is refused
+PEFT_CHECKPOINTING_WARNING = r"`is_gradient_checkpointing` is deprecated"
 
 
 class TransformersLLM:
@@ -69,7 +71,11 @@ class TransformersLLM:
         if adapter_path is not None:
             from peft import PeftModel
 
-            model = PeftModel.from_pretrained(model, str(adapter_path))
+            with warnings.catch_warnings():
+                # peft 0.21 reads `is_gradient_checkpointing`, which transformers 5 deprecated in
+                # favour of `is_activation_checkpointing`; drop this once peft reads the new name.
+                warnings.filterwarnings("ignore", message=PEFT_CHECKPOINTING_WARNING, category=FutureWarning)
+                model = PeftModel.from_pretrained(model, str(adapter_path))
         self._model: Any = model.to(self._device).eval()
         config = self._model.config
         self._context_length = int(getattr(config, "max_position_embeddings", 0) or 2048)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import warnings
 from pathlib import Path
 from typing import Any, Literal
 
@@ -15,7 +16,7 @@ from pydantic import BaseModel
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from agent.llm.factory import make_llm
-from agent.llm.transformers_local import TransformersLLM
+from agent.llm.transformers_local import PEFT_CHECKPOINTING_WARNING, TransformersLLM
 from learning.tiny_model import IM_END, IM_START, build_tiny_model
 from reviewers.contracts import ChatMessage
 from reviewers.errors import ConfigError, LLMError, LLMOutputError, TrainingError
@@ -161,3 +162,36 @@ def test_cli_builds_a_tiny_model(tmp_path: Path) -> None:
     refused = CliRunner().invoke(app, ["dev", "tiny-model", str(tmp_path / "bad"), "--layers", "0"])
     assert refused.exit_code == 2
     assert "layers must be at least 1" in refused.output
+
+
+def test_concurrent_calls_are_serialised_and_match_sequential(tiny: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    llm, exporter = _tracked(tiny, max_output_tokens=6)
+    prompts: list[list[ChatMessage]] = [[{"role": "user", "content": f"review file number {i}"}] for i in range(4)]
+    sequential = [llm.complete_text(p, purpose="summary") for p in prompts]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        concurrent = list(pool.map(lambda p: llm.complete_text(p, purpose="summary"), prompts))
+    assert concurrent == sequential
+    assert len(exporter.get_finished_spans()) == 8
+
+
+def test_lora_adapter_is_applied(tiny: Path, tmp_path: Path) -> None:
+    from peft import LoraConfig, get_peft_model
+
+    base: Any = AutoModelForCausalLM.from_pretrained(tiny)
+    # Random B matrices (not peft's zero init) so the adapter visibly changes the logits.
+    config = LoraConfig(r=2, lora_alpha=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=PEFT_CHECKPOINTING_WARNING, category=FutureWarning)
+        peft_model = get_peft_model(base, config)
+    peft_model.save_pretrained(str(tmp_path / "adapter"))
+    plain, _ = _tracked(tiny)
+    adapted, _ = _tracked(tiny, adapter_path=tmp_path / "adapter")
+    assert adapted.model_name == f"{tiny.name}+adapter"
+    ids = plain.tokenizer("def f(): pass", return_tensors="pt")["input_ids"]
+    with torch.no_grad():
+        assert not torch.allclose(plain.model(ids).logits, adapted.model(ids).logits)
+    assert isinstance(adapted.complete_text(MESSAGES, purpose="summary", max_tokens=4), str)
+    with pytest.raises(ConfigError, match="no LoRA adapter"):
+        TransformersLLM(tiny, adapter_path=tmp_path / "nothing")
