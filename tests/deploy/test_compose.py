@@ -130,9 +130,7 @@ def test_vllm_serves_lora_on_a_gpu(services: dict[str, dict[str, Any]]) -> None:
     args = [str(a) for a in vllm["command"]]
     assert "--enable-lora" in args
     assert any(a.startswith("--max-loras=") for a in args) and any(a.startswith("--max-lora-rank=") for a in args)
-    assert args[0] == "${REVIEWLOOP_LLM_MODEL:?set REVIEWLOOP_LLM_MODEL (a Hugging Face model id) in deploy/.env}", (
-        "vLLM serves the model the service asks for"
-    )
+    assert args[0].startswith("${REVIEWLOOP_LLM_MODEL"), "vLLM serves the model the service asks for"
     assert vllm["environment"]["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] == "True"
     for name in ("vllm", "retrain"):
         (device,) = services[name]["deploy"]["resources"]["reservations"]["devices"]
