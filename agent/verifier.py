@@ -12,6 +12,7 @@ whose findings people mostly reject goes to a human instead of straight to a thr
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -70,14 +71,10 @@ def _evidence_line(finding: Finding, workspace: Workspace) -> tuple[bool, int | 
         return True, finding.line
     lo = max(1, finding.line - EVIDENCE_SEARCH_WINDOW)
     hi = min(len(lines), max(finding.end_line, finding.line) + EVIDENCE_SEARCH_WINDOW)
-    first_wanted = (
-        normalise_evidence(finding.evidence.splitlines()[0]) if finding.evidence.strip() else wanted
-    )
+    first_wanted = normalise_evidence(finding.evidence.splitlines()[0]) if finding.evidence.strip() else wanted
     for n in range(lo, hi + 1):
         have = normalise_evidence(lines[n - 1])
-        if have and (
-            have == first_wanted or first_wanted in have or (len(have) > 8 and have in first_wanted)
-        ):
+        if have and (have == first_wanted or first_wanted in have or (len(have) > 8 and have in first_wanted)):
             return True, n
     return False, None
 
@@ -99,9 +96,7 @@ def check_finding(finding: Finding, inputs: VerifierInputs, seen: set[str]) -> V
         )
     line = at or finding.line
     if not inputs.diff_index.in_or_near_hunk(finding.path, line, slack=HUNK_SLACK):
-        return VerifiedFinding(
-            finding, "FALSE_POSITIVE", f"{finding.path}:{line} is not in or next to the change"
-        )
+        return VerifiedFinding(finding, "FALSE_POSITIVE", f"{finding.path}:{line} is not in or next to the change")
     return None
 
 
@@ -130,11 +125,30 @@ def calibrate(finding: Finding, acceptance: Mapping[tuple[str, str], tuple[int, 
     return None
 
 
+PASSED_CHECKS = "evidence found at the reported line, inside the change"
+MAX_PARALLEL_JUDGMENTS = 8  # model judgments are independent; a model server batches them
+
+
+def _judge(finding: Finding, llm: LLMPort) -> tuple[Verdict, str] | None:
+    """The model's demotion of a finding, None to keep it, or a note when the model failed."""
+    try:
+        judged = llm.complete_json(_judge_messages(finding), ModelJudgment, purpose="verify")
+    except LLMError as exc:
+        return (
+            "REAL",
+            f"{PASSED_CHECKS}; model judgment unavailable ({type(exc).__name__})",
+        )
+    if judged.verdict != "REAL":  # the model may only demote
+        return judged.verdict, f"model: {judged.reason}"
+    return None
+
+
 def verify_findings(
     findings: Sequence[Finding], inputs: VerifierInputs, llm: LLMPort | None = None
 ) -> list[VerifiedFinding]:
-    """A verdict with a reason for every finding, in the order given (highest severity first is best)."""
+    """A verdict with a reason for every finding, highest severity first."""
     out: list[VerifiedFinding] = []
+    passed: list[Finding] = []
     seen: set[str] = set()
     at_place: set[tuple[str, int, str]] = set()
     ordered = sorted(findings, key=lambda f: (-SEVERITY_RANK[f.severity], f.path, f.line))
@@ -146,21 +160,19 @@ def verify_findings(
             continue
         place = (finding.path, finding.line, finding.category)
         if place in at_place:
-            out.append(
-                VerifiedFinding(finding, "DUPLICATE", "another finding of this category is on the same line")
-            )
+            out.append(VerifiedFinding(finding, "DUPLICATE", "another finding of this category is on the same line"))
             continue
         at_place.add(place)
+        passed.append(finding)
+    judgments: list[tuple[Verdict, str] | None] = [None] * len(passed)
+    if llm is not None and passed:
+        with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_JUDGMENTS, len(passed))) as pool:
+            judgments = list(pool.map(lambda f: _judge(f, llm), passed))
+    for finding, judged in zip(passed, judgments, strict=True):
         verdict: Verdict = "REAL"
-        reason = "evidence found at the reported line, inside the change"
-        if llm is not None:
-            try:
-                judged = llm.complete_json(_judge_messages(finding), ModelJudgment, purpose="verify")
-            except LLMError as exc:
-                reason += f"; model judgment unavailable ({type(exc).__name__})"
-            else:
-                if judged.verdict != "REAL":  # the model may only demote
-                    verdict, reason = judged.verdict, f"model: {judged.reason}"
+        reason = PASSED_CHECKS
+        if judged is not None:
+            verdict, reason = judged
         if verdict == "REAL":
             why = calibrate(finding, inputs.acceptance)
             if why is not None:

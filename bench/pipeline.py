@@ -1,0 +1,142 @@
+"""Review pipeline cost against merge request size, with no model and with a slow model server.
+
+(a) No model: wall time and peak memory of `run_review` on synthetic MRs of 100 … 50,000 changed
+lines, and the growth exponent (the slope of log time against log size).
+(b) With an OpenAI-compatible server on loopback that answers valid structured output after a fixed
+delay: the planned reviewers run concurrently, so four reviewers that each make one model call take
+about one delay, not four.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import threading
+import time
+import tracemalloc
+from typing import Any
+
+from agent.context import ReviewRequest
+from agent.pipeline import Runtime, run_review
+from bench.synthetic import synthetic_diff
+from reviewers import run_reviewer
+from reviewers.contracts import LLMPort, PlanItem, ReviewContext, ReviewerName, ReviewerResult
+
+SIZES = ((100, 5), (1_000, 20), (10_000, 100), (50_000, 500))
+REPEATS = 3
+
+
+def review_once(diff: str, files: dict[str, str]) -> float:
+    request = ReviewRequest(source="replay", title="bench", diff_text=diff, files=files)
+    start = time.perf_counter()
+    run_review(Runtime(pool=None, llm=None), request, dsn=None, review_id=0)
+    return time.perf_counter() - start
+
+
+def peak_memory_mib(diff: str, files: dict[str, str]) -> float:
+    tracemalloc.start()
+    try:
+        review_once(diff, files)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return peak / 2**20
+
+
+def scaling() -> list[dict[str, Any]]:
+    rows = []
+    for lines, n_files in SIZES:
+        diff, files = synthetic_diff(changed_lines=lines, files=n_files)
+        times = [review_once(diff, files) for _ in range(REPEATS)]
+        rows.append(
+            {
+                "changed_lines": lines,
+                "files": n_files,
+                "median_s": statistics.median(times),
+                "peak_mib": peak_memory_mib(diff, files),
+            }
+        )
+    return rows
+
+
+def growth_exponent(rows: list[dict[str, Any]]) -> float:
+    """Least-squares slope of log(time) over log(size), from 1,000 lines up (fixed costs dominate below)."""
+    pts = [(math.log(r["changed_lines"]), math.log(r["median_s"])) for r in rows if r["changed_lines"] >= 1000]
+    mx = statistics.mean(x for x, _ in pts)
+    my = statistics.mean(y for _, y in pts)
+    return sum((x - mx) * (y - my) for x, y in pts) / sum((x - mx) ** 2 for x, _ in pts)
+
+
+class OneCallReviewer:
+    """Each reviewer makes exactly one model call (the server's delay), then runs its analyzers."""
+
+    def __init__(self) -> None:
+        self.active = 0
+        self.max_active = 0
+        self.model_wait_s: list[float] = []
+        self.first_start: float | None = None
+        self.last_end = 0.0
+        self._lock = threading.Lock()
+
+    def __call__(
+        self, name: ReviewerName, context: ReviewContext, plan: PlanItem, llm: LLMPort | None, *, shared_prefix: str
+    ) -> ReviewerResult:
+        with self._lock:
+            self.active += 1
+            self.max_active = max(self.max_active, self.active)
+            now = time.perf_counter()
+            self.first_start = now if self.first_start is None else min(self.first_start, now)
+        try:
+            if llm is not None:
+                llm.complete_text([{"role": "user", "content": shared_prefix}], purpose=f"bench.{name}", max_tokens=8)
+            model_done = time.perf_counter()
+            return run_reviewer(name, context, plan, None, shared_prefix=shared_prefix)
+        finally:
+            with self._lock:
+                self.active -= 1
+                self.model_wait_s.append(model_done - now)
+                self.last_end = max(self.last_end, time.perf_counter())
+
+
+def concurrency(delay_s: float = 0.5) -> dict[str, Any]:
+    """Wall time of the reviewer stage with a model that takes `delay_s` per call, four reviewers."""
+    from agent.llm.factory import make_llm
+    from agent.strategy import Strategy
+    from bench.fake_llm_server import DelayedLLMServer
+
+    diff, files = synthetic_diff(changed_lines=400, files=4)
+    plan = {
+        "change_type": "feature",
+        "plan": [
+            {"reviewer": r, "focus_paths": [], "step_budget": 4}
+            for r in ("security", "code_quality", "test_impact", "architecture")
+        ],
+    }
+    with DelayedLLMServer(delay_s=delay_s, strategy=Strategy.model_validate(plan)) as server:
+        llm = make_llm(
+            base_url=server.base_url,
+            model="bench",
+            api_key=None,
+            model_path=None,
+            timeout_s=30,
+            max_retries=0,
+            max_output_tokens=64,
+        )
+        reviewer = OneCallReviewer()
+        request = ReviewRequest(source="replay", title="bench", diff_text=diff, files=files)
+        start = time.perf_counter()
+        outcome = run_review(Runtime(pool=None, llm=llm, reviewer_fn=reviewer), request, dsn=None, review_id=0)
+        wall = time.perf_counter() - start
+    calls = server.calls
+    return {
+        "delay_s": delay_s,
+        "reviewers": len(outcome.reviewer_results),
+        "model_calls": calls,
+        "wall_s": wall,
+        "wall_over_delay": wall / delay_s,
+        "max_concurrent_reviewers": reviewer.max_active,
+        # from the first reviewer's start to the last one's model answer: one delay if concurrent
+        "reviewer_model_stage_s": max(reviewer.model_wait_s),
+        "reviewer_stage_s": reviewer.last_end - (reviewer.first_start or 0.0),
+        "reviewer_model_stage_over_delay": max(reviewer.model_wait_s) / delay_s,
+    }
