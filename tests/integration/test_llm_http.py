@@ -177,6 +177,17 @@ def test_sample_texts_asks_for_n_choices(openai_server: FakeOpenAIServer, make: 
     assert "response_format" not in request.body
 
 
+def test_sample_texts_asks_again_when_the_server_ignores_n(openai_server: FakeOpenAIServer, make: Any) -> None:
+    def one_choice(text: str) -> FakeReply:
+        body = {"model": "fake-model", "choices": [{"index": 0, "message": {"content": text}}]}
+        return FakeReply(raw_body=json.dumps(body).encode())
+
+    openai_server.enqueue(one_choice("first"), one_choice("second"))
+    texts = make().sample_texts(MESSAGES, n=2, temperature=0.8, max_tokens=16)
+    assert texts == ["first", "second"]
+    assert [r.body.get("n", 1) for r in openai_server.chat_requests] == [2, 1]
+
+
 def test_vllm_structured_outputs_field(openai_server: FakeOpenAIServer, make: Any) -> None:
     openai_server.enqueue(FakeReply.json(VALID))
     make(structured_output="structured_outputs").complete_json(MESSAGES, Verdict, purpose="verify")
