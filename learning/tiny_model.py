@@ -49,8 +49,7 @@ MIN_VOCAB_SIZE = 256 + len(SPECIAL_TOKENS) + 16
 
 BUILTIN_CORPUS: tuple[str, ...] = (
     '{"change_type": "feature", "risk_areas": [{"path": "app/auth.py", "why": "token comparison"}]}',
-    '{"reviewer": "security", "focus_paths": ["api/routes.py"], '
-    '"checks": "input validation", "step_budget": 6}',
+    '{"reviewer": "security", "focus_paths": ["api/routes.py"], "checks": "input validation", "step_budget": 6}',
     '{"path": "src/db.py", "line": 42, "end_line": 44, "severity": "high", "category": "security"}',
     '{"verdict": "REAL", "reason": "the evidence is on a changed line"}',
     '{"title": "Unbounded retry loop", "body": "The loop never backs off.", "evidence": "while True:"}',
@@ -63,8 +62,7 @@ BUILTIN_CORPUS: tuple[str, ...] = (
     "import subprocess\n\nsubprocess.run(cmd, shell=True, check=False)\n",
     "for item in items:\n    if item is None:\n        continue\n    total += item.price * item.quantity\n",
     "def test_parse_empty_diff():\n    assert parse_diff('') == []\n",
-    "async function fetchUser(id) {\n  const res = await fetch(`/api/users/${id}`);\n"
-    "  return res.json();\n}\n",
+    "async function fetchUser(id) {\n  const res = await fetch(`/api/users/${id}`);\n  return res.json();\n}\n",
     "@@ -10,7 +10,9 @@ def handler(request):\n-    token = request.args['token']\n"
     "+    token = request.headers.get('X-Token')\n",
     "This change adds a new endpoint without tests. Consider covering the error path as well.",
@@ -91,14 +89,10 @@ def _train_tokenizer(texts: list[str], *, vocab_size: int) -> Tokenizer:
     return tokenizer
 
 
-def build_tiny_tokenizer(
-    *, corpus: Iterable[str] | None = None, vocab_size: int = 512
-) -> PreTrainedTokenizerFast:
+def build_tiny_tokenizer(*, corpus: Iterable[str] | None = None, vocab_size: int = 512) -> PreTrainedTokenizerFast:
     """A byte-level BPE tokenizer with a ChatML chat template, trained on the built-in corpus (+ `corpus`)."""
     if vocab_size < MIN_VOCAB_SIZE:
-        raise TrainingError(
-            f"vocab_size must be at least {MIN_VOCAB_SIZE} for a byte-level BPE, got {vocab_size}"
-        )
+        raise TrainingError(f"vocab_size must be at least {MIN_VOCAB_SIZE} for a byte-level BPE, got {vocab_size}")
     texts = list(BUILTIN_CORPUS) + [t for t in (corpus or ()) if t]
     fast = PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]
         tokenizer_object=_train_tokenizer(texts, vocab_size=vocab_size),
@@ -135,9 +129,7 @@ def build_tiny_model(
     """
     heads = 4
     if hidden_size < heads * 2 or hidden_size % heads:
-        raise TrainingError(
-            f"hidden_size must be a positive multiple of {heads} (≥ {heads * 2}), got {hidden_size}"
-        )
+        raise TrainingError(f"hidden_size must be a positive multiple of {heads} (≥ {heads * 2}), got {hidden_size}")
     if layers < 1:
         raise TrainingError(f"layers must be at least 1, got {layers}")
     tokenizer = build_tiny_tokenizer(corpus=corpus, vocab_size=vocab_size)
