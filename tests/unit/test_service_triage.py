@@ -10,7 +10,7 @@ from pydantic import SecretStr
 
 from api.auth import hash_token, match_env_token, parse_env_tokens, token_matches, webhook_secret_for
 from api.gitlab_hooks import HookValidationError, parse_hook, project_keys
-from api.triage import Ignore, ReplyInDiscussion, ReviewRequest, Scope, VoteOnNote, reply_vote, triage
+from api.triage import Ignore, ReplyInDiscussion, ReviewRequest, ReviewTrigger, Scope, VoteOnNote, reply_vote, triage
 
 HEAD = "a" * 40
 SCOPE = Scope(bot_user_id=99, bot_username="reviewloop-bot")
@@ -44,10 +44,10 @@ def decide(body: dict[str, Any], scope: Scope = SCOPE) -> Any:
         (mr_hook("update", changes={"work_in_progress": {"previous": True, "current": False}}), "ready"),
     ],
 )
-def test_reviewable_merge_request_events(body: dict[str, Any], trigger: str) -> None:
+def test_reviewable_merge_request_events(body: dict[str, Any], trigger: ReviewTrigger) -> None:
     assert decide(body) == ReviewRequest(
         project_id=3, project_path="grp/app", mr_iid=12, head_sha=HEAD, trigger=trigger
-    )  # type: ignore[arg-type]
+    )
 
 
 @pytest.mark.parametrize(

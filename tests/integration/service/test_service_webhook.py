@@ -37,7 +37,8 @@ def review_jobs(dsn: str) -> int:
 
 
 def mr_headers(key: str | None = None, token: str | None = SECRET) -> dict[str, str]:
-    return hook_headers("Merge Request Hook", token=token, idempotency_key=key)
+    headers: dict[str, str] = hook_headers("Merge Request Hook", token=token, idempotency_key=key)
+    return headers
 
 
 def test_wrong_or_missing_token_is_401_and_stores_nothing(
@@ -119,7 +120,7 @@ def test_ignored_events_answer_200_with_a_reason(
     cases.append((merge_request_hook(fake, 1001, 1, action="open"), "not in REVIEWLOOP_GITLAB_PROJECTS"))
     bot_note = fake.reply(PID, IID, _start_discussion(fake), "a follow-up", user=fake.bot)
     cases.append((note_hook(fake, PID, IID, bot_note.id), "our own note"))
-    push = {"object_kind": "push", "project": {"id": PID, "path_with_namespace": PATH}}
+    push: dict[str, object] = {"object_kind": "push", "project": {"id": PID, "path_with_namespace": PATH}}
     cases.append((push, "push events are not handled"))
     for body, reason in cases:
         answer = post_hook(live.url, body, mr_headers(key=str(uuid.uuid4())))

@@ -1,0 +1,93 @@
+"""`reviewloop db upgrade`, `reviewloop tokens create` and `reviewloop serve` as real processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import psycopg
+import pytest
+from service_harness import SECRET, scalar, wait_for
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def cli(*args: str, dsn: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "REVIEWLOOP_DATABASE_URL": dsn}
+    return subprocess.run(
+        [sys.executable, "-c", "from api.cli import main; main()", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=180,
+    )
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_db_upgrade_is_idempotent_and_creates_the_queue(db_dsn: str) -> None:
+    first = cli("db", "upgrade", dsn=db_dsn)
+    assert first.returncode == 0, first.stderr
+    assert "is up to date" in first.stdout
+    assert scalar(db_dsn, "SELECT to_regclass('procrastinate_jobs') IS NOT NULL") is True
+    again = cli("db", "upgrade", dsn=db_dsn)
+    assert again.returncode == 0, again.stderr
+
+
+def test_tokens_create_prints_a_token_once_and_stores_its_hash(db_dsn: str) -> None:
+    made = cli("tokens", "create", "grafana", dsn=db_dsn)
+    assert made.returncode == 0, made.stderr
+    token = made.stdout.strip()
+    assert token.startswith("rl_") and "shown only now" in made.stderr
+    with psycopg.connect(db_dsn) as conn:
+        stored = conn.execute("SELECT token_hash FROM api_tokens WHERE name = 'grafana'").fetchone()
+    assert stored is not None and token not in stored[0]
+    twice = cli("tokens", "create", "grafana", dsn=db_dsn)
+    assert twice.returncode == 2 and "already exists" in twice.stderr and "Traceback" not in twice.stderr
+
+
+@pytest.mark.slow
+def test_serve_without_worker_answers_and_stops_on_sigterm(db_dsn: str) -> None:
+    port = free_port()
+    env = {
+        **os.environ,
+        "REVIEWLOOP_DATABASE_URL": db_dsn,
+        "REVIEWLOOP_WEBHOOK_SECRET": SECRET,
+        "REVIEWLOOP_API_TOKENS": "ci:t0ken-for-tests",
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from api.cli import main; main()", "serve", "--no-worker", "--port", str(port)],
+        env=env,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+
+        def ready() -> bool:
+            try:
+                return httpx.get(f"{url}/readyz", timeout=2).status_code == 200
+            except httpx.TransportError:
+                return False
+
+        wait_for(ready, timeout=90, what="/readyz")
+        reviews = httpx.get(f"{url}/api/v1/reviews", headers={"Authorization": "Bearer t0ken-for-tests"}, timeout=10)
+        assert reviews.status_code == 200
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        output = proc.communicate(timeout=30)[0].decode()
+    assert SECRET not in output and "t0ken-for-tests" not in output  # secrets never reach the logs
