@@ -2,7 +2,8 @@
 
 Targets are the changed files the plan item focuses on (in its order; a focus entry may be a path,
 a glob or a directory), or every changed file in diff order when it names none — keeping only files
-the repository configuration wants, that exist at head, and that this reviewer's analyzer reads.
+the repository configuration wants, that exist at head, that this reviewer's analyzer reads, and
+that are not generated or minified (those are named in `error`).
 
 With a model, each step is a `ToolCall` the model writes (validated through `LLMPort.complete_json`);
 a call the tools reject is an invalid step. If the model fails (`LLMError`), the rest of the budget
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import fnmatch
 
+from reviewers.analyzers.changed_file import looks_generated
 from reviewers.contracts import LLMPort, PlanItem, ReviewContext, ReviewerResult, Step, ToolName
 from reviewers.errors import LLMError
 from reviewers.prompts import call_message, initial_messages, observation_message, render_review_prefix, render_task
@@ -28,21 +30,33 @@ from reviewers.tools import Toolbox, ToolCall, ToolOutcome
 MAX_NAMED_UNREVIEWED = 10  # the error names this many files, then counts the rest
 
 
+def _named(paths: list[str]) -> str:
+    more = f" and {len(paths) - MAX_NAMED_UNREVIEWED} more" if len(paths) > MAX_NAMED_UNREVIEWED else ""
+    return ", ".join(paths[:MAX_NAMED_UNREVIEWED]) + more
+
+
 def _focus_matches(path: str, focus: str) -> bool:
     return path == focus or fnmatch.fnmatch(path, focus) or path.startswith(focus.rstrip("/") + "/")
 
 
-def plan_targets(spec: ReviewerSpec, context: ReviewContext, plan: PlanItem) -> tuple[list[str], list[str]]:
+def reviewable_paths(spec: ReviewerSpec, context: ReviewContext) -> tuple[list[str], list[str]]:
+    """(changed files this reviewer reads, in diff order; those skipped as generated or minified)."""
+    eligible: list[str] = []
+    generated: list[str] = []
+    for f in context.files:
+        if f.status == "deleted" or f.is_binary or not context.config.wants(f.path) or not spec.supports(f.path):
+            continue
+        text = context.workspace.read_file(f.path)
+        if text is None:
+            continue
+        (generated if looks_generated(text) else eligible).append(f.path)
+    return eligible, generated
+
+
+def plan_targets(
+    spec: ReviewerSpec, context: ReviewContext, plan: PlanItem, eligible: list[str]
+) -> tuple[list[str], list[str]]:
     """(the files to review in order, the focus entries that matched none of them)."""
-    eligible = [
-        f.path
-        for f in context.files
-        if f.status != "deleted"
-        and not f.is_binary
-        and context.config.wants(f.path)
-        and spec.supports(f.path)
-        and context.workspace.read_file(f.path) is not None
-    ]
     if not plan.focus_paths:
         return eligible, []
     targets: list[str] = []
@@ -112,10 +126,13 @@ def _run_model(
 def run_loop(
     spec: ReviewerSpec, context: ReviewContext, plan: PlanItem, llm: LLMPort | None, *, shared_prefix: str | None
 ) -> ReviewerResult:
-    targets, unmatched = plan_targets(spec, context, plan)
+    eligible, generated = reviewable_paths(spec, context)
+    targets, unmatched = plan_targets(spec, context, plan, eligible)
     box = Toolbox(spec, context, targets)
     steps: list[Step] = []
     notes: list[str] = []
+    if generated:
+        notes.append(f"skipped as generated or minified: {_named(generated)}")
     used_model = False
     if plan.focus_paths and not targets:
         notes.append(f"no focus path is a changed file the {spec.name} reviewer reads: {', '.join(unmatched)}")
@@ -130,9 +147,7 @@ def run_loop(
         _run_fixed(box, steps, plan.step_budget)
     unreviewed = [t for t in targets if t not in box.looked_at]
     if unreviewed:
-        named = ", ".join(unreviewed[:MAX_NAMED_UNREVIEWED])
-        more = f" and {len(unreviewed) - MAX_NAMED_UNREVIEWED} more" if len(unreviewed) > MAX_NAMED_UNREVIEWED else ""
-        notes.append(f"step budget {plan.step_budget} used up; not reviewed: {named}{more}")
+        notes.append(f"step budget {plan.step_budget} used up; not reviewed: {_named(unreviewed)}")
     notes += list(dict.fromkeys(box.problems))
     return ReviewerResult(
         reviewer=spec.name,

@@ -28,7 +28,7 @@ _TIMEDELTA_SECONDS = {
     "weeks": 604800, "days": 86400, "hours": 3600, "minutes": 60, "seconds": 1, "milliseconds": 0.001,
 }  # fmt: skip
 _TRUE = frozenset({"true", "yes", "on"})
-_FALSE = frozenset({"false", "no", "off", "none", "null"})
+_FALSE = frozenset({"false", "no", "off"})  # not None/null: "unset" is not "switched off"
 MAX_POWER = 64  # constant folding refuses 10**10**10
 
 SECURITY_NAME = re.compile(
@@ -47,6 +47,8 @@ _WEAK_WHEN_OFF = re.compile(
     r"(?i)verify|secure|httponly|csrf|auth|ssl|tls|enable|require|check|enforce|protect|validate|mfa|2fa|otp|signature"
 )
 _SECRET_VALUE_NAME = re.compile(r"(?i)passw|secret|token|key")
+_CONSTANT_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
+CONFIG_LANGUAGES = frozenset({"yaml", "toml", "json", "dockerfile", "terraform", "shell"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,9 +193,14 @@ def security_judgment(change: ValueChange) -> tuple[Severity, str] | None:
 
 
 def security_setting_issues(file: ChangedFile) -> list[Issue]:
-    """Security-sensitive settings this change weakened or altered."""
+    """Security-sensitive settings this change weakened or altered. A setting that is new (no old
+    value) counts only as a constant or in a configuration file: in code, `secure=False` on a new
+    line is far more often a parameter default than a setting."""
     issues: list[Issue] = []
+    config_file = file.language in CONFIG_LANGUAGES or file.path.rsplit("/", 1)[-1].startswith(".env")
     for change in value_changes(file):
+        if change.old is None and not (config_file or _CONSTANT_NAME.match(change.key)):
+            continue
         judged = security_judgment(change)
         if judged is None:
             continue

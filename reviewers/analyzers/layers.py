@@ -131,8 +131,8 @@ class ArchitectureAnalyzer:
             if not file.is_changed(ref.line):
                 continue
             target, in_repo = self._target_path(file.path, ref)
-            if target is None:
-                continue
+            if target is None or target == file.path:
+                continue  # a module "importing itself" is a same-named third-party package shadowed here
             layer = self.layer_issue(file.path, ref, target)
             cycle = self.cycle_issue(file.path, ref, target) if in_repo and target not in already else None
             already.add(target)  # two added imports of one module close one cycle

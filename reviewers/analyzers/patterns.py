@@ -26,6 +26,7 @@ INTERPOLATION = re.compile(
     r"""["']\s*\.\s*\$|\$[a-z_]\w*)"""
 )
 _VARIABLE_COMMAND = re.compile(r"\b(?:system|popen|exec|execSync|shell_exec|passthru)\s*\(\s*[A-Za-z_$]")
+MAX_RULE_LINE_CHARS = 500  # past this a line is data or minified code; `.*` in a rule would match anything
 _COMMENT = re.compile(r"^\s*(?:#|//|/\*|\*|--|;)")
 
 
@@ -163,7 +164,7 @@ def line_rule_issues(file: ChangedFile, *, python_ast_done: bool) -> list[Issue]
     the syntax-tree checks already covered."""
     issues: list[Issue] = []
     for line, text in sorted(file.changed_lines.items()):
-        if _COMMENT.match(text):
+        if _COMMENT.match(text) or len(text) > MAX_RULE_LINE_CHARS:
             continue
         for rule in LINE_RULES:
             if python_ast_done and rule.python_ast:

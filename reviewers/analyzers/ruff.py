@@ -44,6 +44,7 @@ RUFF_IGNORE = (
     "B009",
     "B010",  # getattr/setattr with a constant: style
     "B904",  # raise without `from` inside except: noisy on legacy code, rarely a defect
+    "F405",  # "may be undefined, or defined from star imports": F403 already names the cause
 )
 
 # Rules that need the whole file: on text rebuilt from diff hunks they report imports and
@@ -63,7 +64,7 @@ _SEVERITY_BY_CODE: dict[str, Severity] = {
     "B018": "low",
     "B007": "low",
     "E722": "medium",
-    "BLE001": "medium",
+    "BLE001": "low",  # often a deliberate boundary (a CLI, a worker loop); bare except stays medium
     "S110": "medium",
     "S112": "medium",
     "F401": "low",
@@ -145,7 +146,7 @@ def ruff_issues(file: ChangedFile) -> list[Issue]:
         line = int(location.get("row") or 0)
         if not code or not file.is_changed(line) or (file.partial and code in WHOLE_FILE_RULES):
             continue
-        if code == "F401" and file.path.endswith("__init__.py"):
+        if code in ("F401", "F403") and file.path.endswith("__init__.py"):
             continue  # imports in a package's __init__ are usually deliberate re-exports
         message = str(diag.get("message") or code)
         why = _WHY.get(code, "")

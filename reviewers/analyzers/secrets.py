@@ -58,8 +58,9 @@ _ASSIGNED_STRING = re.compile(
 # Values that are obviously not a real credential.
 _PLACEHOLDER = re.compile(
     r"(?i)(example|changeme|change[_\-]me|dummy|placeholder|xxx|\*\*\*|redacted|your[_\-]|<[^>]*>|\$\{|\{\{|%\(|"
-    r"%s|fake|sample|secret[_\-]?here|todo|notasecret|password$|^test)"
+    r"%s|fake|sample|secret|passw|todo|^test)"
 )
+_EXAMPLE_HOST = re.compile(r"@[^/\s]*example\.(?:com|org|net)|@[^/\s]*\.(?:test|invalid|example)\b")
 _ENV_NAME = re.compile(r"^[A-Z][A-Z0-9_]+$")  # "API_TOKEN": the name of a variable, not its value
 _WORDISH = re.compile(r"^[A-Za-z_\-. /:]+$")  # header names, field names, URLs paths
 MIN_NAMED_SECRET_ENTROPY = 2.5  # bits per character: above "aaaaaaaa", below most real passwords
@@ -107,7 +108,7 @@ def secret_issues(file: ChangedFile, *, named_values: bool = True) -> list[Issue
         if not named_values:
             continue
         url = _URL_CREDENTIALS.search(text)
-        if url and looks_like_secret_value(url.group("password")):
+        if url and looks_like_secret_value(url.group("password")) and not _EXAMPLE_HOST.search(url.group(0)):
             issues.append(_issue(line, "secrets:url-credentials", "high", "password in a URL"))
             continue
         for match in _ASSIGNED_STRING.finditer(text):

@@ -261,6 +261,11 @@ def test_shell_rule_needs_a_variable_command() -> None:
     ]
 
 
+def test_line_rules_skip_data_sized_lines() -> None:
+    long_line = "x = '" + "a" * 600 + "'; db.query(`SELECT * FROM t WHERE id = ${id}`)"
+    assert line_rule_issues(added_file("data.js", long_line + "\n"), python_ast_done=False) == []
+
+
 def test_go_tls_and_python_rules_skipped_when_tree_ran() -> None:
     go = added_file("client.go", "cfg := &tls.Config{InsecureSkipVerify: true}\n")
     assert rules(line_rule_issues(go, python_ast_done=False)) == [(1, "patterns:tls-verify-disabled")]
