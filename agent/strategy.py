@@ -85,17 +85,13 @@ def render_s1(
 ) -> str:
     """Render the state s1 the strategy is conditioned on: compact, deterministic, no secrets added."""
     parts = [f"title: {_clip(title, 200)}", f"description: {_clip(description, TEXT_LIMIT) or '(none)'}"]
-    parts.append(
-        f"files ({len(files)}, +{sum(f.additions for f in files)} -{sum(f.deletions for f in files)}):"
-    )
+    parts.append(f"files ({len(files)}, +{sum(f.additions for f in files)} -{sum(f.deletions for f in files)}):")
     parts.append(render_files_overview(files, limit=S1_MAX_FILES))
     if config is not None:
         enabled = ", ".join(config.reviewers)
         parts.append(f"config: reviewers {enabled}; min severity {config.min_severity}")
         if config.layers:
-            rules = "; ".join(
-                f"{lr.name} may import {', '.join(lr.may_import) or 'nothing'}" for lr in config.layers
-            )
+            rules = "; ".join(f"{lr.name} may import {', '.join(lr.may_import) or 'nothing'}" for lr in config.layers)
             parts.append(f"layers: {rules}")
     if history:
         hist = ", ".join(f"{p} {rate:.0%}" for p, rate in sorted(history.items())[:10])
@@ -274,7 +270,12 @@ def rule_based_strategy(
 
 
 def constrain_strategy(strategy: Strategy, files: Sequence[FileChange], config: RepoConfig) -> Strategy:
-    """Keep a model-written plan inside the change and the repository's config (model output is data)."""
+    """Keep a model-written plan inside the change and the repository's config (model output is data).
+
+    Focus paths outside the diff and reviewers the repository disabled are dropped. The security
+    reviewer cannot be planned away from a code change: text in a merge request may steer the
+    model, and skipping security is the one plan such text would want.
+    """
     changed = {f.path for f in files}
     plan = []
     for item in strategy.plan:
@@ -282,6 +283,13 @@ def constrain_strategy(strategy: Strategy, files: Sequence[FileChange], config: 
             continue
         focus = [p for p in item.focus_paths if p in changed]
         plan.append(item.model_copy(update={"focus_paths": focus}))
+    if "security" in config.reviewers and not any(p.reviewer == "security" for p in plan):
+        rules = rule_based_strategy(files, config)
+        security = next((p for p in rules.plan if p.reviewer == "security"), None)
+        if security is not None and len(plan) < MAX_PLAN:
+            plan.insert(0, security)
+        elif security is not None:
+            plan[-1] = security
     risks = [r for r in strategy.risk_areas if r.path in changed]
     return strategy.model_copy(update={"plan": plan, "risk_areas": risks})
 

@@ -138,9 +138,13 @@ def _judge(finding: Finding, llm: LLMPort) -> tuple[Verdict, str] | None:
             "REAL",
             f"{PASSED_CHECKS}; model judgment unavailable ({type(exc).__name__})",
         )
-    if judged.verdict != "REAL":  # the model may only demote
-        return judged.verdict, f"model: {judged.reason}"
-    return None
+    if judged.verdict == "REAL":  # the model may only demote
+        return None
+    if finding.rule != "llm" and judged.verdict == "FALSE_POSITIVE":
+        # A static analyzer's finding rests on code the model cannot change; a model (perhaps steered
+        # by text in the merge request) may send it to a human, never make it disappear.
+        return "NEEDS_HUMAN_REVIEW", f"the model disputes a {finding.rule or 'static'} finding: {judged.reason}"
+    return judged.verdict, f"model: {judged.reason}"
 
 
 def verify_findings(

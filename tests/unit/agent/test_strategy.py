@@ -82,3 +82,14 @@ def test_model_strategy_is_constrained_and_failure_falls_back_to_rules() -> None
     assert source2 == "fallback" and note2 and "invalid JSON" in note2
     assert z2 == rule_based_strategy(files, RepoConfig())
     assert constrain_strategy(model_z, files, RepoConfig(reviewers=["architecture"])).plan == []
+
+
+def test_a_model_cannot_plan_security_away_from_a_code_change() -> None:
+    files = parse_unified_diff(DIFF)
+    steered = Strategy(change_type="docs", plan=[PlanItem(reviewer="code_quality", focus_paths=["auth/session.py"])])
+    z = constrain_strategy(steered, files, RepoConfig())
+    assert [p.reviewer for p in z.plan] == ["security", "code_quality"]
+    nothing = constrain_strategy(Strategy(change_type="docs", plan=[]), files, RepoConfig())
+    assert [p.reviewer for p in nothing.plan] == ["security"]
+    docs_only = constrain_strategy(Strategy(change_type="docs"), parse_unified_diff(DOCS_ONLY), RepoConfig())
+    assert docs_only.plan == []  # nothing for security to read

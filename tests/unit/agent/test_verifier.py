@@ -98,7 +98,11 @@ class DemotingJudge:
 def test_model_judgment_may_demote_but_failure_keeps_deterministic_verdict() -> None:
     a = finding(5, "os.system(cmd)")
     [demoted] = verify_findings([a], inputs(), DemotingJudge("FALSE_POSITIVE"))
-    assert demoted.verdict == "FALSE_POSITIVE"
+    assert demoted.verdict == "NEEDS_HUMAN_REVIEW"  # an analyzer finding goes to a human, never away
+    assert "disputes" in demoted.reason
+    model_found = finding(5, "os.system(cmd)", rule="llm")
+    [gone] = verify_findings([model_found], inputs(), DemotingJudge("FALSE_POSITIVE"))
+    assert gone.verdict == "FALSE_POSITIVE"  # the model may withdraw its own kind of finding
     [kept] = verify_findings([a], inputs(), DemotingJudge(None))
     assert kept.verdict == "REAL"
     assert "unavailable" in kept.reason
