@@ -53,9 +53,7 @@ def reviewable_paths(spec: ReviewerSpec, context: ReviewContext) -> tuple[list[s
     return eligible, generated
 
 
-def plan_targets(
-    spec: ReviewerSpec, context: ReviewContext, plan: PlanItem, eligible: list[str]
-) -> tuple[list[str], list[str]]:
+def plan_targets(plan: PlanItem, eligible: list[str]) -> tuple[list[str], list[str]]:
     """(the files to review in order, the focus entries that matched none of them)."""
     if not plan.focus_paths:
         return eligible, []
@@ -127,7 +125,7 @@ def run_loop(
     spec: ReviewerSpec, context: ReviewContext, plan: PlanItem, llm: LLMPort | None, *, shared_prefix: str | None
 ) -> ReviewerResult:
     eligible, generated = reviewable_paths(spec, context)
-    targets, unmatched = plan_targets(spec, context, plan, eligible)
+    targets, unmatched = plan_targets(plan, eligible)
     box = Toolbox(spec, context, targets)
     steps: list[Step] = []
     notes: list[str] = []
@@ -147,7 +145,8 @@ def run_loop(
         _run_fixed(box, steps, plan.step_budget)
     unreviewed = [t for t in targets if t not in box.looked_at]
     if unreviewed:
-        notes.append(f"step budget {plan.step_budget} used up; not reviewed: {_named(unreviewed)}")
+        why = f"step budget {plan.step_budget} used up" if len(steps) >= plan.step_budget else "the model finished"
+        notes.append(f"{why}; not reviewed: {_named(unreviewed)}")
     notes += list(dict.fromkeys(box.problems))
     return ReviewerResult(
         reviewer=spec.name,

@@ -36,7 +36,9 @@ class ToolCall(BaseModel):
     read_file(path, start, end) · search(pattern) · run_analyzer(path) · list_tests(path) ·
     report(path, line, end_line, severity, title, body, evidence) · finish()."""
 
-    model_config = ConfigDict(extra="forbid")
+    # Extra keys (a "reason", a "thought") are dropped rather than failing the call: they carry nothing
+    # the tools use, and a failed call costs the model its whole turn.
+    model_config = ConfigDict(extra="ignore")
     tool: ToolName
     path: str | None = Field(default=None, max_length=500)
     start: int | None = None

@@ -101,7 +101,7 @@ def test_a_model_drives_the_tools(context: ReviewContext, scripted_llm: Any) -> 
         ("app/b.py", 4, "python:shell-interpolation"),
         ("app/a.py", 4, "llm"),
     }
-    assert result.error == "step budget 8 used up; not reviewed: docs/readme.md"
+    assert result.error == "the model finished; not reviewed: docs/readme.md"
     assert llm.purposes == ["reviewer.security"] * 5
     # Each observation goes back to the model after its own call.
     last = llm.calls[-1]
