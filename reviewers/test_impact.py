@@ -17,6 +17,7 @@ from reviewers.analyzers.changed_file import ChangedFile, Issue
 from reviewers.analyzers.config_changes import numeric_value, value_changes
 from reviewers.analyzers.symbols import (
     Definition,
+    gone_definition_names,
     is_new,
     public_definitions,
     removed_definition_names,
@@ -172,10 +173,9 @@ class TestImpactAnalyzer:
             )
         return issues
 
-    def removal_issues(self, file: ChangedFile, definitions: list[Definition], removed: set[str]) -> list[Issue]:
+    def removal_issues(self, file: ChangedFile) -> list[Issue]:
         issues: list[Issue] = []
-        still_defined = {d.name for d in definitions}
-        for name in sorted(n for n in removed - still_defined if not n.startswith("_")):
+        for name in sorted(n for n in gone_definition_names(file) if not n.startswith("_")):
             stale = self.stale(self.index.references(file.path, name))
             anchor = self._anchor_for_removal(file, name)
             if stale and anchor is not None:
@@ -213,7 +213,7 @@ class TestImpactAnalyzer:
         removed = removed_definition_names(file)
         issues = self.definition_issues(file, definitions, removed)
         issues += self.constant_issues(file, definitions)
-        issues += self.removal_issues(file, definitions, removed)
+        issues += self.removal_issues(file)
         problems = [f"only the first {len(self.index.paths)} test files were read"] if self.index.truncated else []
         return Analysis(issues, problems)
 

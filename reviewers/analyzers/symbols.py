@@ -124,7 +124,21 @@ def public_definitions(file: ChangedFile) -> list[Definition]:
 
 
 def removed_definition_names(file: ChangedFile) -> set[str]:
+    """Names a removed line defined (some are defined again at head: a changed signature)."""
     return {m.group("name") for text in file.removed_lines if (m := _ANY_DEFINITION.match(text))}
+
+
+def gone_definition_names(file: ChangedFile) -> set[str]:
+    """Names a removed line defined that nothing in the file defines at head any more."""
+    at_head = {m.group("name") for text in file.lines if (m := _ANY_DEFINITION.match(text))}
+    tree = file.python_tree
+    if tree is not None:
+        at_head |= {
+            getattr(node, "name", "")
+            for node in ast.walk(tree)
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+        }
+    return removed_definition_names(file) - at_head
 
 
 def is_new(definition: Definition, file: ChangedFile, removed: set[str]) -> bool:

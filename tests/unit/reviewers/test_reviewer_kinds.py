@@ -148,6 +148,21 @@ def test_test_impact_names_the_test_whose_outcome_flips(build_context: Any) -> N
     )
 
 
+def test_test_impact_in_javascript(build_context: Any) -> None:
+    base = {
+        "src/limits.js": "export const MAX = 5;\nexport function ok(n) { return n <= MAX; }\n",
+        "tests/limits.test.js": "import { MAX, ok } from '../src/limits';\ntest('max', () => { expect(ok(MAX)).toBe(true); });\n",
+    }
+    head = {
+        **base,
+        "src/limits.js": base["src/limits.js"].replace("5", "6") + "export function clamp(n) { return n; }\n",
+    }
+    result = review("test_impact", build_context(base, head))
+    # MAX is redefined, not removed; clamp is new and untested.
+    assert [(f.line, f.rule) for f in result.findings] == [(1, "tests:stale-constant"), (3, "tests:untested-new")]
+    assert "tests/limits.test.js" in result.findings[0].body
+
+
 def test_only_changed_files_are_reported(build_context: Any) -> None:
     untouched = "import os\n\ndef bad(x, acc=[]):\n    os.system(x)\n"
     context = build_context({"old.py": untouched, "new.py": "X = 1\n"}, {"old.py": untouched, "new.py": "X = 2\n"})
