@@ -40,6 +40,7 @@ class ReviewState(TypedDict, total=False):
     strategy: dict[str, Any]
     strategy_source: str
     strategy_note: str | None
+    model_version_id: int | None
     reviewer_results: Annotated[list[dict[str, Any]], operator.add]
     verdicts: list[dict[str, Any]]
     report: dict[str, Any]
@@ -62,16 +63,22 @@ class ReviewRuntime(Protocol):
 
     def load_snapshot(self, state: ReviewState) -> dict[str, Any]: ...
 
-    def context(
-        self, review_id: int, request: Mapping[str, Any], snapshot: Mapping[str, Any]
-    ) -> ReviewContext: ...
+    def context(self, review_id: int, request: Mapping[str, Any], snapshot: Mapping[str, Any]) -> ReviewContext: ...
 
     def history(self, context: ReviewContext) -> Mapping[str, float]: ...
 
     def diff_overview(self, context: ReviewContext) -> str: ...
 
+    def strategy_llm(self) -> tuple[LLMPort | None, int | None]: ...
+
     def save_strategy(
-        self, review_id: int, strategy: Strategy, source: StrategySource, note: str | None
+        self,
+        review_id: int,
+        strategy: Strategy,
+        source: StrategySource,
+        note: str | None,
+        *,
+        model_version_id: int | None = None,
     ) -> None: ...
 
     def run_reviewer(
@@ -127,17 +134,21 @@ def build_review_graph(runtime: ReviewRuntime, checkpointer: BaseCheckpointSaver
                 history=runtime.history(context),
                 diff_overview=runtime.diff_overview(context),
             )
-            z, source, note = generate_strategy(
-                runtime.llm,
-                s1=s1,
-                files=context.files,
-                config=context.config,
-                history=runtime.history(context),
-            )
-            runtime.save_strategy(review_id, z, source, note)
+            llm, version_id = runtime.strategy_llm()
+            history = runtime.history(context)
+            z, source, note = generate_strategy(llm, s1=s1, files=context.files, config=context.config, history=history)
+            version_id = version_id if source == "model" else None
+            runtime.save_strategy(review_id, z, source, note, model_version_id=version_id)
+            if version_id is not None:
+                span.set_attribute("reviewloop.model_version_id", version_id)
             span.set_attribute("reviewloop.strategy_source", source)
             span.set_attribute("reviewloop.planned_reviewers", [p.reviewer for p in z.plan])
-            return {"strategy": z.model_dump(mode="json"), "strategy_source": source, "strategy_note": note}
+            return {
+                "strategy": z.model_dump(mode="json"),
+                "strategy_source": source,
+                "strategy_note": note,
+                "model_version_id": version_id,
+            }
 
     def fan_out(state: ReviewState) -> list[Send] | str:
         z = Strategy.model_validate(state["strategy"])
@@ -178,9 +189,7 @@ def build_review_graph(runtime: ReviewRuntime, checkpointer: BaseCheckpointSaver
             context = runtime.context(review_id, state["request"], state["snapshot"])
             inputs = runtime.verifier_inputs(review_id, context)
             findings = [
-                Finding.model_validate(f)
-                for r in state.get("reviewer_results", [])
-                for f in r.get("findings", [])
+                Finding.model_validate(f) for r in state.get("reviewer_results", []) for f in r.get("findings", [])
             ]
             findings = [f for f in findings if not below_min_severity(f, context.config.min_severity)]
             verified = verify_findings(findings, inputs, runtime.llm)

@@ -28,6 +28,7 @@ from agent.loaders import load_diff, load_local, load_replay
 from agent.store import reviews as store_reviews
 from agent.store import snapshots as store_snapshots
 from agent.strategy import Strategy, StrategySource
+from agent.strategy_model import StrategyModelSource
 from agent.verifier import VerifiedFinding, VerifierInputs
 from reviewers import run_reviewer
 from reviewers.contracts import (
@@ -75,9 +76,11 @@ class Runtime:
         publisher: Publisher | None = None,
         reviewer_fn: Callable[..., ReviewerResult] = run_reviewer,
         model_version_id: int | None = None,
+        strategy_model: StrategyModelSource | None = None,
     ) -> None:
         self.pool = pool
         self._llm = llm
+        self.strategy_model = strategy_model
         self.loaders: dict[str, SnapshotLoaderFn] = {
             "local": load_local,
             "diff": load_diff,
@@ -97,6 +100,13 @@ class Runtime:
     @property
     def llm(self) -> LLMPort | None:
         return self._llm
+
+    def strategy_llm(self) -> tuple[LLMPort | None, int | None]:
+        """The model that writes z now and its registry version (the promoted one, if any)."""
+        if self.strategy_model is None:
+            return self._llm, self.model_version_id
+        current = self.strategy_model.current()
+        return current.llm, current.version_id
 
     # --- context -------------------------------------------------------------------------------
 
@@ -171,7 +181,15 @@ class Runtime:
 
     # --- stages --------------------------------------------------------------------------------
 
-    def save_strategy(self, review_id: int, strategy: Strategy, source: StrategySource, note: str | None) -> None:
+    def save_strategy(
+        self,
+        review_id: int,
+        strategy: Strategy,
+        source: StrategySource,
+        note: str | None,
+        *,
+        model_version_id: int | None = None,
+    ) -> None:
         if self.pool is not None:
             store_reviews.set_strategy(
                 self.pool,
@@ -179,7 +197,7 @@ class Runtime:
                 strategy_json=strategy.model_dump(mode="json"),
                 strategy_text=strategy.render(),
                 strategy_source=source,
-                model_version_id=self.model_version_id if source == "model" else None,
+                model_version_id=model_version_id if source == "model" else None,
             )
 
     def run_reviewer(
