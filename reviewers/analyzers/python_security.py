@@ -258,6 +258,9 @@ class _Checker:
         def mentions_param(expr: ast.expr) -> bool:
             return any(isinstance(n, ast.Name) and n.id in params for n in ast.walk(expr))
 
+        # One assignment deep: `p = Path(name)` carries the caller's value as well as `name` does.
+        params |= {name for name, values in assigned.items() if any(mentions_param(v) for v in values)}
+
         def is_join(expr: ast.expr) -> bool:
             if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Div):
                 return mentions_param(expr.right)

@@ -213,10 +213,14 @@ def test_path_traversal_needs_a_join_and_no_containment() -> None:
         "        return fh.read()\n"
         "def count(n: int) -> Path:\n"
         "    return BASE / str(n)\n"
+        "def via_variable(doc):\n"
+        "    rel = Path(doc)\n"
+        "    return (BASE / rel).read_text()\n"
     )
     assert rules(python_security_issues(added_file("files.py", text)) or []) == [
         (5, "python:path-traversal"),
         (13, "python:path-traversal"),
+        (19, "python:path-traversal"),
     ]
 
 
