@@ -27,7 +27,7 @@ from agent.graph import ReviewState, build_review_graph
 from agent.loaders import load_diff, load_local, load_replay
 from agent.store import reviews as store_reviews
 from agent.store import snapshots as store_snapshots
-from agent.strategy import Strategy, StrategySource
+from agent.strategy import Strategy, StrategySource, render_s1
 from agent.strategy_model import StrategyModelSource
 from agent.verifier import VerifiedFinding, VerifierInputs
 from reviewers import run_reviewer
@@ -77,10 +77,12 @@ class Runtime:
         reviewer_fn: Callable[..., ReviewerResult] = run_reviewer,
         model_version_id: int | None = None,
         strategy_model: StrategyModelSource | None = None,
+        shadow_strategies: int = 0,
     ) -> None:
         self.pool = pool
         self._llm = llm
         self.strategy_model = strategy_model
+        self.shadow_strategies = shadow_strategies
         self.loaders: dict[str, SnapshotLoaderFn] = {
             "local": load_local,
             "diff": load_diff,
@@ -308,6 +310,8 @@ def run_review(
         finally:
             runtime.forget(review_id)
         outcome = _outcome(review_id, state)
+        if pool is not None and runtime.shadow_strategies > 0 and not is_shadow:
+            _run_shadows(runtime, pool, request, outcome)
         if pool is not None:
             store_reviews.mark_done(
                 pool,
@@ -320,6 +324,33 @@ def run_review(
                 not_reviewed=[n.model_dump() for n in outcome.snapshot.not_reviewed] + _unreached(outcome),
             )
         return outcome
+
+
+def _run_shadows(runtime: Runtime, pool: ConnectionPool[Any], request: ReviewRequest, outcome: ReviewOutcome) -> None:
+    from agent.shadow import run_shadow_reviews
+
+    context, index = runtime.context_and_index(
+        outcome.review_id, request.model_dump(mode="json"), outcome.snapshot.model_dump(mode="json")
+    )
+    s1 = render_s1(
+        title=context.title,
+        description=context.description,
+        files=context.files,
+        config=context.config,
+        diff_overview=runtime.diff_overview(context),
+    )
+    llm, _ = runtime.strategy_llm()
+    run_shadow_reviews(
+        pool,
+        parent_review_id=outcome.review_id,
+        base=outcome.strategy,
+        context=context,
+        diff_index=index,
+        n=runtime.shadow_strategies,
+        llm=llm,
+        s1=s1,
+        source=request.source,
+    )
 
 
 def _invoke_or_resume(graph: Any, config: dict[str, Any], request: ReviewRequest, review_id: int) -> dict[str, Any]:

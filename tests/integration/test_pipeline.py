@@ -189,3 +189,21 @@ def test_garbage_model_output_falls_back_to_rules(
     [review] = rows(db_dsn, "SELECT status, strategy_source FROM reviews WHERE id = %s", outcome.review_id)
     assert review == {"status": "done", "strategy_source": "fallback"}
     assert any(v.verdict == "REAL" and v.finding.category == "security" for v in outcome.verified)
+
+
+def test_shadow_strategies_are_stored_but_not_the_review(db_dsn: str, demo_repo: Path) -> None:
+    prepare_database(db_dsn)
+    with open_pool(db_dsn) as pool:
+        outcome = run_review(Runtime(pool=pool, llm=None, shadow_strategies=3), demo_request(demo_repo), dsn=db_dsn)
+    shadows = rows(db_dsn, "SELECT * FROM reviews WHERE is_shadow ORDER BY id")
+    assert len(shadows) == 3
+    assert {s["parent_review_id"] for s in shadows} == {outcome.review_id}
+    assert all(s["status"] == "done" and s["strategy"] for s in shadows)
+    plans = {json.dumps(s["strategy"], sort_keys=True) for s in shadows}
+    assert len(plans) == 3 and json.dumps(outcome.strategy.model_dump(mode="json"), sort_keys=True) not in plans
+    shadow_findings = rows(
+        db_dsn, "SELECT count(*) AS n FROM findings WHERE review_id = ANY(%s)", [s["id"] for s in shadows]
+    )
+    assert shadow_findings[0]["n"] > 0
+    [main] = rows(db_dsn, "SELECT is_shadow, status FROM reviews WHERE id = %s", outcome.review_id)
+    assert main == {"is_shadow": False, "status": "done"}
