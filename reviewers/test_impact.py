@@ -95,7 +95,7 @@ class TestImpactAnalyzer:
             if d.owner in new_classes:
                 continue  # the class's own finding covers its methods
             if is_new(d, file, removed):
-                if not self.index.references(file.path, d.name):
+                if d.has_behaviour and not self.index.references(file.path, d.name):
                     issues.append(
                         Issue(
                             d.line,

@@ -78,6 +78,7 @@ class Definition:
     line: int
     end_line: int
     owner: str = ""  # the class of a method
+    has_behaviour: bool = True  # False for a data-only class or a stub (`...`, `pass`): nothing to test
 
     @property
     def qualified(self) -> str:
@@ -88,17 +89,30 @@ def _public(name: str) -> bool:
     return not name.startswith("_")
 
 
+def _is_stub(body: list[ast.stmt]) -> bool:
+    """A body of only a docstring, `...` and `pass`."""
+    return all(isinstance(s, ast.Pass) or (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant)) for s in body)
+
+
 def _python_definitions(tree: ast.Module) -> list[Definition]:
     out: list[Definition] = []
     for node in tree.body:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and _public(node.name):
-            out.append(Definition(node.name, "function", node.lineno, node.end_lineno or node.lineno))
+            end = node.end_lineno or node.lineno
+            out.append(Definition(node.name, "function", node.lineno, end, has_behaviour=not _is_stub(node.body)))
         elif isinstance(node, ast.ClassDef) and _public(node.name):
-            out.append(Definition(node.name, "class", node.lineno, node.end_lineno or node.lineno))
-            for item in node.body:
-                if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef) and _public(item.name):
+            methods = [m for m in node.body if isinstance(m, ast.FunctionDef | ast.AsyncFunctionDef)]
+            behaviour = any(not _is_stub(m.body) for m in methods)
+            out.append(
+                Definition(node.name, "class", node.lineno, node.end_lineno or node.lineno, has_behaviour=behaviour)
+            )
+            for item in methods:
+                if _public(item.name):
                     end = item.end_lineno or item.lineno
-                    out.append(Definition(item.name, "method", item.lineno, end, owner=node.name))
+                    stub = _is_stub(item.body)
+                    out.append(
+                        Definition(item.name, "method", item.lineno, end, owner=node.name, has_behaviour=not stub)
+                    )
     return out
 
 

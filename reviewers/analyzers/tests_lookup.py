@@ -50,6 +50,16 @@ class TestReference:
     tests: tuple[str, ...]  # test functions whose bodies mention the symbol
 
 
+MIN_DISTINCTIVE_CHARS = 8  # `find_orders`, `DiffWorkspace`: unlikely to be another symbol's name
+
+
+def distinctive(name: str) -> bool:
+    """A compound name (snake_case or CamelCase) long enough not to collide with common words."""
+    inner = name.strip("_")
+    compound = "_" in inner or any(c.isupper() for c in inner[1:])
+    return len(inner) >= MIN_DISTINCTIVE_CHARS and compound
+
+
 def _word(name: str) -> re.Pattern[str]:
     return re.compile(rf"(?<![\w$]){re.escape(name)}(?![\w$])")
 
@@ -97,13 +107,15 @@ class TestIndex:
         return self._texts[path]
 
     def references(self, source_path: str, symbol: str) -> list[TestReference]:
-        """Test files that mention `source_path`'s module and `symbol`, first mention per file."""
-        tokens = [_word(t) for t in module_tokens(source_path)]
+        """Test files that mention `symbol`, first mention per file. A generic name (`run`, `load`)
+        counts only in a test that also names the module; a distinctive one counts anywhere, since
+        tests often import it through a package that re-exports it."""
+        tokens = [] if distinctive(symbol) else [_word(t) for t in module_tokens(source_path)]
         word = _word(symbol)
         out: list[TestReference] = []
         for path in self.paths:
             text = self.text(path)
-            if text is None or path == source_path or not any(t.search(text) for t in tokens):
+            if text is None or path == source_path or (tokens and not any(t.search(text) for t in tokens)):
                 continue
             lines = text.splitlines()
             hits = [n for n, line in enumerate(lines, start=1) if word.search(line)]

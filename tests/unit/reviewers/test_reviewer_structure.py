@@ -6,7 +6,7 @@ from reviewers.analyzers.changed_file import ChangedFile, Issue
 from reviewers.analyzers.imports import ImportRef, ModuleIndex, find_cycle, js_imports, python_imports
 from reviewers.analyzers.layers import ArchitectureAnalyzer, layer_of
 from reviewers.analyzers.symbols import is_new, public_definitions, removed_definition_names, signature_changed
-from reviewers.analyzers.tests_lookup import TestIndex, is_test_path, list_test_functions, module_tokens
+from reviewers.analyzers.tests_lookup import TestIndex, distinctive, is_test_path, list_test_functions, module_tokens
 from reviewers.contracts import DiffLine, FileChange, Hunk, LayerRule
 from reviewers.reviewer import MAX_FINDINGS_PER_FILE, findings_from_issues, merge_issues
 from reviewers.workspace import SnapshotWorkspace
@@ -110,6 +110,17 @@ def test_definitions_new_changed_and_removed() -> None:
     assert set(defs) == {"keep", "fresh", "Box", "Box.open"}
     assert signature_changed(defs["keep"], file, removed) and not is_new(defs["keep"], file, removed)
     assert is_new(defs["fresh"], file, removed) and is_new(defs["Box"], file, removed)
+    shapes = changed(
+        "s.py",
+        "class Row:\n    id: int\n\nclass Port(Protocol):\n    def get(self) -> int: ...\n\ndef todo():\n    pass\n",
+        added={1, 4, 7},
+    )
+    assert [(d.qualified, d.has_behaviour) for d in public_definitions(shapes)] == [
+        ("Row", False),
+        ("Port", False),
+        ("Port.get", False),
+        ("todo", False),
+    ]  # data-only classes, protocols and stubs: nothing a test could exercise yet
     go = changed("svc.go", "package svc\n\nfunc Serve(a int) error {\n\treturn nil\n}\nfunc helper() {}\n", added={3})
     assert [(d.name, d.line, d.end_line) for d in public_definitions(go)] == [("Serve", 3, 6)]
 
@@ -120,17 +131,19 @@ def test_test_lookup() -> None:
     assert module_tokens("auth/session.py") == ("auth.session", "session")
     test_text = "from auth.session import is_expired\n\ndef test_a():\n    assert is_expired(1)\n\ndef test_b():\n    assert True\n"
     assert list_test_functions(test_text, "tests/test_s.py") == [("test_a", 3, 4), ("test_b", 6, 7)]
-    workspace = SnapshotWorkspace(
-        {
-            "auth/session.py": "",
-            "tests/test_s.py": test_text,
-            "tests/test_other.py": "def test_c():\n    is_expired()\n",
-        }
+    other = "from auth import api\n\ndef test_c():\n    is_expired()\n    check()\n"
+    index = TestIndex(
+        SnapshotWorkspace({"auth/session.py": "", "tests/test_s.py": test_text, "tests/test_other.py": other})
     )
-    refs = TestIndex(workspace).references("auth/session.py", "is_expired")
-    assert [(r.path, r.line, r.tests) for r in refs] == [
-        ("tests/test_s.py", 1, ("test_a",))
-    ]  # test_other never names the module
+    # A distinctive name counts wherever it appears (tests import through re-exporting packages)...
+    assert [(r.path, r.line, r.tests) for r in index.references("auth/session.py", "is_expired")] == [
+        ("tests/test_other.py", 4, ("test_c",)),
+        ("tests/test_s.py", 1, ("test_a",)),
+    ]
+    # ...a generic one only in a test that also names the module.
+    assert index.references("auth/session.py", "check") == []
+    assert distinctive("is_expired") and distinctive("DiffWorkspace") and not distinctive("check")
+    assert not distinctive("is_new")  # too short to be sure
 
 
 def test_merge_and_cap() -> None:
