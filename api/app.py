@@ -19,7 +19,7 @@ from agent.settings import Settings
 from api.auth import parse_env_tokens
 from api.db import DbPool, make_pool
 from api.deps import ServiceState
-from api.routes import feedback, health, metrics, reviews, webhooks
+from api.routes import dashboard, feedback, health, metrics, reviews, webhooks
 from api.triage import Scope
 from api.worker import QueueConfig, create_queue_app
 from reviewers.errors import ConfigError
@@ -103,6 +103,6 @@ def create_app(
             status_code=status.HTTP_422_UNPROCESSABLE_CONTENT,
         )
 
-    for module in (webhooks, feedback, reviews, health, metrics):
+    for module in (webhooks, feedback, reviews, health, metrics, dashboard):
         app.include_router(module.router)
     return app

@@ -1,0 +1,16 @@
+"""Fixtures of the dashboard tests: the whole service on loopback over a fresh database."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from dashboard_harness import LiveServer, make_settings
+
+from api.app import create_app
+
+
+@pytest.fixture
+def live(db_dsn: str) -> Iterator[LiveServer]:
+    with LiveServer(create_app(make_settings(db_dsn))) as server:
+        yield server

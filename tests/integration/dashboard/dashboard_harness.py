@@ -1,0 +1,106 @@
+"""Helpers for the dashboard tests: the service on loopback, a review made by the real pipeline, and
+a browser-like HTTP session that logs in through the form."""
+
+from __future__ import annotations
+
+import re
+import socket
+import threading
+import time
+from typing import Any
+
+import httpx
+import psycopg
+import uvicorn
+from psycopg.rows import dict_row
+from pydantic import SecretStr
+
+from agent.context import ReviewRequest
+from agent.pipeline import ReviewOutcome, Runtime, run_review
+from agent.session import prepare_database
+from agent.settings import Settings
+from agent.store.db import open_pool
+
+ENV_TOKEN = "dashboard-token-for-tests"  # noqa: S105 - loopback test credential
+ENV_TOKEN_NAME = "alice"
+HTML = {"Accept": "text/html"}
+
+# A merge request that adds a query built with an f-string: the security reviewer's analyzers flag
+# it without any model, so the pipeline stores REAL findings to show and vote on.
+SQL_DIFF = """\
+diff --git a/shop/orders.py b/shop/orders.py
+new file mode 100644
+--- /dev/null
++++ b/shop/orders.py
+@@ -0,0 +1,6 @@
++import sqlite3
++
++
++def find_orders(conn: sqlite3.Connection, customer: str) -> list[tuple[str, int]]:
++    query = f"SELECT id, total FROM orders WHERE customer = '{customer}'"
++    return conn.execute(query).fetchall()
+"""
+
+
+def make_settings(dsn: str) -> Settings:
+    return Settings(
+        database_url=dsn,
+        webhook_secret=SecretStr("hook-secret-for-tests"),
+        api_tokens=f"{ENV_TOKEN_NAME}:{ENV_TOKEN}",
+        db_pool_size=4,
+    )
+
+
+def review_through_pipeline(dsn: str, *, title: str = "Orders lookup", mr_iid: int = 12) -> ReviewOutcome:
+    """One review of `SQL_DIFF` by the real graph, stored in `dsn` (no model: rules and analyzers)."""
+    prepare_database(dsn)
+    request = ReviewRequest(source="diff", project="shop/api", mr_iid=mr_iid, title=title, diff_text=SQL_DIFF)
+    with open_pool(dsn) as pool:
+        return run_review(Runtime(pool=pool, llm=None), request, dsn=dsn)
+
+
+def rows(dsn: str, sql: str, *params: Any) -> list[dict[str, Any]]:
+    with psycopg.connect(dsn, row_factory=dict_row) as conn:
+        return conn.execute(sql, params).fetchall()
+
+
+class LiveServer:
+    """uvicorn on a free loopback port, in a thread with its own event loop (lifespan included)."""
+
+    def __init__(self, app: Any) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.server = uvicorn.Server(uvicorn.Config(app, log_config=None, lifespan="on", log_level="warning"))
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
+
+    def __enter__(self) -> LiveServer:
+        self.thread.start()
+        deadline = time.monotonic() + 20
+        while not self.server.started:
+            if not self.thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the service did not start")
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=20)
+        self.sock.close()
+
+
+def hidden_field(html: str, name: str) -> str:
+    match = re.search(rf'<input type="hidden" name="{name}" value="([^"]*)">', html)
+    assert match, f"no hidden {name!r} field in the page"
+    return match.group(1)
+
+
+def login(client: httpx.Client, token: str) -> httpx.Response:
+    """Log in through the form like a browser: fetch it (cookie + CSRF), post the token."""
+    form = client.get("/dashboard/login", headers=HTML)
+    assert form.status_code == 200
+    return client.post(
+        "/dashboard/login",
+        data={"csrf": hidden_field(form.text, "csrf"), "next": "/dashboard", "token": token},
+        headers=HTML,
+    )
