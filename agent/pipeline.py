@@ -376,12 +376,12 @@ def pending_review_id(dsn: str, runtime: Runtime, request: ReviewRequest) -> int
 
 
 def _unreached(outcome: ReviewOutcome) -> list[dict[str, str]]:
-    """Files a reviewer's step budget did not reach, named so the summary can say so."""
-    out: list[dict[str, str]] = []
+    """Files a reviewer's step budget did not reach, once per file, so the summary can say so."""
+    missed: dict[str, list[str]] = {}
     for r in outcome.reviewer_results:
         for path in r.unreviewed_paths:
-            out.append({"path": path, "reason": f"{r.reviewer} reviewer ran out of steps"})
-    return out
+            missed.setdefault(path, []).append(r.reviewer)
+    return [{"path": p, "reason": f"step budget of {', '.join(rs)} used up"} for p, rs in missed.items()]
 
 
 def _outcome(review_id: int, state: Mapping[str, Any]) -> ReviewOutcome:

@@ -154,4 +154,5 @@ def run_loop(
         steps=steps,
         used_model=used_model,
         error="; ".join(notes) or None,
+        unreviewed_paths=unreviewed,
     )
