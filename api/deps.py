@@ -1,4 +1,8 @@
-"""Request dependencies as `Annotated` aliases: what a route needs, resolved from the app's state."""
+"""Request dependencies as `Annotated` aliases: what a route needs, resolved from the app's state.
+
+They are `async def` even where nothing is awaited: FastAPI runs plain `def` dependencies in a thread
+pool, three thread hops per webhook for a dictionary lookup.
+"""
 
 from __future__ import annotations
 
@@ -26,17 +30,17 @@ class ServiceState:
     worker_heartbeat_window_s: float
 
 
-def get_state(request: Request) -> ServiceState:
+async def get_state(request: Request) -> ServiceState:
     state: ServiceState = request.app.state.service
     return state
 
 
-def get_pool(request: Request) -> DbPool:
+async def get_pool(request: Request) -> DbPool:
     pool: DbPool = request.app.state.pool
     return pool
 
 
-def get_queue(request: Request) -> procrastinate.App:
+async def get_queue(request: Request) -> procrastinate.App:
     queue: procrastinate.App = request.app.state.queue
     return queue
 

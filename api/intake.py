@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import procrastinate
-from procrastinate import exceptions as queue_errors
 from psycopg.types.json import Jsonb
 
 from api.db import DbConnection, DbPool
@@ -132,24 +131,14 @@ async def _cancel_pending(conn: DbConnection, *, lock_key: str, superseded_by: i
 
 
 async def _defer_review(conn: DbConnection, queue: procrastinate.App, request: ReviewRequest, event_id: int) -> int:
+    """Insert the job on our connection, inside our transaction (procrastinate's `connection=`)."""
     deferrer = queue.configure_task(REVIEW_TASK, connection=conn, lock=request.lock_key, queueing_lock=request.lock_key)
-    kwargs: dict[str, Any] = {
-        "project": str(request.project_id),
-        "mr_iid": request.mr_iid,
-        "head_sha": request.head_sha,
-        "event_id": event_id,
-    }
-    for attempt in range(2):
-        try:
-            # a savepoint: a queueing-lock violation must not abort the whole transaction
-            async with conn.transaction():
-                return await deferrer.defer_async(**kwargs)
-        except queue_errors.AlreadyEnqueued:
-            # a job for this MR was deferred outside intake (e.g. by an operator); the newer push wins
-            if attempt == 1:
-                raise
-            await _cancel_pending(conn, lock_key=request.lock_key, superseded_by=event_id)
-    raise AssertionError("unreachable")
+    # No savepoint: under the MR's advisory lock, with its pending jobs just cancelled, the queueing
+    # lock can only be taken by a job deferred outside intake; then AlreadyEnqueued rolls the whole
+    # delivery back, the route answers 503, and GitLab's retry supersedes that job.
+    return await deferrer.defer_async(
+        project=str(request.project_id), mr_iid=request.mr_iid, head_sha=request.head_sha, event_id=event_id
+    )
 
 
 async def enqueue_review(
@@ -159,28 +148,44 @@ async def enqueue_review(
     async with pool.connection() as conn, conn.transaction():
         # serialise intake per MR: the head-commit check below then sees every committed delivery
         await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (request.lock_key,))
-        event_id = await _insert_event(
-            conn,
-            delivery,
-            status="received",
-            mr_iid=request.mr_iid,
-            head_sha=request.head_sha,
-            action=request.trigger,
-        )
-        if event_id is None:
-            assert delivery.idempotency_key is not None
-            return await _existing_by_key(conn, delivery.idempotency_key)
         cur = await conn.execute(
             """
-            SELECT id FROM webhook_events
-             WHERE project_id = %s AND mr_iid = %s AND head_sha = %s AND id <> %s AND status = ANY(%s)
-             ORDER BY id LIMIT 1
+            WITH inserted AS (
+                INSERT INTO webhook_events (event_kind, idempotency_key, webhook_uuid, project_id, project_path,
+                                            mr_iid, head_sha, action, status, payload)
+                VALUES (%(kind)s, %(key)s, %(uuid)s, %(project_id)s, %(path)s, %(iid)s, %(head)s, %(action)s,
+                        'received', %(payload)s)
+                ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+                RETURNING id
+            )
+            SELECT (SELECT id FROM inserted) AS id,
+                   -- the statement's snapshot does not include its own insert: no need to exclude it
+                   (SELECT id FROM webhook_events
+                     WHERE project_id = %(project_id)s AND mr_iid = %(iid)s AND head_sha = %(head)s
+                       AND status = ANY(%(live)s)
+                     ORDER BY id LIMIT 1) AS earlier
             """,
-            (request.project_id, request.mr_iid, request.head_sha, event_id, list(LIVE_STATUSES)),
+            {
+                "kind": delivery.event_kind,
+                "key": delivery.idempotency_key,
+                "uuid": delivery.webhook_uuid,
+                "project_id": request.project_id,
+                "path": request.project_path,
+                "iid": request.mr_iid,
+                "head": request.head_sha,
+                "action": request.trigger,
+                "payload": Jsonb(delivery.payload),
+                "live": list(LIVE_STATUSES),
+            },
         )
-        earlier = await cur.fetchone()
-        if earlier is not None:
-            reason = f"head {request.head_sha[:12]} already queued by event {earlier['id']}"
+        row = await cur.fetchone()
+        assert row is not None
+        if row["id"] is None:
+            assert delivery.idempotency_key is not None
+            return await _existing_by_key(conn, delivery.idempotency_key)
+        event_id = int(row["id"])
+        if row["earlier"] is not None:
+            reason = f"head {request.head_sha[:12]} already queued by event {row['earlier']}"
             await conn.execute(
                 "UPDATE webhook_events SET status = 'duplicate', reason = %s WHERE id = %s", (reason, event_id)
             )

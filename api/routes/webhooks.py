@@ -124,7 +124,8 @@ async def _handle(request: Request, state: StateDep, pool: PoolDep, queue: Queue
                 result = await accept(pool, queue, delivery, decision, bot_user_id=settings.gitlab_bot_user_id)
                 logger.info("webhook accepted", extra={"status": result.status, "event_kind": kind})
                 return answer(result)
-        except (psycopg.Error, PoolTimeout, queue_errors.ConnectorException) as exc:
-            # nothing was committed; GitLab retries the delivery with the same Idempotency-Key
+        except (psycopg.Error, PoolTimeout, queue_errors.ConnectorException, queue_errors.AlreadyEnqueued) as exc:
+            # nothing was committed; GitLab retries the delivery with the same Idempotency-Key (an
+            # AlreadyEnqueued means a job was deferred outside intake meanwhile: the retry supersedes it)
             logger.error("webhook not stored: database unavailable", extra={"error": type(exc).__name__})
             raise refuse(status.HTTP_503_SERVICE_UNAVAILABLE, "unavailable", "database unavailable") from exc
