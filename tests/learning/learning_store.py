@@ -116,3 +116,109 @@ def insert_review(
     with connection(db) as conn:
         conn.execute("UPDATE reviews SET created_at = %s WHERE id = %s", (created_at, review_id))
     return review_id
+
+
+# --- a synthetic review history with a learnable signal ---------------------------------------------
+
+PACKAGES = ("shop", "billing", "auth", "search", "inventory", "users", "orders", "reports", "media", "notify")
+WORDS = ("cart", "invoice", "session", "index", "stock", "profile", "refund", "export", "token", "query", "upload")
+MR_KINDS = ("sql", "docs", "tests", "config")
+
+
+@dataclass
+class SyntheticMR:
+    kind: str
+    path: str
+    snapshot: dict[str, object]
+    good: Strategy
+    bad: Strategy
+
+
+def strategy_for(kind: str, path: str) -> Strategy:
+    """What a reviewer team would call the right plan for each kind of change."""
+    plans: dict[str, dict[str, object]] = {
+        "sql": {
+            "change_type": "feature",
+            "risk_areas": [{"path": path, "why": "sql built from input"}],
+            "plan": [{"reviewer": "security", "focus_paths": [path], "checks": "injection", "step_budget": 6}],
+        },
+        "docs": {"change_type": "docs", "stop_condition": "nothing to review: no code changed"},
+        "tests": {
+            "change_type": "tests",
+            "plan": [{"reviewer": "test_impact", "focus_paths": [path], "checks": "changed tests", "step_budget": 4}],
+        },
+        "config": {
+            "change_type": "config",
+            "risk_areas": [{"path": path, "why": "settings change"}],
+            "plan": [{"reviewer": "security", "focus_paths": [path], "checks": "unsafe defaults", "step_budget": 4}],
+        },
+    }
+    return Strategy.model_validate(plans[kind])
+
+
+def synthetic_mrs(n: int, *, seed: int) -> list[SyntheticMR]:
+    import random
+
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        kind = MR_KINDS[i % len(MR_KINDS)] if i < len(MR_KINDS) else rng.choice(MR_KINDS)
+        pkg, word = rng.choice(PACKAGES), rng.choice(WORDS)
+        path, lines = {
+            "sql": (
+                f"{pkg}/{word}_db.py",
+                [f"def find_{word}(conn, key):", f'    return conn.execute(f"{word} {{key}}")'],
+            ),
+            "docs": (f"docs/{pkg}_{word}.md", [f"# {word.title()}", f"How {pkg} handles {word}."]),
+            "tests": (f"tests/test_{pkg}_{word}.py", [f"def test_{word}():", f"    assert {word}() is not None"]),
+            "config": (f"{pkg}/{word}.yaml", ["timeout: 30", f"{word}_enabled: true"]),
+        }[kind]
+        snap = {
+            "title": f"{kind} change in {pkg}",
+            "description": f"Touches {word}.",
+            "diff": diff_for({path: lines}),
+            "head_sha": f"{i:040x}",
+            "files": {},
+        }
+        other = rng.choice([k for k in MR_KINDS if k != kind])
+        out.append(SyntheticMR(kind, path, snap, strategy_for(kind, path), strategy_for(other, path)))
+    return out
+
+
+def insert_synthetic(db: Database, mrs: Sequence[SyntheticMR], *, seed: int, start: datetime) -> None:
+    """Posted reviews (mostly the good plan: two accepted findings; else the bad one: one rejected)
+    and, for half the MRs, a shadow with the other plan whose findings nobody judged."""
+    import random
+    from datetime import timedelta
+
+    rng = random.Random(seed)
+    for i, mr in enumerate(mrs):
+        posted_good = rng.random() < 0.75
+        posted = mr.good if posted_good else mr.bad
+        findings = (
+            [
+                FindingSpec(mr.path, 2, votes=[("gitlab:1", 1)]),
+                FindingSpec(mr.path, 3, "code_quality", votes=[("gitlab:2", 1)]),
+            ]
+            if posted_good
+            else [FindingSpec(mr.path, 2, "architecture", votes=[("gitlab:1", -1)])]
+        )
+        at = start + timedelta(hours=i)
+        common = {"project": "acme/app", "mr_iid": i + 1, "head_sha": str(mr.snapshot["head_sha"])}
+        parent = insert_review(
+            db,
+            ReviewSpec(posted, findings=findings, cost_tokens=1000),
+            snapshot=mr.snapshot,
+            created_at=at,
+            **common,  # type: ignore[arg-type]
+        )
+        if rng.random() < 0.5:
+            other = mr.bad if posted_good else mr.good
+            insert_review(
+                db,
+                ReviewSpec(other, findings=[FindingSpec(mr.path, 40, "test_impact")]),
+                snapshot=None,
+                created_at=at + timedelta(minutes=1),
+                parent_review_id=parent,
+                **common,  # type: ignore[arg-type]
+            )
