@@ -1,0 +1,298 @@
+"""The dashboard over real HTTP on loopback with a real Postgres: who gets in, what the pages show
+(escaped), and what a vote from the page writes."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from urllib.parse import quote
+
+import httpx
+import psycopg
+import pytest
+from dashboard_harness import (
+    ENV_TOKEN,
+    ENV_TOKEN_NAME,
+    HTML,
+    LiveServer,
+    hidden_field,
+    login,
+    review_through_pipeline,
+    rows,
+)
+
+from agent.store import models as store_models
+from agent.store.db import open_pool
+from api.auth import create_api_token
+from api.dashboard.session import SESSION_COOKIE, encode_session
+
+
+@pytest.fixture
+def client(live: LiveServer) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=live.url, timeout=30) as session:
+        yield session
+
+
+def finding_ids(dsn: str, review_id: int) -> list[int]:
+    return [r["id"] for r in rows(dsn, "SELECT id FROM findings WHERE review_id = %s ORDER BY id", review_id)]
+
+
+def vote(client: httpx.Client, finding_id: int, value: str, csrf: str | None) -> httpx.Response:
+    data = {"value": value} if csrf is None else {"value": value, "csrf": csrf}
+    return client.post(f"/dashboard/findings/{finding_id}/vote", data=data, headers=HTML)
+
+
+# --- who gets in ---------------------------------------------------------------------------------
+
+
+def test_without_credentials_a_browser_is_sent_to_login_and_a_script_gets_401(client: httpx.Client) -> None:
+    for path in ("/dashboard", "/dashboard/reviews/1", "/dashboard/quality?weeks=4", "/dashboard/models"):
+        page = client.get(path, headers=HTML)
+        assert page.status_code == 303
+        assert page.headers["location"] == f"/dashboard/login?next={quote(path, safe='/')}"
+        assert client.get(path).status_code == 401
+    # a vote without a session leaks nothing and writes nothing
+    assert client.post("/dashboard/findings/1/vote", data={"value": "-1"}).status_code == 401
+
+
+def test_a_wrong_token_is_refused_everywhere(db_dsn: str, client: httpx.Client) -> None:
+    refused = login(client, "not-the-token")
+    assert refused.status_code == 401 and "Unknown or revoked API token" in refused.text
+    assert SESSION_COOKIE not in refused.cookies
+    assert client.get("/dashboard", headers=HTML).status_code == 303
+
+    bearer = client.get("/dashboard", headers={"Authorization": "Bearer not-the-token"})
+    assert bearer.status_code == 401
+
+    # a hand-made cookie with a wrong token is no session
+    with httpx.Client(base_url=str(client.base_url)) as forged:
+        forged.cookies.set(SESSION_COOKIE, encode_session(token="guess", nonce="0" * 32), path="/dashboard")
+        assert forged.get("/dashboard", headers=HTML).status_code == 303
+
+
+def test_the_right_token_opens_every_page(db_dsn: str, client: httpx.Client) -> None:
+    outcome = review_through_pipeline(db_dsn)
+    answer = login(client, ENV_TOKEN)
+    assert answer.status_code == 303 and answer.headers["location"] == "/dashboard"
+    cookie = next(h for h in answer.headers.get_list("set-cookie") if h.startswith(f"{SESSION_COOKIE}="))
+    assert "HttpOnly" in cookie and "SameSite=strict" in cookie and "Path=/dashboard" in cookie
+    assert ENV_TOKEN not in cookie  # encoded, never the token as typed
+
+    listing = client.get("/dashboard", headers=HTML)
+    assert listing.status_code == 200 and "Orders lookup" in listing.text and "shop/api !12" in listing.text
+    assert "default-src 'none'" in listing.headers["content-security-policy"]
+    detail = client.get(f"/dashboard/reviews/{outcome.review_id}", headers=HTML)
+    assert detail.status_code == 200
+    for verified in outcome.verified:
+        assert verified.finding.title in detail.text
+        assert verified.reason in detail.text
+    assert "SQL statement built by string interpolation" in detail.text
+    assert client.get("/dashboard/quality", headers=HTML).status_code == 200
+    assert client.get("/dashboard/models", headers=HTML).status_code == 200
+    assert client.get("/dashboard/reviews/999999", headers=HTML).status_code == 404
+
+
+def test_stored_tokens_work_until_revoked(db_dsn: str, client: httpx.Client) -> None:
+    token = create_api_token(db_dsn, "ci-bot")
+    assert client.get("/dashboard", headers={"Authorization": f"Bearer {token}"}).status_code == 200
+    assert login(client, token).status_code == 303
+    assert client.get("/dashboard", headers=HTML).status_code == 200
+
+    with psycopg.connect(db_dsn) as conn:
+        conn.execute("UPDATE api_tokens SET revoked_at = now() WHERE name = 'ci-bot'")
+    # the session held the token: revoking it ends the session at once
+    assert client.get("/dashboard", headers=HTML).status_code == 303
+    assert client.get("/dashboard", headers={"Authorization": f"Bearer {token}"}).status_code == 401
+
+
+def test_login_only_redirects_inside_the_dashboard(client: httpx.Client) -> None:
+    form = client.get("/dashboard/login?next=//evil.example/x", headers=HTML)
+    assert hidden_field(form.text, "next") == "/dashboard"
+    answer = client.post(
+        "/dashboard/login",
+        data={"csrf": hidden_field(form.text, "csrf"), "next": "https://evil.example/", "token": ENV_TOKEN},
+        headers=HTML,
+    )
+    assert answer.status_code == 303 and answer.headers["location"] == "/dashboard"
+
+
+# --- what pages show -----------------------------------------------------------------------------
+
+
+def test_model_text_is_escaped(db_dsn: str, client: httpx.Client) -> None:
+    outcome = review_through_pipeline(db_dsn, title='<img src=x onerror="alert(1)">')
+    first = finding_ids(db_dsn, outcome.review_id)[0]
+    with psycopg.connect(db_dsn) as conn:
+        conn.execute(
+            "UPDATE findings SET body = %s, title = %s, verdict_reason = %s WHERE id = %s",
+            ("<script>alert('body')</script> use `<b>bound</b>` params", "<i>title</i>", "<u>why</u>", first),
+        )
+        conn.execute("UPDATE reviews SET strategy_text = %s", ("plan </pre><script>x()</script>",))
+    login(client, ENV_TOKEN)
+    listing = client.get("/dashboard", headers=HTML).text
+    assert "<img src=x" not in listing and "&lt;img src=x onerror=&#34;alert(1)&#34;&gt;" in listing
+    detail = client.get(f"/dashboard/reviews/{outcome.review_id}", headers=HTML).text
+    assert "<script>" not in detail
+    assert "&lt;script&gt;alert(&#39;body&#39;)&lt;/script&gt;" in detail
+    assert "<code>&lt;b&gt;bound&lt;/b&gt;</code>" in detail  # code spans stay code, their text stays text
+    assert "&lt;i&gt;title&lt;/i&gt;" in detail and "&lt;u&gt;why&lt;/u&gt;" in detail
+    assert "plan &lt;/pre&gt;&lt;script&gt;x()&lt;/script&gt;" in detail
+
+
+def test_quality_page_charts_acceptance_and_counts_comments(db_dsn: str, client: httpx.Client) -> None:
+    outcome = review_through_pipeline(db_dsn)
+    review_through_pipeline(db_dsn, mr_iid=13, title="Second MR")
+    security, tests = (
+        next(
+            r["id"]
+            for r in rows(
+                db_dsn, "SELECT id FROM findings WHERE review_id = %s AND category = %s", outcome.review_id, cat
+            )
+        )
+        for cat in ("security", "test_impact")
+    )
+    with psycopg.connect(db_dsn) as conn:
+        for finding_id, value in ((security, 1), (tests, -1)):
+            conn.execute(
+                "INSERT INTO feedback (finding_id, user_key, source, value) VALUES (%s, 'gitlab:1', 'emoji', %s)",
+                (finding_id, value),
+            )
+    login(client, ENV_TOKEN)
+    page = client.get("/dashboard/quality?weeks=4", headers=HTML)
+    assert page.status_code == 200
+    # one dot per (series, week with votes): security 100 %, test_impact 0 %, in both charts
+    notes = re.findall(r"<circle [^>]*><title>([^<]*)</title>", page.text)
+    assert sorted(n.split(",")[0] for n in notes) == ["security", "security", "test_impact", "test_impact"]
+    assert any("1 accepted, 0 rejected (100%)" in n for n in notes)
+    assert any("0 accepted, 1 rejected (0%)" in n for n in notes)
+    assert re.search(r"<td>security · security</td><td class=\"num\">1</td><td class=\"num\">0</td>", page.text)
+    # comment volume: both MRs, each with its two REAL findings
+    for label in ("shop/api !12", "shop/api !13"):
+        assert re.search(
+            rf"<td>{re.escape(label)}</td>\s*<td class=\"num\">1</td><td class=\"num\">2</td><td class=\"num\">2</td>",
+            page.text,
+        )
+    assert client.get("/dashboard/quality?weeks=0", headers=HTML).status_code == 422
+
+
+def test_models_page_shows_versions_runs_and_gate_decisions(db_dsn: str, client: httpx.Client) -> None:
+    with open_pool(db_dsn) as pool:
+        base = store_models.register_version(
+            pool, name="strategy-v1", base_model="tiny-llama", metrics={"reward": 0.25}
+        )
+        store_models.promote(pool, base)
+        cand = store_models.register_version(
+            pool, name="strategy-v2", base_model="tiny-llama", adapter_path="/models/v2", parent_id=base
+        )
+        run = store_models.start_run(pool, "eval", {"split": "held-out"})
+        store_models.finish_run(
+            pool,
+            run,
+            status="succeeded",
+            metrics={"decision": "reject", "candidate": {"reward": 0.2}, "production": {"reward": 0.25}},
+            reason="candidate below the margin",
+            model_version_id=cand,
+        )
+        store_models.reject_version(pool, cand)
+        skipped = store_models.start_run(pool, "dpo", {})
+        store_models.finish_run(pool, skipped, status="skipped", reason="3 pairs, 16 needed")
+    login(client, ENV_TOKEN)
+    page = client.get("/dashboard/models", headers=HTML).text
+    assert "strategy-v1" in page and "strategy-v2" in page and "/models/v2" in page
+    assert re.search(r"st-production\">production<.*strategy-v2|strategy-v2.*st-rejected\">rejected<", page, re.S)
+    assert '<strong class="gate">reject</strong>' in page
+    assert "candidate.reward</span> 0.2" in page and "production.reward</span> 0.25" in page
+    assert "3 pairs, 16 needed" in page
+
+
+# --- votes -----------------------------------------------------------------------------------------
+
+
+def test_a_vote_from_the_page_is_a_row_and_the_latest_wins(db_dsn: str, client: httpx.Client) -> None:
+    outcome = review_through_pipeline(db_dsn)
+    first = finding_ids(db_dsn, outcome.review_id)[0]
+    login(client, ENV_TOKEN)
+    csrf = hidden_field(client.get(f"/dashboard/reviews/{outcome.review_id}", headers=HTML).text, "csrf")
+
+    answer = vote(client, first, "-1", csrf)
+    assert answer.status_code == 303
+    assert answer.headers["location"] == f"/dashboard/reviews/{outcome.review_id}#finding-{first}"
+    assert vote(client, first, "1", csrf).status_code == 303
+
+    [row] = rows(db_dsn, "SELECT * FROM feedback WHERE finding_id = %s", first)
+    assert (row["value"], row["source"], row["user_key"]) == (1, "dashboard", f"dashboard:{ENV_TOKEN_NAME}")
+    page = client.get(f"/dashboard/reviews/{outcome.review_id}", headers=HTML).text
+    # the pressed 👍 now withdraws (value 0) instead of voting again
+    assert re.search(
+        rf'action="/dashboard/findings/{first}/vote".*?name="value" value="0">\s*<button type="submit" aria-pressed="true"',
+        page,
+        re.S,
+    )
+    assert vote(client, first, "0", csrf).status_code == 303
+    assert rows(db_dsn, "SELECT value FROM feedback WHERE finding_id = %s", first) == [{"value": 0}]
+
+    assert vote(client, 999_999, "1", csrf).status_code == 404
+    assert vote(client, first, "2", csrf).status_code == 422
+
+
+def test_a_vote_needs_the_sessions_csrf_token(db_dsn: str, client: httpx.Client, live: LiveServer) -> None:
+    outcome = review_through_pipeline(db_dsn)
+    first = finding_ids(db_dsn, outcome.review_id)[0]
+    login(client, ENV_TOKEN)
+    with httpx.Client(base_url=live.url) as other:
+        login(other, ENV_TOKEN)  # the same token, another session: another CSRF token
+        theirs = hidden_field(other.get(f"/dashboard/reviews/{outcome.review_id}", headers=HTML).text, "csrf")
+    mine = hidden_field(client.get(f"/dashboard/reviews/{outcome.review_id}", headers=HTML).text, "csrf")
+    assert theirs != mine
+
+    for csrf in (None, "", "0" * 64, theirs):
+        assert vote(client, first, "-1", csrf).status_code == 403
+    assert rows(db_dsn, "SELECT * FROM feedback") == []
+    # logging out needs it too
+    assert client.post("/dashboard/logout", data={"csrf": ""}, headers=HTML).status_code == 403
+
+    assert vote(client, first, "-1", mine).status_code == 303
+    assert len(rows(db_dsn, "SELECT * FROM feedback")) == 1
+    # a script with a bearer token sends no ambient credential: no CSRF token needed
+    with httpx.Client(base_url=live.url) as script:
+        answer = script.post(
+            f"/dashboard/findings/{first}/vote", data={"value": "1"}, headers={"Authorization": f"Bearer {ENV_TOKEN}"}
+        )
+    assert answer.status_code == 303
+    assert rows(db_dsn, "SELECT value FROM feedback WHERE finding_id = %s", first) == [{"value": 1}]
+
+
+def test_login_needs_the_forms_token_and_logout_ends_the_session(client: httpx.Client) -> None:
+    # a login posted from elsewhere carries no login cookie
+    assert client.post("/dashboard/login", data={"csrf": "x", "token": ENV_TOKEN}, headers=HTML).status_code == 403
+    login(client, ENV_TOKEN)
+    csrf = hidden_field(client.get("/dashboard", headers=HTML).text, "csrf")
+    answer = client.post("/dashboard/logout", data={"csrf": csrf}, headers=HTML)
+    assert answer.status_code == 303 and answer.headers["location"] == "/dashboard/login"
+    assert client.get("/dashboard", headers=HTML).status_code == 303
+
+
+def test_forms_are_small_and_urlencoded(db_dsn: str, client: httpx.Client) -> None:
+    login(client, ENV_TOKEN)
+    assert client.post("/dashboard/findings/1/vote", json={"value": 1}, headers=HTML).status_code == 415
+    big = client.post("/dashboard/findings/1/vote", data={"value": "1", "pad": "x" * 10_000}, headers=HTML)
+    assert big.status_code == 413
+
+
+def test_quality_window_bounds_the_data(db_dsn: str, client: httpx.Client) -> None:
+    outcome = review_through_pipeline(db_dsn)
+    old = datetime.now(UTC) - timedelta(weeks=30)
+    with psycopg.connect(db_dsn) as conn:
+        conn.execute("UPDATE reviews SET created_at = %s", (old,))
+        conn.execute("UPDATE findings SET created_at = %s", (old,))
+        for finding_id in finding_ids(db_dsn, outcome.review_id):
+            conn.execute(
+                "INSERT INTO feedback (finding_id, user_key, source, value) VALUES (%s, 'gitlab:1', 'emoji', 1)",
+                (finding_id,),
+            )
+    login(client, ENV_TOKEN)
+    recent = client.get("/dashboard/quality?weeks=12", headers=HTML).text
+    assert "<circle" not in recent and "No votes in this window yet." in recent and "shop/api !12" not in recent
+    wide = client.get("/dashboard/quality?weeks=52", headers=HTML).text
+    assert wide.count("<circle") == 4 and "shop/api !12" in wide
