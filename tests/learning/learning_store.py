@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 
 from agent.store import feedback as store_feedback
 from agent.store import reviews as store_reviews
@@ -123,6 +124,14 @@ def insert_review(
 PACKAGES = ("shop", "billing", "auth", "search", "inventory", "users", "orders", "reports", "media", "notify")
 WORDS = ("cart", "invoice", "session", "index", "stock", "profile", "refund", "export", "token", "query", "upload")
 MR_KINDS = ("sql", "docs", "tests", "config")
+
+
+@dataclass(frozen=True)
+class SyntheticStore:
+    """A database holding a synthetic review history, and the datasets built from it."""
+
+    dsn: str
+    dataset_dir: Path
 
 
 @dataclass
