@@ -37,8 +37,8 @@ class Dot:
 class LineSeries:
     label: str
     color: str
-    segments: list[str]  # SVG polyline `points`, one per run of weeks that have a value
-    dots: list[Dot]
+    points: str  # SVG polyline `points` through the weeks that have a value
+    dots: list[Dot]  # one per week with a value: where the data is, as opposed to the line between
 
 
 @dataclass(frozen=True)
@@ -124,11 +124,17 @@ def line_chart(
     series: Mapping[str, Sequence[ChartValue | None]],
     x_labels: Sequence[str],
     *,
-    width: int = 720,
+    width: int = 960,
     height: int = 260,
-    margin: tuple[float, float, float, float] = (12.0, 16.0, 28.0, 44.0),  # top, right, bottom, left
+    # top, right, bottom, left: room for the % labels on the left and half a week label on the right
+    margin: tuple[float, float, float, float] = (12.0, 32.0, 28.0, 44.0),
 ) -> LineChart:
-    """Lines of 0..1 values over evenly spaced x positions; a missing value breaks the line."""
+    """Lines of 0..1 values over evenly spaced x positions.
+
+    A week without judged findings has no value: the line joins its neighbours across it and only
+    the weeks with data get a dot (with their counts as the tooltip), so sparse feedback still reads
+    as a trend without pretending the empty weeks were 0 %.
+    """
     top, right_margin, bottom_margin, left = margin
     right, bottom = width - right_margin, height - bottom_margin
     n = len(x_labels)
@@ -146,26 +152,17 @@ def line_chart(
     y_ticks = [Tick(y_at(v), f"{v:.0%}") for v in Y_TICKS]
     lines = []
     for k, (label, values) in enumerate(series.items()):
-        segments: list[str] = []
-        run: list[str] = []
-        dots: list[Dot] = []
-        for i, point in enumerate(values):
-            if point is None:
-                if run:
-                    segments.append(" ".join(run))
-                run = []
-                continue
-            x, y = x_at(i), y_at(point.value)
-            run.append(f"{x:.1f},{y:.1f}")
-            dots.append(Dot(round(x, 1), round(y, 1), point.note))
-        if run:
-            segments.append(" ".join(run))
-        lines.append(LineSeries(label, PALETTE[k % len(PALETTE)], segments, dots))
+        dots = [
+            Dot(round(x_at(i), 1), round(y_at(point.value), 1), point.note)
+            for i, point in enumerate(values)
+            if point is not None
+        ]
+        lines.append(LineSeries(label, PALETTE[k % len(PALETTE)], " ".join(f"{d.x:.1f},{d.y:.1f}" for d in dots), dots))
     return LineChart(width, height, left, top, right, bottom, x_ticks, y_ticks, lines)
 
 
 def bar_chart(
-    rows: Sequence[tuple[str, int]], *, width: int = 720, label_width: float = 220.0, bar_height: float = 18.0
+    rows: Sequence[tuple[str, int]], *, width: int = 960, label_width: float = 240.0, bar_height: float = 18.0
 ) -> BarChart:
     """Horizontal bars scaled to the largest value (which fills the width beside the labels)."""
     gap = bar_height / 3

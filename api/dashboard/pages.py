@@ -17,6 +17,12 @@ from api.dashboard.charts import BarChart, LineChart, acceptance_rate, acceptanc
 from api.dashboard.queries import MergeRequestVolume, WeeklyAcceptance
 
 VERDICT_ORDER: tuple[Verdict, ...] = ("REAL", "NEEDS_HUMAN_REVIEW", "DUPLICATE", "FALSE_POSITIVE")
+VERDICT_LABELS: dict[Verdict, str] = {
+    "REAL": "real",
+    "NEEDS_HUMAN_REVIEW": "needs human",
+    "DUPLICATE": "duplicate",
+    "FALSE_POSITIVE": "false positive",
+}
 GROUPINGS: tuple[Literal["reviewer", "category"], ...] = ("reviewer", "category")
 SEVERITY_RANK = {"critical": 0, "high": 1, "medium": 2, "low": 3, "info": 4}
 

@@ -243,6 +243,7 @@ async def recent_reviews(
         viewer=viewer,
         rows=pages.review_rows(reviews, counts),
         verdicts=pages.VERDICT_ORDER,
+        verdict_labels=pages.VERDICT_LABELS,
         page_no=page_no,
         has_more=has_more,
         mr_label=pages.mr_label,

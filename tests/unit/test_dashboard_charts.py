@@ -51,7 +51,7 @@ def test_acceptance_series_groups_by_reviewer_or_category() -> None:
     assert [v.value if v else None for v in by_category["security"]] == [2 / 3, None]
 
 
-def test_line_chart_coordinates_and_gaps() -> None:
+def test_line_chart_coordinates_joining_weeks_without_data() -> None:
     # plot box: left 20, right 190, top 10, bottom 90 → x step 85, y = 90 - 80·v
     chart = line_chart(
         {"a": [ChartValue(1.0, "one"), None, ChartValue(0.5, "half")], "b": [None, ChartValue(0.25, "q"), None]},
@@ -64,9 +64,9 @@ def test_line_chart_coordinates_and_gaps() -> None:
     assert [(t.at, t.label) for t in chart.y_ticks] == [(90, "0%"), (70, "25%"), (50, "50%"), (30, "75%"), (10, "100%")]
     assert [(t.at, t.label) for t in chart.x_ticks] == [(20, "w1"), (105, "w2"), (190, "w3")]
     a, b = chart.series
-    assert a.segments == ["20.0,10.0", "190.0,50.0"]  # the missing week breaks the line
-    assert a.dots == [Dot(20.0, 10.0, "one"), Dot(190.0, 50.0, "half")]
-    assert b.segments == ["105.0,70.0"] and (a.color, b.color) == PALETTE[:2]
+    assert a.points == "20.0,10.0 190.0,50.0"  # the line joins across the week without data
+    assert a.dots == [Dot(20.0, 10.0, "one"), Dot(190.0, 50.0, "half")]  # which has no dot
+    assert b.points == "105.0,70.0" and (a.color, b.color) == PALETTE[:2]
 
 
 def test_line_chart_labels_at_most_about_eight_weeks_ending_with_the_last() -> None:

@@ -1,6 +1,6 @@
 """The dashboard in a real browser: Debian's headless Chromium, driven by Playwright, against the
 service on loopback, over a review the real pipeline stored. A 👎 clicked on the page must become a
-feedback row in Postgres. The page is saved as test-artifacts/dashboard.png."""
+feedback row in Postgres. The pages are saved as test-artifacts/dashboard.png and dashboard-quality.png."""
 
 from __future__ import annotations
 
@@ -85,3 +85,9 @@ def test_thumbs_down_from_the_page_is_a_feedback_row(db_dsn: str, live: LiveServ
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "dashboard.png"), full_page=True)
     assert (ARTIFACTS / "dashboard.png").stat().st_size > 10_000
+
+    # the vote is on the quality chart: the security line has this week's point at 0 %
+    page.get_by_role("link", name="Quality").click()
+    expect(page.locator("circle title").first).to_contain_text("0 accepted, 1 rejected (0%)")
+    expect(page.locator("svg[role=img]")).to_have_count(3)
+    page.screenshot(path=str(ARTIFACTS / "dashboard-quality.png"), full_page=True)
