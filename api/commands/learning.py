@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 from rich.console import Console
-from rich.table import Table
+from rich.table import Column, Table
 
 from agent.settings import Settings
 from api.cli import app
@@ -32,12 +32,12 @@ app.add_typer(train_app, name="train")
 app.add_typer(models_app, name="models")
 
 out = Console()
-err = Console(stderr=True)
 
 
 def fail(message: object) -> typer.Exit:
     """One clear line on stderr and exit status 1."""
-    err.print(f"reviewloop: {message}", markup=False, highlight=False)
+    # typer.echo, not rich: a long message must stay one line, whatever the terminal width
+    typer.echo(f"reviewloop: {message}", err=True)
     return typer.Exit(1)
 
 
@@ -181,7 +181,17 @@ def models_list() -> None:
     if not versions:
         out.print("no model versions yet; the rule-based strategy serves")
         return
-    table = Table("id", "name", "stage", "base model", "adapter", "dataset", "parent", "created")
+    # the identifying columns never wrap; the paths fold when the terminal is narrow
+    table = Table(
+        Column("id", no_wrap=True),
+        Column("name", no_wrap=True),
+        Column("stage", no_wrap=True),
+        "base model",
+        "adapter",
+        "dataset",
+        "parent",
+        "created",
+    )
     for v in versions:
         table.add_row(
             str(v["id"]),
