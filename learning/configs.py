@@ -145,18 +145,18 @@ def load_config(cls: type[C], path: Path | None, **overrides: Any) -> C:
 def _check_type(name: str, value: Any, hint: Any) -> None:
     """A light check of file values against the field types (JSON has no int/float distinction)."""
     expected: tuple[type, ...]
-    text = str(hint)
+    text = hint.__name__ if isinstance(hint, type) else str(hint).replace("typing.", "")
     if hint is bool:
         expected = (bool,)
     elif hint is int:
         expected = (int,)
     elif hint is float:
         expected = (int, float)
-    elif hint is str or text.startswith("typing.Literal"):
+    elif hint is str or text.startswith("Literal"):
         expected = (str,)
     else:
         return  # optional and list fields: the trainer validates them
     if not isinstance(value, expected) or (hint is not bool and isinstance(value, bool)):
-        raise ConfigError(f"training config field {name} must be {text.replace('typing.', '')}, got {value!r}")
-    if text.startswith("typing.Literal") and value not in hint.__args__:
+        raise ConfigError(f"training config field {name} must be {text}, got {value!r}")
+    if text.startswith("Literal") and value not in hint.__args__:
         raise ConfigError(f"training config field {name} must be one of {', '.join(hint.__args__)}, got {value!r}")

@@ -53,9 +53,7 @@ class RewardConfig:
 
     alpha: float = field(default=1.0, metadata={"help": "weight of each rejected finding"})
     beta: float = field(default=0.01, metadata={"help": "reward lost per 1000 tokens a review spent"})
-    unknown_weight: float = field(
-        default=0.0, metadata={"help": "weight of a finding nobody judged (0 ignores it)"}
-    )
+    unknown_weight: float = field(default=0.0, metadata={"help": "weight of a finding nobody judged (0 ignores it)"})
     match_line_window: int = field(
         default=3, metadata={"help": "lines apart a shadow finding may be from a posted one and still match"}
     )
@@ -109,9 +107,7 @@ def review_reward(labels: Iterable[FindingLabel], *, cost_tokens: int, config: R
     )
 
 
-def inherit_label(
-    shadow: LabeledFinding, posted: Sequence[LabeledFinding], *, line_window: int
-) -> FindingLabel:
+def inherit_label(shadow: LabeledFinding, posted: Sequence[LabeledFinding], *, line_window: int) -> FindingLabel:
     """The label a shadow finding borrows from the parent review's findings.
 
     A fingerprint match wins; otherwise the nearest finding at the same path and category within
