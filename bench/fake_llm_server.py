@@ -1,7 +1,9 @@
 """An OpenAI-compatible server on loopback that answers valid structured output after a fixed delay.
 
 It serves requests on parallel threads, as a real model server batches them, so the benchmark
-measures our concurrency and not the fake's. The answer is chosen by the JSON schema's name.
+measures our concurrency and not the fake's. The answer is chosen by the JSON schema's name. With
+`analyzer_steps`, a reviewer's first steps run the analyzer on the files its prompt lists (as a
+model following the plan would), so analyzers do real work under the model's delays.
 """
 
 from __future__ import annotations
@@ -14,12 +16,26 @@ from typing import Any
 
 from pydantic import BaseModel
 
+_TARGETS_HEADING = "Changed files for you, most important first:\n"
+
+
+def _reviewer_targets(messages: list[dict[str, Any]]) -> list[str]:
+    """The files a reviewer's task message lists (see reviewers.prompts.render_task)."""
+    for message in messages:
+        content = str(message.get("content", ""))
+        if _TARGETS_HEADING in content:
+            block = content.split(_TARGETS_HEADING, 1)[1].split("\n\n", 1)[0]
+            return [line[2:] for line in block.splitlines() if line.startswith("- ")]
+    return []
+
 
 class DelayedLLMServer:
-    def __init__(self, *, delay_s: float, strategy: BaseModel) -> None:
+    def __init__(self, *, delay_s: float, strategy: BaseModel, analyzer_steps: int = 0) -> None:
         self.delay_s = delay_s
         self.strategy_json = strategy.model_dump_json()
+        self.analyzer_steps = analyzer_steps
         self.calls = 0
+        self.calls_by_kind: dict[str, int] = {}
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
 
@@ -28,14 +44,25 @@ class DelayedLLMServer:
         assert self._server is not None
         return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
 
+    @staticmethod
+    def kind_of(body: dict[str, Any]) -> str:
+        """The schema a request asks for ("Strategy", "ModelJudgment", "ToolCall"), or "text"."""
+        fmt = body.get("response_format") or {}
+        return str((fmt.get("json_schema") or {}).get("name", "")) or "text"
+
     def _answer(self, body: dict[str, Any]) -> str:
         fmt = body.get("response_format") or {}
-        name = str((fmt.get("json_schema") or {}).get("name", ""))
+        name = self.kind_of(body)
         if "Strategy" in name:
             return self.strategy_json
         if "Judgment" in name:
             return json.dumps({"verdict": "REAL", "reason": "evidence holds"})
         if fmt:
+            messages = list(body.get("messages") or [])
+            taken = sum(1 for m in messages if m.get("role") == "assistant")
+            targets = _reviewer_targets(messages)
+            if taken < min(self.analyzer_steps, len(targets)):
+                return json.dumps({"tool": "run_analyzer", "path": targets[taken]})
             return json.dumps({"tool": "finish", "reason": "done"})
         return "ok"
 
@@ -49,8 +76,10 @@ class DelayedLLMServer:
             def do_POST(self) -> None:  # noqa: N802 - the http.server API
                 length = int(self.headers.get("content-length", "0"))
                 body = json.loads(self.rfile.read(length) or b"{}")
+                kind = owner.kind_of(body)
                 with owner._lock:
                     owner.calls += 1
+                    owner.calls_by_kind[kind] = owner.calls_by_kind.get(kind, 0) + 1
                 time.sleep(owner.delay_s)
                 content = owner._answer(body)
                 payload = {

@@ -1,0 +1,388 @@
+"""`make bench`: every benchmark, judged against the targets, appended to bench/RESULTS.md.
+
+    python -m bench.run             # the full run (about 8 minutes on 2 cores), appends its section
+    python -m bench.run --quick     # small sizes, one repeat: a smoke test, printed, not appended
+
+Postgres comes from `bench.database` (the server the environment names, else an embedded one in
+a temporary directory). Figures are medians of REPEATS runs; ratios compare runs of the same
+invocation. Progress goes to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+from bench import dataset_build, scaling, webhook
+from bench import pipeline as pipeline_bench
+from bench import spans as spans_bench
+from bench.database import bench_database
+from bench.report import Target, fmt, provenance, render_provenance, render_targets, table
+
+REPO = Path(__file__).resolve().parent.parent
+RESULTS = REPO / "bench" / "RESULTS.md"
+SPANS = 30_000
+SPAN_REPEATS = 3
+CONCURRENCY_DELAY_S = 0.5
+TARGET_LINES = 10_000
+MEMORY_LINES = 50_000
+WEBHOOK_TARGET_RATE = 200
+
+T = TypeVar("T")
+
+
+@dataclass
+class Config:
+    sizes: tuple[tuple[int, int], ...] = pipeline_bench.SIZES
+    repeats: int = scaling.REPEATS
+    findings: int = dataset_build.FINDINGS
+    spans: int = SPANS
+    webhook_rates: tuple[int, ...] = webhook.RATES
+    webhook_seconds: float = webhook.SECONDS
+
+
+QUICK = Config(
+    sizes=((100, 5), (1_000, 20)),
+    repeats=1,
+    findings=5_000,
+    spans=2_000,
+    webhook_rates=(50,),
+    webhook_seconds=2.0,
+)
+
+
+@dataclass
+class Results:
+    no_model: list[dict[str, Any]] = field(default_factory=list)
+    memory: list[dict[str, Any]] = field(default_factory=list)
+    with_model: list[dict[str, Any]] = field(default_factory=list)
+    concurrency: dict[str, Any] = field(default_factory=dict)
+    spans: dict[str, Any] = field(default_factory=dict)
+    datasets: dict[str, Any] = field(default_factory=dict)
+    webhook: list[dict[str, Any]] = field(default_factory=list)
+
+
+def progress(message: str) -> None:
+    print(f"[bench {datetime.now():%H:%M:%S}] {message}", file=sys.stderr, flush=True)
+
+
+def step(name: str, fn: Callable[[], T]) -> T:
+    progress(f"{name} ...")
+    started = time.perf_counter()
+    result = fn()
+    progress(f"{name} done in {time.perf_counter() - started:.0f} s")
+    return result
+
+
+def span_figures(dsn: str, n: int, repeats: int) -> dict[str, Any]:
+    runs = [spans_bench.run(dsn, n) for _ in range(repeats)]
+    ingest = [float(r["span_ingest_spans_per_s"]) for r in runs]
+    end_to_end = [float(r["span_end_to_end_spans_per_s"]) for r in runs]
+    return {
+        "spans": n,
+        "repeats": repeats,
+        "ingest_per_s": statistics.median(ingest),
+        "ingest_runs": ingest,
+        "end_to_end_per_s": statistics.median(end_to_end),
+        "end_to_end_runs": end_to_end,
+    }
+
+
+def collect(dsn: str, config: Config) -> Results:
+    r = Results()
+    r.no_model = step("pipeline, no model", lambda: scaling.no_model(config.repeats, config.sizes))
+    r.memory = step("peak memory (a process per size)", lambda: scaling.memory(config.sizes))
+    r.with_model = step(
+        f"pipeline, model answering after {scaling.MODEL_DELAY_S} s",
+        lambda: scaling.with_model(scaling.MODEL_DELAY_S, config.repeats, config.sizes),
+    )
+    r.concurrency = step("reviewer concurrency", lambda: pipeline_bench.concurrency(CONCURRENCY_DELAY_S))
+    r.spans = step("span ingestion", lambda: span_figures(dsn, config.spans, config.repeats))
+    r.datasets = step(
+        f"dataset build at {config.findings:,} findings",
+        lambda: dataset_build.run(dsn, findings=config.findings, repeats=config.repeats),
+    )
+    r.webhook = step(
+        "webhook load", lambda: webhook.run(dsn, rates=config.webhook_rates, seconds=config.webhook_seconds)
+    )
+    return r
+
+
+# --- targets and tables ----------------------------------------------------------------------------
+
+
+def _at(rows: list[dict[str, Any]], lines: int) -> dict[str, Any] | None:
+    return next((row for row in rows if row["changed_lines"] == lines), None)
+
+
+def targets(r: Results) -> list[Target]:
+    nan = float("nan")
+    at_target = _at(r.no_model, TARGET_LINES)
+    cold_exp = scaling.growth_exponent([(row["changed_lines"], row["cold_s"]) for row in r.no_model])
+    memory_row = _at(r.memory, MEMORY_LINES)
+    hook = next((row for row in r.webhook if row["rate"] == WEBHOOK_TARGET_RATE), None)
+    lost = sum(row["sent"] - min(row["accepted"], row["events_queued"], row["jobs_stored"]) for row in r.webhook)
+    return [
+        Target(
+            f"pipeline without model at {TARGET_LINES:,} changed lines < 2 s",
+            at_target["cold_s"] if at_target else nan,
+            2.0,
+            "below",
+            "s",
+            f"analyzers run; with their answers cached {fmt(at_target['cached_s'])} s" if at_target else "",
+        ),
+        Target("growth no faster than linear (exponent ≤ 1)", cold_exp, 1.0, "at_most", "", "no model, 1k→50k lines"),
+        Target(
+            f"peak memory at {MEMORY_LINES:,} lines < 1 GiB",
+            memory_row["peak_rss_mib"] if memory_row else nan,
+            1024.0,
+            "below",
+            "MiB",
+            "peak RSS of the whole reviewing process" if memory_row else "",
+        ),
+        Target(
+            "span ingestion ≥ 20,000 spans/s",
+            r.spans.get("ingest_per_s", nan),
+            20_000.0,
+            "at_least",
+            "spans/s",
+            "through PostgresSpanExporter",
+        ),
+        Target(
+            f"webhook p99 time to 202 < 50 ms at {WEBHOOK_TARGET_RATE} events/s",
+            hook["p99_ms"] if hook else nan,
+            50.0,
+            "below",
+            "ms",
+            f"sustained {fmt(hook['sustained_per_s'])} events/s" if hook else "",
+        ),
+        Target("every accepted webhook event durable", float(lost) if r.webhook else nan, 0.0, "at_most", "lost"),
+    ]
+
+
+def render_results(r: Results) -> str:
+    parts: list[str] = []
+    cold_exp = scaling.growth_exponent([(row["changed_lines"], row["cold_s"]) for row in r.no_model])
+    cached_exp = scaling.growth_exponent([(row["changed_lines"], row["cached_s"]) for row in r.no_model])
+    parts += [
+        "### Pipeline cost against merge request size, no model",
+        "",
+        "`run_review` on synthetic MRs (bench/synthetic.py), no database. *cold*: text no analyzer has "
+        "seen (a new seed per run); *cached*: the same diff again right after, so bandit/ruff answers "
+        "come from their caches and the figure is the pipeline's own work.",
+        "",
+        table(
+            ["changed lines", "files", "cold median (s)", "cold runs (s)", "cached median (s)", "cold / cached"],
+            [
+                (
+                    f"{row['changed_lines']:,}",
+                    row["files"],
+                    row["cold_s"],
+                    ", ".join(fmt(x) for x in row["cold_runs_s"]),
+                    row["cached_s"],
+                    f"{row['cold_s'] / row['cached_s']:.1f}×",
+                )
+                for row in r.no_model
+            ],
+        ),
+        "",
+        f"Growth exponent (log time over log lines, 1k and up): cold {fmt(cold_exp)}, cached {fmt(cached_exp)}.",
+        "",
+        "### Peak memory of one review (a fresh process per size)",
+        "",
+        table(
+            ["changed lines", "peak RSS (MiB)", "RSS before review (MiB)", "RSS delta (MiB)", "Python heap peak (MiB)"],
+            [
+                (
+                    f"{row['changed_lines']:,}",
+                    row["peak_rss_mib"],
+                    row["rss_before_mib"],
+                    row["rss_delta_mib"],
+                    row["python_heap_peak_mib"],
+                )
+                for row in r.memory
+            ],
+        ),
+        "",
+        "RSS from `ru_maxrss` (everything the process held, imports included); the delta is the review's "
+        "own growth; the heap peak is tracemalloc's (Python objects only). Analyzer subprocesses are not counted.",
+    ]
+    model_exp = scaling.growth_exponent([(row["changed_lines"], row["wall_s"]) for row in r.with_model])
+    parts += [
+        "",
+        f"### Pipeline with a model answering every call after {scaling.MODEL_DELAY_S} s",
+        "",
+        "bench/fake_llm_server.py on loopback through the real OpenAI client: a four-reviewer plan "
+        f"(step budget {scaling.MODEL_STEP_BUDGET}; each reviewer runs the analyzer on its first "
+        f"{scaling.MODEL_ANALYZER_STEPS} files, then finishes), every surviving finding judged. The critical "
+        "path is the model time no implementation can avoid (strategy, one reviewer's steps, judgments in "
+        f"rounds of {scaling.MAX_PARALLEL_JUDGMENTS}).",
+        "",
+        table(
+            ["changed lines", "wall median (s)", "model calls", "model critical path (s)", "wall − critical path (s)"],
+            [
+                (
+                    f"{row['changed_lines']:,}",
+                    row["wall_s"],
+                    f"{row['model_calls']:.0f}",
+                    row["model_critical_path_s"],
+                    row["overhead_s"],
+                )
+                for row in r.with_model
+            ],
+        ),
+        "",
+        f"Growth exponent of the wall time: {fmt(model_exp)}.",
+    ]
+    c = r.concurrency
+    if c:
+        parts += [
+            "",
+            f"### Reviewers run concurrently (model delay {c['delay_s']} s)",
+            "",
+            table(
+                ["reviewers", "model calls", "max at once", "reviewer model stage (s)", "stage / delay", "wall (s)"],
+                [
+                    (
+                        c["reviewers"],
+                        c["model_calls"],
+                        c["max_concurrent_reviewers"],
+                        c["reviewer_model_stage_s"],
+                        f"{c['reviewer_model_stage_over_delay']:.2f}×",
+                        c["wall_s"],
+                    )
+                ],
+            ),
+            "",
+            f"Four reviewers that each wait one {c['delay_s']} s model call take "
+            f"{c['reviewer_model_stage_over_delay']:.2f} delays together, not 4.",
+        ]
+    s = r.spans
+    if s:
+        parts += [
+            "",
+            f"### Span ingestion into Postgres ({s['spans']:,} spans, {s['repeats']} runs)",
+            "",
+            table(
+                ["path", "median (spans/s)", "runs"],
+                [
+                    ("exporter alone (PostgresSpanExporter)", s["ingest_per_s"], _runs(s["ingest_runs"])),
+                    (
+                        "end to end (SDK spans → batch processor → rows)",
+                        s["end_to_end_per_s"],
+                        _runs(s["end_to_end_runs"]),
+                    ),
+                ],
+            ),
+        ]
+    d = r.datasets
+    if d:
+        parts += [
+            "",
+            f"### Dataset build at {d['findings']:,} findings",
+            "",
+            f"{d['reviews']:,} reviews with snapshots (one shadow strategy per {dataset_build.SHADOW_EVERY} posted), "
+            f"{d['findings']:,} findings, {d['feedback']:,} votes, written by COPY in {fmt(d['populate_s'])} s "
+            f"({fmt(d['copy_rows_per_s'])} rows/s). Then `learning.datasets.build_datasets` (all four kinds):",
+            "",
+            table(
+                ["build median (s)", "runs (s)", "findings/s", "reviews/s", "dataset rows written"],
+                [(d["build_s"], _runs(d["build_runs_s"]), d["findings_per_s"], d["reviews_per_s"], d["dataset_rows"])],
+            ),
+        ]
+    if r.webhook:
+        parts += [
+            "",
+            "### Webhook path on loopback",
+            "",
+            f"`reviewloop serve --no-worker` (log level {webhook.SERVE_LOG_LEVEL}) in one process; "
+            f"bench/webhook_load.py in another, open loop, at most {webhook.CONNECTIONS} connections, "
+            "one Merge Request Hook per new MR. "
+            "Latency counts from when a request was due (waiting for a connection included).",
+            "",
+            table(
+                [
+                    "rate (events/s)",
+                    "sent",
+                    "202",
+                    "sustained (events/s)",
+                    "p50 (ms)",
+                    "p99 (ms)",
+                    "max (ms)",
+                    "events stored / queued / jobs",
+                    "all durable",
+                ],
+                [
+                    (
+                        f"{row['rate']:.0f}",
+                        row["sent"],
+                        row["accepted"],
+                        row["sustained_per_s"],
+                        row["p50_ms"],
+                        row["p99_ms"],
+                        row["max_ms"],
+                        f"{row['events_stored']} / {row['events_queued']} / {row['jobs_stored']}",
+                        "yes" if row["all_durable"] else "**no**",
+                    )
+                    for row in r.webhook
+                ],
+            ),
+        ]
+    return "\n".join(parts)
+
+
+def _runs(values: list[float]) -> str:
+    return ", ".join(fmt(v) for v in values)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Run every benchmark and append the results.")
+    parser.add_argument("--quick", action="store_true", help="small sizes, one repeat; printed, not appended")
+    parser.add_argument("--results", type=Path, default=None, help=f"file to append to (default {RESULTS})")
+    args = parser.parse_args(argv)
+    config = QUICK if args.quick else Config()
+    results_path = args.results or (None if args.quick else RESULTS)
+    os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
+    load_before = os.getloadavg()
+    started_at = datetime.now(UTC)
+    started = time.perf_counter()
+    with bench_database() as db:
+        progress(f"Postgres {db.server_version}: {db.server}")
+        results = collect(db.dsn, config)
+        database = f"{db.server_version} ({db.server}), a scratch database dropped afterwards"
+    prov = provenance(
+        started=started_at,
+        duration_s=time.perf_counter() - started,
+        command="make bench" + (" (python -m bench.run --quick)" if args.quick else " (python -m bench.run)"),
+        repo=REPO,
+        database=database,
+        load_before=load_before,
+    )
+    section = "\n\n".join(
+        [render_provenance(prov), "### Targets", render_targets(targets(results)), render_results(results)]
+    )
+    print(section)
+    if results_path is not None:
+        existing = results_path.read_text(encoding="utf-8") if results_path.exists() else RESULTS_HEADER
+        results_path.write_text(existing.rstrip("\n") + "\n\n" + section + "\n", encoding="utf-8")
+        progress(f"appended to {results_path}")
+    return 0
+
+
+RESULTS_HEADER = """# Benchmark results
+
+Each section is one `make bench` run, appended by `bench/run.py`: when, on what machine and commit,
+each target and whether it was met, and the tables behind them. Older sections stay as they were.
+"""
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

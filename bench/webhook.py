@@ -1,0 +1,128 @@
+"""The webhook path under load: `reviewloop serve --no-worker` in one process, the load generator
+(`bench.webhook_load`) in another, both on loopback, the database wherever the benchmark's is.
+
+No worker runs, so the queue only fills: what is measured is GitLab's side of the contract (time
+to 202) and durability. After each rate, every 202 must have its `webhook_events` row (status
+queued) and its `procrastinate_jobs` row, counted in the database.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+
+from bench.webhook_load import SECRET_ENV
+
+RATES = (50, 200)
+SECONDS = 10.0
+CONNECTIONS = 64
+START_TIMEOUT_S = 90
+SERVE_LOG_LEVEL = "info"  # what a deployment runs with: every accepted webhook writes one log line
+SERVER_COMMAND = ("-c", "from api.cli import main; main()", "serve", "--no-worker")
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_ready(base_url: str, server: subprocess.Popen[bytes], log_path: Path) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            tail = log_path.read_text(errors="replace")[-2000:]
+            raise RuntimeError(f"reviewloop serve exited with {server.returncode}:\n{tail}")
+        try:
+            if httpx.get(f"{base_url}/readyz", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise RuntimeError(f"reviewloop serve was not ready within {START_TIMEOUT_S} s")
+
+
+def durable_counts(dsn: str, tag: str) -> dict[str, int]:
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(
+            """
+            SELECT count(*) AS events,
+                   count(*) FILTER (WHERE e.status = 'queued') AS queued,
+                   count(j.id) AS jobs
+              FROM webhook_events e LEFT JOIN procrastinate_jobs j ON j.id = e.job_id
+             WHERE e.idempotency_key LIKE %s
+            """,
+            (f"{tag}-%",),
+        ).fetchone()
+    assert row is not None
+    return {"events_stored": int(row[0]), "events_queued": int(row[1]), "jobs_stored": int(row[2])}
+
+
+def run(dsn: str, *, rates: tuple[int, ...] = RATES, seconds: float = SECONDS) -> list[dict[str, Any]]:
+    secret = secrets.token_urlsafe(24)
+    port = free_port()
+    base_url = f"http://127.0.0.1:{port}"
+    env = {
+        **os.environ,
+        "REVIEWLOOP_DATABASE_URL": dsn,
+        "REVIEWLOOP_WEBHOOK_SECRET": secret,
+        "REVIEWLOOP_GITLAB_PROJECTS": "",
+    }
+    load_env = {**os.environ, SECRET_ENV: secret}
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="reviewloop-bench-serve-") as tmp:
+        log_path = Path(tmp) / "serve.log"
+        env["REVIEWLOOP_DATA_DIR"] = tmp
+        command = [sys.executable, *SERVER_COMMAND, "--port", str(port), "--log-level", SERVE_LOG_LEVEL]
+        with open(log_path, "wb") as log:
+            server = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            wait_ready(base_url, server, log_path)
+            for index, rate in enumerate(rates):
+                tag = f"bench-{uuid.uuid4().hex[:8]}"
+                done = subprocess.run(
+                    [
+                        sys.executable,
+                        "-m",
+                        "bench.webhook_load",
+                        f"{base_url}/webhooks/gitlab",
+                        str(rate),
+                        str(seconds),
+                        tag,
+                        "--connections",
+                        str(CONNECTIONS),
+                        "--first-iid",
+                        str(1 + index * 1_000_000),
+                    ],
+                    env=load_env,
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                    timeout=seconds * 10 + 60,
+                )
+                result = json.loads(done.stdout.strip().splitlines()[-1])
+                result.update(durable_counts(dsn, tag))
+                result["all_durable"] = (
+                    result["accepted"] == result["sent"] == result["events_queued"] == result["jobs_stored"]
+                )
+                rows.append(result)
+        finally:
+            server.terminate()
+            try:
+                server.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()
+    return rows

@@ -1,0 +1,201 @@
+"""A webhook load generator, run as its own process: `python -m bench.webhook_load URL RATE SECONDS TAG`.
+
+Open loop: request i is due at start + i/RATE whether or not earlier ones were answered (GitLab
+does not wait for us either), over at most `--connections` connections. Latency is measured from
+the moment a request was due, so time spent waiting for a free connection counts (no coordinated
+omission); the time from the request actually leaving is reported beside it. Every event is a
+Merge Request Hook "open" for its own merge request and head commit with its own Idempotency-Key,
+so each one must be stored and queued. The webhook secret comes from the environment
+(`BENCH_WEBHOOK_SECRET`), never the command line. Prints one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import os
+import statistics
+import time
+from collections import Counter
+from typing import Any
+
+import httpx
+
+SECRET_ENV = "BENCH_WEBHOOK_SECRET"  # noqa: S105 - the variable's name, not a secret
+PROJECT_ID = 4242
+PROJECT_PATH = "bench/webhooks"
+DEFAULT_CONNECTIONS = 64
+REQUEST_TIMEOUT_S = 30.0
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The q-th percentile (0-100) by linear interpolation between closest ranks (numpy's default)."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    rank = (len(ordered) - 1) * q / 100
+    low = int(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def merge_request_hook(*, iid: int, tag: str) -> dict[str, Any]:
+    """A Merge Request Hook body shaped like GitLab's documented example (about 2.5 kB)."""
+    head = hashlib.sha1(f"{tag}:{iid}".encode(), usedforsecurity=False).hexdigest()
+    web = f"http://gitlab.example.com/{PROJECT_PATH}"
+    project = {
+        "id": PROJECT_ID,
+        "name": "webhooks",
+        "description": "benchmark project",
+        "web_url": web,
+        "avatar_url": None,
+        "git_ssh_url": f"git@gitlab.example.com:{PROJECT_PATH}.git",
+        "git_http_url": f"{web}.git",
+        "namespace": "bench",
+        "visibility_level": 0,
+        "path_with_namespace": PROJECT_PATH,
+        "default_branch": "main",
+        "homepage": web,
+        "url": f"git@gitlab.example.com:{PROJECT_PATH}.git",
+        "ssh_url": f"git@gitlab.example.com:{PROJECT_PATH}.git",
+        "http_url": f"{web}.git",
+    }
+    user = {"id": 7, "name": "Dev Eloper", "username": "dev", "avatar_url": None, "email": "[REDACTED]"}
+    return {
+        "object_kind": "merge_request",
+        "event_type": "merge_request",
+        "user": user,
+        "project": project,
+        "object_attributes": {
+            "id": 900_000 + iid,
+            "iid": iid,
+            "target_branch": "main",
+            "source_branch": f"feature-{iid}",
+            "source_project_id": PROJECT_ID,
+            "author_id": 7,
+            "assignee_ids": [],
+            "reviewer_ids": [],
+            "title": f"Add feature {iid}",
+            "created_at": "2025-01-01 10:00:00 UTC",
+            "updated_at": "2025-01-01 10:00:00 UTC",
+            "state_id": 1,
+            "state": "opened",
+            "draft": False,
+            "work_in_progress": False,
+            "merge_status": "unchecked",
+            "target_project_id": PROJECT_ID,
+            "description": "Implements the feature and its tests.",
+            "url": f"{web}/-/merge_requests/{iid}",
+            "source": project,
+            "target": project,
+            "last_commit": {
+                "id": head,
+                "message": "Add feature\n",
+                "title": "Add feature",
+                "timestamp": "2025-01-01T10:00:00+00:00",
+                "url": f"{web}/-/commit/{head}",
+                "author": {"name": "Dev Eloper", "email": "[REDACTED]"},
+            },
+            "labels": [],
+            "action": "open",
+        },
+        "labels": [],
+        "changes": {},
+        "repository": {"name": "webhooks", "url": project["url"], "description": "", "homepage": web},
+    }
+
+
+async def _send(
+    client: httpx.AsyncClient, url: str, body: bytes, headers: dict[str, str], due: float
+) -> tuple[int | str, float, float]:
+    await asyncio.sleep(max(0.0, due - time.perf_counter()))
+    sent = time.perf_counter()
+    try:
+        response = await client.post(url, content=body, headers=headers)
+        status: int | str = response.status_code
+    except httpx.HTTPError as exc:
+        status = type(exc).__name__
+    done = time.perf_counter()
+    return status, done - due, done - sent
+
+
+async def generate(
+    url: str, *, rate: float, seconds: float, tag: str, secret: str, connections: int, first_iid: int = 1
+) -> dict[str, Any]:
+    n = max(1, round(rate * seconds))
+    requests = []
+    for i in range(n):
+        iid = first_iid + i
+        body = json.dumps(merge_request_hook(iid=iid, tag=tag)).encode()
+        headers = {
+            "Content-Type": "application/json",
+            "X-Gitlab-Event": "Merge Request Hook",
+            "X-Gitlab-Token": secret,
+            "Idempotency-Key": f"{tag}-{iid}",
+            "X-Gitlab-Webhook-UUID": f"{tag}-w-{iid}",
+        }
+        requests.append((body, headers))
+    limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
+    async with httpx.AsyncClient(limits=limits, timeout=REQUEST_TIMEOUT_S) as client:
+        await client.get(url.rsplit("/webhooks", 1)[0] + "/healthz")  # open one connection first
+        start = time.perf_counter() + 0.05
+        tasks = [
+            asyncio.create_task(_send(client, url, body, headers, start + i / rate))
+            for i, (body, headers) in enumerate(requests)
+        ]
+        results = await asyncio.gather(*tasks)
+        elapsed = time.perf_counter() - start
+    statuses = Counter(str(s) for s, _, _ in results)
+    accepted = [(lat, svc) for s, lat, svc in results if s == 202]
+    latencies = [lat for lat, _ in accepted]
+    service = [svc for _, svc in accepted]
+    return {
+        "rate": rate,
+        "seconds": seconds,
+        "sent": n,
+        "statuses": dict(statuses),
+        "accepted": len(accepted),
+        "elapsed_s": elapsed,
+        "sustained_per_s": len(accepted) / elapsed if elapsed > 0 else 0.0,
+        "p50_ms": percentile(latencies, 50) * 1000,
+        "p99_ms": percentile(latencies, 99) * 1000,
+        "max_ms": max(latencies, default=float("nan")) * 1000,
+        "mean_ms": statistics.fmean(latencies) * 1000 if latencies else float("nan"),
+        "service_p50_ms": percentile(service, 50) * 1000,
+        "service_p99_ms": percentile(service, 99) * 1000,
+        "connections": connections,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("url", help="the webhook URL, e.g. http://127.0.0.1:8000/webhooks/gitlab")
+    parser.add_argument("rate", type=float, help="events per second")
+    parser.add_argument("seconds", type=float, help="how long to send")
+    parser.add_argument("tag", help="prefix of the idempotency keys and head commits of this run")
+    parser.add_argument("--connections", type=int, default=DEFAULT_CONNECTIONS)
+    parser.add_argument(
+        "--first-iid", type=int, default=1, help="merge request iids count up from here (one MR per event)"
+    )
+    args = parser.parse_args()
+    secret = os.environ.get(SECRET_ENV)
+    if not secret:
+        parser.error(f"set {SECRET_ENV} to the service's webhook secret")
+    result = asyncio.run(
+        generate(
+            args.url,
+            rate=args.rate,
+            seconds=args.seconds,
+            tag=args.tag,
+            secret=secret,
+            connections=args.connections,
+            first_iid=args.first_iid,
+        )
+    )
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
