@@ -1,7 +1,7 @@
 """The job queue: procrastinate on the same Postgres as everything else.
 
     webhook ──(one transaction: webhook_events row + procrastinate job)──▶ procrastinate_jobs
-    worker  ──fetch (lock "mr:<project>:<iid>")──▶ review_merge_request ──to_thread──▶ agent.pipeline
+    worker  ──fetch (lock "mr:<project>:<iid>")──▶ review_merge_request ──to_thread──▶ agent.gitlab_review
 
 - One pending review per merge request: the job's `queueing_lock`; intake cancels an older pending
   job of the same MR before deferring the newer push (see api/intake.py).
@@ -23,7 +23,7 @@ import functools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import procrastinate
 import psycopg
@@ -37,6 +37,9 @@ from agent.store.migrate import MIGRATION_LOCK_KEY
 from api.db import DbPool
 from api.logs import log_context
 from reviewers.errors import ReviewloopError
+
+if TYPE_CHECKING:
+    from agent.gitlab_review import ReviewDeps
 
 logger = logging.getLogger(__name__)
 
@@ -268,9 +271,9 @@ async def run_worker(
     await app.run_worker_async(**options)
 
 
-def pipeline_review_function(deps: Any) -> ReviewFunction:
-    """Bind the pipeline's deps; imported lazily so the API never loads the agent's heavy parts."""
-    from agent.pipeline import review_gitlab_merge_request
+def pipeline_review_function(deps: ReviewDeps) -> ReviewFunction:
+    """Bind the review flow's deps; imported lazily so the API never loads the agent's heavy parts."""
+    from agent.gitlab_review import review_gitlab_merge_request
 
     bound: Callable[..., int] = functools.partial(review_gitlab_merge_request, deps)
     return bound

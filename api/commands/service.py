@@ -23,8 +23,7 @@ from api.cli import app
 from reviewers.errors import ReviewloopError
 
 if TYPE_CHECKING:
-    from psycopg_pool import ConnectionPool
-
+    from agent.session import Session
     from api.worker import QueueConfig, WorkerRuntime
 
 logger = logging.getLogger(__name__)
@@ -42,35 +41,35 @@ def fail(message: str, code: int = 2) -> typer.Exit:
 
 
 def prepare_database(settings: Settings) -> str:
-    """Resolve the DSN (starting the embedded server if none is configured) and migrate everything."""
+    """Resolve the DSN (starting the embedded server if none is configured) and migrate everything:
+    our tables, LangGraph's checkpoints and the job queue's schema."""
+    from agent.session import prepare_database as prepare_agent_database
     from agent.store.db import resolve_dsn
-    from agent.store.migrate import upgrade
     from api.worker import ensure_queue_schema
 
     dsn = resolve_dsn(database_url=settings.database_url, data_dir=settings.data_dir)
-    applied = upgrade(dsn)
-    if applied:
-        logger.info("applied migrations", extra={"migrations": applied})
+    prepare_agent_database(dsn)
     if ensure_queue_schema(dsn):
         logger.info("created the job queue schema")
     return dsn
 
 
-def worker_runtime(settings: Settings, dsn: str, config: QueueConfig) -> tuple[WorkerRuntime, ConnectionPool]:
-    """The pipeline's dependencies on their own (synchronous) pool; the pool is the caller's to close."""
-    from agent.pipeline import build_deps
-    from agent.store.db import open_pool
+def worker_runtime(settings: Settings, config: QueueConfig) -> tuple[WorkerRuntime, Session]:
+    """The review flow's dependencies (store pool, tracing, GitLab client, model) and the worker's own
+    small async pool. The session (its pool and tracer) is the caller's to close."""
+    from agent.gitlab_review import build_deps
+    from agent.session import llm_from_settings, open_session
     from api.db import make_pool
     from api.worker import WorkerRuntime, pipeline_review_function
 
-    review_pool = open_pool(dsn, max_size=settings.db_pool_size)
-    deps = build_deps(settings, pool=review_pool)
+    session = open_session(settings)
+    deps = build_deps(settings, pool=session.pool, dsn=session.dsn, llm=llm_from_settings(settings))
     runtime = WorkerRuntime(
-        pool=make_pool(dsn, max_size=2, name="reviewloop-worker"),
+        pool=make_pool(session.dsn, max_size=2, name="reviewloop-worker"),
         review=pipeline_review_function(deps),
         config=config,
     )
-    return runtime, review_pool
+    return runtime, session
 
 
 @contextlib.contextmanager
@@ -99,11 +98,12 @@ def serve(
         settings = Settings()
         dsn = prepare_database(settings)
         config = QueueConfig()
-        runtime, review_pool = worker_runtime(settings, dsn, config) if with_worker else (None, None)
+        settings = settings.model_copy(update={"database_url": dsn})
+        runtime, session = worker_runtime(settings, config) if with_worker else (None, None)
         try:
             asyncio.run(
                 serve_async(
-                    settings.model_copy(update={"database_url": dsn}),
+                    settings,
                     host=host,
                     port=port,
                     runtime=runtime,
@@ -113,8 +113,8 @@ def serve(
                 )
             )
         finally:
-            if review_pool is not None:
-                review_pool.close()
+            if session is not None:
+                session.close()
 
 
 async def serve_async(
@@ -191,11 +191,11 @@ def worker(
         settings = Settings()
         dsn = prepare_database(settings)
         config = QueueConfig()
-        runtime, review_pool = worker_runtime(settings, dsn, config)
+        runtime, session = worker_runtime(settings.model_copy(update={"database_url": dsn}), config)
         try:
             asyncio.run(worker_async(dsn, runtime, concurrency=concurrency, name=name, pool_size=settings.db_pool_size))
         finally:
-            review_pool.close()
+            session.close()
 
 
 async def worker_async(dsn: str, runtime: WorkerRuntime, *, concurrency: int, name: str | None, pool_size: int) -> None:
