@@ -36,7 +36,7 @@ from procrastinate.schema import SchemaManager
 from agent.store.migrate import MIGRATION_LOCK_KEY
 from api.db import DbPool
 from api.logs import log_context
-from reviewers.errors import ReviewloopError
+from reviewers.errors import ConfigError, ReviewloopError
 
 if TYPE_CHECKING:
     from agent.gitlab_review import ReviewDeps
@@ -66,6 +66,17 @@ class QueueConfig:
     """When the periodic stalled-job recovery runs (6th field = seconds)."""
     shutdown_graceful_timeout_s: float | None = None
     """On SIGTERM, how long running reviews may finish before they are aborted (None = no limit)."""
+
+    @classmethod
+    def with_liveness(cls, *, heartbeat_interval_s: float, stalled_after_s: float) -> QueueConfig:
+        """Heartbeat and stall timeout as given; the recovery runs about once per stall timeout."""
+        if heartbeat_interval_s <= 0 or stalled_after_s <= heartbeat_interval_s:
+            raise ConfigError("the stall timeout must be longer than the heartbeat interval (and both positive)")
+        every = int(stalled_after_s)
+        cron = f"* * * * * */{max(1, every)}" if every < 60 else f"*/{min(59, every // 60)} * * * *"
+        return cls(
+            heartbeat_interval_s=heartbeat_interval_s, stalled_worker_timeout_s=stalled_after_s, recovery_cron=cron
+        )
 
 
 def is_retryable(error: BaseException) -> bool:

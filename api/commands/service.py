@@ -87,6 +87,10 @@ def serve(
     port: Annotated[int, typer.Option(help="port to listen on")] = 8000,
     concurrency: Annotated[int, typer.Option(help="reviews the in-process worker runs at once")] = 2,
     with_worker: Annotated[bool, typer.Option("--worker/--no-worker", help="run a worker in this process")] = True,
+    heartbeat_interval: Annotated[float, typer.Option(help="seconds between worker heartbeats")] = 10.0,
+    stalled_after: Annotated[
+        float, typer.Option(help="seconds without a heartbeat after which a worker's reviews are retried elsewhere")
+    ] = 30.0,
     log_level: Annotated[str, typer.Option(help="debug|info|warning|error")] = "info",
 ) -> None:
     """Serve the webhook, feedback and read API, with a worker in the same process."""
@@ -97,7 +101,7 @@ def serve(
     with clear_errors():
         settings = Settings()
         dsn = prepare_database(settings)
-        config = QueueConfig()
+        config = QueueConfig.with_liveness(heartbeat_interval_s=heartbeat_interval, stalled_after_s=stalled_after)
         settings = settings.model_copy(update={"database_url": dsn})
         runtime, session = worker_runtime(settings, config) if with_worker else (None, None)
         try:
@@ -180,6 +184,10 @@ async def serve_async(
 def worker(
     concurrency: Annotated[int, typer.Option(help="reviews this worker runs at once")] = 2,
     name: Annotated[str | None, typer.Option(help="worker name in logs")] = None,
+    heartbeat_interval: Annotated[float, typer.Option(help="seconds between worker heartbeats")] = 10.0,
+    stalled_after: Annotated[
+        float, typer.Option(help="seconds without a heartbeat after which a worker's reviews are retried elsewhere")
+    ] = 30.0,
     log_level: Annotated[str, typer.Option(help="debug|info|warning|error")] = "info",
 ) -> None:
     """Run a worker; start as many as you like, on any host that reaches the database."""
@@ -190,7 +198,7 @@ def worker(
     with clear_errors():
         settings = Settings()
         dsn = prepare_database(settings)
-        config = QueueConfig()
+        config = QueueConfig.with_liveness(heartbeat_interval_s=heartbeat_interval, stalled_after_s=stalled_after)
         runtime, session = worker_runtime(settings.model_copy(update={"database_url": dsn}), config)
         try:
             asyncio.run(worker_async(dsn, runtime, concurrency=concurrency, name=name, pool_size=settings.db_pool_size))
