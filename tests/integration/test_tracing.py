@@ -262,7 +262,7 @@ def test_exporter_survives_the_database_going_away(
     assert any("recovered; 2 spans were dropped" in m for m in messages)
 
 
-def test_exporter_backs_off_after_a_failure(pg_admin_dsn: str) -> None:
+def test_exporter_backs_off_after_a_failure() -> None:
     exporter = PostgresSpanExporter(dsn="postgresql://postgres@127.0.0.1:1/none", retry_after_s=60.0)
     spans = finished_spans(2)
     assert exporter.export(spans) is SpanExportResult.FAILURE
