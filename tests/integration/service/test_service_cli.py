@@ -12,7 +12,9 @@ from pathlib import Path
 import httpx
 import psycopg
 import pytest
-from service_harness import SECRET, scalar, wait_for
+from fakes.gitlab_hooks import hook_headers, merge_request_hook
+from fakes.gitlab_server import BOT_TOKEN, FakeGitLab
+from service_harness import IID, PID, SECRET, post_hook, scalar, wait_for
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -91,3 +93,53 @@ def test_serve_without_worker_answers_and_stops_on_sigterm(db_dsn: str) -> None:
             proc.kill()
         output = proc.communicate(timeout=30)[0].decode()
     assert SECRET not in output and "t0ken-for-tests" not in output  # secrets never reach the logs
+
+
+@pytest.mark.slow
+def test_serve_runs_the_api_and_a_worker(db_dsn: str, fake: FakeGitLab) -> None:
+    port = free_port()
+    env = {
+        **os.environ,
+        "REVIEWLOOP_DATABASE_URL": db_dsn,
+        "REVIEWLOOP_WEBHOOK_SECRET": SECRET,
+        "REVIEWLOOP_GITLAB_URL": fake.url,
+        "REVIEWLOOP_GITLAB_TOKEN": BOT_TOKEN,
+    }
+    for name in ("REVIEWLOOP_LLM_BASE_URL", "REVIEWLOOP_LLM_MODEL", "REVIEWLOOP_LLM_MODEL_PATH"):
+        env.pop(name, None)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from api.cli import main; main()", "serve", "--port", str(port)],
+        env=env,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+
+        def ready() -> bool:
+            try:
+                answer = httpx.get(f"{url}/readyz", timeout=2)
+            except httpx.TransportError:
+                return False
+            return answer.status_code == 200 and answer.json()["workers"] == 1
+
+        wait_for(ready, timeout=120, what="/readyz with the in-process worker")
+        queued = post_hook(
+            url, merge_request_hook(fake, PID, IID, action="open"), hook_headers("Merge Request Hook", token=SECRET)
+        )
+        assert queued.status_code == 202, queued.text
+        event_id = queued.json()["event_id"]
+        wait_for(
+            lambda: scalar(db_dsn, "SELECT status FROM webhook_events WHERE id = %s", event_id) == "processed",
+            timeout=120,
+            what="the in-process worker to review",
+        )
+        assert any(d.notes[0].author.id == fake.bot.id for d in fake.discussions(PID, IID))  # the summary at least
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        output = proc.communicate(timeout=30)[0].decode()
+    assert scalar(db_dsn, "SELECT count(*) FROM procrastinate_workers") == 0, output[-2000:]
