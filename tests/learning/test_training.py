@@ -162,7 +162,7 @@ def test_kto_trains_on_unpaired_thumbs(synthetic_store: SyntheticStore, tiny_mod
         )
     m = result.metrics
     print(
-        f"\nKTO held-out loss {m['before_eval_loss']} -> {m['after_eval_loss']}; "
+        f"\nKTO held-out loss {m['before_eval_loss']:.4f} -> {m['after_eval_loss']:.4f}; "
         f"{watch.changed}/{watch.trainable} trainable tensors changed"
     )
     assert watch.trainable > 0 and watch.changed == watch.trainable
