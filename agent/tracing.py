@@ -25,8 +25,9 @@ from typing import Any
 import orjson
 import psycopg
 from opentelemetry import trace
+from opentelemetry.context import Context
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.util.types import AttributeValue
 
@@ -336,6 +337,34 @@ def _write_batch(conn: psycopg.Connection[Any], rows: list[SpanRow]) -> int:
 # --- setting up ------------------------------------------------------------------------------------
 
 _active_provider: TracerProvider | None = None
+
+
+class _RoutingSpanProcessor(SpanProcessor):
+    """The global provider's one processor: it forwards to the processors of the provider set up
+    last. OTel lets a process install its global provider only once, but the library's tracers
+    (`trace.get_tracer` in the graph, the LLM port, the reviewers) must follow each `setup_tracing`
+    — a second database in tests, a re-configured worker."""
+
+    def __init__(self) -> None:
+        self.targets: tuple[SpanProcessor, ...] = ()
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        for target in self.targets:
+            target.on_start(span, parent_context=parent_context)
+
+    def on_end(self, span: ReadableSpan) -> None:
+        for target in self.targets:
+            target.on_end(span)
+
+    def shutdown(self) -> None:
+        self.targets = ()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return all(target.force_flush(timeout_millis) for target in self.targets)
+
+
+_router = _RoutingSpanProcessor()
+_global_provider: TracerProvider | None = None
 _exporters: weakref.WeakKeyDictionary[TracerProvider, PostgresSpanExporter] = weakref.WeakKeyDictionary()
 
 
@@ -360,13 +389,15 @@ def setup_tracing(
     With neither a database nor an endpoint, spans are made but not kept. `install_global` makes it
     OTel's global provider too, which OTel allows once per process; `get_tracer` uses it either way.
     """
-    global _active_provider
+    global _active_provider, _global_provider
     if pool is not None and dsn is not None:
         raise ConfigError("setup_tracing takes a pool or a dsn, not both")
-    provider = TracerProvider(resource=Resource.create({SERVICE_NAME: service_name}))
+    resource = Resource.create({SERVICE_NAME: service_name})
+    provider = TracerProvider(resource=resource)
+    processors: list[SpanProcessor] = []
     if pool is not None or dsn is not None:
         exporter = PostgresSpanExporter(pool=pool, dsn=dsn, retry_after_s=retry_after_s)
-        provider.add_span_processor(
+        processors.append(
             BatchSpanProcessor(
                 exporter,
                 max_queue_size=MAX_QUEUE_SIZE,
@@ -378,13 +409,16 @@ def setup_tracing(
     if otlp_endpoint:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=otlp_traces_url(otlp_endpoint))))
+        processors.append(BatchSpanProcessor(OTLPSpanExporter(endpoint=otlp_traces_url(otlp_endpoint))))
+    for processor in processors:
+        provider.add_span_processor(processor)
     _active_provider = provider
     if install_global:
-        if isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
-            trace.set_tracer_provider(provider)
-        else:
-            logger.debug("a global tracer provider is already installed; get_tracer() uses the new one")
+        if _global_provider is None and isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+            _global_provider = TracerProvider(resource=resource)
+            _global_provider.add_span_processor(_router)
+            trace.set_tracer_provider(_global_provider)
+        _router.targets = tuple(processors)
     return provider
 
 
@@ -408,6 +442,7 @@ def shutdown_tracing(provider: TracerProvider | None = None) -> None:
     if target is None:
         return
     target.force_flush()
-    target.shutdown()
     if target is _active_provider:
+        _router.targets = ()
         _active_provider = None
+    target.shutdown()
