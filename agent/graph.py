@@ -79,6 +79,7 @@ class ReviewRuntime(Protocol):
         note: str | None,
         *,
         model_version_id: int | None = None,
+        s1: str = "",
     ) -> None: ...
 
     def run_reviewer(
@@ -138,7 +139,7 @@ def build_review_graph(runtime: ReviewRuntime, checkpointer: BaseCheckpointSaver
             history = runtime.history(context)
             z, source, note = generate_strategy(llm, s1=s1, files=context.files, config=context.config, history=history)
             version_id = version_id if source == "model" else None
-            runtime.save_strategy(review_id, z, source, note, model_version_id=version_id)
+            runtime.save_strategy(review_id, z, source, note, model_version_id=version_id, s1=s1)
             if version_id is not None:
                 span.set_attribute("reviewloop.model_version_id", version_id)
             span.set_attribute("reviewloop.strategy_source", source)

@@ -191,8 +191,11 @@ class Runtime:
         note: str | None,
         *,
         model_version_id: int | None = None,
+        s1: str = "",
     ) -> None:
         if self.pool is not None:
+            if s1:  # what the strategy model saw, so training prompts match serving prompts exactly
+                store_snapshots.set_s1(self.pool, review_id, s1=s1)
             store_reviews.set_strategy(
                 self.pool,
                 review_id,

@@ -43,3 +43,13 @@ def path_acceptance(db: Database, *, project: str, paths: Sequence[str]) -> dict
             (project, list(paths)),
         ).fetchall()
     return {str(p): int(acc) / int(n) for p, acc, n in rows if n}
+
+
+def set_s1(db: Database, review_id: int, *, s1: str) -> None:
+    """Keep the rendered s1 in the snapshot (the dataset builder prefers it to re-rendering)."""
+    with connection(db) as conn:
+        conn.execute(
+            "UPDATE reviews SET snapshot = coalesce(snapshot, '{}'::jsonb) || jsonb_build_object('s1', %s::text)"
+            " WHERE id = %s",
+            (s1, review_id),
+        )
