@@ -38,7 +38,7 @@ def test_a_cap_above_a_layers_width_pads_with_zero_factors() -> None:
     parts = [(torch.randn(2, 3), torch.randn(2, 2), 1.0) for _ in range(2)]  # out width 2, total rank 4
     a, b = combined_factors(parts, max_rank=3)
     assert a.shape == (3, 3) and b.shape == (2, 3)
-    exact = sum(s * bi @ ai for ai, bi, s in parts)
+    exact = parts[0][2] * parts[0][1] @ parts[0][0] + parts[1][2] * parts[1][1] @ parts[1][0]
     assert torch.allclose(b @ a, exact, atol=1e-5)  # rank ≤ 2 anyway: nothing is lost
 
 
