@@ -31,6 +31,18 @@ def cli(*args: str, dsn: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def start_cli(args: list[str], *, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    # output to a file, not a pipe: a full pipe nobody reads would block the server's logging
+    with log.open("ab") as out:  # the child keeps its own copy of the descriptor
+        return subprocess.Popen(
+            [sys.executable, "-c", "from api.cli import main; main()", *args],
+            env=env,
+            cwd=REPO,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -59,7 +71,7 @@ def test_tokens_create_prints_a_token_once_and_stores_its_hash(db_dsn: str) -> N
 
 
 @pytest.mark.slow
-def test_serve_without_worker_answers_and_stops_on_sigterm(db_dsn: str) -> None:
+def test_serve_without_worker_answers_and_stops_on_sigterm(db_dsn: str, tmp_path: Path) -> None:
     port = free_port()
     env = {
         **os.environ,
@@ -67,13 +79,8 @@ def test_serve_without_worker_answers_and_stops_on_sigterm(db_dsn: str) -> None:
         "REVIEWLOOP_WEBHOOK_SECRET": SECRET,
         "REVIEWLOOP_API_TOKENS": "ci:t0ken-for-tests",
     }
-    proc = subprocess.Popen(
-        [sys.executable, "-c", "from api.cli import main; main()", "serve", "--no-worker", "--port", str(port)],
-        env=env,
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
+    log = tmp_path / "serve.log"
+    proc = start_cli(["serve", "--no-worker", "--port", str(port)], env=env, log=log)
     url = f"http://127.0.0.1:{port}"
     try:
 
@@ -91,12 +98,13 @@ def test_serve_without_worker_answers_and_stops_on_sigterm(db_dsn: str) -> None:
     finally:
         if proc.poll() is None:
             proc.kill()
-        output = proc.communicate(timeout=30)[0].decode()
+        proc.wait(timeout=30)
+    output = log.read_text()
     assert SECRET not in output and "t0ken-for-tests" not in output  # secrets never reach the logs
 
 
 @pytest.mark.slow
-def test_serve_runs_the_api_and_a_worker(db_dsn: str, fake: FakeGitLab) -> None:
+def test_serve_runs_the_api_and_a_worker(db_dsn: str, fake: FakeGitLab, tmp_path: Path) -> None:
     port = free_port()
     env = {
         **os.environ,
@@ -107,13 +115,8 @@ def test_serve_runs_the_api_and_a_worker(db_dsn: str, fake: FakeGitLab) -> None:
     }
     for name in ("REVIEWLOOP_LLM_BASE_URL", "REVIEWLOOP_LLM_MODEL", "REVIEWLOOP_LLM_MODEL_PATH"):
         env.pop(name, None)
-    proc = subprocess.Popen(
-        [sys.executable, "-c", "from api.cli import main; main()", "serve", "--port", str(port)],
-        env=env,
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
+    log = tmp_path / "serve.log"
+    proc = start_cli(["serve", "--port", str(port)], env=env, log=log)
     url = f"http://127.0.0.1:{port}"
     try:
 
@@ -141,5 +144,6 @@ def test_serve_runs_the_api_and_a_worker(db_dsn: str, fake: FakeGitLab) -> None:
     finally:
         if proc.poll() is None:
             proc.kill()
-        output = proc.communicate(timeout=30)[0].decode()
+        proc.wait(timeout=30)
+    output = log.read_text()
     assert scalar(db_dsn, "SELECT count(*) FROM procrastinate_workers") == 0, output[-2000:]
