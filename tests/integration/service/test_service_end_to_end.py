@@ -17,11 +17,24 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psycopg
 import pytest
 from fakes.gitlab_hooks import emoji_hook, hook_headers, merge_request_hook
 from fakes.gitlab_server import BOT_TOKEN, FakeGitLab
 from pydantic import SecretStr
-from service_harness import API_TOKEN, IID, PID, SECRET, LiveServer, drain_queue, post_hook, rows, scalar, wait_for
+from service_harness import (
+    API_TOKEN,
+    FAST_QUEUE,
+    IID,
+    PID,
+    SECRET,
+    LiveServer,
+    drain_queue,
+    post_hook,
+    rows,
+    scalar,
+    wait_for,
+)
 
 from agent.gitlab_review import build_deps
 from agent.session import Session, open_session
@@ -246,3 +259,30 @@ def test_worker_killed_while_publishing_finishes_after_restart_posting_each_find
     head = gitlab.merge_request(PID, IID).latest.head_sha
     assert [(e["project"], e["mr_iid"], e["head_sha"]) for e in started] == [(str(PID), IID, head)] * 2
     assert BOT_TOKEN not in text
+
+
+def test_gitlab_failing_past_the_retry_budget_fails_the_job_visibly(
+    service: LiveServer, service_dsn: str, gitlab: FakeGitLab, review_session: tuple[Session, ReviewFunction]
+) -> None:
+    _, review = review_session
+    # the finding threads go through; the summary note keeps getting 500
+    gitlab.fail_next(rf"/projects/{PID}/merge_requests/{IID}/notes/?$", 500, count=None, method="POST")
+    queued = deliver(service, merge_request_hook(gitlab, PID, IID, action="open")).json()
+    for _ in range(FAST_QUEUE.max_attempts):
+        with psycopg.connect(service_dsn) as conn:  # skip the backoff wait between attempts
+            conn.execute("UPDATE procrastinate_jobs SET scheduled_at = now() WHERE id = %s", (queued["job_id"],))
+        drain_queue(service_dsn, review)
+    assert (
+        scalar(service_dsn, "SELECT status::text FROM procrastinate_jobs WHERE id = %s", queued["job_id"]) == "failed"
+    )
+    status, reason = rows(service_dsn, "SELECT status, reason FROM webhook_events WHERE id = %s", queued["event_id"])[0]
+    assert status == "failed" and reason
+    metrics = httpx.get(f"{service.url}/metrics", timeout=30).text
+    assert 'reviewloop_queue_jobs{status="failed"} 1.0' in metrics
+    # every thread that reached GitLab has its record, and none was posted twice by the retries
+    threads = positioned(gitlab)
+    assert len(threads) >= 2
+    for discussion in threads.values():
+        assert scalar(service_dsn, "SELECT count(*) FROM findings WHERE discussion_id = %s", discussion.id) >= 1
+    bodies = [d.notes[0].body for d in our_threads(gitlab)]
+    assert len(bodies) == len(set(bodies))
