@@ -74,12 +74,15 @@ def load_diff(request: ReviewRequest) -> tuple[Snapshot, Workspace, list[FileCha
     files = parse_unified_diff(text)
     if not files:
         raise InputError("the input holds no file changes (is it a unified diff?)")
-    workspace: Workspace = DiffWorkspace(files)
+    # files at head, when the caller has them, make a full review; else the hunks are all there is
+    workspace: Workspace = SnapshotWorkspace(request.files) if request.files else DiffWorkspace(files)
     snapshot = Snapshot(
         title=request.title or "diff",
         description=request.description,
         diff=text,
         not_reviewed=not_reviewed_files(files),
+        files=dict(request.files or {}),
+        config_text=(request.files or {}).get(".reviewloop.toml"),
     )
     return snapshot, workspace, files
 

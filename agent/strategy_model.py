@@ -4,7 +4,8 @@ Every review asks for the current strategy model. When the registry's production
 since the last review, the new one is loaded: by name from an OpenAI-compatible server that serves
 adapters (vLLM multi-LoRA: the adapter was loaded there under its `serving_name`), or in process
 through transformers (base model + LoRA adapter). Loaded local models are cached by (base,
-adapter), so a rollback to a previous version is instant too. Without a production version, the
+adapter), so a rollback to a previous version is instant too. A trained version is asked with
+exactly the prompt it was trained on (`strategy_messages(s1)`), so no schema text is appended. Without a production version, the
 configured model (or none: the rule-based strategy) is used.
 """
 
@@ -75,6 +76,7 @@ class StrategyModelSource:
                     timeout_s=o.timeout_s,
                     max_retries=o.max_retries,
                     max_output_tokens=o.max_output_tokens,
+                    schema_in_prompt=False,
                 )
             else:
                 llm = make_llm(
@@ -86,6 +88,7 @@ class StrategyModelSource:
                     timeout_s=o.timeout_s,
                     max_retries=o.max_retries,
                     max_output_tokens=o.max_output_tokens,
+                    schema_in_prompt=False,
                 )
             if llm is None:
                 raise ConfigError(f"model version {version['name']} names no model to load")

@@ -26,8 +26,13 @@ def make_llm(
     timeout_s: float,
     max_retries: int,
     max_output_tokens: int,
+    schema_in_prompt: bool = True,
 ) -> SamplingLLM | None:
-    """The configured backend, or None when no model is configured."""
+    """The configured backend, or None when no model is configured.
+
+    `schema_in_prompt=False` sends the messages exactly as given: a model fine-tuned on a prompt
+    (the strategy model) must see that prompt at serving time, not one with an appended schema.
+    """
     if base_url:
         if not model:
             raise ConfigError("an LLM base URL is set but no model name (REVIEWLOOP_LLM_MODEL)")
@@ -41,6 +46,7 @@ def make_llm(
             timeout_s=timeout_s,
             max_retries=max_retries,
             max_output_tokens=max_output_tokens,
+            schema_in_prompt=schema_in_prompt,
         )
     if model_path is not None:
         from agent.llm.transformers_local import TransformersLLM
@@ -50,6 +56,7 @@ def make_llm(
             adapter_path=adapter_path,
             max_output_tokens=max_output_tokens,
             model_name=model or None,
+            schema_in_prompt=schema_in_prompt,
         )
     if model:
         raise ConfigError("an LLM model name is set but neither a base URL nor a local model path")
