@@ -36,6 +36,7 @@ from procrastinate.schema import SchemaManager
 from agent.store.migrate import MIGRATION_LOCK_KEY
 from api.db import DbPool
 from api.logs import log_context
+from api.retrain_task import register_retrain_task
 from reviewers.errors import ConfigError, ReviewloopError
 
 if TYPE_CHECKING:
@@ -66,6 +67,8 @@ class QueueConfig:
     """When the periodic stalled-job recovery runs (6th field = seconds)."""
     shutdown_graceful_timeout_s: float | None = None
     """On SIGTERM, how long running reviews may finish before they are aborted (None = no limit)."""
+    retrain_cron: str | None = None
+    """When the periodic retrain runs (REVIEWLOOP_RETRAIN_CRON); None = never (api/retrain_task.py)."""
 
     @classmethod
     def with_liveness(cls, *, heartbeat_interval_s: float, stalled_after_s: float) -> QueueConfig:
@@ -220,6 +223,7 @@ def create_queue_app(config: QueueConfig | None = None) -> procrastinate.App:
         jobs = await recover_stalled_jobs(context.app, seconds_since_heartbeat=cfg.stalled_worker_timeout_s)
         return len(jobs)
 
+    register_retrain_task(app, cron=cfg.retrain_cron)
     return app
 
 

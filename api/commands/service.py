@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import signal
 from collections.abc import Iterator
@@ -101,7 +102,10 @@ def serve(
     with clear_errors():
         settings = Settings()
         dsn = prepare_database(settings)
-        config = QueueConfig.with_liveness(heartbeat_interval_s=heartbeat_interval, stalled_after_s=stalled_after)
+        config = dataclasses.replace(
+            QueueConfig.with_liveness(heartbeat_interval_s=heartbeat_interval, stalled_after_s=stalled_after),
+            retrain_cron=settings.retrain_cron,
+        )
         settings = settings.model_copy(update={"database_url": dsn})
         runtime, session = worker_runtime(settings, config) if with_worker else (None, None)
         try:
@@ -198,7 +202,10 @@ def worker(
     with clear_errors():
         settings = Settings()
         dsn = prepare_database(settings)
-        config = QueueConfig.with_liveness(heartbeat_interval_s=heartbeat_interval, stalled_after_s=stalled_after)
+        config = dataclasses.replace(
+            QueueConfig.with_liveness(heartbeat_interval_s=heartbeat_interval, stalled_after_s=stalled_after),
+            retrain_cron=settings.retrain_cron,
+        )
         runtime, session = worker_runtime(settings.model_copy(update={"database_url": dsn}), config)
         try:
             asyncio.run(worker_async(dsn, runtime, concurrency=concurrency, name=name, pool_size=settings.db_pool_size))
