@@ -4,7 +4,8 @@ vLLM (started with `--enable-lora` and `VLLM_ALLOW_RUNTIME_LORA_UPDATING=True`) 
 runtime through `POST /v1/load_lora_adapter {"lora_name", "lora_path"}`; requests then name the
 adapter as their `model`. The path is read by the vLLM server, so it must be valid there (deploy/
 mounts the models volume at the same path in the retrain and vLLM containers). Without the
-environment flag the endpoint does not exist (404): the error says so. An adapter already loaded
+environment flag the endpoint does not exist (FastAPI's plain 404): the error says so; an adapter path
+vLLM cannot read is its own 404 with a message, passed on. An adapter already loaded
 under the same name counts as loaded (vLLM answers 400 "has already been loaded"): a retried
 promotion must not fail on its own earlier success.
 """
@@ -55,7 +56,7 @@ def load_lora_adapter(
     detail = _detail(response)
     if response.status_code == 400 and ALREADY_LOADED in detail:
         return
-    if response.status_code == 404:
+    if response.status_code == 404 and detail in ("Not Found", ""):  # FastAPI's own 404: no such route
         raise AdapterLoadError(
             f"the model server at {url} has no runtime LoRA loading (404); start vLLM with --enable-lora and"
             " VLLM_ALLOW_RUNTIME_LORA_UPDATING=True"
@@ -74,7 +75,7 @@ def _detail(response: httpx.Response) -> str:
     except ValueError:
         return response.text.strip().splitlines()[0][:300] if response.text.strip() else ""
     if isinstance(body, dict):
-        error = body.get("error", body)
+        error = body.get("error", body.get("detail", body))
         message = error.get("message") if isinstance(error, dict) else error
         return str(message or body)[:300]
     return str(body)[:300]
