@@ -29,7 +29,7 @@ from bench.report import Target, fmt, provenance, render_provenance, render_targ
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "bench" / "RESULTS.md"
-SPANS = 30_000
+SPANS = 20_000
 SPAN_REPEATS = 3
 CONCURRENCY_DELAY_S = 0.5
 TARGET_LINES = 10_000
@@ -98,8 +98,11 @@ def span_figures(dsn: str, n: int, repeats: int) -> dict[str, Any]:
 
 def collect(dsn: str, config: Config) -> Results:
     r = Results()
-    r.no_model = step("pipeline, no model", lambda: scaling.no_model(config.repeats, config.sizes))
-    r.memory = step("peak memory (a process per size)", lambda: scaling.memory(config.sizes))
+    r.memory = step("peak memory and a first cold run (a process per size)", lambda: scaling.memory(config.sizes))
+    r.no_model = step(
+        "pipeline, no model",
+        lambda: scaling.no_model(config.repeats, config.sizes, fresh_process=r.memory),
+    )
     r.with_model = step(
         f"pipeline, model answering after {scaling.MODEL_DELAY_S} s",
         lambda: scaling.with_model(scaling.MODEL_DELAY_S, config.repeats, config.sizes),
@@ -129,7 +132,7 @@ def targets(r: Results) -> list[Target]:
     cold_exp = scaling.growth_exponent([(row["changed_lines"], row["cold_s"]) for row in r.no_model])
     memory_row = _at(r.memory, MEMORY_LINES)
     hook = next((row for row in r.webhook if row["rate"] == WEBHOOK_TARGET_RATE), None)
-    lost = sum(row["sent"] - min(row["accepted"], row["events_queued"], row["jobs_stored"]) for row in r.webhook)
+    lost = sum(row["accepted"] - min(row["events_queued"], row["jobs_stored"]) for row in r.webhook)
     return [
         Target(
             f"pipeline without model at {TARGET_LINES:,} changed lines < 2 s",
@@ -164,7 +167,14 @@ def targets(r: Results) -> list[Target]:
             "ms",
             f"sustained {fmt(hook['sustained_per_s'])} events/s" if hook else "",
         ),
-        Target("every accepted webhook event durable", float(lost) if r.webhook else nan, 0.0, "at_most", "lost"),
+        Target(
+            "every webhook answered 202 is durable (event row queued + job)",
+            float(lost) if r.webhook else nan,
+            0.0,
+            "at_most",
+            "lost",
+            f"{sum(row['accepted'] for row in r.webhook):,} answered 202" if r.webhook else "",
+        ),
     ]
 
 
@@ -176,8 +186,10 @@ def render_results(r: Results) -> str:
         "### Pipeline cost against merge request size, no model",
         "",
         "`run_review` on synthetic MRs (bench/synthetic.py), no database. *cold*: text no analyzer has "
-        "seen (a new seed per run); *cached*: the same diff again right after, so bandit/ruff answers "
-        "come from their caches and the figure is the pipeline's own work.",
+        "seen (a new seed per run; the first run of each size is the fresh process of the memory table); "
+        "*cached*: the same diff again right after, so bandit/ruff answers come from their caches and the "
+        "figure is the pipeline's own work. The rule strategy's step budget (at most 20 files per reviewer) "
+        "caps the analyzer work; the files past it are named as not reviewed.",
         "",
         table(
             ["changed lines", "files", "cold median (s)", "cold runs (s)", "cached median (s)", "cold / cached"],

@@ -16,7 +16,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from agent.context import ReviewRequest
@@ -51,12 +51,20 @@ def growth_exponent(points: list[tuple[int, float]]) -> float:
     return sum((x - mx) * (y - my) for x, y in pts) / sum((x - mx) ** 2 for x, _ in pts)
 
 
-def no_model(repeats: int = REPEATS, sizes: tuple[tuple[int, int], ...] = SIZES) -> list[Row]:
-    """Median wall time of `run_review` with no model: cold analyzers, then the same diff cached."""
+def no_model(
+    repeats: int = REPEATS, sizes: tuple[tuple[int, int], ...] = SIZES, *, fresh_process: Sequence[Row] = ()
+) -> list[Row]:
+    """Median wall time of `run_review` with no model: cold analyzers, then the same diff cached.
+    A size's row from `memory()` (a review in a fresh process) counts as one of its samples."""
+    measured = {row["changed_lines"]: row for row in fresh_process}
     rows = []
     for lines, files in sizes:
-        cold, cached = [], []
-        for r in range(repeats):
+        cold: list[float] = []
+        cached: list[float] = []
+        if lines in measured:
+            cold.append(measured[lines]["cold_s"])
+            cached.append(measured[lines]["cached_s"])
+        for r in range(repeats - len(cold)):
             diff, head = synthetic_diff(changed_lines=lines, files=files, seed=seed_for(lines, r))
             cold.append(review_once(diff, head))
             cached.append(review_once(diff, head))
@@ -73,7 +81,7 @@ def no_model(repeats: int = REPEATS, sizes: tuple[tuple[int, int], ...] = SIZES)
 
 
 def memory(sizes: tuple[tuple[int, int], ...] = SIZES) -> list[Row]:
-    """Peak memory per size, each in a fresh interpreter (see bench.memory)."""
+    """Peak memory per size, each in a fresh interpreter (see bench.memory), with that review's times."""
     rows = []
     for lines, files in sizes:
         done = subprocess.run(

@@ -27,7 +27,7 @@ SECRET_ENV = "BENCH_WEBHOOK_SECRET"  # noqa: S105 - the variable's name, not a s
 PROJECT_ID = 4242
 PROJECT_PATH = "bench/webhooks"
 DEFAULT_CONNECTIONS = 64
-REQUEST_TIMEOUT_S = 30.0
+REQUEST_TIMEOUT_S = 30.0  # a request unanswered this long after it was due counts as lost
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -113,8 +113,13 @@ async def _send(
     await asyncio.sleep(max(0.0, due - time.perf_counter()))
     sent = time.perf_counter()
     try:
-        response = await client.post(url, content=body, headers=headers)
+        # one deadline for the whole request (waiting for a connection included), from when it was due
+        response = await asyncio.wait_for(
+            client.post(url, content=body, headers=headers), timeout=max(0.1, due + REQUEST_TIMEOUT_S - sent)
+        )
         status: int | str = response.status_code
+    except TimeoutError:
+        status = "timeout"
     except httpx.HTTPError as exc:
         status = type(exc).__name__
     done = time.perf_counter()
@@ -149,6 +154,9 @@ async def generate(
         elapsed = time.perf_counter() - start
     statuses = Counter(str(s) for s, _, _ in results)
     accepted = [(lat, svc) for s, lat, svc in results if s == 202]
+    accepted_keys = [
+        headers["Idempotency-Key"] for (_, headers), (s, _, _) in zip(requests, results, strict=True) if s == 202
+    ]
     latencies = [lat for lat, _ in accepted]
     service = [svc for _, svc in accepted]
     return {
@@ -166,6 +174,7 @@ async def generate(
         "service_p50_ms": percentile(service, 50) * 1000,
         "service_p99_ms": percentile(service, 99) * 1000,
         "connections": connections,
+        "accepted_keys": accepted_keys,
     }
 
 
