@@ -31,6 +31,7 @@ from agent.pipeline import Runtime, run_review
 from agent.publisher import FindingToPublish, OpenThread, PostedThread, publish_review, resolve_outdated
 from agent.settings import Settings
 from agent.store import reviews as store_reviews
+from agent.strategy_model import StrategyModelSource
 from agent.verifier import VerifiedFinding
 from reviewers.contracts import FileChange, LLMPort, Workspace
 from reviewers.errors import PlatformError
@@ -46,15 +47,26 @@ class ReviewDeps:
     dsn: str
     platform: GitLabPlatform
     llm: LLMPort | None = None
-    model_version_id: int | None = None
+    strategy_model: StrategyModelSource | None = None
+    shadow_strategies: int = 0
     allowed_urls: frozenset[str] = field(default_factory=frozenset)
 
 
 def build_deps(settings: Settings, *, pool: ConnectionPool[Any], dsn: str, llm: LLMPort | None = None) -> ReviewDeps:
     if not settings.gitlab_url or settings.gitlab_token is None:
         raise PlatformError("REVIEWLOOP_GITLAB_URL and REVIEWLOOP_GITLAB_TOKEN must be set to review GitLab")
+    from agent.session import strategy_model_source
+
     platform = GitLabPlatform(settings.gitlab_url, settings.gitlab_token.get_secret_value())
-    return ReviewDeps(pool=pool, dsn=dsn, platform=platform, llm=llm, allowed_urls=frozenset({settings.gitlab_url}))
+    return ReviewDeps(
+        pool=pool,
+        dsn=dsn,
+        platform=platform,
+        llm=llm,
+        strategy_model=strategy_model_source(settings, pool, llm),
+        shadow_strategies=settings.shadow_strategies,
+        allowed_urls=frozenset({settings.gitlab_url}),
+    )
 
 
 def load_gitlab_snapshot(
@@ -196,7 +208,8 @@ def review_gitlab_merge_request(
         loaders={"gitlab": loader},
         workspace_for=workspace_for,
         publisher=make_publisher(deps, request),
-        model_version_id=deps.model_version_id,
+        strategy_model=deps.strategy_model,
+        shadow_strategies=deps.shadow_strategies,
     )
     review_id = store_reviews.create_review(
         deps.pool, source="gitlab", project=project, mr_iid=mr_iid, head_sha=head, previous_head_sha=previous

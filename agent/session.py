@@ -13,7 +13,9 @@ from opentelemetry.sdk.trace import TracerProvider
 from agent.llm.factory import llm_from_settings
 from agent.settings import Settings
 from agent.store import db, migrate
+from agent.strategy_model import ServingOptions, StrategyModelSource
 from agent.tracing import setup_tracing
+from reviewers.contracts import LLMPort
 
 
 @dataclass
@@ -41,8 +43,24 @@ def open_session(settings: Settings, *, tracing: bool = True, otlp_endpoint: str
     dsn = db.resolve_dsn(database_url=settings.database_url, data_dir=settings.data_dir)
     prepare_database(dsn)
     pool = db.open_pool(dsn, max_size=settings.db_pool_size)
-    provider = setup_tracing(pool=pool, otlp_endpoint=otlp_endpoint) if tracing else None
+    endpoint = otlp_endpoint or settings.otlp_endpoint
+    provider = setup_tracing(pool=pool, otlp_endpoint=endpoint) if tracing else None
     return Session(dsn=dsn, pool=pool, provider=provider)
 
 
-__all__ = ["Session", "llm_from_settings", "open_session", "prepare_database"]
+def strategy_model_source(settings: Settings, pool: db.Pool, default: LLMPort | None) -> StrategyModelSource:
+    """The registry-backed strategy model, reached the way the configured model is reached."""
+    return StrategyModelSource(
+        pool,
+        ServingOptions(
+            base_url=settings.llm_base_url,
+            api_key=settings.llm_api_key.get_secret_value() if settings.llm_api_key else None,
+            timeout_s=settings.llm_timeout_s,
+            max_retries=settings.llm_max_retries,
+            max_output_tokens=settings.llm_max_output_tokens,
+        ),
+        default=default,
+    )
+
+
+__all__ = ["Session", "llm_from_settings", "open_session", "prepare_database", "strategy_model_source"]

@@ -46,6 +46,11 @@ class Settings(BaseSettings):
     api_tokens: str = ""
     max_webhook_bytes: int = 5 * 1024 * 1024
 
+    otlp_endpoint: str | None = Field(
+        default=None,
+        validation_alias="OTEL_EXPORTER_OTLP_ENDPOINT",
+        description="OpenTelemetry collector (OTLP/HTTP); spans go to Postgres either way",
+    )
     shadow_strategies: int = 0
     retrain_cron: str | None = None
     max_diff_lines_per_file: int = 5000

@@ -5,8 +5,8 @@ since the last review, the new one is loaded: by name from an OpenAI-compatible 
 adapters (vLLM multi-LoRA: the adapter was loaded there under its `serving_name`), or in process
 through transformers (base model + LoRA adapter). Loaded local models are cached by (base,
 adapter), so a rollback to a previous version is instant too. A trained version is asked with
-exactly the prompt it was trained on (`strategy_messages(s1)`), so no schema text is appended. Without a production version, the
-configured model (or none: the rule-based strategy) is used.
+exactly the prompt it was trained on (`strategy_messages(s1)`), so no schema text is appended.
+Without a production version, the configured model (or none: the rule-based strategy) is used.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from agent.context import ReviewRequest
 from agent.evaluation import ExpectedFinding, MatchResult, NegativeLine, match_findings, score_matches
 from agent.pipeline import Runtime, run_review
 from agent.reporter import REPORT_FORMATS, ReportFormat, render_report, shown
-from agent.session import Session, llm_from_settings, open_session
+from agent.session import Session, llm_from_settings, open_session, strategy_model_source
 from agent.settings import Settings
 from api.cli import app
 from reviewers.contracts import SEVERITY_RANK, Severity
@@ -106,7 +106,13 @@ def _open(settings: Settings) -> Session:
 def _run(settings: Settings, session: Session | None, request: ReviewRequest) -> Any:
     try:
         llm = llm_from_settings(settings)
-        runtime = Runtime(pool=session.pool if session else None, llm=llm)
+        source = strategy_model_source(settings, session.pool, llm) if session else None
+        runtime = Runtime(
+            pool=session.pool if session else None,
+            llm=llm,
+            strategy_model=source,
+            shadow_strategies=settings.shadow_strategies if session else 0,
+        )
         with Progress(console=err, transient=True) as progress:
             progress.add_task("reviewing", total=None)
             return run_review(runtime, request, dsn=session.dsn if session else None)
