@@ -58,9 +58,19 @@ def review(
     title: Annotated[str, typer.Option(help="title of the change")] = "",
     store: Annotated[bool, typer.Option(help="record the review in Postgres")] = True,
     all_verdicts: Annotated[bool, typer.Option("--all", help="also show false positives and duplicates")] = False,
+    gitlab_url: Annotated[str | None, typer.Option(help="review a GitLab merge request on this instance")] = None,
+    project: Annotated[str | None, typer.Option(help="GitLab project id or path (with --gitlab-url)")] = None,
+    mr: Annotated[int | None, typer.Option(help="merge request IID (with --gitlab-url)")] = None,
+    post: Annotated[bool, typer.Option(help="post the discussions and summary on the MR (with --gitlab-url)")] = False,
 ) -> None:
-    """Review a local git range (PATH --base --head) or a unified diff (--diff FILE|-)."""
+    """Review a local git range (PATH --base --head), a unified diff (--diff FILE|-), or a GitLab MR
+    (--gitlab-url URL --project ID --mr IID [--post]; the token comes from REVIEWLOOP_GITLAB_TOKEN)."""
     report_format = _format(fmt)
+    if gitlab_url is not None:
+        if not project or mr is None:
+            raise fail("a GitLab review needs --project and --mr")
+        _review_gitlab(gitlab_url, project, mr, post=post, fmt=report_format, output=output, include_all=all_verdicts)
+        return
     if fail_on is not None and fail_on not in SEVERITY_RANK:
         raise fail(f"unknown severity {fail_on!r}; choose one of {', '.join(SEVERITY_RANK)}")
     if diff is not None:
@@ -94,6 +104,63 @@ def review(
         threshold = SEVERITY_RANK[fail_on]  # type: ignore[index]
         if any(SEVERITY_RANK[v.finding.severity] >= threshold for v in shown(outcome.verified)):
             raise typer.Exit(1)
+
+
+def _review_gitlab(
+    url: str, project: str, mr_iid: int, *, post: bool, fmt: ReportFormat, output: Path | None, include_all: bool
+) -> None:
+    from agent.gitlab_review import build_deps, load_gitlab_snapshot, review_gitlab_merge_request
+    from agent.graph import verified_from_state
+    from agent.store import reviews as store_reviews
+
+    settings = Settings(gitlab_url=url)
+    session = _open(settings)
+    try:
+        deps = build_deps(settings, pool=session.pool, dsn=session.dsn, llm=llm_from_settings(settings))
+        if post:
+            review_id = review_gitlab_merge_request(deps, project=project, mr_iid=mr_iid, head_sha=None)
+            detail = store_reviews.get_review(session.pool, review_id)
+            err.print(f"review #{review_id} posted on {project}!{mr_iid}", markup=False)
+            verified = verified_from_state(
+                {
+                    "verdicts": [
+                        {"finding": _finding_dict(f), "verdict": f["verdict"], "reason": f["verdict_reason"]}
+                        for f in (detail["findings"] if detail else [])
+                    ]
+                }
+            )
+            title = detail["title"] if detail else ""
+        else:
+            request = ReviewRequest(source="gitlab", project=project, mr_iid=mr_iid)
+
+            def loader(req: ReviewRequest) -> Any:
+                return load_gitlab_snapshot(deps.platform, req, since_head=None)
+
+            runtime = Runtime(pool=None, llm=deps.llm, loaders={"gitlab": loader}, strategy_model=deps.strategy_model)
+            outcome = run_review(runtime, request, dsn=None, review_id=0)
+            verified, title = outcome.verified, outcome.snapshot.title
+    except ReviewloopError as exc:
+        raise fail(str(exc)) from exc
+    finally:
+        session.close()
+    _emit(render_report(verified, fmt=fmt, meta={"title": title}, include_all=include_all), output)
+
+
+def _finding_dict(row: Any) -> dict[str, Any]:
+    keys = (
+        "path",
+        "line",
+        "end_line",
+        "category",
+        "severity",
+        "title",
+        "body",
+        "evidence",
+        "fingerprint",
+        "reviewer",
+        "rule",
+    )
+    return {k: row[k] for k in keys}
 
 
 def _open(settings: Settings) -> Session:

@@ -1,0 +1,114 @@
+"""`reviewloop review` from the command line: a diff, a local range, a GitLab MR (dry run and --post),
+and the one-line errors for bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from fakes.gitlab_server import BOT_TOKEN, FakeGitLab
+from typer.testing import CliRunner
+
+from api.cli import app
+from api.commands.review import build_demo_repository
+
+FIELDS = {
+    "path",
+    "line",
+    "end_line",
+    "category",
+    "severity",
+    "title",
+    "body",
+    "verdict",
+    "verdict_reason",
+    "fingerprint",
+}
+BASE = {"app/db.py": "import sqlite3\n\n\ndef connect(p):\n    return sqlite3.connect(p)\n"}
+HEAD = {
+    "app/db.py": BASE["app/db.py"]
+    + "\n\ndef find(conn, name):\n    query = f\"SELECT * FROM users WHERE name = '{name}'\"\n    return conn.execute(query).fetchall()\n"
+}
+
+
+@pytest.fixture
+def env(db_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REVIEWLOOP_DATABASE_URL", db_dsn)
+    monkeypatch.setenv("REVIEWLOOP_DATA_DIR", str(tmp_path / "data"))
+    for name in ("REVIEWLOOP_LLM_BASE_URL", "REVIEWLOOP_LLM_MODEL", "REVIEWLOOP_LLM_MODEL_PATH"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def test_review_local_range_and_diff_emit_the_contract(env: None, tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    build_demo_repository(repo)
+    runner = CliRunner()
+    local = runner.invoke(app, ["review", str(repo), "--base", "demo-base", "--head", "demo-head", "--format", "json"])
+    assert local.exit_code == 0, local.output
+    findings = json.loads(local.stdout)["findings"]
+    assert findings and all(FIELDS <= set(f) for f in findings)
+    assert any(f["category"] == "security" and f["path"] == "inventory/db.py" and f["line"] == 17 for f in findings)
+
+    patch = tmp_path / "change.patch"
+    import subprocess
+
+    patch.write_text(
+        subprocess.run(
+            ["git", "-C", str(repo), "diff", "demo-base", "demo-head"], capture_output=True, text=True, check=True
+        ).stdout
+    )
+    diff = runner.invoke(app, ["review", "--diff", str(patch), "--format", "json", "--fail-on", "high"])
+    assert diff.exit_code == 1, diff.output  # a high finding with --fail-on high
+    assert all(FIELDS <= set(f) for f in json.loads(diff.stdout)["findings"])
+    sarif = runner.invoke(app, ["review", "--diff", str(patch), "--format", "sarif", "--no-store"])
+    assert json.loads(sarif.stdout)["version"] == "2.1.0"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["review", "/nonexistent/repo", "--base", "a", "--head", "b"], "not a git repository"),
+        (["review", "--diff", "/nonexistent.patch"], "cannot read"),
+        (["review", "--format", "yaml", "--diff", "-"], "unknown format"),
+    ],
+)
+def test_bad_input_is_one_line_and_nonzero(env: None, args: list[str], message: str) -> None:
+    result = CliRunner().invoke(app, args, input="")
+    assert result.exit_code != 0
+    assert message in result.output
+    assert "Traceback" not in result.output
+
+
+def test_review_of_an_unknown_revision_and_an_empty_or_garbage_diff(env: None, tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    build_demo_repository(repo)
+    runner = CliRunner()
+    bad_rev = runner.invoke(app, ["review", str(repo), "--base", "nope", "--head", "demo-head", "--no-store"])
+    assert bad_rev.exit_code != 0 and "unknown revision" in bad_rev.output
+    empty = runner.invoke(app, ["review", "--diff", "-", "--no-store"], input="")
+    assert empty.exit_code != 0 and "empty" in empty.output
+    garbage = runner.invoke(
+        app, ["review", "--diff", "-", "--no-store"], input="diff --git a/x b/x\n@@ -1,2 +1,2 @@\n+only one line\n"
+    )
+    assert garbage.exit_code != 0 and "Traceback" not in garbage.output
+
+
+def test_review_a_gitlab_merge_request_dry_run_then_post(env: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REVIEWLOOP_GITLAB_TOKEN", BOT_TOKEN)
+    with FakeGitLab() as gitlab:
+        gitlab.add_project(1, "shop/app")
+        gitlab.add_merge_request(1, 3, files_base=BASE, files_head=HEAD, title="Find users")
+        runner = CliRunner()
+        args = ["review", "--gitlab-url", gitlab.url, "--project", "1", "--mr", "3", "--format", "json"]
+        dry = runner.invoke(app, args)
+        assert dry.exit_code == 0, dry.output
+        assert any(f["category"] == "security" for f in json.loads(dry.stdout)["findings"])
+        assert gitlab.discussions(1, 3) == [], "a dry run posted something"
+        posted = runner.invoke(app, [*args, "--post"])
+        assert posted.exit_code == 0, posted.output
+        first = len(gitlab.notes(1, 3))
+        assert first >= 2, "expected a finding thread and the summary"
+        again = runner.invoke(app, [*args, "--post"])
+        assert again.exit_code == 0
+        assert len(gitlab.notes(1, 3)) == first, "a second --post posted again"
