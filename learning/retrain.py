@@ -260,6 +260,8 @@ def retrain(db: Pool, config: RetrainConfig, *, vllm: VllmServer | None = None) 
                 chain.remove_merged()
         if report.status == "running":
             report.status = "succeeded"
+        if report.decision is None and any(r.kind == "eval" and r.status == "skipped" for r in report.stages):
+            report.decision = "keep"
         production = store_models.production_version(db)
         report.serving_version_id = production["id"] if production else None
         _finish_parent(db, report)
