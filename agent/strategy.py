@@ -171,6 +171,7 @@ RISKY_PATH_WORDS = (
     "config",
     "settings",
 )
+GROWTH_RATIO = 3  # code that grows this much more than it shrinks adds behaviour: a feature, not a refactor
 BASE_STEP_BUDGET = 4
 MAX_STEP_BUDGET = 20
 
@@ -214,7 +215,9 @@ def rule_based_strategy(
         change_type = "tests"
     elif not code and configs:
         change_type = "config"
-    elif any(f.status == "added" for f in code):
+    elif any(f.status == "added" for f in code) or sum(f.additions for f in code) > GROWTH_RATIO * max(
+        1, sum(f.deletions for f in code)
+    ):
         change_type = "feature"
     else:
         change_type = "mixed" if len({f.path.split("/")[0] for f in code}) > 2 else "refactor"
