@@ -40,7 +40,7 @@ from reviewers.contracts import (
     ReviewerResult,
     Workspace,
 )
-from reviewers.errors import InputError
+from reviewers.errors import InputError, StoreError
 from reviewers.workspace import SnapshotWorkspace
 
 log = logging.getLogger(__name__)
@@ -309,6 +309,9 @@ def run_review(
             if pool is not None:
                 store_reviews.mark_failed(pool, review_id, error=str(exc))
             span.record_exception(exc)
+            lost = _lost_connection(exc)
+            if lost is not None:
+                raise lost from exc
             raise
         finally:
             runtime.forget(review_id)
@@ -354,6 +357,15 @@ def _run_shadows(runtime: Runtime, pool: ConnectionPool[Any], request: ReviewReq
         s1=s1,
         source=request.source,
     )
+
+
+def _lost_connection(exc: BaseException) -> StoreError | None:
+    """The checkpointer's own connection was cut (a Postgres restart, a failover): a retryable error,
+    so the job queue runs the review again and it resumes from its last checkpoint."""
+    if isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError)):
+        first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        return StoreError(f"Postgres connection lost during the review: {first_line}")
+    return None
 
 
 def _invoke_or_resume(graph: Any, config: dict[str, Any], request: ReviewRequest, review_id: int) -> dict[str, Any]:

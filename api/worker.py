@@ -11,6 +11,8 @@
   is older than `stalled_worker_timeout_s`; their jobs lose their worker and are retried by the
   periodic `recover_stalled_jobs` task and once at every worker start.
 - SIGTERM/SIGINT stop the worker gracefully: no new job is fetched, running ones finish.
+- A worker that stopped on a lost database (a Postgres restart) starts again by itself; a review
+  cut off by the restart fails with a retryable error and resumes from its checkpoint.
 
 This module imports neither the pipeline nor any model library at import time: the API imports it
 to defer jobs and must stay small.
@@ -19,8 +21,11 @@ to defer jobs and must stay small.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
+import signal
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
@@ -49,6 +54,9 @@ RECOVERY_TASK = "recover_stalled_jobs"
 REVIEW_QUEUE = "reviews"
 MAINTENANCE_QUEUE = "maintenance"
 QUEUE_TABLE = "procrastinate_jobs"
+# Pause before a worker that stopped on a database error starts again: a restarting Postgres is back
+# within seconds, and a longer outage then costs one warning every few seconds, not a busy loop.
+WORKER_RESTART_DELAY_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -263,8 +271,62 @@ async def run_worker(
 ) -> None:
     """Run a worker on an opened app until stopped (SIGTERM/SIGINT, or cancelling this coroutine).
 
-    Reviews run in threads, so `concurrency` is the number of reviews in parallel.
+    Reviews run in threads, so `concurrency` is the number of reviews in parallel. A stop lets the
+    running reviews finish; a second signal ends the process at once.
+
+    procrastinate stops a worker by itself when one of its side tasks fails: on a Postgres restart
+    the LISTEN connection cannot reconnect at once, or the heartbeat finds no server. Running jobs
+    still finish; then, while this worker is meant to wait for jobs, it is started again here after
+    `WORKER_RESTART_DELAY_S`, so a database restart costs a pause, not the worker.
     """
+    loop = asyncio.get_running_loop()
+    outer = asyncio.current_task()
+    stop = asyncio.Event()
+    running: asyncio.Task[None] | None = None
+    handled: list[signal.Signals] = []
+
+    def remove_handlers() -> None:
+        for sig in handled:
+            loop.remove_signal_handler(sig)
+        handled.clear()
+
+    def request_stop() -> None:
+        remove_handlers()  # a second signal now has its default effect
+        logger.info("stop requested: running reviews finish, no new one starts")
+        stop.set()
+        if running is not None:
+            running.cancel()  # procrastinate's graceful stop: no new fetch, running jobs finish
+
+    if install_signal_handlers and threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, request_stop)
+            handled.append(sig)
+    try:
+        while not stop.is_set():
+            running = asyncio.create_task(_run_worker_once(app, runtime, concurrency=concurrency, name=name, wait=wait))
+            try:
+                await running
+            except asyncio.CancelledError:
+                if stop.is_set() and outer is not None and outer.cancelling() == 0:
+                    return  # our own stop, not a cancellation of this coroutine
+                raise
+            except (queue_errors.ConnectorException, psycopg.OperationalError) as exc:
+                if not wait or stop.is_set():
+                    raise
+                logger.warning("the worker lost the database; starting it again", extra={"error": str(exc)})
+            else:
+                if not wait or stop.is_set():
+                    return
+                logger.warning("the worker stopped by itself (a side task failed); starting it again")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=WORKER_RESTART_DELAY_S)
+    finally:
+        remove_handlers()
+
+
+async def _run_worker_once(
+    app: procrastinate.App, runtime: WorkerRuntime, *, concurrency: int, name: str | None, wait: bool
+) -> None:
     cfg = runtime.config
     pruned = await app.job_manager.prune_stalled_workers(cfg.stalled_worker_timeout_s)
     if pruned:
@@ -273,7 +335,7 @@ async def run_worker(
     options: WorkerOptions = {
         "concurrency": concurrency,
         "wait": wait,
-        "install_signal_handlers": install_signal_handlers,
+        "install_signal_handlers": False,  # run_worker's own handlers stop it (and tell a stop from a failure)
         "additional_context": {"runtime": runtime},
         "update_heartbeat_interval": cfg.heartbeat_interval_s,
         "stalled_worker_timeout": cfg.stalled_worker_timeout_s,
