@@ -36,7 +36,9 @@ def measure(lines: int, files: int, seed: int) -> dict[str, float]:
     review_once(warm_diff, warm_files)
     diff, head = synthetic_diff(changed_lines=lines, files=files, seed=seed)
     before = current_rss_bytes()
+    cpu_before = os.times()
     cold_s = review_once(diff, head)  # cold: analyzers run
+    cpu_after = os.times()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
     cached_s = review_once(diff, head)
     tracemalloc.start()
@@ -48,6 +50,7 @@ def measure(lines: int, files: int, seed: int) -> dict[str, float]:
     mib = 2**20
     return {
         "cold_s": cold_s,
+        "cold_cpu_s": sum(cpu_after[:4]) - sum(cpu_before[:4]),  # self and children, user and system
         "cached_s": cached_s,
         "rss_before_mib": before / mib,
         "peak_rss_mib": peak / mib,

@@ -85,12 +85,14 @@ def step(name: str, fn: Callable[[], T]) -> T:
 def span_figures(dsn: str, n: int, repeats: int) -> dict[str, Any]:
     runs = [spans_bench.run(dsn, n) for _ in range(repeats)]
     ingest = [float(r["span_ingest_spans_per_s"]) for r in runs]
+    cpu = [float(r["span_ingest_client_cpu_us_per_span"]) for r in runs if "span_ingest_client_cpu_us_per_span" in r]
     end_to_end = [float(r["span_end_to_end_spans_per_s"]) for r in runs]
     return {
         "spans": n,
         "repeats": repeats,
         "ingest_per_s": statistics.median(ingest),
         "ingest_runs": ingest,
+        "ingest_cpu_us_per_span": statistics.median(cpu) if cpu else float("nan"),
         "end_to_end_per_s": statistics.median(end_to_end),
         "end_to_end_runs": end_to_end,
     }
@@ -192,13 +194,22 @@ def render_results(r: Results) -> str:
         "caps the analyzer work; the files past it are named as not reviewed.",
         "",
         table(
-            ["changed lines", "files", "cold median (s)", "cold runs (s)", "cached median (s)", "cold / cached"],
+            [
+                "changed lines",
+                "files",
+                "cold median (s)",
+                "cold runs (s)",
+                "cold CPU (s)",
+                "cached median (s)",
+                "cold / cached",
+            ],
             [
                 (
                     f"{row['changed_lines']:,}",
                     row["files"],
                     row["cold_s"],
                     ", ".join(fmt(x) for x in row["cold_runs_s"]),
+                    row["cold_cpu_s"],
                     row["cached_s"],
                     f"{row['cold_s'] / row['cached_s']:.1f}×",
                 )
@@ -206,7 +217,9 @@ def render_results(r: Results) -> str:
             ],
         ),
         "",
-        f"Growth exponent (log time over log lines, 1k and up): cold {fmt(cold_exp)}, cached {fmt(cached_exp)}.",
+        f"Growth exponent (log time over log lines, 1k and up): cold {fmt(cold_exp)}, cached {fmt(cached_exp)}. "
+        "Cold CPU is the median CPU time of the process and its analyzer subprocesses: on an idle 2-core "
+        "machine the wall time cannot go below half of it.",
         "",
         "### Peak memory of one review (a fresh process per size)",
         "",
@@ -288,6 +301,11 @@ def render_results(r: Results) -> str:
                 [
                     ("exporter alone (PostgresSpanExporter)", s["ingest_per_s"], _runs(s["ingest_runs"])),
                     (
+                        "exporter's own CPU per span (µs; the rate one core could sustain)",
+                        s["ingest_cpu_us_per_span"],
+                        f"{fmt(1e6 / s['ingest_cpu_us_per_span'])} spans/s per core",
+                    ),
+                    (
                         "end to end (SDK spans → batch processor → rows)",
                         s["end_to_end_per_s"],
                         _runs(s["end_to_end_runs"]),
@@ -318,7 +336,12 @@ def render_results(r: Results) -> str:
             f"`reviewloop serve --no-worker` (log level {webhook.SERVE_LOG_LEVEL}) in one process; "
             f"bench/webhook_load.py in another, open loop, at most {webhook.CONNECTIONS} connections, "
             "one Merge Request Hook per new MR. "
-            "Latency counts from when a request was due (waiting for a connection included).",
+            "Latency counts from when a request was due (waiting for a connection included); a request "
+            "unanswered 30 s after it was due counts as not answered. *events stored / queued / jobs*: rows "
+            "of the run in `webhook_events`, and of the events answered 202 those queued with their "
+            "`procrastinate_jobs` row. CPU per event: each process's CPU time over the run divided by the "
+            "events sent (Postgres: the local server's postmaster and backends); their sum against the "
+            "2 cores says what rate this machine could carry with nothing else on it.",
             "",
             table(
                 [
@@ -331,6 +354,8 @@ def render_results(r: Results) -> str:
                     "max (ms)",
                     "events stored / queued / jobs",
                     "all durable",
+                    "CPU per event: API / Postgres / load generator (ms)",
+                    "machine CPU busy",
                 ],
                 [
                     (
@@ -343,6 +368,15 @@ def render_results(r: Results) -> str:
                         row["max_ms"],
                         f"{row['events_stored']} / {row['events_queued']} / {row['jobs_stored']}",
                         "yes" if row["all_durable"] else "**no**",
+                        " / ".join(
+                            fmt(row[k])
+                            for k in (
+                                "server_cpu_ms_per_event",
+                                "postgres_cpu_ms_per_event",
+                                "load_generator_cpu_ms_per_event",
+                            )
+                        ),
+                        f"{row['machine_busy_share']:.0%}",
                     )
                     for row in r.webhook
                 ],

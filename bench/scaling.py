@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import statistics
 import subprocess
 import sys
@@ -51,6 +52,12 @@ def growth_exponent(points: list[tuple[int, float]]) -> float:
     return sum((x - mx) * (y - my) for x, y in pts) / sum((x - mx) ** 2 for x, _ in pts)
 
 
+def cpu_s() -> float:
+    """CPU seconds of this process and its finished children (the analyzer subprocesses)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
 def no_model(
     repeats: int = REPEATS, sizes: tuple[tuple[int, int], ...] = SIZES, *, fresh_process: Sequence[Row] = ()
 ) -> list[Row]:
@@ -64,9 +71,12 @@ def no_model(
         if lines in measured:
             cold.append(measured[lines]["cold_s"])
             cached.append(measured[lines]["cached_s"])
+        cold_cpu: list[float] = [measured[lines]["cold_cpu_s"]] if lines in measured else []
         for r in range(repeats - len(cold)):
             diff, head = synthetic_diff(changed_lines=lines, files=files, seed=seed_for(lines, r))
+            before = cpu_s()
             cold.append(review_once(diff, head))
+            cold_cpu.append(cpu_s() - before)
             cached.append(review_once(diff, head))
         rows.append(
             {
@@ -75,6 +85,7 @@ def no_model(
                 "cold_s": statistics.median(cold),
                 "cold_runs_s": cold,
                 "cached_s": statistics.median(cached),
+                "cold_cpu_s": statistics.median(cold_cpu),
             }
         )
     return rows

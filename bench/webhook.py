@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import secrets
 import socket
 import subprocess
@@ -55,6 +56,55 @@ def wait_ready(base_url: str, server: subprocess.Popen[bytes], log_path: Path) -
     raise RuntimeError(f"reviewloop serve was not ready within {START_TIMEOUT_S} s")
 
 
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds a process has used (/proc/PID/stat fields 14 and 15)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _stat_fields(pid: int) -> list[str]:
+    # fields after the command name, which may itself hold spaces and parentheses
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
+def postmaster_pid(dsn: str) -> int | None:
+    """The local Postgres server's postmaster (the parent of our backend), or None when it is remote."""
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute("SELECT pg_backend_pid()").fetchone()
+    try:
+        return int(_stat_fields(int(row[0]))[1]) if row else None
+    except OSError:
+        return None
+
+
+def postgres_cpu_s(postmaster: int) -> float:
+    """CPU seconds of a local Postgres server: the postmaster, its exited children, its live ones."""
+    tick = os.sysconf("SC_CLK_TCK")
+    fields = _stat_fields(postmaster)
+    total = sum(int(f) for f in fields[11:15])  # utime, stime, cutime, cstime
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            child = _stat_fields(int(entry.name))
+        except OSError:
+            continue  # exited while we looked
+        if int(child[1]) == postmaster:
+            total += int(child[11]) + int(child[12])
+    return total / tick
+
+
+def children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def machine_cpu() -> tuple[float, float]:
+    """(busy, total) CPU ticks of the whole machine since boot (/proc/stat); idle and iowait are not busy."""
+    ticks = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    return float(sum(ticks) - ticks[3] - ticks[4]), float(sum(ticks))
+
+
 def durable_counts(dsn: str, tag: str, accepted_keys: list[str]) -> dict[str, int]:
     """Rows of this run: every event stored, and of the events answered 202, how many have their
     row (status queued) and their job."""
@@ -94,8 +144,12 @@ def run(dsn: str, *, rates: tuple[int, ...] = RATES, seconds: float = SECONDS) -
             server = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
         try:
             wait_ready(base_url, server, log_path)
+            postmaster = postmaster_pid(dsn)
             for index, rate in enumerate(rates):
                 tag = f"bench-{uuid.uuid4().hex[:8]}"
+                server_cpu, (busy, total) = process_cpu_s(server.pid), machine_cpu()
+                load_cpu = children_cpu_s()
+                pg_cpu = postgres_cpu_s(postmaster) if postmaster else float("nan")
                 done = subprocess.run(
                     [
                         sys.executable,
@@ -117,6 +171,15 @@ def run(dsn: str, *, rates: tuple[int, ...] = RATES, seconds: float = SECONDS) -
                     timeout=seconds + LOAD_GRACE_S,
                 )
                 result = json.loads(done.stdout.strip().splitlines()[-1])
+                busy_after, total_after = machine_cpu()
+                # CPU figures hold when other work shares the cores and the wall-clock latency does not
+                per_event = 1000 / result["sent"]
+                result["server_cpu_ms_per_event"] = (process_cpu_s(server.pid) - server_cpu) * per_event
+                result["postgres_cpu_ms_per_event"] = (
+                    (postgres_cpu_s(postmaster) - pg_cpu) * per_event if postmaster else float("nan")
+                )
+                result["load_generator_cpu_ms_per_event"] = (children_cpu_s() - load_cpu) * per_event
+                result["machine_busy_share"] = (busy_after - busy) / max(1.0, total_after - total)
                 keys = result.pop("accepted_keys")
                 result.update(durable_counts(dsn, tag, keys))
                 # durable: every event answered 202 has its row, queued, and its job

@@ -1,12 +1,17 @@
 """A webhook load generator, run as its own process: `python -m bench.webhook_load URL RATE SECONDS TAG`.
 
 Open loop: request i is due at start + i/RATE whether or not earlier ones were answered (GitLab
-does not wait for us either), over at most `--connections` connections. Latency is measured from
-the moment a request was due, so time spent waiting for a free connection counts (no coordinated
-omission); the time from the request actually leaving is reported beside it. Every event is a
-Merge Request Hook "open" for its own merge request and head commit with its own Idempotency-Key,
-so each one must be stored and queued. The webhook secret comes from the environment
-(`BENCH_WEBHOOK_SECRET`), never the command line. Prints one JSON object.
+does not wait for us either), over at most `--connections` keep-alive connections. Latency is
+measured from the moment a request was due, so time spent waiting for a free connection counts
+(no coordinated omission); the time from the request actually leaving is reported beside it.
+Every event is a Merge Request Hook "open" for its own merge request and head commit with its own
+Idempotency-Key, so each one must be stored and queued. The webhook secret comes from the
+environment (`BENCH_WEBHOOK_SECRET`), never the command line. Prints one JSON object.
+
+The default client writes prepared HTTP/1.1 requests on asyncio streams: on a 2-core machine the
+generator shares the cores with the service, and httpx spends several milliseconds of CPU per
+request (as much as the service itself), which would be measured as the service's latency.
+`--client httpx` sends the same requests through httpx, to check the figures against a full client.
 """
 
 from __future__ import annotations
@@ -107,9 +112,7 @@ def merge_request_hook(*, iid: int, tag: str) -> dict[str, Any]:
     }
 
 
-async def _send(
-    client: httpx.AsyncClient, url: str, body: bytes, headers: dict[str, str], due: float
-) -> tuple[int | str, float, float]:
+async def _send(client: httpx.AsyncClient, url: str, body: bytes, headers: dict[str, str], due: float) -> Outcome:
     await asyncio.sleep(max(0.0, due - time.perf_counter()))
     sent = time.perf_counter()
     try:
@@ -126,8 +129,95 @@ async def _send(
     return status, done - due, done - sent
 
 
+Outcome = tuple[int | str, float, float]  # (HTTP status or failure, seconds since due, seconds since sent)
+
+
+def raw_request(url: httpx.URL, body: bytes, headers: dict[str, str]) -> bytes:
+    lines = [f"POST {url.raw_path.decode()} HTTP/1.1", f"Host: {url.netloc.decode()}", f"Content-Length: {len(body)}"]
+    lines += [f"{name}: {value}" for name, value in headers.items()]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
+
+
+async def _read_status(reader: asyncio.StreamReader) -> int:
+    """One HTTP/1.1 response: the status; the body (Content-Length framed, as uvicorn sends it) is read off."""
+    status_line = await reader.readuntil(b"\r\n")
+    length = 0
+    while (line := await reader.readuntil(b"\r\n")) != b"\r\n":
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value.strip())
+    await reader.readexactly(length)
+    return int(status_line.split()[1])
+
+
+async def _raw_connection(
+    url: httpx.URL, queue: asyncio.Queue[tuple[int, float, bytes] | None], results: list[Outcome | None]
+) -> None:
+    """One keep-alive connection taking due requests from the queue until it gets None."""
+    streams: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+    while (item := await queue.get()) is not None:
+        index, due, payload = item
+        sent = time.perf_counter()
+        status: int | str
+        try:
+            if streams is None:
+                streams = await asyncio.open_connection(url.host, url.port)
+            reader, writer = streams
+            writer.write(payload)
+            status = await asyncio.wait_for(_read_status(reader), timeout=max(0.1, due + REQUEST_TIMEOUT_S - sent))
+        except (TimeoutError, OSError, asyncio.IncompleteReadError, ValueError, IndexError) as exc:
+            status = "timeout" if isinstance(exc, TimeoutError) else type(exc).__name__
+            if streams is not None:
+                streams[1].close()
+            streams = None  # the answer may still come on this connection: never reuse it
+        done = time.perf_counter()
+        results[index] = (status, done - due, done - sent)
+    if streams is not None:
+        streams[1].close()
+
+
+async def _run_raw(
+    url: str, requests: list[tuple[bytes, dict[str, str]]], rate: float, connections: int
+) -> list[Outcome]:
+    target = httpx.URL(url)
+    prepared = [raw_request(target, body, headers) for body, headers in requests]
+    queue: asyncio.Queue[tuple[int, float, bytes] | None] = asyncio.Queue()
+    results: list[Outcome | None] = [None] * len(prepared)
+    workers = [asyncio.create_task(_raw_connection(target, queue, results)) for _ in range(connections)]
+    start = time.perf_counter() + 0.05
+    for i, payload in enumerate(prepared):
+        due = start + i / rate
+        await asyncio.sleep(max(0.0, due - time.perf_counter()))
+        queue.put_nowait((i, due, payload))
+    for _ in workers:
+        queue.put_nowait(None)
+    await asyncio.gather(*workers)
+    return [r if r is not None else ("not sent", 0.0, 0.0) for r in results]
+
+
+async def _run_httpx(
+    url: str, requests: list[tuple[bytes, dict[str, str]]], rate: float, connections: int
+) -> list[Outcome]:
+    limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
+    async with httpx.AsyncClient(limits=limits, timeout=REQUEST_TIMEOUT_S) as client:
+        start = time.perf_counter() + 0.05
+        tasks = [
+            asyncio.create_task(_send(client, url, body, headers, start + i / rate))
+            for i, (body, headers) in enumerate(requests)
+        ]
+        return list(await asyncio.gather(*tasks))
+
+
 async def generate(
-    url: str, *, rate: float, seconds: float, tag: str, secret: str, connections: int, first_iid: int = 1
+    url: str,
+    *,
+    rate: float,
+    seconds: float,
+    tag: str,
+    secret: str,
+    connections: int,
+    first_iid: int = 1,
+    client: str = "raw",
 ) -> dict[str, Any]:
     n = max(1, round(rate * seconds))
     requests = []
@@ -142,16 +232,10 @@ async def generate(
             "X-Gitlab-Webhook-UUID": f"{tag}-w-{iid}",
         }
         requests.append((body, headers))
-    limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
-    async with httpx.AsyncClient(limits=limits, timeout=REQUEST_TIMEOUT_S) as client:
-        await client.get(url.rsplit("/webhooks", 1)[0] + "/healthz")  # open one connection first
-        start = time.perf_counter() + 0.05
-        tasks = [
-            asyncio.create_task(_send(client, url, body, headers, start + i / rate))
-            for i, (body, headers) in enumerate(requests)
-        ]
-        results = await asyncio.gather(*tasks)
-        elapsed = time.perf_counter() - start
+    started = time.perf_counter()
+    runner = _run_httpx if client == "httpx" else _run_raw
+    results = await runner(url, requests, rate, connections)
+    elapsed = time.perf_counter() - started
     statuses = Counter(str(s) for s, _, _ in results)
     accepted = [(lat, svc) for s, lat, svc in results if s == 202]
     accepted_keys = [
@@ -174,6 +258,7 @@ async def generate(
         "service_p50_ms": percentile(service, 50) * 1000,
         "service_p99_ms": percentile(service, 99) * 1000,
         "connections": connections,
+        "client": client,
         "accepted_keys": accepted_keys,
     }
 
@@ -188,6 +273,7 @@ def main() -> None:
     parser.add_argument(
         "--first-iid", type=int, default=1, help="merge request iids count up from here (one MR per event)"
     )
+    parser.add_argument("--client", choices=("raw", "httpx"), default="raw", help="how requests are sent")
     args = parser.parse_args()
     secret = os.environ.get(SECRET_ENV)
     if not secret:
@@ -201,6 +287,7 @@ def main() -> None:
             secret=secret,
             connections=args.connections,
             first_iid=args.first_iid,
+            client=args.client,
         )
     )
     print(json.dumps(result))
