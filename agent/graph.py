@@ -143,6 +143,8 @@ def build_review_graph(runtime: ReviewRuntime, checkpointer: BaseCheckpointSaver
             if version_id is not None:
                 span.set_attribute("reviewloop.model_version_id", version_id)
             span.set_attribute("reviewloop.strategy_source", source)
+            if note:  # why the model's strategy was not used, kept with the trace like a reviewer's fallback
+                span.set_attribute("reviewloop.fallback", note)
             span.set_attribute("reviewloop.planned_reviewers", [p.reviewer for p in z.plan])
             return {
                 "strategy": z.model_dump(mode="json"),
