@@ -1,0 +1,329 @@
+"""The evaluation gate: a candidate strategy model goes into service only if it beats the baseline.
+
+Both are evaluated on the held-out replay split the same way serving would use them: greedy decoding
+of the strategy prompt, the output validated, an invalid answer replaced by the rule-based strategy
+(serving's fallback), the strategy executed in the replay environment. The numbers are mean reward,
+precision/recall/F1 of the posted findings against the accepted ones (the evaluation's matching
+rule), cost (reviewer steps) and the share of valid model answers. The candidate is promoted when its
+mean reward beats the baseline's by `margin`, its F1 is not worse by more than `margin`, and its
+valid share did not fall by more than `margin`; otherwise it is rejected. The decision and the
+numbers are stored as a `training_runs` row of kind `eval`.
+
+`rules` is a pseudo-version: the rule-based strategy (no model), the floor every model must clear.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from agent.evaluation import match_findings, score_matches
+from agent.llm.structured import InvalidOutput, parse_structured
+from agent.store.db import Database
+from agent.store.models import (
+    ModelVersionRow,
+    finish_run,
+    get_version,
+    list_versions,
+    production_version,
+    promote,
+    reject_version,
+    start_run,
+)
+from agent.strategy import Strategy, rule_based_strategy
+from learning.replay import (
+    ReplayCase,
+    ReplayEnv,
+    ReplayRewardConfig,
+    accepted_expected,
+    reward,
+)
+from reviewers.errors import InputError, TrainingError
+
+if TYPE_CHECKING:
+    from learning.strata.policy import Device, StrategyPolicy
+
+RULES = "rules"
+DEFAULT_MARGIN = 0.02
+DEFAULT_EVAL_MAX_NEW_TOKENS = 256
+
+
+@dataclass(frozen=True)
+class PolicyEvaluation:
+    """A policy's numbers on a set of replayed merge requests."""
+
+    cases: int
+    strategies: int  # strategies executed (cases × samples)
+    mean_reward: float
+    precision: float
+    recall: float
+    f1: float
+    mean_steps: float  # reviewer steps per execution: the review's cost
+    valid_share: float  # model answers that were valid strategies (1.0 for the rules)
+
+    def as_dict(self) -> dict[str, float | int]:
+        return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in asdict(self).items()}
+
+
+@dataclass(frozen=True)
+class GateDecision:
+    promote: bool
+    reason: str
+    reward_delta: float
+    f1_delta: float
+
+
+# --- turning policies into strategies --------------------------------------------------------------
+
+
+def rule_strategies(cases: Sequence[ReplayCase], env: ReplayEnv) -> list[list[Strategy | None]]:
+    """The rule-based strategy per case (what runs without a model)."""
+    return [[rule_based_strategy(env.files(c), c.repo_config())] for c in cases]
+
+
+def parse_strategy(text: str) -> Strategy | None:
+    try:
+        return parse_structured(text, Strategy)
+    except InvalidOutput:
+        return None
+
+
+def model_strategies(
+    policy: StrategyPolicy,
+    cases: Sequence[ReplayCase],
+    env: ReplayEnv,
+    *,
+    temperature: float = 0.0,
+    samples: int = 1,
+    max_new_tokens: int = DEFAULT_EVAL_MAX_NEW_TOKENS,
+    seed: int = 0,
+    batch_size: int = 16,
+) -> list[list[Strategy | None]]:
+    """Per case, `samples` strategies the policy writes (greedy at temperature 0); None where invalid."""
+    out: list[list[Strategy | None]] = []
+    for start in range(0, len(cases), batch_size):
+        chunk = cases[start : start + batch_size]
+        completions = policy.sample(
+            [policy.prompt_ids(env.reset(c)) for c in chunk],
+            n=samples,
+            temperature=temperature,
+            max_new_tokens=max_new_tokens,
+            seed=seed + start,
+        )
+        out += [[parse_strategy(policy.decode(ids)) for ids in rows] for rows in completions]
+    return out
+
+
+# --- scoring ---------------------------------------------------------------------------------------
+
+
+def evaluate_strategies(
+    cases: Sequence[ReplayCase],
+    strategies: Sequence[Sequence[Strategy | None]],
+    *,
+    env: ReplayEnv,
+    reward_config: ReplayRewardConfig,
+    invalid_reward: float | None = None,
+) -> PolicyEvaluation:
+    """Execute every strategy on its case and aggregate.
+
+    An invalid strategy (None) is replaced by the rule-based one, as serving does, unless
+    `invalid_reward` is given: then it is not executed and scores that (how training sees it).
+    """
+    if len(cases) != len(strategies) or not cases:
+        raise TrainingError(f"{len(cases)} cases but {len(strategies)} strategy lists")
+    rewards: list[float] = []
+    steps: list[int] = []
+    matches = []
+    valid = total = 0
+    for case, options in zip(cases, strategies, strict=True):
+        for z in options:
+            total += 1
+            if z is None and invalid_reward is not None:
+                rewards.append(invalid_reward)
+                steps.append(0)
+                continue
+            valid += z is not None
+            execution = env.execute(
+                case, z if z is not None else rule_based_strategy(env.files(case), case.repo_config())
+            )
+            rewards.append(reward(execution, case, reward_config))
+            steps.append(execution.n_steps)
+            matches.append(match_findings(execution.findings, accepted_expected(case)))
+    overall: dict[str, Any] = score_matches(matches)["overall"] if matches else {}  # type: ignore[assignment]
+    return PolicyEvaluation(
+        cases=len(cases),
+        strategies=total,
+        mean_reward=float(np.mean(rewards)),
+        precision=float(overall.get("precision", 0.0)),
+        recall=float(overall.get("recall", 0.0)),
+        f1=float(overall.get("f1", 0.0)),
+        mean_steps=float(np.mean(steps)),
+        valid_share=valid / total,
+    )
+
+
+def gate_decision(candidate: PolicyEvaluation, baseline: PolicyEvaluation, *, margin: float) -> GateDecision:
+    """Promote only a candidate better by `margin` in mean reward, not worse by it in F1 or validity."""
+    if not math.isfinite(margin) or margin < 0:
+        raise InputError(f"the margin must be a non-negative number, got {margin}")
+    reward_delta = candidate.mean_reward - baseline.mean_reward
+    f1_delta = candidate.f1 - baseline.f1
+    if candidate.valid_share < baseline.valid_share - margin:
+        why = f"valid strategy share fell from {baseline.valid_share:.2f} to {candidate.valid_share:.2f}"
+        return GateDecision(False, why, reward_delta, f1_delta)
+    if reward_delta < margin:
+        why = f"mean reward {candidate.mean_reward:.3f} is not above the baseline's {baseline.mean_reward:.3f}"
+        why += f" by the margin {margin}"
+        return GateDecision(False, why, reward_delta, f1_delta)
+    if f1_delta < -margin:
+        why = f"F1 fell from {baseline.f1:.3f} to {candidate.f1:.3f}"
+        return GateDecision(False, why, reward_delta, f1_delta)
+    why = f"mean reward {candidate.mean_reward:.3f} beats {baseline.mean_reward:.3f}"
+    why += f" by {reward_delta:.3f} (margin {margin})"
+    return GateDecision(True, why, reward_delta, f1_delta)
+
+
+# --- versions --------------------------------------------------------------------------------------
+
+VersionRef = ModelVersionRow | None
+"""A model version, or None for the rules pseudo-version."""
+
+
+def resolve_version(db: Database, ref: str) -> VersionRef:
+    """`rules` (None), a version id, or a version name."""
+    if ref == RULES:
+        return None
+    if ref.isdigit():
+        row = get_version(db, int(ref))
+    else:
+        row = next((v for v in list_versions(db) if v["name"] == ref), None)
+    if row is None:
+        raise InputError(f"no model version {ref!r} (give an id, a name, or 'rules')")
+    return row
+
+
+def describe(ref: VersionRef) -> str:
+    return RULES if ref is None else f"{ref['name']} (id {ref['id']})"
+
+
+def load_version_policy(row: ModelVersionRow, *, device: Device = "auto") -> StrategyPolicy:
+    """A version's model: its adapter over its base model, or a full model directory."""
+    from learning.strata.policy import PolicyConfig, StrategyPolicy
+
+    adapter = Path(row["adapter_path"]) if row["adapter_path"] else None
+    return StrategyPolicy.load(
+        Path(row["base_model"]), adapter=adapter, config=PolicyConfig(use_lora=False, device=device)
+    )
+
+
+def evaluate_version(
+    ref: VersionRef,
+    cases: Sequence[ReplayCase],
+    *,
+    env: ReplayEnv,
+    reward_config: ReplayRewardConfig,
+    device: Device = "auto",
+    max_new_tokens: int = DEFAULT_EVAL_MAX_NEW_TOKENS,
+) -> PolicyEvaluation:
+    """A version's numbers as serving would produce them (greedy, rule fallback)."""
+    if ref is None:
+        strategies = rule_strategies(cases, env)
+        return evaluate_strategies(cases, strategies, env=env, reward_config=reward_config)
+    policy = load_version_policy(ref, device=device)
+    strategies = model_strategies(policy, cases, env, max_new_tokens=max_new_tokens)
+    return evaluate_strategies(cases, strategies, env=env, reward_config=reward_config)
+
+
+@dataclass(frozen=True)
+class GateReport:
+    candidate: str
+    baseline: str
+    candidate_numbers: PolicyEvaluation
+    baseline_numbers: PolicyEvaluation
+    decision: GateDecision
+    run_id: int | None
+    promoted_id: int | None
+
+
+def run_gate(
+    db: Database,
+    *,
+    candidate: str,
+    baseline: str | None,
+    cases: Sequence[ReplayCase],
+    margin: float = DEFAULT_MARGIN,
+    env: ReplayEnv | None = None,
+    reward_config: ReplayRewardConfig | None = None,
+    device: Device = "auto",
+    max_new_tokens: int = DEFAULT_EVAL_MAX_NEW_TOKENS,
+    apply: bool = True,
+) -> GateReport:
+    """Evaluate both, decide, store the decision (kind `eval`), and promote or reject the candidate.
+
+    `baseline=None` compares with the version in service, or the rules when none is. With
+    `apply=False` nothing is promoted or rejected (the decision is still stored).
+    """
+    cand = resolve_version(db, candidate)
+    if cand is None:
+        raise InputError("the candidate must be a model version; 'rules' can only be the baseline")
+    base = production_version(db) if baseline is None else resolve_version(db, baseline)
+    if base is not None and base["id"] == cand["id"]:
+        raise InputError("the candidate and the baseline are the same version")
+    env = env or ReplayEnv()
+    reward_config = reward_config or ReplayRewardConfig()
+    config = {
+        "candidate": describe(cand),
+        "baseline": describe(base),
+        "margin": margin,
+        "cases": len(cases),
+        "reward": asdict(reward_config),
+        "env": asdict(env.config),
+    }
+    run_id = start_run(db, "eval", config)
+    try:
+        numbers = {
+            name: evaluate_version(
+                ref, cases, env=env, reward_config=reward_config, device=device, max_new_tokens=max_new_tokens
+            )
+            for name, ref in (("candidate", cand), ("baseline", base))
+        }
+        decision = gate_decision(numbers["candidate"], numbers["baseline"], margin=margin)
+        promoted_id = None
+        if apply and decision.promote:
+            promote(db, cand["id"])
+            promoted_id = cand["id"]
+        elif apply and cand["stage"] == "candidate":
+            reject_version(db, cand["id"])
+    except BaseException as exc:
+        finish_run(db, run_id, status="failed", reason=(str(exc).strip().splitlines() or [type(exc).__name__])[0])
+        raise
+    finish_run(
+        db,
+        run_id,
+        status="succeeded",
+        reason=decision.reason,
+        model_version_id=cand["id"],
+        metrics={
+            "decision": "promote" if decision.promote else "refuse",
+            "applied": apply,
+            "reward_delta": decision.reward_delta,
+            "f1_delta": decision.f1_delta,
+            "candidate": numbers["candidate"].as_dict(),
+            "baseline": numbers["baseline"].as_dict(),
+        },
+    )
+    return GateReport(
+        candidate=describe(cand),
+        baseline=describe(base),
+        candidate_numbers=numbers["candidate"],
+        baseline_numbers=numbers["baseline"],
+        decision=decision,
+        run_id=run_id,
+        promoted_id=promoted_id,
+    )

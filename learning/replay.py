@@ -1,0 +1,354 @@
+"""The replay environment: past merge requests, replayed under a new strategy, scored by what people said.
+
+A `ReplayCase` is one merge request's snapshot (title, description, diff, files at head) and the
+findings people labeled on it (accepted or rejected, with severity). `ReplayEnv.reset(case)` gives the
+state s1 the strategy model sees — rendered exactly as the dataset builder renders prompts — and
+`ReplayEnv.execute(case, z)` runs the reviewers z plans against the snapshot (a `SnapshotWorkspace`:
+nothing is fetched, nothing under review is executed), then the deterministic verifier. `reward`
+matches the verified findings to the labeled ones with the evaluation's own matching rule:
+
+    R = Σ_matched accepted w(severity) − rejected_weight·#matched rejected − unlabeled_cost·#unmatched
+        − step_cost·#steps
+
+RL (learning/strata) and the evaluation gate (learning/gate) both read this one environment.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from agent.config import parse_repo_config
+from agent.diff import DiffIndex, parse_unified_diff
+from agent.evaluation import ExpectedFinding, MatchResult, match_findings
+from agent.strategy import Strategy, constrain_strategy
+from agent.verifier import VerifiedFinding, VerifierInputs, below_min_severity, verify_findings
+from learning.episodes import s1_for_snapshot
+from reviewers import SnapshotWorkspace, render_review_prefix, run_reviewer
+from reviewers.contracts import (
+    Category,
+    FileChange,
+    Finding,
+    LLMPort,
+    RepoConfig,
+    ReviewContext,
+    ReviewerResult,
+    Severity,
+    Step,
+)
+from reviewers.errors import ConfigError, TrainingError
+
+ReplaySplit = Literal["train", "eval"]
+LabeledAs = Literal["accepted", "rejected"]
+
+DEFAULT_SEVERITY_WEIGHTS: dict[Severity, float] = {
+    "info": 0.25,
+    "low": 0.5,
+    "medium": 0.75,
+    "high": 1.0,
+    "critical": 1.25,
+}
+
+
+# --- cases -----------------------------------------------------------------------------------------
+
+
+class ReplayFinding(BaseModel):
+    """A finding people judged on this merge request."""
+
+    model_config = ConfigDict(extra="ignore")
+    path: str
+    line: int = Field(ge=1)
+    category: Category
+    severity: Severity
+    label: LabeledAs
+    fingerprint: str = ""
+
+
+class ReplayCase(BaseModel):
+    """One merge request to replay: the snapshot a review saw and the labels its findings earned."""
+
+    model_config = ConfigDict(extra="ignore")
+    case_id: str
+    title: str = ""
+    description: str = ""
+    diff: str
+    files: dict[str, str] = Field(default_factory=dict)  # path → text at head
+    config_text: str | None = None
+    s1: str | None = None  # the exact s1 the model saw, when the snapshot kept it
+    findings: list[ReplayFinding] = Field(default_factory=list)
+    split: ReplaySplit | None = None
+
+    def snapshot(self) -> dict[str, Any]:
+        """The snapshot mapping the dataset builder renders prompts from."""
+        return {
+            "title": self.title,
+            "description": self.description,
+            "diff": self.diff,
+            "files": self.files,
+            "config_text": self.config_text,
+            "s1": self.s1,
+        }
+
+    def repo_config(self) -> RepoConfig:
+        return parse_repo_config(self.config_text) if self.config_text else RepoConfig()
+
+
+def case_from_dataset_row(row: Mapping[str, Any], *, split: ReplaySplit | None = None) -> ReplayCase:
+    """A case from a row of the `replay` dataset (learning/datasets.py): files are a JSON object there."""
+    files = row.get("files") or "{}"
+    try:
+        files_map = json.loads(files) if isinstance(files, str) else dict(files)
+    except ValueError as exc:
+        raise TrainingError(f"replay row {row.get('review_id')}: files is not a JSON object") from exc
+    try:
+        return ReplayCase(
+            case_id=str(row.get("review_id") if row.get("review_id") is not None else row.get("case_id")),
+            title=str(row.get("title") or ""),
+            description=str(row.get("description") or ""),
+            diff=str(row.get("diff") or ""),
+            files=files_map,
+            config_text=row.get("config_text"),
+            findings=[f for f in row.get("findings") or [] if f.get("label") in ("accepted", "rejected")],
+            split=split,
+        )
+    except ValidationError as exc:
+        raise TrainingError(f"replay row {row.get('review_id')} is malformed: {_first_error(exc)}") from exc
+
+
+def _first_error(exc: ValidationError) -> str:
+    first = exc.errors()[0]
+    return f"{'.'.join(str(p) for p in first['loc']) or '(root)'}: {first['msg']}"
+
+
+def read_jsonl_cases(path: Path) -> list[ReplayCase]:
+    """Cases from a JSONL file, one `ReplayCase` object per line; a bad line is one clear error."""
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise TrainingError(f"cannot read replay cases from {path}: {exc.strerror or exc}") from exc
+    cases = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            cases.append(ReplayCase.model_validate_json(line))
+        except ValidationError as exc:
+            raise TrainingError(f"{path}:{number}: not a replay case: {_first_error(exc)}") from exc
+    return cases
+
+
+def write_jsonl_cases(path: Path, cases: Sequence[ReplayCase]) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(c.model_dump_json() + "\n" for c in cases), encoding="utf-8")
+    return path
+
+
+def load_replay_cases(source: Path, *, split: ReplaySplit | Literal["all"] = "all") -> list[ReplayCase]:
+    """Cases from a dataset directory (its `replay` kind) or a JSONL file, limited to one split.
+
+    A JSONL case without a `split` belongs to every split. An empty result is an error: training or
+    gating on nothing would report numbers about nothing.
+    """
+    source = Path(source)
+    if source.is_dir():
+        from learning.datasets import load_dataset
+
+        dd = load_dataset(source, "replay")
+        wanted: tuple[ReplaySplit, ...] = ("train", "eval") if split == "all" else (split,)
+        cases = [case_from_dataset_row(row, split=s) for s in wanted for row in dd[s]]
+    elif source.is_file():
+        cases = [c for c in read_jsonl_cases(source) if split == "all" or c.split in (None, split)]
+    else:
+        raise TrainingError(f"replay source {source} does not exist (a dataset directory or a JSONL file)")
+    if not cases:
+        raise TrainingError(f"replay source {source} has no cases in the {split} split")
+    return cases
+
+
+# --- executions ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReplayEnvConfig:
+    """How strategies are executed on replayed merge requests."""
+
+    step_budget_cap: int | None = field(
+        default=None,
+        metadata={
+            "help": "cap on every planned reviewer's step budget (None: the strategy's own budget). A cap "
+            "models limited review capacity: the strategy must put the right files first."
+        },
+    )
+    verify: bool = field(default=True, metadata={"help": "run the deterministic verifier before scoring"})
+
+    def __post_init__(self) -> None:
+        if self.step_budget_cap is not None and self.step_budget_cap < 1:
+            raise ConfigError(f"step_budget_cap must be at least 1, got {self.step_budget_cap}")
+
+
+@dataclass(frozen=True)
+class Execution:
+    """What running one strategy on one case produced."""
+
+    strategy: Strategy  # as executed: constrained to the change and capped
+    results: tuple[ReviewerResult, ...]
+    verified: tuple[VerifiedFinding, ...]
+    # Reviewers serving's safety net added because z left them out (security on a code change).
+    added_by_safety_net: tuple[str, ...] = ()
+
+    @property
+    def findings(self) -> list[Finding]:
+        """The findings the review would post: verified REAL."""
+        return [v.finding for v in self.verified if v.verdict == "REAL"]
+
+    @property
+    def steps(self) -> list[Step]:
+        return [s for r in self.results for s in r.steps]
+
+    @property
+    def n_steps(self) -> int:
+        return sum(len(r.steps) for r in self.results)
+
+
+@dataclass
+class _Prepared:
+    files: list[FileChange]
+    context: ReviewContext
+    diff_index: DiffIndex
+    s1: str
+
+
+class ReplayEnv:
+    """Replays cases under strategies. Parsed diffs and contexts are kept per case id."""
+
+    def __init__(self, config: ReplayEnvConfig | None = None) -> None:
+        self.config = config or ReplayEnvConfig()
+        self._prepared: dict[str, _Prepared] = {}
+
+    def _prepare(self, case: ReplayCase) -> _Prepared:
+        ready = self._prepared.get(case.case_id)
+        if ready is None:
+            files = parse_unified_diff(case.diff)
+            if not files:
+                raise TrainingError(f"replay case {case.case_id} has an empty diff")
+            context = ReviewContext(
+                title=case.title,
+                description=case.description,
+                files=files,
+                workspace=SnapshotWorkspace(case.files) if case.files else SnapshotWorkspace.from_changes(files),
+                config=case.repo_config(),
+            )
+            ready = _Prepared(files, context, DiffIndex(files), s1_for_snapshot(case.snapshot()))
+            self._prepared[case.case_id] = ready
+        return ready
+
+    def reset(self, case: ReplayCase) -> str:
+        """s1 for the case: what the strategy model is conditioned on."""
+        return self._prepare(case).s1
+
+    def files(self, case: ReplayCase) -> list[FileChange]:
+        return self._prepare(case).files
+
+    def execute(self, case: ReplayCase, z: Strategy, *, llm: LLMPort | None = None) -> Execution:
+        """Run z's planned reviewers on the snapshot (`llm=None`: the fixed analyzer executor), then verify."""
+        ready = self._prepare(case)
+        context = ready.context
+        written = {p.reviewer for p in z.plan}
+        z = constrain_strategy(z, ready.files, context.config)
+        added = tuple(p.reviewer for p in z.plan if p.reviewer not in written)
+        cap = self.config.step_budget_cap
+        if cap is not None:
+            z = z.model_copy(
+                update={"plan": [p.model_copy(update={"step_budget": min(p.step_budget, cap)}) for p in z.plan]}
+            )
+        prefix = render_review_prefix(context) if llm is not None else None
+        results = tuple(run_reviewer(p.reviewer, context, p, llm, shared_prefix=prefix) for p in z.plan)
+        found = [f for r in results for f in r.findings if not below_min_severity(f, context.config.min_severity)]
+        if self.config.verify:
+            verified = verify_findings(found, VerifierInputs(workspace=context.workspace, diff_index=ready.diff_index))
+        else:
+            verified = [VerifiedFinding(f, "REAL", "verifier off") for f in found]
+        return Execution(strategy=z, results=results, verified=tuple(verified), added_by_safety_net=added)
+
+
+# --- reward ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReplayRewardConfig:
+    """What a replayed execution earns (not to be confused with learning.reward's feedback reward)."""
+
+    severity_weights: Mapping[str, float] = field(
+        default_factory=lambda: {str(k): v for k, v in DEFAULT_SEVERITY_WEIGHTS.items()},
+        metadata={"help": "reward of a matched accepted finding, by its labeled severity"},
+    )
+    rejected_weight: float = field(default=1.0, metadata={"help": "lost per matched rejected finding"})
+    unlabeled_cost: float = field(
+        default=0.1, metadata={"help": "lost per reported finding that matches no labeled one (noise)"}
+    )
+    step_cost: float = field(default=0.05, metadata={"help": "lost per reviewer step (the review's cost)"})
+
+    def __post_init__(self) -> None:
+        missing = sorted(set(DEFAULT_SEVERITY_WEIGHTS) - set(self.severity_weights))
+        if missing:
+            raise ConfigError(f"severity_weights lacks {', '.join(missing)}")
+        if min(self.rejected_weight, self.unlabeled_cost, self.step_cost) < 0:
+            raise ConfigError("rejected_weight, unlabeled_cost and step_cost are costs: they must be >= 0")
+
+
+@dataclass(frozen=True)
+class RewardBreakdown:
+    accepted: float  # Σ severity weights of matched accepted findings
+    rejected: int
+    unlabeled: int
+    steps: int
+    total: float
+    match: MatchResult
+
+
+def match_labeled(reported: Sequence[Finding], case: ReplayCase) -> tuple[MatchResult, dict[int, ReplayFinding]]:
+    """Match reported findings to the case's labeled ones; also maps each expected item back to its label."""
+    expected: list[ExpectedFinding] = []
+    back: dict[int, ReplayFinding] = {}
+    for f in case.findings:
+        item = ExpectedFinding(path=f.path, line=f.line, category=f.category, severity=f.severity)
+        expected.append(item)
+        back[id(item)] = f
+    return match_findings(reported, expected), back
+
+
+def reward_breakdown(execution: Execution, case: ReplayCase, config: ReplayRewardConfig) -> RewardBreakdown:
+    """The reward and its parts (see the module docstring for the formula)."""
+    result, labels = match_labeled(execution.findings, case)
+    accepted = 0.0
+    rejected = 0
+    for _, expected in result.true_positives:
+        labeled = labels[id(expected)]
+        if labeled.label == "accepted":
+            accepted += float(config.severity_weights[labeled.severity])
+        else:
+            rejected += 1
+    unlabeled = len(result.false_positives)
+    steps = execution.n_steps
+    total = accepted - config.rejected_weight * rejected - config.unlabeled_cost * unlabeled - config.step_cost * steps
+    return RewardBreakdown(accepted, rejected, unlabeled, steps, total, result)
+
+
+def reward(execution: Execution, case: ReplayCase, config: ReplayRewardConfig) -> float:
+    return reward_breakdown(execution, case, config).total
+
+
+def accepted_expected(case: ReplayCase) -> list[ExpectedFinding]:
+    """The accepted findings as the evaluation's expected items (what recall is measured against)."""
+    return [
+        ExpectedFinding(path=f.path, line=f.line, category=f.category, severity=f.severity)
+        for f in case.findings
+        if f.label == "accepted"
+    ]

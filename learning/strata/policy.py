@@ -1,0 +1,265 @@
+"""The strategy policy π(z | s1) being trained: a causal LM (LoRA through peft by default) and its tokenizer.
+
+It turns s1 into prompt token ids with the chat template (the same `strategy_messages` the SFT data
+and the strategy node use), samples strategy completions on the CPU with transformers (the vLLM
+backend in `vllm_backend.py` samples on a GPU behind the same `StrategySampler` protocol), and scores
+token log-probabilities and entropy for the PPO update. Log-probabilities are those of the sampling
+distribution: logits are divided by the sampling temperature, as TRL's GRPOTrainer does, so the PPO
+ratio starts at 1.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from agent.strategy import strategy_messages
+from reviewers.errors import ConfigError, TrainingError
+
+if TYPE_CHECKING:
+    import torch
+
+# peft 0.21 reads `is_gradient_checkpointing`, which transformers 5 deprecated; drop once peft reads
+# the new name (the same filter agent/llm/transformers_local.py uses).
+PEFT_CHECKPOINTING_WARNING = r"`is_gradient_checkpointing` is deprecated"
+Device = Literal["auto", "cpu", "cuda"]
+
+
+@dataclass(frozen=True)
+class PolicyConfig:
+    """How the policy is loaded and adapted."""
+
+    use_lora: bool = field(default=True, metadata={"help": "train a LoRA adapter (peft) instead of every weight"})
+    lora_r: int = field(default=16, metadata={"help": "LoRA rank"})
+    lora_alpha: int = field(default=32, metadata={"help": "LoRA scaling numerator (scale = alpha / r)"})
+    lora_dropout: float = field(
+        default=0.0, metadata={"help": "dropout on the LoRA branch (0: the PPO ratio is exact)"}
+    )
+    lora_target_modules: tuple[str, ...] | None = field(
+        default=None, metadata={"help": "module names to adapt; None adapts every linear layer but the head"}
+    )
+    lora_modules_to_save: tuple[str, ...] | None = field(
+        default=None, metadata={"help": "modules trained in full beside the adapter and saved with it"}
+    )
+    device: Device = field(default="auto", metadata={"help": "auto uses CUDA when available, else the CPU"})
+    bf16: bool | None = field(default=None, metadata={"help": "bfloat16 weights; None = on for CUDA"})
+
+    def __post_init__(self) -> None:
+        if self.lora_r < 1 or self.lora_alpha < 1 or not 0.0 <= self.lora_dropout < 1.0:
+            raise ConfigError(
+                f"bad LoRA settings: r={self.lora_r}, alpha={self.lora_alpha}, dropout={self.lora_dropout}"
+            )
+
+
+@dataclass(frozen=True)
+class TokenScores:
+    """Per-token numbers of a batch's completions, (B, C): column j is each completion's j-th token."""
+
+    logprobs: torch.Tensor
+    mask: torch.Tensor
+    entropy: torch.Tensor | None  # a scalar: mean entropy over the mask (only when asked for)
+
+
+class StrategySampler(Protocol):
+    """Samples completions (token ids, end-of-turn included when produced) for prompts given as token ids."""
+
+    def sample(
+        self, prompts: Sequence[Sequence[int]], *, n: int, temperature: float, max_new_tokens: int, seed: int
+    ) -> list[list[list[int]]]: ...
+
+
+def resolve_device(device: Device) -> str:
+    import torch
+
+    if device == "cuda" and not torch.cuda.is_available():
+        raise TrainingError("device is cuda but no CUDA device is available")
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return device
+
+
+class StrategyPolicy:
+    """A causal LM with a chat template; `model` is peft-wrapped when LoRA is on."""
+
+    def __init__(self, model: Any, tokenizer: Any, *, device: str) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.device = device
+        eos = model.generation_config.eos_token_id or tokenizer.eos_token_id
+        self.eos_ids: list[int] = list(eos) if isinstance(eos, list | tuple) else [int(eos)]
+        self.pad_id = int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_ids[0])
+
+    @classmethod
+    def load(
+        cls, base_model: Path, *, adapter: Path | None = None, config: PolicyConfig | None = None
+    ) -> StrategyPolicy:
+        """The base model (a local directory), with `adapter` loaded trainable or a fresh LoRA on top."""
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        config = config or PolicyConfig()
+        base_model = Path(base_model)
+        if not (base_model / "config.json").is_file():
+            raise TrainingError(f"base model path {base_model} is not a model directory (no config.json)")
+        if adapter is not None and not (Path(adapter) / "adapter_config.json").is_file():
+            raise TrainingError(f"no LoRA adapter at {adapter} (adapter_config.json is missing)")
+        device = resolve_device(config.device)
+        bf16 = config.bf16 if config.bf16 is not None else device == "cuda"
+        tokenizer = AutoTokenizer.from_pretrained(str(base_model))
+        if not getattr(tokenizer, "chat_template", None):
+            raise TrainingError(f"the tokenizer in {base_model} has no chat template; use an instruct/chat model")
+        if tokenizer.pad_token is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        model: Any = AutoModelForCausalLM.from_pretrained(
+            str(base_model), dtype=torch.bfloat16 if bf16 else torch.float32, local_files_only=True
+        )
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=PEFT_CHECKPOINTING_WARNING, category=FutureWarning)
+            if adapter is not None:
+                from peft import PeftModel
+
+                model = PeftModel.from_pretrained(model, str(adapter), is_trainable=True)
+            elif config.use_lora:
+                from peft import LoraConfig, get_peft_model
+
+                model = get_peft_model(
+                    model,
+                    LoraConfig(
+                        task_type="CAUSAL_LM",
+                        r=config.lora_r,
+                        lora_alpha=config.lora_alpha,
+                        lora_dropout=config.lora_dropout,
+                        target_modules=list(config.lora_target_modules) if config.lora_target_modules else "all-linear",
+                        modules_to_save=list(config.lora_modules_to_save) if config.lora_modules_to_save else None,
+                    ),
+                )
+        model.to(device)
+        return cls(model, tokenizer, device=device)
+
+    @property
+    def is_peft(self) -> bool:
+        return hasattr(self.model, "peft_config")
+
+    def trainable_parameters(self) -> list[torch.nn.Parameter]:
+        return [p for p in self.model.parameters() if p.requires_grad]
+
+    def save(self, out_dir: Path) -> None:
+        """The adapter (or the whole model without LoRA) and the tokenizer, loadable offline."""
+        out_dir = Path(out_dir)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        self.model.save_pretrained(str(out_dir))
+        self.tokenizer.save_pretrained(str(out_dir))
+
+    # --- prompts and sampling -------------------------------------------------------------------------
+
+    def prompt_ids(self, s1: str) -> list[int]:
+        """Token ids of the strategy chat prompt over s1, ending where the assistant's answer starts."""
+        text = self.tokenizer.apply_chat_template(strategy_messages(s1), tokenize=False, add_generation_prompt=True)
+        return list(self.tokenizer(str(text), add_special_tokens=False)["input_ids"])
+
+    def decode(self, completion: Sequence[int]) -> str:
+        return str(self.tokenizer.decode(list(completion), skip_special_tokens=True))
+
+    def _trim(self, ids: Sequence[int]) -> list[int]:
+        """A generated row up to and including its first end-of-turn, padding dropped."""
+        out: list[int] = []
+        for token in ids:
+            out.append(int(token))
+            if token in self.eos_ids:
+                break
+        while out and out[-1] == self.pad_id and self.pad_id not in self.eos_ids:
+            out.pop()
+        return out
+
+    def sample(
+        self, prompts: Sequence[Sequence[int]], *, n: int, temperature: float, max_new_tokens: int, seed: int
+    ) -> list[list[list[int]]]:
+        """`n` completions per prompt; temperature 0 decodes greedily (then n must be 1)."""
+        import torch
+        from transformers import GenerationConfig
+
+        if temperature <= 0 and n != 1:
+            raise TrainingError("greedy decoding gives one completion per prompt; use n=1")
+        sampling: dict[str, Any] = (
+            {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0}
+            if temperature > 0
+            else {"do_sample": False}
+        )
+        generation = GenerationConfig(  # type: ignore[no-untyped-call]
+            max_new_tokens=max_new_tokens,
+            num_return_sequences=n,
+            eos_token_id=self.eos_ids,
+            pad_token_id=self.pad_id,
+            **sampling,
+        )
+        width = max(len(p) for p in prompts)
+        # Left padding: decoder-only generation continues right after each prompt.
+        input_ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
+        attention = torch.zeros((len(prompts), width), dtype=torch.long)
+        for row, prompt in enumerate(prompts):
+            input_ids[row, width - len(prompt) :] = torch.tensor(list(prompt), dtype=torch.long)
+            attention[row, width - len(prompt) :] = 1
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with torch.random.fork_rng(devices=[]), torch.no_grad():
+                torch.manual_seed(seed)
+                out = self.model.generate(
+                    input_ids=input_ids.to(self.device),
+                    attention_mask=attention.to(self.device),
+                    generation_config=generation,
+                )
+        finally:
+            self.model.train(was_training)
+        rows = [self._trim(row[width:].tolist()) for row in out]
+        return [rows[i * n : (i + 1) * n] for i in range(len(prompts))]
+
+    # --- scoring ----------------------------------------------------------------------------------
+
+    def score(
+        self,
+        prompts: Sequence[Sequence[int]],
+        completions: Sequence[Sequence[int]],
+        *,
+        temperature: float = 1.0,
+        with_entropy: bool = False,
+    ) -> TokenScores:
+        """Log-probabilities of each completion token given its prompt (with grad when enabled)."""
+        import torch
+
+        from learning.strata.loss import token_entropy
+
+        if len(prompts) != len(completions) or not prompts:
+            raise TrainingError(f"{len(prompts)} prompts but {len(completions)} completions")
+        if any(not c for c in completions):
+            raise TrainingError("an empty completion has no token to score")
+        lengths = [len(p) + len(c) for p, c in zip(prompts, completions, strict=True)]
+        width = max(lengths)
+        ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
+        attention = torch.zeros((len(prompts), width), dtype=torch.long)
+        for row, (p, c) in enumerate(zip(prompts, completions, strict=True)):
+            ids[row, : lengths[row]] = torch.tensor([*p, *c], dtype=torch.long)
+            attention[row, : lengths[row]] = 1
+        ids, attention = ids.to(self.device), attention.to(self.device)
+        # Only completion positions are scored: from the shortest prompt's end on, then gathered so
+        # that column j is each row's j-th completion token (rows line up with the token targets).
+        start = min(len(p) for p in prompts)
+        logits = self.model(input_ids=ids, attention_mask=attention).logits[:, start - 1 : -1, :].float()
+        if temperature > 0:
+            logits = logits / temperature
+        width = max(len(c) for c in completions)
+        index = torch.zeros((len(prompts), width), dtype=torch.long)
+        mask = torch.zeros((len(prompts), width), dtype=torch.float32)
+        for row, (p, c) in enumerate(zip(prompts, completions, strict=True)):
+            first = len(p) - start
+            index[row, : len(c)] = torch.arange(first, first + len(c))
+            mask[row, : len(c)] = 1.0
+        index, mask = index.to(self.device), mask.to(self.device)
+        logits = logits.gather(1, index.unsqueeze(-1).expand(-1, -1, logits.shape[-1]))
+        targets = ids[:, start:].gather(1, index)
+        logprobs = torch.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1) * mask
+        entropy = token_entropy(logits.detach(), mask) if with_entropy else None
+        return TokenScores(logprobs=logprobs, mask=mask, entropy=entropy)

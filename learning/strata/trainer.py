@@ -1,0 +1,384 @@
+"""The StraTA trainer: hierarchical rollouts on the replay environment, then PPO-clip on the strategy tokens.
+
+Each step: take the next `mrs_per_step` training merge requests, roll them out (rollout.py), keep the
+groups with the largest reward spread (RAGEN's StarPO-S filter, advantages.py), score the kept
+completions once without gradient (the "old" policy), then run `ppo_epochs` passes of the clipped
+surrogate loss (loss.py: asymmetric clip, no KL, token-mean) over them. Every step logs reward mean
+and std, strategy diversity, entropy, gradient norm, clip fraction and the judge-flag rate; with a
+store the numbers also go to `training_runs.step_metrics`. Every `checkpoint_every` steps the adapter,
+optimizer, RNG states and step are saved; `train(resume=True)` goes on from the latest checkpoint.
+
+Why not TRL's GRPOTrainer (1.16): it computes advantages itself, from one scalar reward per
+completion normalised within a fixed-size group (`_generate_and_score_completions`), with no hook to
+hand it ours. StraTA needs σ·N sampled but N trained (farthest-point sampling), a top-δ score over M
+executions, StarPO-S group filtering by reward spread, and (with a trained executor) a different
+advantage on action tokens than on strategy tokens. Overriding its private scoring method would tie
+us to one TRL release, so the loop is ours: small, and every rule it applies lives in a pure module.
+Only the strategy tokens are trained (`fixed_executor`); the policy-as-executor mode is refused.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from agent.store.db import Database
+from agent.store.models import finish_run, log_step, start_run
+from learning.replay import ReplayCase, ReplayEnv, ReplayEnvConfig, ReplayRewardConfig
+from learning.strata.advantages import filter_low_variance_groups, population_std
+from learning.strata.checkpoint import latest_checkpoint, read_state, restore_checkpoint, save_checkpoint
+from learning.strata.config import StrataConfig
+from learning.strata.embeddings import make_embedder
+from learning.strata.judge import make_judge
+from learning.strata.masking import stack_token_targets
+from learning.strata.policy import PolicyConfig, StrategyPolicy, StrategySampler
+from learning.strata.rollout import DEFAULT_INVALID_REWARD, MRGroup, rollout_groups
+from reviewers.errors import ConfigError, TrainingError
+
+log = logging.getLogger(__name__)
+
+StepHook = Callable[[int, Mapping[str, Any]], None]
+
+
+@dataclass(frozen=True)
+class RLTrainConfig:
+    """The optimisation knobs of a StraTA run (the method's own constants are in StrataConfig)."""
+
+    mrs_per_step: int = field(default=4, metadata={"help": "merge requests rolled out per optimizer step"})
+    ppo_epochs: int = field(default=2, metadata={"help": "passes of the clipped loss over each step's rollouts"})
+    minibatch_size: int | None = field(
+        default=None, metadata={"help": "rollouts per gradient update within a pass; None = all of them"}
+    )
+    max_grad_norm: float = field(default=1.0, metadata={"help": "gradient clipping norm"})
+    weight_decay: float = field(default=0.0, metadata={"help": "AdamW weight decay"})
+    invalid_reward: float = field(
+        default=DEFAULT_INVALID_REWARD, metadata={"help": "reward of a completion that is not a valid strategy"}
+    )
+    checkpoint_every: int = field(default=10, metadata={"help": "save a checkpoint every this many steps"})
+    keep_checkpoints: int = field(default=2, metadata={"help": "how many recent checkpoints to keep"})
+    cpu_threads: int | None = field(
+        default=None, metadata={"help": "torch threads on the CPU; None keeps torch's default (1 is best when busy)"}
+    )
+
+    def __post_init__(self) -> None:
+        if self.mrs_per_step < 1 or self.ppo_epochs < 1 or self.checkpoint_every < 1 or self.keep_checkpoints < 1:
+            raise ConfigError(f"mrs_per_step, ppo_epochs, checkpoint_every and keep_checkpoints must be >= 1: {self}")
+        if self.minibatch_size is not None and self.minibatch_size < 1:
+            raise ConfigError(f"minibatch_size must be >= 1 or None, got {self.minibatch_size}")
+        if self.max_grad_norm <= 0:
+            raise ConfigError(f"max_grad_norm must be positive, got {self.max_grad_norm}")
+
+
+@dataclass
+class TrainOutcome:
+    """What `StrataTrainer.train` did."""
+
+    steps: int  # the step counter at the end (continues across resumes)
+    resumed_from: int | None
+    run_id: int | None
+    step_metrics: list[dict[str, Any]]
+
+
+class _RunLog:
+    """Step metrics to the logger and, with a store, to the run's training_runs row."""
+
+    def __init__(self, db: Database | None, run_id: int | None) -> None:
+        self.db = db
+        self.run_id = run_id
+
+    def log(self, metrics: Mapping[str, Any]) -> None:
+        log.info("strata step %s: %s", metrics.get("step"), {k: v for k, v in metrics.items() if k != "step"})
+        if self.db is not None and self.run_id is not None:
+            log_step(self.db, self.run_id, metrics)
+
+
+def batch_for_step(cases: Sequence[ReplayCase], step: int, *, size: int, seed: int) -> list[ReplayCase]:
+    """The merge requests of step `step` (0-based): consecutive slices of a per-epoch shuffle.
+
+    A function of the step alone, so a resumed run draws exactly what the uninterrupted one would.
+    """
+    if not cases:
+        raise TrainingError("no training cases")
+    out = []
+    for k in range(step * size, (step + 1) * size):
+        epoch, pos = divmod(k, len(cases))
+        order = list(range(len(cases)))
+        random.Random(seed * 1_000_003 + epoch).shuffle(order)
+        out.append(cases[order[pos]])
+    return out
+
+
+def rollout_seed(seed: int, step: int) -> int:
+    return seed * 7919 + step
+
+
+class StrataTrainer:
+    """StraTA RL on one policy (a base model with a LoRA adapter by default) over a replay set."""
+
+    def __init__(
+        self,
+        config: StrataConfig,
+        *,
+        base_model: Path,
+        train_cases: Sequence[ReplayCase],
+        out_dir: Path,
+        adapter: Path | None = None,
+        train_config: RLTrainConfig | None = None,
+        policy_config: PolicyConfig | None = None,
+        env_config: ReplayEnvConfig | None = None,
+        reward_config: ReplayRewardConfig | None = None,
+        db: Database | None = None,
+        sampler: StrategySampler | None = None,
+        on_step_end: StepHook | None = None,
+    ) -> None:
+        if not config.fixed_executor:
+            raise TrainingError(
+                "training the policy as the reviewers' executor (fixed_executor=false) is not supported by this "
+                "trainer yet: it needs action tokens from model-driven reviewer loops; use fixed_executor=true"
+            )
+        if not train_cases:
+            raise TrainingError("no training cases in the replay set")
+        self.config = config
+        self.base_model = Path(base_model)
+        self.adapter = Path(adapter) if adapter is not None else None
+        self.train_cases = list(train_cases)
+        self.out_dir = Path(out_dir)
+        self.train_config = train_config or RLTrainConfig()
+        self.policy_config = policy_config or PolicyConfig()
+        self.env = ReplayEnv(env_config)
+        self.reward_config = reward_config or ReplayRewardConfig()
+        self.db = db
+        self._external_sampler = sampler
+        self.on_step_end = on_step_end
+        self.embedder = make_embedder(config.embedder_config())
+        self.judge = make_judge(config.judge_config())
+        self.policy: StrategyPolicy | None = None
+        self._prompts: dict[str, list[int]] = {}
+
+    # --- set-up ---------------------------------------------------------------------------------
+
+    def _set_threads(self) -> None:
+        import torch
+
+        if self.train_config.cpu_threads is not None:
+            torch.set_num_threads(self.train_config.cpu_threads)
+
+    def load_policy(self, checkpoint: Path | None = None) -> StrategyPolicy:
+        """The policy at the start (base + adapter or a fresh LoRA) or as a checkpoint saved it."""
+        if checkpoint is None:
+            return StrategyPolicy.load(self.base_model, adapter=self.adapter, config=self.policy_config)
+        if (checkpoint / "adapter_config.json").is_file():
+            return StrategyPolicy.load(self.base_model, adapter=checkpoint, config=self.policy_config)
+        # Trained without LoRA: the checkpoint is the whole model.
+        return StrategyPolicy.load(checkpoint, config=self.policy_config)
+
+    def prompt_ids(self, case: ReplayCase) -> list[int]:
+        if self.policy is None:
+            raise TrainingError("the policy is not loaded")
+        if case.case_id not in self._prompts:
+            self._prompts[case.case_id] = self.policy.prompt_ids(self.env.reset(case))
+        return self._prompts[case.case_id]
+
+    def _optimizer(self, policy: StrategyPolicy) -> Any:
+        import torch
+
+        params = policy.trainable_parameters()
+        if not params:
+            raise TrainingError("the policy has no trainable parameters")
+        return torch.optim.AdamW(params, lr=self.config.learning_rate, weight_decay=self.train_config.weight_decay)
+
+    def _state(self, run_id: int | None, history: list[dict[str, Any]]) -> dict[str, Any]:
+        return {
+            "run_id": run_id,
+            "base_model": str(self.base_model),
+            "initial_adapter": str(self.adapter) if self.adapter else None,
+            "strata": asdict(self.config),
+            "train": asdict(self.train_config),
+            "step_metrics": history,
+        }
+
+    # --- one step -------------------------------------------------------------------------------
+
+    def rollout(self, cases: Sequence[ReplayCase], *, seed: int) -> list[MRGroup]:
+        policy = self._require_policy()
+        return rollout_groups(
+            cases,
+            [self.prompt_ids(c) for c in cases],
+            sampler=self._external_sampler or policy,
+            decode=policy.decode,
+            env=self.env,
+            embedder=self.embedder,
+            judge=self.judge,
+            config=self.config,
+            reward_config=self.reward_config,
+            seed=seed,
+            invalid_reward=self.train_config.invalid_reward,
+        )
+
+    def _require_policy(self) -> StrategyPolicy:
+        if self.policy is None:
+            raise TrainingError("the policy is not loaded")
+        return self.policy
+
+    def train_step(self, step: int, optimizer: Any) -> dict[str, Any]:
+        """Roll out, filter, and update once; returns the step's metrics."""
+        import torch
+
+        started = time.monotonic()
+        policy = self._require_policy()
+        cases = batch_for_step(self.train_cases, step, size=self.train_config.mrs_per_step, seed=self.config.seed)
+        groups = self.rollout(cases, seed=rollout_seed(self.config.seed, step))
+        kept = filter_low_variance_groups([g.scores for g in groups], self.config.keep_ratio)
+        rewards = [r for g in groups for r in g.rewards]
+        steps_run = sum(e.n_steps for g in groups for s in g.strategies for e in s.executions)
+        flagged = sum(f for g in groups for s in g.strategies for f in s.flagged)
+        candidates = [c for g in groups for c in g.candidates]
+        metrics: dict[str, Any] = {
+            "step": step + 1,
+            "reward_mean": float(np.mean(rewards)),
+            "reward_std": population_std(rewards),
+            "score_std_mean": float(np.mean([population_std(g.scores) for g in groups])),
+            "strategy_diversity": float(np.mean([g.diversity for g in groups])),
+            "valid_share": sum(c.strategy is not None for c in candidates) / len(candidates),
+            "judge_flag_rate": flagged / steps_run if steps_run else 0.0,
+            "groups_kept": len(kept),
+            "groups": len(groups),
+        }
+        rows = [
+            (groups[i].prompt_ids, s, t)
+            for i in kept
+            for s, t in zip(groups[i].strategies, groups[i].token_targets(), strict=True)
+        ]
+        if not rows:
+            # Every group had (near) zero reward spread: nothing to learn from this batch.
+            metrics |= {"skipped": True, "seconds": round(time.monotonic() - started, 3)}
+            return metrics
+        prompts = [r[0] for r in rows]
+        completions = [r[1].sample.completion_ids for r in rows]
+        _, advantages = stack_token_targets([r[2] for r in rows])
+        policy.model.eval()  # no dropout: the old log-probabilities and the ratio's numerator match
+        with torch.no_grad():
+            old = policy.score(prompts, completions, temperature=self.config.temperature, with_entropy=True)
+        token_adv = torch.as_tensor(advantages, dtype=torch.float32, device=old.mask.device)[:, : old.mask.shape[1]]
+        loss_cfg = self.config.loss_config()
+        from learning.strata.loss import ppo_clip_loss
+
+        losses, norms, clips, kls = [], [], [], []
+        size = self.train_config.minibatch_size or len(rows)
+        order = list(range(len(rows)))
+        shuffle = random.Random(rollout_seed(self.config.seed, step))
+        policy.model.train()
+        for _ in range(self.train_config.ppo_epochs):
+            shuffle.shuffle(order)
+            for start in range(0, len(order), size):
+                idx = order[start : start + size]
+                now = policy.score(
+                    [prompts[i] for i in idx], [completions[i] for i in idx], temperature=self.config.temperature
+                )
+                width = now.mask.shape[1]  # the minibatch's longest completion
+                loss, stats = ppo_clip_loss(
+                    now.logprobs,
+                    old.logprobs[idx, :width],
+                    token_adv[idx, :width],
+                    now.mask,
+                    eps_low=loss_cfg.eps_low,
+                    eps_high=loss_cfg.eps_high,
+                )
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()  # type: ignore[no-untyped-call]
+                norm = torch.nn.utils.clip_grad_norm_(policy.trainable_parameters(), self.train_config.max_grad_norm)
+                optimizer.step()
+                losses.append(float(loss.detach()))
+                norms.append(float(norm))
+                clips.append(stats.clip_fraction)
+                kls.append(stats.approx_kl)
+        policy.model.eval()
+        metrics |= {
+            "loss": float(np.mean(losses)),
+            "grad_norm": float(np.mean(norms)),
+            "clip_fraction": float(np.mean(clips)),
+            "approx_kl": float(np.mean(kls)),
+            "entropy": float(old.entropy) if old.entropy is not None else None,
+            "trained_rollouts": len(rows),
+            "skipped": False,
+            "seconds": round(time.monotonic() - started, 3),
+        }
+        return metrics
+
+    # --- the run ---------------------------------------------------------------------------------
+
+    def train(
+        self, *, resume: bool = False, on_start: Callable[[StrategyPolicy, int], None] | None = None
+    ) -> TrainOutcome:
+        """Train for `config.max_steps` steps (counting the ones a resumed checkpoint already did).
+
+        `on_start(policy, start_step)` runs once the policy is loaded, before the first step (the
+        before-training measurement uses it, so the model is loaded once).
+        """
+        import torch
+
+        self._set_threads()
+        checkpoint = latest_checkpoint(self.out_dir) if resume else None
+        if resume and checkpoint is None:
+            log.info("no checkpoint in %s: starting from step 0", self.out_dir)
+        if checkpoint is None:
+            torch.manual_seed(self.config.seed)  # a resumed run restores the RNG states instead
+        self.policy = self.load_policy(checkpoint)
+        self._prompts = {}
+        optimizer = self._optimizer(self.policy)
+        start, run_id, history, resumed_from = 0, None, [], None
+        if checkpoint is not None:
+            state = restore_checkpoint(checkpoint, optimizer=optimizer)
+            start = resumed_from = int(state["step"])
+            run_id = state.get("run_id")
+            history = list(state.get("step_metrics") or [])
+        if self.db is not None and run_id is None:
+            run_id = start_run(self.db, "rl", self._state(None, []) | {"out_dir": str(self.out_dir)})
+        runlog = _RunLog(self.db, run_id)
+        if on_start is not None:
+            on_start(self.policy, start)
+        step = start
+        try:
+            for step in range(start, self.config.max_steps):
+                metrics = self.train_step(step, optimizer)
+                history.append(metrics)
+                runlog.log(metrics)
+                done = step + 1
+                if done % self.train_config.checkpoint_every == 0 or done == self.config.max_steps:
+                    save_checkpoint(
+                        self.out_dir,
+                        step=done,
+                        policy=self.policy,
+                        optimizer=optimizer,
+                        state=self._state(run_id, history),
+                        keep=self.train_config.keep_checkpoints,
+                    )
+                if self.on_step_end is not None:
+                    self.on_step_end(done, metrics)
+        except BaseException as exc:
+            if self.db is not None and run_id is not None:
+                reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                finish_run(self.db, run_id, status="failed", reason=f"stopped after step {step}: {reason}")
+            raise
+        return TrainOutcome(
+            steps=max(start, self.config.max_steps), resumed_from=resumed_from, run_id=run_id, step_metrics=history
+        )
+
+    def save(self, out_dir: Path | None = None) -> Path:
+        """The trained adapter (or model) and tokenizer into `out_dir` (default: the run's directory)."""
+        target = Path(out_dir) if out_dir is not None else self.out_dir
+        self._require_policy().save(target)
+        return target
+
+
+def trainer_state_of(out_dir: Path) -> dict[str, Any] | None:
+    """The state of the latest checkpoint in `out_dir`, if any (for status displays)."""
+    checkpoint = latest_checkpoint(out_dir)
+    return read_state(checkpoint) if checkpoint is not None else None
