@@ -65,9 +65,7 @@ def shown(verified: Sequence[VerifiedFinding], *, include_all: bool = False) -> 
 
 
 def render_json(verified: Sequence[VerifiedFinding], meta: dict[str, Any]) -> str:
-    return json.dumps(
-        {**meta, "findings": [finding_record(v) for v in verified]}, indent=2, ensure_ascii=False
-    )
+    return json.dumps({**meta, "findings": [finding_record(v) for v in verified]}, indent=2, ensure_ascii=False)
 
 
 def render_table(verified: Sequence[VerifiedFinding], meta: dict[str, Any]) -> str:

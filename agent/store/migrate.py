@@ -41,9 +41,7 @@ def upgrade(dsn: str) -> list[str]:
                     continue
                 with conn.transaction():
                     conn.execute(sql.encode())
-                    conn.execute(
-                        "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)", (version, name)
-                    )
+                    conn.execute("INSERT INTO schema_migrations (version, name) VALUES (%s, %s)", (version, name))
                 applied.append(name)
         finally:
             conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK_KEY,))
