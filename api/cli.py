@@ -22,4 +22,5 @@ from api.commands import dev as _dev  # noqa: E402,F401
 from api.commands import learning as _learning  # noqa: E402,F401
 from api.commands import retrain as _retrain  # noqa: E402,F401
 from api.commands import review as _review  # noqa: E402,F401
+from api.commands import rl as _rl  # noqa: E402,F401
 from api.commands import service as _service  # noqa: E402,F401
