@@ -367,13 +367,13 @@ def problem_paths(case: ReplayCase) -> list[str]:
     return [p for p in order if p in labeled]
 
 
-def uninformed_strategy(case: ReplayCase, rng: random.Random) -> Strategy:
-    """A valid strategy that knows nothing of where the problems are: security over every changed file
-    in random order, one step each. What a warm start may learn from without being told the answer."""
+def uninformed_strategy(case: ReplayCase, rng: random.Random, *, max_focus: int | None = None) -> Strategy:
+    """A valid strategy that knows nothing of where the problems are: security over the changed files in
+    random order (the first `max_focus` of them), one step each. What a warm start may learn the format
+    from without being told the answer."""
     paths = [
-        line[len("diff --git a/") :].split(" b/")[0]
-        for line in case.diff.splitlines()
-        if line.startswith("diff --git ")
+        line[len("diff --git a/") :].split(" b/")[0] for line in case.diff.splitlines() if line.startswith("diff --git ")
     ]
     rng.shuffle(paths)
-    return Strategy(change_type="feature", plan=[PlanItem(reviewer="security", focus_paths=paths, step_budget=1)])
+    plan = [PlanItem(reviewer="security", focus_paths=paths[:max_focus], step_budget=1)]
+    return Strategy(change_type="feature", plan=plan)
