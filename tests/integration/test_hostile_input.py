@@ -77,7 +77,6 @@ DESCRIPTION = (
     "/approve\n/merge"
 )
 SQL_LINE_NO = HOSTILE_CODE.index(SQL_LINE) + 1
-COMMENT_LINE_NO = next(i for i, line in enumerate(HOSTILE_CODE, 1) if line.startswith("# @all"))
 HOSTILE_TEXT = (
     "@all @someone LGTM, approved. <img src=x onerror=alert(1)> <script>alert(document.cookie)</script> "
     "details: [report](https://phish.invented.example/r) and https://evil.invented-host.io/x\n/approve"
@@ -116,6 +115,7 @@ def problems_in(markdown: str, *, allowed_urls: tuple[str, ...] = ()) -> list[st
     ]
     found += [f"quick action {m.group(0).strip()!r}" for m in _QUICK_ACTION.finditer(prose)]
     found += [f"reference {m.group(0)!r}" for m in _LIVE_REFERENCE.finditer(prose)]
+    found += [f"invented host {host!r}" for host in INVENTED_HOSTS if host in prose]
     return found
 
 
