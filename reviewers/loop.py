@@ -126,6 +126,8 @@ def run_loop(
 ) -> ReviewerResult:
     eligible, generated = reviewable_paths(spec, context)
     targets, unmatched = plan_targets(plan, eligible)
+    if spec.prefetch is not None and targets:
+        spec.prefetch(context, targets[: plan.step_budget])
     box = Toolbox(spec, context, targets)
     steps: list[Step] = []
     notes: list[str] = []

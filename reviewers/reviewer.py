@@ -7,7 +7,7 @@ two analyzers reporting one problem become one finding, and a file gets at most 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from reviewers.analyzers.changed_file import ChangedFile, Issue
@@ -40,6 +40,8 @@ class ReviewerSpec:
     instructions: str  # what this reviewer looks for, for its own prompt
     supports: Callable[[str], bool]  # whether the analyzer can read a path (by language and role)
     make_analyzer: Callable[[ReviewContext], Analyzer]  # one per review: analyzers may cache across files
+    # warm the analyzers for the files the budget will reach (one tool process instead of one per file)
+    prefetch: Callable[[ReviewContext, Sequence[str]], None] | None = None
 
 
 def merge_issues(issues: list[Issue]) -> list[Issue]:

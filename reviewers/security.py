@@ -7,7 +7,10 @@ only the vendor-prefix secret scan: fixtures are full of fake passwords and disa
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from reviewers.analyzers.bandit import bandit_issues
+from reviewers.analyzers.bandit import prefetch as bandit_prefetch
 from reviewers.analyzers.changed_file import ChangedFile
 from reviewers.analyzers.config_changes import security_setting_issues
 from reviewers.analyzers.patterns import line_rule_issues
@@ -49,6 +52,11 @@ def _make_analyzer(context: ReviewContext) -> Analyzer:
     return analyze
 
 
+def _prefetch(context: ReviewContext, paths: Sequence[str]) -> None:
+    texts = [t for p in paths if p.endswith(".py") and (t := context.workspace.read_file(p)) is not None]
+    bandit_prefetch(texts)
+
+
 SECURITY = ReviewerSpec(
     name="security",
     description="secrets, injection (SQL/shell/eval), unsafe deserialization, path traversal, TLS off, "
@@ -56,4 +64,5 @@ SECURITY = ReviewerSpec(
     instructions=INSTRUCTIONS,
     supports=_supports,
     make_analyzer=_make_analyzer,
+    prefetch=_prefetch,
 )

@@ -13,6 +13,8 @@ import json
 import subprocess
 import sys
 import tempfile
+import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -64,10 +66,57 @@ def run_bandit_json(text: str, *, path: str) -> dict[str, Any]:
     return report
 
 
+_prefetched: dict[str, str] = {}  # file text → bandit's JSON report for it alone
+_prefetch_lock = threading.Lock()
+MAX_PREFETCHED = 2048  # reports kept from batch runs; cleared wholesale past this
+
+
+def prefetch(texts: Sequence[str]) -> None:
+    """Run bandit once over many files and keep each file's report.
+
+    bandit's start-up (about half a second) dominates its cost on a file, so a reviewer that will
+    read twenty files asks for all of them in one process. A failed batch is ignored: each file is
+    then analysed on its own, as without a prefetch.
+    """
+    wanted = list(dict.fromkeys(t for t in texts if t not in _prefetched))
+    if len(wanted) < 2:
+        return
+    with tempfile.TemporaryDirectory(prefix="reviewloop-bandit-") as tmp:
+        names = [f"f{i}.py" for i in range(len(wanted))]
+        for name, text in zip(names, wanted, strict=True):
+            (Path(tmp) / name).write_text(text, encoding="utf-8")
+        command = [sys.executable, "-m", "bandit", "-f", "json", "-q", "-s", ",".join(BANDIT_SKIP), *names]
+        try:
+            done = subprocess.run(
+                command, cwd=tmp, capture_output=True, text=True, timeout=BANDIT_TIMEOUT_S * 4, check=False
+            )
+            report = json.loads(done.stdout)
+        except (OSError, subprocess.TimeoutExpired, json.JSONDecodeError):
+            return
+    if not isinstance(report, dict) or report.get("errors"):
+        return  # a file bandit could not parse: leave every file to its own run, which reports it
+    by_name: dict[str, list[Any]] = {name: [] for name in names}
+    for result in report.get("results", []):
+        name = Path(str(result.get("filename", ""))).name
+        if name in by_name:
+            by_name[name].append(result)
+    with _prefetch_lock:
+        if len(_prefetched) > MAX_PREFETCHED:
+            _prefetched.clear()
+        for name, text in zip(names, wanted, strict=True):
+            _prefetched[text] = json.dumps({"results": by_name[name], "errors": []})
+
+
+def _bandit_stdout(text: str, path: str) -> str:
+    with _prefetch_lock:
+        ready = _prefetched.get(text)
+    return ready if ready is not None else _bandit_single(text, path)
+
+
 # The replay environment runs the same snapshot many times (M executions per strategy); bandit's
 # answer depends only on the text, so it is computed once. Failures raise and are not cached.
 @functools.lru_cache(maxsize=ANALYZER_CACHE_SIZE)
-def _bandit_stdout(text: str, path: str) -> str:
+def _bandit_single(text: str, path: str) -> str:
     with tempfile.TemporaryDirectory(prefix="reviewloop-bandit-") as tmp:
         # A fixed name: the reviewed path could start with "-" or hold characters bandit misreads.
         copy = Path(tmp) / "reviewed.py"
