@@ -15,7 +15,7 @@ from typing import Any, Literal
 from rich.console import Console
 from rich.table import Table
 
-from agent.sanitize import neutralise
+from agent.sanitize import code_block, neutralise
 from agent.verifier import VerifiedFinding
 from reviewers.contracts import SEVERITY_RANK, Severity
 
@@ -91,9 +91,8 @@ def render_markdown(verified: Sequence[VerifiedFinding], meta: dict[str, Any]) -
         lines += [
             "<details><summary>Strategy</summary>",
             "",
-            "```",
-            str(meta["strategy_text"]),
-            "```",
+            # the model writes this text: a fence longer than any backtick run in it keeps it inert
+            code_block(str(meta["strategy_text"])),
             "</details>",
             "",
         ]
@@ -106,7 +105,7 @@ def render_markdown(verified: Sequence[VerifiedFinding], meta: dict[str, Any]) -
         lines.append("")
         lines.append(neutralise(f.body))
         if f.evidence:
-            lines += ["", "```", f.evidence.replace("```", "ʼʼʼ"), "```"]
+            lines += ["", code_block(f.evidence)]
         lines.append("")
     for skipped in meta.get("not_reviewed", []):
         lines.append(f"- not reviewed: `{skipped['path']}` ({neutralise(str(skipped['reason']))})")

@@ -16,9 +16,8 @@ Claims:
 
 Against a steered model two rules hold (agent/verifier.py, agent/strategy.py): an analyzer's
 finding can be sent to a human by the model but never judged away, and a plan without the security
-reviewer for a code change gets it back. One test is marked `xfail(strict=True)`: it states what
-the Markdown report should do and does not yet (`PROPOSED_REPORT_FENCE`); when that lands it
-XPASSes, which fails the run until the marker is removed.
+reviewer for a code change gets it back. The Markdown report fences model-written strategy text
+so no backtick run inside can close the fence.
 """
 
 from __future__ import annotations
@@ -360,14 +359,6 @@ def test_a_compromised_models_text_is_inert_wherever_it_is_shown(fake: FakeGitLa
     assert problems_in(markdown_report(row, findings, with_strategy=False)) == []
 
 
-PROPOSED_REPORT_FENCE = (
-    "PROPOSED (reporter): render_markdown puts the strategy text in a bare ``` fence, and the model writes "
-    "that text (stop_condition, checks, risk `why`), so a ``` in it closes the fence and what follows is live "
-    "HTML/mentions/links; fence it with agent.sanitize.code_block(strategy_text) instead"
-)
-
-
-@pytest.mark.xfail(strict=True, reason=PROPOSED_REPORT_FENCE)
 def test_the_markdown_report_keeps_model_written_strategy_text_inert(fake: FakeGitLab, db_dsn: str) -> None:
     with CompromisedModel(plan=SECURITY_PLAN, judge_verdict="REAL") as server:
         review_id = review(fake, db_dsn, model_port(server))
