@@ -43,7 +43,9 @@ def test_evaluate_strategies_with_and_without_the_rule_fallback() -> None:
     env = ReplayEnv(ReplayEnvConfig(step_budget_cap=1))
     rewards = ReplayRewardConfig()
     good = [
-        Strategy(change_type="feature", plan=[PlanItem(reviewer="security", focus_paths=problem_paths(c), step_budget=1)])
+        Strategy(
+            change_type="feature", plan=[PlanItem(reviewer="security", focus_paths=problem_paths(c), step_budget=1)]
+        )
         for c in cases
     ]
     hits = [rewards.severity_weights[c.findings[0].severity] - rewards.step_cost for c in cases]
