@@ -23,6 +23,7 @@ from learning.replay import ReplayCase, ReplayEnv, ReplayEnvConfig, ReplayReward
 from learning.strata.config import AblationName, StrataConfig
 from learning.strata.policy import PolicyConfig
 from learning.strata.trainer import RLTrainConfig, StepHook, StrataTrainer
+from learning.strata.vllm_backend import VLLMConfig
 from reviewers.errors import ConfigError, TrainingError
 
 if TYPE_CHECKING:
@@ -54,6 +55,7 @@ class RLRunConfig:
     env: ReplayEnvConfig = field(default_factory=ReplayEnvConfig)
     reward: ReplayRewardConfig = field(default_factory=ReplayRewardConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
+    vllm: VLLMConfig = field(default_factory=VLLMConfig)
 
     def as_dict(self) -> dict[str, Any]:
         return {f.name: asdict(getattr(self, f.name)) for f in fields(self)}
@@ -90,7 +92,7 @@ def load_rl_config(path: Path | None = None, *, ablation: AblationName = "full")
         if unknown:
             raise ConfigError(f"unknown rl config section(s): {', '.join(unknown)}; known: {', '.join(sections)}")
         types = {"strata": StrataConfig, "train": RLTrainConfig, "policy": PolicyConfig, "env": ReplayEnvConfig,
-                 "reward": ReplayRewardConfig, "eval": EvalConfig}  # fmt: skip
+                 "reward": ReplayRewardConfig, "eval": EvalConfig, "vllm": VLLMConfig}  # fmt: skip
         config = replace(config, **{name: _section(types[name], name, values) for name, values in data.items()})
     return replace(config, strata=StrataConfig.ablation(ablation, config.strata))
 
@@ -169,6 +171,7 @@ def train_rl(
         env_config=config.env,
         reward_config=config.reward,
         db=db,
+        vllm_config=config.vllm,
         on_step_end=on_step_end,
     )
     metrics: dict[str, Any] = {}

@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -41,6 +41,9 @@ from learning.strata.masking import stack_token_targets
 from learning.strata.policy import PolicyConfig, StrategyPolicy, StrategySampler
 from learning.strata.rollout import DEFAULT_INVALID_REWARD, MRGroup, rollout_groups
 from reviewers.errors import ConfigError, TrainingError
+
+if TYPE_CHECKING:
+    from learning.strata.vllm_backend import VLLMConfig, VLLMSampler
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +69,10 @@ class RLTrainConfig:
     cpu_threads: int | None = field(
         default=None, metadata={"help": "torch threads on the CPU; None keeps torch's default (1 is best when busy)"}
     )
+    generation_backend: Literal["transformers", "vllm"] = field(
+        default="transformers",
+        metadata={"help": "who samples the strategies: 'transformers' (CPU or GPU) or 'vllm' (GPU, colocated)"},
+    )
 
     def __post_init__(self) -> None:
         if self.mrs_per_step < 1 or self.ppo_epochs < 1 or self.checkpoint_every < 1 or self.keep_checkpoints < 1:
@@ -74,6 +81,8 @@ class RLTrainConfig:
             raise ConfigError(f"minibatch_size must be >= 1 or None, got {self.minibatch_size}")
         if self.max_grad_norm <= 0:
             raise ConfigError(f"max_grad_norm must be positive, got {self.max_grad_norm}")
+        if self.generation_backend not in ("transformers", "vllm"):
+            raise ConfigError(f"generation_backend must be 'transformers' or 'vllm', got {self.generation_backend!r}")
 
 
 @dataclass
@@ -136,6 +145,7 @@ class StrataTrainer:
         reward_config: ReplayRewardConfig | None = None,
         db: Database | None = None,
         sampler: StrategySampler | None = None,
+        vllm_config: VLLMConfig | None = None,
         on_step_end: StepHook | None = None,
     ) -> None:
         if not config.fixed_executor:
@@ -156,6 +166,8 @@ class StrataTrainer:
         self.reward_config = reward_config or ReplayRewardConfig()
         self.db = db
         self._external_sampler = sampler
+        self.vllm_config = vllm_config
+        self._vllm: VLLMSampler | None = None
         self.on_step_end = on_step_end
         self.embedder = make_embedder(config.embedder_config())
         self.judge = make_judge(config.judge_config())
@@ -211,7 +223,7 @@ class StrataTrainer:
         return rollout_groups(
             cases,
             [self.prompt_ids(c) for c in cases],
-            sampler=self._external_sampler or policy,
+            sampler=self._external_sampler or self._vllm or policy,
             decode=policy.decode,
             env=self.env,
             embedder=self.embedder,
@@ -344,10 +356,12 @@ class StrataTrainer:
         runlog = _RunLog(self.db, run_id)
         if on_start is not None:
             on_start(self.policy, start)
+        self._sync_sampler(start)
         step = start
         try:
             for step in range(start, self.config.max_steps):
                 metrics = self.train_step(step, optimizer)
+                self._sync_sampler(step + 1)
                 history.append(metrics)
                 runlog.log(metrics)
                 done = step + 1
@@ -370,6 +384,19 @@ class StrataTrainer:
         return TrainOutcome(
             steps=max(start, self.config.max_steps), resumed_from=resumed_from, run_id=run_id, step_metrics=history
         )
+
+    def _sync_sampler(self, step: int) -> None:
+        """With vLLM generating, start it on first use and push the policy's weights after each update."""
+        if self.train_config.generation_backend != "vllm" or self._external_sampler is not None:
+            return
+        policy = self._require_policy()
+        if self._vllm is None:
+            from learning.strata.vllm_backend import VLLMSampler
+
+            self._vllm = VLLMSampler(
+                self.base_model, eos_ids=policy.eos_ids, config=self.vllm_config, seed=self.config.seed
+            )
+        self._vllm.sync(policy, step, work_dir=self.out_dir / "vllm-sync")
 
     def save(self, out_dir: Path | None = None) -> Path:
         """The trained adapter (or model) and tokenizer into `out_dir` (default: the run's directory)."""
