@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 Verdict = Literal["REAL", "FALSE_POSITIVE", "DUPLICATE", "NEEDS_HUMAN_REVIEW"]
 
@@ -18,6 +18,14 @@ class FeedbackIn(BaseModel):
     user: str | None = Field(
         default=None, min_length=1, max_length=200, description="who voted, when the token acts for several people"
     )
+
+    @field_validator("comment", "user")
+    @classmethod
+    def storable(cls, text: str | None) -> str | None:
+        """Postgres text cannot hold a NUL character: say so here (422), not in a failed insert."""
+        if text is not None and "\x00" in text:
+            raise ValueError("must not contain NUL characters")
+        return text
 
 
 class FeedbackOut(BaseModel):

@@ -124,6 +124,11 @@ async def _handle(request: Request, state: StateDep, pool: PoolDep, queue: Queue
                 result = await accept(pool, queue, delivery, decision, bot_user_id=settings.gitlab_bot_user_id)
                 logger.info("webhook accepted", extra={"status": result.status, "event_kind": kind})
                 return answer(result)
+        except (psycopg.DataError, UnicodeEncodeError) as exc:
+            # values Postgres cannot keep (a NUL character or a lone surrogate in a string, NaN, an
+            # integer beyond its column): the delivery itself is bad, and retrying it cannot help
+            logger.warning("webhook not stored: unstorable values", extra={"error": type(exc).__name__})
+            raise refuse(status.HTTP_400_BAD_REQUEST, "invalid", "the body holds values that cannot be stored") from exc
         except (psycopg.Error, PoolTimeout, queue_errors.ConnectorException, queue_errors.AlreadyEnqueued) as exc:
             # nothing was committed; GitLab retries the delivery with the same Idempotency-Key (an
             # AlreadyEnqueued means a job was deferred outside intake meanwhile: the retry supersedes it)
