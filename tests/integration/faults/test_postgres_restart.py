@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 from fakes.gitlab_hooks import hook_headers, merge_request_hook
 from fakes.gitlab_server import FakeGitLab
@@ -56,7 +57,7 @@ def event_status(dsn: str, event_id: int) -> str:
 def reachable_status(dsn: str, event_id: int) -> str | None:
     try:
         return event_status(dsn, event_id)
-    except Exception:  # the server is still starting
+    except psycopg.OperationalError:  # the server is still starting
         return None
 
 
