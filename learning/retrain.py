@@ -96,17 +96,19 @@ class Chain:
 
     def training_base(self) -> Path:
         """The base with every adapter so far folded in: where the next stage's adapter goes."""
+        return self.folded(len(self.adapters))
+
+    def folded(self, n: int) -> Path:
+        """The base with the first `n` adapters folded in (merged models are kept for reuse)."""
         from learning.training import merge_adapter
 
-        if not self.adapters:
-            return self.base_model
-        done = max((n for n in self.merged if n <= len(self.adapters)), default=0)
+        done = max((k for k in self.merged if k <= n), default=0)
         base = self.merged.get(done, self.base_model)
-        for n in range(done + 1, len(self.adapters) + 1):
+        for k in range(done + 1, n + 1):
             base = merge_adapter(
-                base_model=base, adapter_dir=self.adapters[n - 1], out_dir=self.work_dir / f"merged-{n}"
+                base_model=base, adapter_dir=self.adapters[k - 1], out_dir=self.work_dir / f"merged-{k}"
             )
-            self.merged[n] = base
+            self.merged[k] = base
         return base
 
     def remove_merged(self) -> None:
@@ -202,13 +204,14 @@ class Stages:
         )
         return self._keep(StageRecord(kind, status, reason, run_id, dict(metrics)))
 
-    def adopt(self, kind: StageKind, dataset_dir: Path) -> int | None:
-        """Put the row a trainer recorded itself (its step metrics included) under the parent run."""
+    def adopt(self, kind: StageKind, *, key: str, value: Path) -> int | None:
+        """Put the row a trainer recorded itself (its step metrics included) under the parent run;
+        the row is found by the directory it names in its config (`dataset`, `out_dir`)."""
         with connection(self.db) as conn:
             row = conn.execute(
                 "UPDATE training_runs SET parent_run_id = %s WHERE kind = %s AND parent_run_id IS NULL"
-                " AND config->>'dataset' = %s RETURNING id",
-                (self.parent_id, kind, str(dataset_dir)),
+                " AND config->>%s = %s RETURNING id",
+                (self.parent_id, kind, key, str(value)),
             ).fetchone()
         return int(row[0]) if row else None
 
@@ -414,11 +417,11 @@ def _train_stage(
     try:
         result = train(base, out)
     except ReviewloopError as exc:
-        run_id = stages.adopt(kind, dataset_dir)
+        run_id = stages.adopt(kind, key="dataset", value=dataset_dir)
         if run_id is None:  # it failed before recording its row
             run_id = stages.start(kind, {"dataset": str(dataset_dir)})
         return _fail(stages, kind, run_id, exc)
-    run_id = stages.adopt(kind, dataset_dir) or result.run_id
+    run_id = stages.adopt(kind, key="dataset", value=dataset_dir) or result.run_id
     if not result.uses_lora:
         raise TrainingError(f"the {kind} stage trained every weight (use_lora = false); retrain combines LoRA adapters")
     chain.adapters.append(Path(result.out_dir))
@@ -438,12 +441,54 @@ def _fail(stages: Stages, kind: StageKind, run_id: int, exc: ReviewloopError) ->
 def _rl_stage(
     config: RetrainConfig, stages: Stages, chain: Chain, dataset_dir: Path, counts: Mapping[str, Any], db: Pool
 ) -> StageRecord:
+    """StraTA RL on the replay train split: it continues the last stage's adapter (no new rank for
+    the server to hold), or trains a fresh one when no earlier stage trained."""
     if not config.run_rl:
         return stages.skip("rl", "switched off (run_rl = false)")
     thin = _enough(counts["replay"]["train"], config.min_replay_cases, "replay cases (reviews with labeled findings)")
     if thin:
         return stages.skip("rl", thin)
-    raise TrainingError("the StraTA RL stage is not wired yet")
+    from learning.replay import load_replay_cases
+    from learning.strata.trainer import StrataTrainer
+
+    out = chain.work_dir / "rl"
+    continued = chain.adapters[-1] if chain.adapters else None
+    base = chain.folded(len(chain.adapters) - 1) if continued is not None else chain.base_model
+    try:
+        trainer = StrataTrainer(
+            config.rl,
+            base_model=base,
+            adapter=continued,
+            train_cases=load_replay_cases(dataset_dir, split="train"),
+            out_dir=out,
+            train_config=config.rl_train,
+            policy_config=config.rl_policy,
+            env_config=config.replay_env,
+            reward_config=config.replay_reward,
+            db=db,
+        )
+        outcome = trainer.train()
+        trainer.save(out / "adapter")
+    except ReviewloopError as exc:
+        run_id = stages.adopt("rl", key="out_dir", value=out) or stages.start("rl", {"out_dir": str(out)})
+        return _fail(stages, "rl", run_id, exc)
+    # the trainer records its run when given a store; a row of our own only if it did not
+    rl_run = stages.adopt("rl", key="out_dir", value=out) or stages.start("rl", {"out_dir": str(out)})
+    history = outcome.step_metrics
+    rewards = [m["reward_mean"] for m in history if m.get("reward_mean") is not None]
+    metrics = {
+        "steps": outcome.steps,
+        "first_reward_mean": rewards[0] if rewards else None,
+        "last_reward_mean": rewards[-1] if rewards else None,
+        "last_valid_share": history[-1].get("valid_share") if history else None,
+        "continued_adapter": str(continued) if continued else None,
+        "adapter": str(out / "adapter"),
+    }
+    if continued is not None:
+        chain.adapters[-1] = out / "adapter"
+    else:
+        chain.adapters.append(out / "adapter")
+    return stages.finish("rl", rl_run, metrics=metrics)
 
 
 def _gate_stage(
@@ -457,10 +502,96 @@ def _gate_stage(
     *,
     vllm: VllmServer | None,
 ) -> StageRecord:
+    """Register the combined candidate, replay the held-out MRs under it and under the model in
+    service, and promote it (vLLM first, then the registry) only when it wins by the margin."""
     if not chain.adapters:
         report.decision = "keep"
-        return stages.skip("eval", "no stage trained a candidate", decision="keep", promoted=False)
-    raise TrainingError("the evaluation gate is not wired yet")
+        return stages.skip("eval", "no stage trained a candidate")
+    from learning.adapters import combine_adapters
+    from learning.registry import promote_version, register_adapter
+    from learning.replay import ReplayEnv, load_replay_cases
+    from learning.retrain_gate import GateSide, evaluate_side, gate_decision
+
+    card = next(r for r in stages.records if r.kind == "dataset").metrics
+    snapshot = str(card["snapshot_id"])
+    in_service = store_models.production_version(db)
+    adapter = combine_adapters(chain.adapters, chain.work_dir / "candidate", max_rank=config.max_lora_rank)
+    candidate = register_adapter(
+        db,
+        name=f"strategy-r{stages.parent_id}-{snapshot[:8]}",
+        base_model=str(chain.base_model),
+        adapter_path=adapter,
+        dataset_snapshot=snapshot,
+        metrics={
+            "retrain_run_id": stages.parent_id,
+            "stages": [r.kind for r in stages.records if r.status == "succeeded" and r.kind != "dataset"],
+        },
+        parent=in_service["id"] if in_service else None,
+    )
+    report.candidate_version_id = candidate["id"]
+    gate_config = {"margin": config.margin, "min_eval_cases": config.min_eval_cases, "dataset": str(dataset_dir)}
+    run_id = stages.start("eval", gate_config)
+    n_eval = counts["replay"]["eval"]
+    if n_eval < config.min_eval_cases:
+        report.decision = "keep"
+        reason = f"only {n_eval} held-out replay cases; at least {config.min_eval_cases} are needed to decide"
+        return stages.finish(
+            "eval",
+            run_id,
+            status="skipped",
+            reason=reason,
+            metrics={"decision": "keep", "promoted": False, "eval_cases": n_eval},
+            model_version_id=candidate["id"],
+        )
+    cases = load_replay_cases(dataset_dir, split="eval")
+    env = ReplayEnv(config.replay_env)
+    sides = {}
+    for role, side in (("baseline", GateSide.of_version(in_service)), ("candidate", GateSide.of_version(candidate))):
+        sides[role] = evaluate_side(
+            side,
+            cases,
+            env=env,
+            reward_config=config.replay_reward,
+            invalid_reward=config.rl_train.invalid_reward,
+            max_new_tokens=config.gate_max_new_tokens,
+        )
+    decision = gate_decision(sides["candidate"], sides["baseline"], margin=config.margin)
+    report.decision = decision
+    metrics: dict[str, Any] = {
+        "decision": decision,
+        "promoted": False,
+        "margin": config.margin,
+        "eval_cases": len(cases),
+        "improvement": round(sides["candidate"].reward_mean - sides["baseline"].reward_mean, 4),
+        "baseline": sides["baseline"].as_metrics(),
+        "candidate": sides["candidate"].as_metrics(),
+    }
+    if decision == "keep":
+        store_models.reject_version(db, candidate["id"])
+        return stages.finish("eval", run_id, metrics=metrics, model_version_id=candidate["id"])
+    if not config.promote:
+        reason = "the gate would promote; promotion is switched off (promote = false)"
+        return stages.finish("eval", run_id, metrics=metrics, reason=reason, model_version_id=candidate["id"])
+    if vllm is not None:  # the server must have the adapter before the registry sends reviews to it
+        from learning.vllm_lora import load_lora_adapter
+
+        try:
+            load_lora_adapter(
+                base_url=vllm.base_url,
+                lora_name=candidate["serving_name"] or candidate["name"],
+                lora_path=Path(candidate["adapter_path"] or adapter),
+                api_key=vllm.api_key,
+            )
+        except ReviewloopError as exc:
+            reason = f"not promoted: {first_line(exc)}"
+            stages.finish(
+                "eval", run_id, status="failed", reason=reason, metrics=metrics, model_version_id=candidate["id"]
+            )
+            raise
+        metrics["loaded_into"] = vllm.base_url
+    promote_version(db, candidate["id"])
+    metrics["promoted"] = report.promoted = True
+    return stages.finish("eval", run_id, metrics=metrics, model_version_id=candidate["id"])
 
 
 __all__ = [

@@ -20,8 +20,11 @@ from pathlib import Path
 from typing import Any, TypeVar, get_type_hints
 
 from learning.configs import DPOTrainingConfig, KTOTrainingConfig, SFTTrainingConfig
+from learning.replay import ReplayEnvConfig, ReplayRewardConfig
 from learning.reward import RewardConfig
 from learning.strata.config import StrataConfig
+from learning.strata.policy import PolicyConfig
+from learning.strata.trainer import RLTrainConfig
 from reviewers.errors import ConfigError
 
 # vLLM refuses adapters above its `--max-lora-rank`; deploy/ starts it with 32.
@@ -81,7 +84,24 @@ class RetrainConfig:
     sft: SFTTrainingConfig = field(default_factory=SFTTrainingConfig, metadata={"help": "the SFT trainer's config"})
     dpo: DPOTrainingConfig = field(default_factory=DPOTrainingConfig, metadata={"help": "the DPO trainer's config"})
     kto: KTOTrainingConfig = field(default_factory=KTOTrainingConfig, metadata={"help": "the KTO trainer's config"})
-    rl: StrataConfig = field(default_factory=StrataConfig, metadata={"help": "StraTA RL's config"})
+    gate_max_new_tokens: int = field(
+        default=384, metadata={"help": "tokens a model may write per strategy in the gate (z renders to ~200)"}
+    )
+    rl: StrataConfig = field(default_factory=StrataConfig, metadata={"help": "StraTA RL's method constants"})
+    rl_train: RLTrainConfig = field(
+        default_factory=RLTrainConfig,
+        metadata={"help": "StraTA RL's optimisation knobs (its invalid_reward also scores invalid output in the gate)"},
+    )
+    rl_policy: PolicyConfig = field(
+        default_factory=PolicyConfig,
+        metadata={"help": "the LoRA adapter RL trains when no earlier stage trained one (else it continues that one)"},
+    )
+    replay_env: ReplayEnvConfig = field(
+        default_factory=ReplayEnvConfig, metadata={"help": "how RL and the gate execute strategies on replayed MRs"}
+    )
+    replay_reward: ReplayRewardConfig = field(
+        default_factory=ReplayRewardConfig, metadata={"help": "what a replayed execution earns (RL and the gate)"}
+    )
     reward: RewardConfig = field(
         default_factory=RewardConfig, metadata={"help": "feedback reward weights and dataset thresholds"}
     )
@@ -96,6 +116,8 @@ class RetrainConfig:
             problems.append(f"eval_fraction={self.eval_fraction} (must be in (0, 1): the gate needs held-out data)")
         if self.margin < 0:
             problems.append(f"margin={self.margin} (must be >= 0)")
+        if self.gate_max_new_tokens < 1:
+            problems.append(f"gate_max_new_tokens={self.gate_max_new_tokens} (must be >= 1)")
         if self.max_lora_rank is not None and self.max_lora_rank < 1:
             problems.append(f"max_lora_rank={self.max_lora_rank} (must be >= 1)")
         if problems:

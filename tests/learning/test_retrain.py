@@ -1,0 +1,399 @@
+"""`retrain` end to end on real parts (issue 6, Done when 1 and 2).
+
+A database is seeded through the real review pipeline (rule-based strategies, two shadow strategies
+per merge request) with people's votes on the findings, spread over two weeks so the time split has
+both sides. The retrain then runs on the CPU with a tiny model whose tokenizer learned from the
+older merge requests only: dataset → SFT → DPO (KTO recorded as not needed) → StraTA RL →
+evaluation gate → promotion, with a vLLM-compatible server on loopback receiving the promoted
+adapter. While it runs, a second `reviewloop retrain` (a real subprocess) is refused. The next
+review then carries the new version on its row and its strategy span. Finally a deliberately worse
+candidate (trained for one step: it writes no valid strategy) is gated out and the service keeps the
+version it had.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, Literal
+
+import psycopg
+import pytest
+from fakes.vllm_lora_server import FakeVllmLora
+from psycopg.conninfo import make_conninfo
+from psycopg.rows import dict_row
+
+from agent.context import ReviewRequest
+from agent.evaluation import ExpectedFinding, match_findings
+from agent.pipeline import Runtime, run_review
+from agent.session import prepare_database
+from agent.store import feedback as store_feedback
+from agent.store.db import Pool, open_pool
+from agent.strategy import STRATEGY_SYSTEM_PROMPT, Strategy
+from agent.strategy_model import ServingOptions, StrategyModelSource
+from agent.tracing import setup_tracing, shutdown_tracing
+from learning.configs import DPOTrainingConfig, KTOTrainingConfig, SFTTrainingConfig
+from learning.retrain import RetrainReport, VllmServer, retrain
+from learning.retrain_config import RetrainConfig
+
+pytestmark = [
+    pytest.mark.slow,
+    # peft 0.21 reads transformers 5's deprecated `is_gradient_checkpointing`; drop when peft reads the new name
+    pytest.mark.filterwarnings("ignore:`is_gradient_checkpointing` is deprecated:FutureWarning"),
+]
+
+CLI = (sys.executable, "-c", "from api.cli import main; main()")
+COPIES = 3  # each dev-set case reviewed as three merge requests: enough for every stage's minimum
+START = datetime(2025, 3, 3, 9, 0, tzinfo=UTC)
+TRAINER: dict[str, Any] = {  # the tiny model on one CPU thread (fastest on a shared 2-core machine)
+    "per_device_train_batch_size": 8,
+    "gradient_accumulation_steps": 1,
+    "lora_dropout": 0.0,
+    "lora_modules_to_save": ["norm"],  # a random tiny model's logits are too flat for LoRA alone
+    "warmup_steps": 0,
+    "logging_steps": 10,
+    "device": "cpu",
+    "cpu_threads": 1,
+    "seed": 0,
+    "min_train_rows": 2,
+}
+
+
+def rows(dsn: str, sql: str, *params: Any) -> list[dict[str, Any]]:
+    with psycopg.connect(dsn, row_factory=dict_row) as conn:
+        return conn.execute(sql, params).fetchall()
+
+
+@dataclasses.dataclass(frozen=True)
+class Seeded:
+    dsn: str
+    base_model: Path
+    merge_requests: int
+
+
+def seed_reviews(pool: Pool, dsn: str, devset_path: Path) -> int:
+    """Review every case as its own MR (with two shadow strategies); a reviewer votes 👍 on findings
+    matching the case's labels and 👎 on the rest; MRs are a few hours apart over two weeks."""
+    cases = [json.loads(line) for line in devset_path.read_text().splitlines() if line.strip()]
+    runtime = Runtime(pool=pool, llm=None, shadow_strategies=2)
+    iid = 0
+    for copy in range(COPIES):
+        for case in cases:
+            iid += 1
+            request = ReviewRequest(
+                source="diff",
+                project="shop/app",
+                mr_iid=iid,
+                title=case["title"] if copy == 0 else f"{case['title']} (part {copy + 1})",
+                description=case["description"],
+                diff_text=case["diff"],
+                files=case.get("files") or None,
+            )
+            outcome = run_review(runtime, request, dsn=dsn)
+            ids = {
+                r["fingerprint"]: r["id"]
+                for r in rows(dsn, "SELECT id, fingerprint FROM findings WHERE review_id = %s", outcome.review_id)
+            }
+            real = [v.finding for v in outcome.verified if v.verdict == "REAL"]
+            match = match_findings(real, [ExpectedFinding.model_validate(e) for e in case.get("expected", [])])
+            accepted = {f.fingerprint for f, _ in match.true_positives}
+            for finding in real:
+                value: Literal[1, -1] = 1 if finding.fingerprint in accepted else -1
+                store_feedback.record_vote(
+                    pool, ids[finding.fingerprint], user_key="gitlab:7", source="emoji", value=value
+                )
+            at = START + timedelta(hours=9 * iid)
+            with pool.connection() as conn:
+                conn.execute(
+                    "UPDATE reviews SET created_at = %s + (id - %s) * interval '1 second'"
+                    " WHERE id = %s OR parent_review_id = %s",
+                    (at, outcome.review_id, outcome.review_id, outcome.review_id),
+                )
+    return iid
+
+
+@pytest.fixture(scope="module")
+def seeded(pg_admin_dsn: str, devset_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Seeded]:
+    from learning.tiny_model import build_tiny_model
+
+    name = f"rl_retrain_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(pg_admin_dsn, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    dsn = make_conninfo(pg_admin_dsn, dbname=name)
+    prepare_database(dsn)
+    with open_pool(dsn, max_size=4) as pool:
+        n = seed_reviews(pool, dsn, devset_path)
+    # the tokenizer learns from the older 70% of merge requests only: never from the held-out ones
+    older = rows(
+        dsn,
+        "SELECT snapshot->>'s1' AS s1, strategy FROM reviews WHERE coalesce(parent_review_id, id) IN"
+        " (SELECT id FROM reviews WHERE NOT is_shadow ORDER BY created_at LIMIT %s)",
+        int(n * 0.7),
+    )
+    corpus = [STRATEGY_SYSTEM_PROMPT] + [r["s1"] for r in older if r["s1"]]
+    corpus += [Strategy.model_validate(r["strategy"]).to_json() for r in older if r["strategy"]]
+    base = build_tiny_model(tmp_path_factory.mktemp("tiny") / "model", seed=0, corpus=corpus, vocab_size=1024)
+    yield Seeded(dsn=dsn, base_model=base, merge_requests=n)
+    with psycopg.connect(pg_admin_dsn, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def tiny_config(base_model: Path, work_dir: Path, **changes: Any) -> RetrainConfig:
+    """Small thresholds and few steps: the pipeline is the production one, the sizes are a test's."""
+    config = RetrainConfig(
+        base_model=base_model,
+        work_dir=work_dir,
+        min_sft_examples=8,
+        min_dpo_pairs=4,
+        min_kto_labels=8,
+        min_replay_cases=4,
+        min_eval_cases=3,
+        margin=0.05,
+        sft=SFTTrainingConfig(
+            max_steps=120, learning_rate=1e-2, validity_sample=2, validity_max_new_tokens=300, **TRAINER
+        ),
+        # a gentle DPO: the tiny model's strategies stop validating after a few large preference steps
+        # (DPO's learning signal has its own test; here it is a stage of the chain)
+        dpo=DPOTrainingConfig(max_steps=4, learning_rate=1e-5, **TRAINER),
+        kto=KTOTrainingConfig(max_steps=4, learning_rate=1e-3, **TRAINER),
+    )
+    return dataclasses.replace(config, **changes)
+
+
+def rl_changes() -> dict[str, Any]:
+    from learning.strata.config import StrataConfig
+    from learning.strata.trainer import RLTrainConfig
+
+    return {
+        "rl": StrataConfig(
+            sigma=2,
+            n_strategies=2,
+            m_executions=1,
+            max_steps=2,
+            max_new_tokens=300,
+            # the tiny model's logits are nearly flat: above ~0.1 its samples stop being valid strategies
+            temperature=0.1,
+            learning_rate=1e-5,
+            keep_ratio=1.0,
+            embedder="hashing",
+        ),
+        "rl_train": RLTrainConfig(mrs_per_step=2, ppo_epochs=1, cpu_threads=1),
+        "gate_max_new_tokens": 300,
+    }
+
+
+@dataclasses.dataclass
+class PromotedRun:
+    report: RetrainReport
+    seconds: float
+    old_version_id: int  # the version in service before: the untrained model, which writes no valid strategy
+    refused: subprocess.CompletedProcess[str]
+    vllm: FakeVllmLora
+
+
+@pytest.fixture(scope="module")
+def promoted_run(seeded: Seeded, tmp_path_factory: pytest.TempPathFactory) -> Iterator[PromotedRun]:
+    """One retrain on the seeded store, with a second `reviewloop retrain` started while it runs."""
+    from learning.registry import promote_version, register_adapter
+
+    work = tmp_path_factory.mktemp("retrain")
+    vllm = FakeVllmLora(api_key="sk-vllm").start()
+    with open_pool(seeded.dsn, max_size=4) as pool:
+        # in service before: the base model itself, untrained, so the candidate has something to beat
+        old = register_adapter(
+            pool,
+            name="untrained-base",
+            base_model=str(seeded.base_model),
+            adapter_path=None,
+            dataset_snapshot=None,
+            metrics={},
+        )
+        promote_version(pool, old["id"])
+        config = tiny_config(seeded.base_model, work, **rl_changes())
+        result: dict[str, Any] = {}
+
+        def run() -> None:
+            started = time.monotonic()
+            try:
+                result["report"] = retrain(pool, config, vllm=VllmServer(vllm.base_url, "sk-vllm"))
+            except BaseException as exc:  # surfaced by the fixture below
+                result["error"] = exc
+            result["seconds"] = time.monotonic() - started
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        deadline = time.monotonic() + 120
+        while not rows(seeded.dsn, "SELECT 1 FROM training_runs WHERE kind = 'retrain' AND status = 'running'"):
+            assert thread.is_alive() and time.monotonic() < deadline, result.get("error")
+            time.sleep(0.2)
+        env = {**os.environ, "REVIEWLOOP_DATABASE_URL": seeded.dsn, "REVIEWLOOP_DATA_DIR": str(work), "COLUMNS": "200"}
+        refused = subprocess.run(
+            [*CLI, "retrain", "--base-model", str(seeded.base_model), "--work-dir", str(work / "second")],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        thread.join()
+    if "error" in result:
+        raise result["error"]
+    report: RetrainReport = result["report"]
+    print(f"\nretrain run {report.run_id}: {report.status} in {result['seconds']:.0f} s")
+    for stage in report.stages:
+        shown = {k: v for k, v in stage.metrics.items() if k not in ("card", "baseline", "candidate")}
+        print(f"  {stage.kind:8} {stage.status:9} {stage.reason or ''} {shown}")
+    yield PromotedRun(report, result["seconds"], old["id"], refused, vllm)
+    vllm.stop()
+
+
+def test_every_stage_is_recorded_under_the_retrain_run(seeded: Seeded, promoted_run: PromotedRun) -> None:
+    report = promoted_run.report
+    assert report.status == "succeeded", report.reason
+    stages = {
+        r["kind"]: r for r in rows(seeded.dsn, "SELECT * FROM training_runs WHERE parent_run_id = %s", report.run_id)
+    }
+    assert set(stages) == {"dataset", "sft", "dpo", "kto", "rl", "eval"}
+    assert {k: r["status"] for k, r in stages.items()} == {
+        "dataset": "succeeded",
+        "sft": "succeeded",
+        "dpo": "succeeded",
+        "kto": "skipped",
+        "rl": "succeeded",
+        "eval": "succeeded",
+    }
+    assert stages["kto"]["reason"].startswith("DPO trained on ") and "pairs are too few" in stages["kto"]["reason"]
+    card = stages["dataset"]["metrics"]["card"]
+    assert card["merge_requests"]["train"] and card["merge_requests"]["eval"], "the time split has one side only"
+    # the trainers' own rows joined the run, with their step metrics
+    assert any(s.get("loss") is not None for s in stages["sft"]["step_metrics"])
+    assert (
+        stages["sft"]["metrics"]["after_valid_strategy_share"] > stages["sft"]["metrics"]["before_valid_strategy_share"]
+    )
+    assert any("rewards/margins" in s for s in stages["dpo"]["step_metrics"])
+    assert [s["step"] for s in stages["rl"]["step_metrics"]] == [1, 2]
+    assert all("reward_std" in s and "grad_norm" in s or s.get("skipped") for s in stages["rl"]["step_metrics"])
+    [parent] = rows(seeded.dsn, "SELECT * FROM training_runs WHERE id = %s", report.run_id)
+    assert parent["kind"] == "retrain" and parent["status"] == "succeeded"
+    assert parent["model_version_id"] == report.candidate_version_id
+
+
+def test_the_gate_promotes_a_better_candidate_and_vllm_gets_it(seeded: Seeded, promoted_run: PromotedRun) -> None:
+    report = promoted_run.report
+    [gate] = rows(seeded.dsn, "SELECT * FROM training_runs WHERE parent_run_id = %s AND kind = 'eval'", report.run_id)
+    m = gate["metrics"]
+    print(
+        f"\ngate on {m['eval_cases']} held-out MRs: candidate reward {m['candidate']['reward_mean']}"
+        f" (valid {m['candidate']['valid_share']:.2f}) vs in service {m['baseline']['reward_mean']}"
+        f" (valid {m['baseline']['valid_share']:.2f}); {m['decision']}"
+    )
+    assert m["decision"] == "promote" and m["promoted"] is True and report.promoted
+    assert m["baseline"]["version_id"] == promoted_run.old_version_id and m["baseline"]["valid_share"] == 0.0
+    assert m["candidate"]["valid_share"] > 0.5
+    assert m["improvement"] > m["margin"]
+    [version] = rows(seeded.dsn, "SELECT * FROM model_versions WHERE id = %s", report.candidate_version_id)
+    assert version["stage"] == "production" and gate["model_version_id"] == version["id"]
+    assert version["parent_id"] == promoted_run.old_version_id
+    assert Path(version["adapter_path"], "adapter_config.json").is_file()
+    [old] = rows(seeded.dsn, "SELECT stage FROM model_versions WHERE id = %s", promoted_run.old_version_id)
+    assert old["stage"] == "archived"
+    # the model server was asked to load the adapter under the version's serving name, with the key
+    [load] = promoted_run.vllm.requests
+    assert load["body"] == {"lora_name": version["serving_name"], "lora_path": version["adapter_path"]}
+    assert load["headers"]["Authorization"] == "Bearer sk-vllm"
+
+
+def test_a_second_concurrent_retrain_is_refused(seeded: Seeded, promoted_run: PromotedRun) -> None:
+    refused = promoted_run.refused
+    assert refused.returncode == 75, refused.stderr
+    [line] = refused.stderr.strip().splitlines()
+    assert line.startswith(f"reviewloop: another retrain is running (run {promoted_run.report.run_id}, started ")
+    skipped = rows(seeded.dsn, "SELECT * FROM training_runs WHERE kind = 'retrain' AND status = 'skipped'")
+    assert len(skipped) == 1 and skipped[0]["reason"] in line
+
+
+def test_the_next_review_uses_the_promoted_version(
+    seeded: Seeded, promoted_run: PromotedRun, devset_path: Path
+) -> None:
+    version_id = promoted_run.report.candidate_version_id
+    case = json.loads(devset_path.read_text().splitlines()[0])
+    request = ReviewRequest(
+        source="diff",
+        project="shop/app",
+        mr_iid=900,
+        title=case["title"],
+        description=case["description"],
+        diff_text=case["diff"],
+        files=case["files"],
+    )
+    with open_pool(seeded.dsn, max_size=4) as pool:
+        source = StrategyModelSource(pool, ServingOptions(max_output_tokens=300))
+        assert source.current().version_id == version_id
+        provider = setup_tracing(pool=pool)
+        try:
+            outcome = run_review(Runtime(pool=pool, llm=None, strategy_model=source), request, dsn=seeded.dsn)
+            provider.force_flush()
+        finally:
+            shutdown_tracing(provider)
+    [review] = rows(seeded.dsn, "SELECT * FROM reviews WHERE id = %s", outcome.review_id)
+    assert review["strategy_source"] == "model", "the promoted adapter did not write a valid strategy"
+    assert review["model_version_id"] == version_id
+    [span] = rows(
+        seeded.dsn, "SELECT attributes FROM spans WHERE trace_id = %s AND name = 'strategy'", review["trace_id"]
+    )
+    assert span["attributes"]["reviewloop.model_version_id"] == version_id
+
+
+def test_a_worse_candidate_is_kept_out_of_service(
+    seeded: Seeded, promoted_run: PromotedRun, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Done when 2: a candidate trained for one step at a tiny learning rate (it writes no valid
+    strategy) loses the gate; the version in service stays, for the registry and for serving."""
+    in_service = promoted_run.report.candidate_version_id
+    assert in_service is not None
+    worse = dataclasses.replace(
+        tiny_config(seeded.base_model, tmp_path_factory.mktemp("worse"), run_preference=False, run_rl=False),
+        sft=SFTTrainingConfig(
+            max_steps=1, learning_rate=1e-6, validity_sample=1, validity_max_new_tokens=50, **TRAINER
+        ),
+        gate_max_new_tokens=300,
+    )
+    with open_pool(seeded.dsn, max_size=4) as pool:
+        report = retrain(pool, worse, vllm=VllmServer(promoted_run.vllm.base_url, "sk-vllm"))
+        current = StrategyModelSource(pool, ServingOptions(max_output_tokens=300)).current()
+    assert report.status == "succeeded", report.reason
+    assert report.decision == "keep" and not report.promoted
+    gate = report.stage("eval")
+    m = gate.metrics
+    print(
+        f"\nworse candidate: reward {m['candidate']['reward_mean']} (valid {m['candidate']['valid_share']:.2f})"
+        f" vs in service {m['baseline']['reward_mean']} (valid {m['baseline']['valid_share']:.2f}); {m['decision']}"
+    )
+    assert gate.status == "succeeded" and m["decision"] == "keep" and m["promoted"] is False
+    assert m["baseline"]["version_id"] == in_service
+    assert m["candidate"]["reward_mean"] < m["baseline"]["reward_mean"], "the candidate is not worse"
+    [stored] = rows(seeded.dsn, "SELECT metrics FROM training_runs WHERE id = %s", gate.run_id)
+    assert stored["metrics"]["decision"] == "keep" and stored["metrics"]["promoted"] is False
+    stages = {r["id"]: r["stage"] for r in rows(seeded.dsn, "SELECT id, stage FROM model_versions")}
+    assert stages[report.candidate_version_id] == "rejected" and stages[in_service] == "production"
+    assert report.serving_version_id == in_service
+    assert current.version_id == in_service, "serving moved off the version in service"
+    assert len(promoted_run.vllm.requests) == 1, "a rejected candidate was sent to the model server"
+    assert {r.kind: r.status for r in report.stages} == {
+        "dataset": "succeeded",
+        "sft": "succeeded",
+        "dpo": "skipped",
+        "kto": "skipped",
+        "rl": "skipped",
+        "eval": "succeeded",
+    }
+    assert report.stage("rl").reason == "switched off (run_rl = false)"
