@@ -52,18 +52,23 @@ def demo_config(steps: int) -> RLRunConfig:
             max_steps=steps,
             seed=0,
         ),
-        train=RLTrainConfig(mrs_per_step=4, checkpoint_every=max(steps, 1), cpu_threads=1, invalid_reward=-0.5),
+        train=RLTrainConfig(
+            mrs_per_step=4, checkpoint_every=max(steps, 1), cpu_threads=1, invalid_reward=-0.5, warmup_steps=5
+        ),
         policy=PolicyConfig(use_lora=False, device="cpu"),
         env=ReplayEnvConfig(step_budget_cap=1),
         eval=EvalConfig(samples=4),
     )
 
 
-def prepare(work: Path, *, warm_steps: int = 150) -> tuple[Path, Path]:
+DEMO_SYNTHETIC = SyntheticConfig(n_train=32, n_eval=16, languages=("javascript",), seed=0)
+
+
+def prepare(work: Path, *, synthetic: SyntheticConfig = DEMO_SYNTHETIC, warm_steps: int = 150) -> tuple[Path, Path]:
     """(replay JSONL, warm-started model directory) in `work`."""
     from learning.tiny_model import build_tiny_model
 
-    cases = generate_replay_set(SyntheticConfig(n_train=32, n_eval=16, seed=0))
+    cases = generate_replay_set(synthetic)
     replay = write_jsonl_cases(work / "replay.jsonl", cases)
     env = ReplayEnv(ReplayEnvConfig(step_budget_cap=1))
     rng = random.Random(0)
@@ -105,6 +110,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--steps", type=int, default=30, help="RL steps per ablation")
     parser.add_argument("--out", type=Path, default=None, help="work directory (default: a temporary one)")
     parser.add_argument("--ablations", default=",".join(ABLATIONS), help="comma-separated presets to run")
+    parser.add_argument(
+        "--languages", default="javascript", help="languages of the synthetic files (javascript,go,python)"
+    )
     args = parser.parse_args(argv)
     import torch
 
@@ -116,7 +124,8 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="strata-ablate-") as tmp:
         work = args.out or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
-        replay, warm = prepare(work)
+        languages = tuple(lang.strip() for lang in args.languages.split(",") if lang.strip())
+        replay, warm = prepare(work, synthetic=replace(DEMO_SYNTHETIC, languages=languages))  # type: ignore[arg-type]
         rows = [run_ablation(n, replay=replay, warm=warm, work=work, steps=args.steps) for n in names]  # type: ignore[arg-type]
     print(
         f"{'ablation':11s} {'sampled before→after':>22s} {'greedy before→after':>21s}"

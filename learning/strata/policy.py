@@ -247,7 +247,9 @@ class StrategyPolicy:
         # Only completion positions are scored: from the shortest prompt's end on, then gathered so
         # that column j is each row's j-th completion token (rows line up with the token targets).
         start = min(len(p) for p in prompts)
-        logits = self.model(input_ids=ids, attention_mask=attention).logits[:, start - 1 : -1, :].float()
+        # Logits only from the last prompt token on: a real vocabulary times a long prompt is gigabytes.
+        keep = ids.shape[1] - start + 1
+        logits = self.model(input_ids=ids, attention_mask=attention, logits_to_keep=keep).logits[:, :-1, :].float()
         if temperature > 0:
             logits = logits / temperature
         width = max(len(c) for c in completions)

@@ -60,6 +60,13 @@ class RLTrainConfig:
         default=None, metadata={"help": "rollouts per gradient update within a pass; None = all of them"}
     )
     max_grad_norm: float = field(default=1.0, metadata={"help": "gradient clipping norm"})
+    warmup_steps: int = field(
+        default=0,
+        metadata={
+            "help": "steps over which the learning rate rises linearly to its value: Adam's first updates move"
+            " every weight by about the learning rate whatever the gradient, which can wreck a small model"
+        },
+    )
     weight_decay: float = field(default=0.0, metadata={"help": "AdamW weight decay"})
     invalid_reward: float = field(
         default=DEFAULT_INVALID_REWARD, metadata={"help": "reward of a completion that is not a valid strategy"}
@@ -75,6 +82,8 @@ class RLTrainConfig:
     )
 
     def __post_init__(self) -> None:
+        if self.warmup_steps < 0:
+            raise ConfigError(f"warmup_steps must be >= 0, got {self.warmup_steps}")
         if self.mrs_per_step < 1 or self.ppo_epochs < 1 or self.checkpoint_every < 1 or self.keep_checkpoints < 1:
             raise ConfigError(f"mrs_per_step, ppo_epochs, checkpoint_every and keep_checkpoints must be >= 1: {self}")
         if self.minibatch_size is not None and self.minibatch_size < 1:
@@ -122,6 +131,11 @@ def batch_for_step(cases: Sequence[ReplayCase], step: int, *, size: int, seed: i
         random.Random(seed * 1_000_003 + epoch).shuffle(order)
         out.append(cases[order[pos]])
     return out
+
+
+def learning_rate_at(step: int, *, peak: float, warmup: int) -> float:
+    """Linear warm-up over the first `warmup` steps (0-based `step`), then constant."""
+    return peak if warmup <= 0 else peak * min(1.0, (step + 1) / warmup)
 
 
 def rollout_seed(seed: int, step: int) -> int:
@@ -275,17 +289,19 @@ class StrataTrainer:
         prompts = [r[0] for r in rows]
         completions = [r[1].sample.completion_ids for r in rows]
         _, advantages = stack_token_targets([r[2] for r in rows])
-        policy.model.eval()  # no dropout: the old log-probabilities and the ratio's numerator match
-        with torch.no_grad():
-            old = policy.score(prompts, completions, temperature=self.config.temperature, with_entropy=True)
-        token_adv = torch.as_tensor(advantages, dtype=torch.float32, device=old.mask.device)[:, : old.mask.shape[1]]
+        size = self.train_config.minibatch_size or len(rows)
+        old_logprobs, entropy = self._old_logprobs(policy, prompts, completions, size=size)
+        token_adv = torch.as_tensor(advantages, dtype=torch.float32, device=old_logprobs.device)
+        token_adv = token_adv[:, : old_logprobs.shape[1]]
         loss_cfg = self.config.loss_config()
         from learning.strata.loss import ppo_clip_loss
 
         losses, norms, clips, kls = [], [], [], []
-        size = self.train_config.minibatch_size or len(rows)
         order = list(range(len(rows)))
         shuffle = random.Random(rollout_seed(self.config.seed, step))
+        lr = learning_rate_at(step, peak=self.config.learning_rate, warmup=self.train_config.warmup_steps)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
         policy.model.train()
         for _ in range(self.train_config.ppo_epochs):
             shuffle.shuffle(order)
@@ -297,7 +313,7 @@ class StrataTrainer:
                 width = now.mask.shape[1]  # the minibatch's longest completion
                 loss, stats = ppo_clip_loss(
                     now.logprobs,
-                    old.logprobs[idx, :width],
+                    old_logprobs[idx, :width],
                     token_adv[idx, :width],
                     now.mask,
                     eps_low=loss_cfg.eps_low,
@@ -317,12 +333,35 @@ class StrataTrainer:
             "grad_norm": float(np.mean(norms)),
             "clip_fraction": float(np.mean(clips)),
             "approx_kl": float(np.mean(kls)),
-            "entropy": float(old.entropy) if old.entropy is not None else None,
+            "entropy": entropy,
             "trained_rollouts": len(rows),
+            "learning_rate": lr,
             "skipped": False,
             "seconds": round(time.monotonic() - started, 3),
         }
         return metrics
+
+    def _old_logprobs(
+        self, policy: StrategyPolicy, prompts: Sequence[list[int]], completions: Sequence[list[int]], *, size: int
+    ) -> tuple[Any, float]:
+        """Log-probabilities under the policy before this step's updates (B, C), and their mean entropy."""
+        import torch
+
+        policy.model.eval()  # no dropout: the old log-probabilities and the ratio's numerator match
+        width = max(len(c) for c in completions)
+        chunks, entropies, weights = [], [], []
+        with torch.no_grad():
+            for start in range(0, len(prompts), size):
+                scored = policy.score(
+                    prompts[start : start + size],
+                    completions[start : start + size],
+                    temperature=self.config.temperature,
+                    with_entropy=True,
+                )
+                chunks.append(torch.nn.functional.pad(scored.logprobs, (0, width - scored.logprobs.shape[1])))
+                entropies.append(float(scored.entropy) if scored.entropy is not None else 0.0)
+                weights.append(float(scored.mask.sum()))
+        return torch.cat(chunks), float(np.average(entropies, weights=weights))
 
     # --- the run ---------------------------------------------------------------------------------
 
