@@ -9,6 +9,7 @@ API accept the next webhook.
 
 from __future__ import annotations
 
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -41,7 +42,9 @@ RETRY_AFTER_S = 6  # the summary note's wait: long enough for a fast stop and a 
 
 @pytest.fixture
 def private_postgres(tmp_path: Path) -> Iterator[PrivatePostgres]:
-    server = PrivatePostgres(tmp_path / "pg")
+    # not under pytest's 0700 basetemp: as root the server and pg_ctl run as another user, which must
+    # reach the data directory (pytest may re-tighten its own directories while the test runs)
+    server = PrivatePostgres(Path(tempfile.mkdtemp(prefix="reviewloop-pg-restart-")) / "pg")
     try:
         prepare_database(server.dsn)
         ensure_queue_schema(server.dsn)
