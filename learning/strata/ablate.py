@@ -12,6 +12,15 @@ With the fixed executor (the analyzers, no model) an execution is deterministic,
 top-δ score is the reward itself: `plain_mean` cannot differ from `full`; and the analyzer loop's
 steps always follow the plan, so the judge flags none and `no_judge` cannot differ either. They are
 run anyway, to show it.
+
+Measured (2 shared CPU cores, one seed, 30 steps, 16 held-out MRs; reward of a perfect strategy ≈ 1.03):
+
+    ablation    sampled before→after   greedy before→after  diversity
+    full          0.370 → 0.979          0.669 → 1.028        0.164
+    no_fps        0.370 → 0.771          0.669 → 0.884        0.134
+    no_judge      0.370 → 0.979          0.669 → 1.028        0.164
+    plain_mean    0.370 → 0.979          0.669 → 1.028        0.164
+    no_filter     0.370 → 0.907          0.669 → 1.028        0.145
 """
 
 from __future__ import annotations

@@ -356,24 +356,26 @@ def generate_replay_set(config: SyntheticConfig | None = None) -> list[ReplayCas
     return cases
 
 
-def problem_paths(case: ReplayCase) -> list[str]:
-    """The files holding accepted findings, in diff order (what a perfect strategy focuses first)."""
-    labeled = {f.path for f in case.findings if f.label == "accepted"}
-    order = [
+def changed_paths(case: ReplayCase) -> list[str]:
+    """The case's changed files in diff order."""
+    return [
         line[len("diff --git a/") :].split(" b/")[0]
         for line in case.diff.splitlines()
         if line.startswith("diff --git ")
     ]
-    return [p for p in order if p in labeled]
+
+
+def problem_paths(case: ReplayCase) -> list[str]:
+    """The files holding accepted findings, in diff order (what a perfect strategy focuses first)."""
+    labeled = {f.path for f in case.findings if f.label == "accepted"}
+    return [p for p in changed_paths(case) if p in labeled]
 
 
 def uninformed_strategy(case: ReplayCase, rng: random.Random, *, max_focus: int | None = None) -> Strategy:
     """A valid strategy that knows nothing of where the problems are: security over the changed files in
     random order (the first `max_focus` of them), one step each. What a warm start may learn the format
     from without being told the answer."""
-    paths = [
-        line[len("diff --git a/") :].split(" b/")[0] for line in case.diff.splitlines() if line.startswith("diff --git ")
-    ]
+    paths = changed_paths(case)
     rng.shuffle(paths)
     plan = [PlanItem(reviewer="security", focus_paths=paths[:max_focus], step_budget=1)]
     return Strategy(change_type="feature", plan=plan)

@@ -58,11 +58,15 @@ RL_CONFIG: dict[str, dict[str, Any]] = {
     },
     # a 64-wide random model: full weights (LoRA on it learns slower and less stably); real models use LoRA
     "policy": {"use_lora": False, "device": "cpu"},
-    "train": {"mrs_per_step": 4, "checkpoint_every": 10, "cpu_threads": 1, "invalid_reward": -0.5},
+    "train": {"mrs_per_step": 4, "checkpoint_every": 10, "cpu_threads": 1, "invalid_reward": -0.5, "warmup_steps": 5},
     "env": {"step_budget_cap": 1},
     "eval": {"samples": 4},
 }
-MIN_SAMPLED_GAIN = 0.15
+# Held-out gains the run must show over the warm start. Greedy decoding is what serving and the gate
+# use; sampling at the training temperature is what RL optimises. Observed on this seed: greedy
+# 0.67 → 1.03, sampled 0.37 → 0.98 (a perfect strategy earns about 1.03 here).
+MIN_GREEDY_GAIN = 0.2
+MIN_SAMPLED_GAIN = 0.3
 
 
 @dataclass
@@ -85,7 +89,9 @@ def threads() -> Iterator[None]:
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory: pytest.TempPathFactory, threads: None) -> Setup:
     work = tmp_path_factory.mktemp("strata")
-    cases = generate_replay_set(SyntheticConfig(n_train=32, n_eval=16, seed=0))
+    # the CPU demo's set (learning/strata/ablate.py): one language, one module name, so the lesson is
+    # where to look first; copying names or extensions from s1 takes a 64-wide random model far longer
+    cases = generate_replay_set(SyntheticConfig(n_train=32, n_eval=16, languages=("javascript",), seed=0))
     replay = write_jsonl_cases(work / "replay.jsonl", cases)
     env = ReplayEnv(ReplayEnvConfig(step_budget_cap=1))
     rng = random.Random(0)
@@ -129,10 +135,12 @@ def test_rl_raises_held_out_reward_over_the_warm_start(setup: Setup, trained: Ma
     print("\nheld-out (16 MRs)      before   after")
     for key in ("sampled_mean_reward", "sampled_valid_share", "greedy_mean_reward", "greedy_f1", "greedy_valid_share"):
         print(f"{key:22s} {m[f'before_{key}']:7.3f} {m[f'after_{key}']:7.3f}")
-    gain = m["after_sampled_mean_reward"] - m["before_sampled_mean_reward"]
-    assert gain >= MIN_SAMPLED_GAIN, f"RL raised held-out sampled reward by only {gain:.3f}"
-    assert m["after_sampled_valid_share"] >= 0.9
-    assert m["after_greedy_mean_reward"] >= m["before_greedy_mean_reward"] - 0.05
+    greedy_gain = m["after_greedy_mean_reward"] - m["before_greedy_mean_reward"]
+    sampled_gain = m["after_sampled_mean_reward"] - m["before_sampled_mean_reward"]
+    assert greedy_gain >= MIN_GREEDY_GAIN, f"RL raised held-out greedy reward by only {greedy_gain:.3f}"
+    assert sampled_gain >= MIN_SAMPLED_GAIN, f"RL raised held-out sampled reward by only {sampled_gain:.3f}"
+    assert m["after_greedy_valid_share"] == 1.0 and m["after_sampled_valid_share"] >= 0.8
+    assert m["after_greedy_f1"] > m["before_greedy_f1"]
     assert _changed_tensors(setup.warm, trained["out"]) > 0
     assert trained["uses_lora"] is False and trained["kind"] == "rl"
 
