@@ -3,8 +3,9 @@
 The defaults suit a production store and a real instruct model on one GPU: each stage needs a few
 dozen examples before it trains, and the gate wants a margin of improvement on at least a handful
 of held-out merge requests. The per-method settings (`sft`, `dpo`, `kto`, `rl`, `reward`) are the
-trainers' own config classes. A config file (JSON, or TOML with `[sft]`, `[dpo]`, … tables) names
-only what it changes; an unknown key or a value of the wrong type is one clear line.
+trainers' own config classes (`rl` is `reviewloop train rl`'s, with its sections). A config file
+(JSON, or TOML with `[sft]`, `[rl.strata]`, … tables) names only what it changes; an unknown key or
+a value of the wrong type is one clear line.
 """
 
 from __future__ import annotations
@@ -20,11 +21,8 @@ from pathlib import Path
 from typing import Any, TypeVar, get_type_hints
 
 from learning.configs import DPOTrainingConfig, KTOTrainingConfig, SFTTrainingConfig
-from learning.replay import ReplayEnvConfig, ReplayRewardConfig
 from learning.reward import RewardConfig
-from learning.strata.config import StrataConfig
-from learning.strata.policy import PolicyConfig
-from learning.strata.trainer import RLTrainConfig
+from learning.train_rl import RLRunConfig
 from reviewers.errors import ConfigError
 
 # vLLM refuses adapters above its `--max-lora-rank`; deploy/ starts it with 32.
@@ -87,21 +85,11 @@ class RetrainConfig:
     gate_max_new_tokens: int = field(
         default=384, metadata={"help": "tokens a model may write per strategy in the gate (z renders to ~200)"}
     )
-    rl: StrataConfig = field(default_factory=StrataConfig, metadata={"help": "StraTA RL's method constants"})
-    rl_train: RLTrainConfig = field(
-        default_factory=RLTrainConfig,
-        metadata={"help": "StraTA RL's optimisation knobs (its invalid_reward also scores invalid output in the gate)"},
-    )
-    rl_policy: PolicyConfig = field(
-        default_factory=PolicyConfig,
-        metadata={"help": "the LoRA adapter RL trains when no earlier stage trained one (else it continues that one)"},
-    )
-    replay_env: ReplayEnvConfig = field(
-        default_factory=ReplayEnvConfig, metadata={"help": "how RL and the gate execute strategies on replayed MRs"}
-    )
-    replay_reward: ReplayRewardConfig = field(
-        default_factory=ReplayRewardConfig, metadata={"help": "what a replayed execution earns (RL and the gate)"}
-    )
+    rl: RLRunConfig = field(
+        default_factory=RLRunConfig,
+        metadata={"help": "StraTA RL's run config (tables strata, train, policy, env, reward, eval, vllm); its env"
+                  " and reward also drive the gate's replay"},
+    )  # fmt: skip
     reward: RewardConfig = field(
         default_factory=RewardConfig, metadata={"help": "feedback reward weights and dataset thresholds"}
     )

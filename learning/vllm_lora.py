@@ -12,6 +12,7 @@ promotion must not fail on its own earlier success.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -20,6 +21,14 @@ from reviewers.errors import LLMUnavailableError, ReviewloopError
 
 LOAD_TIMEOUT_S = 300.0  # loading reads the adapter from disk and may wait for running requests
 ALREADY_LOADED = "already been loaded"
+
+
+@dataclass(frozen=True)
+class VllmServer:
+    """Where a promoted adapter is hot-loaded: an OpenAI-compatible vLLM server with runtime LoRA."""
+
+    base_url: str
+    api_key: str | None = None
 
 
 class AdapterLoadError(ReviewloopError):

@@ -26,7 +26,7 @@ def test_a_toml_file_changes_only_what_it_names(tmp_path: Path) -> None:
     path.write_text(
         'base_model = "/models/base"\nmin_sft_examples = 4\nmargin = 0\nrun_rl = false\n'
         '[sft]\nmax_steps = 20\nlora_modules_to_save = ["norm"]\n'
-        "[rl]\nsigma = 2\nn_strategies = 2\n"
+        "[rl.strata]\nsigma = 2\nn_strategies = 2\n"
         "[reward]\nalpha = 2\n"
     )
     config = load_retrain_config(path, work_dir=tmp_path / "w")
@@ -34,7 +34,7 @@ def test_a_toml_file_changes_only_what_it_names(tmp_path: Path) -> None:
     assert config.min_sft_examples == 4 and config.margin == 0.0 and config.run_rl is False
     assert config.sft.max_steps == 20 and config.sft.lora_modules_to_save == ["norm"]
     assert config.sft.learning_rate == RetrainConfig().sft.learning_rate  # untouched fields keep defaults
-    assert config.rl.sigma == 2 and config.rl.n_strategies == 2 and config.reward.alpha == 2.0
+    assert config.rl.strata.sigma == 2 and config.rl.strata.n_strategies == 2 and config.reward.alpha == 2.0
     assert config.dpo == RetrainConfig().dpo
 
 
@@ -56,7 +56,7 @@ def test_json_and_overrides(tmp_path: Path) -> None:
         ("sft = 3\n", "sft must be a table of SFTTrainingConfig fields"),
         ("min_eval_cases = 0\n", "min_eval_cases=0 \\(must be >= 1\\)"),
         ("eval_fraction = 1.0\n", "eval_fraction=1.0"),
-        ("[rl]\nn_strategies = 1\n", "invalid StraTA config"),
+        ("[rl.strata]\nn_strategies = 1\n", "invalid StraTA config"),
         ("not toml [", "is not valid toml"),
     ],
 )
