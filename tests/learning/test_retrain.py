@@ -1,14 +1,18 @@
 """`retrain` end to end on real parts (issue 6, Done when 1 and 2).
 
 A database is seeded through the real review pipeline (rule-based strategies, two shadow strategies
-per merge request) with people's votes on the findings, spread over two weeks so the time split has
-both sides. The retrain then runs on the CPU with a tiny model whose tokenizer learned from the
-older merge requests only: dataset → SFT → DPO (KTO recorded as not needed) → StraTA RL →
-evaluation gate → promotion, with a vLLM-compatible server on loopback receiving the promoted
-adapter. While it runs, a second `reviewloop retrain` (a real subprocess) is refused. The next
-review then carries the new version on its row and its strategy span. Finally a deliberately worse
-candidate (trained for one step: it writes no valid strategy) is gated out and the service keeps the
-version it had.
+per merge request) with a team's votes: this team wants the bot's security comments and finds the
+rest noise, so it 👍s security findings that match the case's labels and 👎s everything else. The
+reviews are spread over three weeks, so the time split has both sides. The rule-based strategy runs
+every reviewer; what the team's votes teach is to plan security first and alone.
+
+The retrain then runs on the CPU with a tiny model whose tokenizer learned from the older merge
+requests only: dataset → SFT → DPO (KTO recorded as not needed) → StraTA RL → evaluation gate
+against the rules (nothing is in service yet) → promotion, with a vLLM-compatible server on
+loopback receiving the promoted adapter. While it runs, a second `reviewloop retrain` (a real
+subprocess) is refused. The next review carries the new version on its row and its strategy span.
+Finally a deliberately worse candidate (trained for one step: it writes no valid strategy, so
+serving would fall back to the rules) is gated out, and the service keeps the version it had.
 """
 
 from __future__ import annotations
@@ -51,8 +55,20 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore:`is_gradient_checkpointing` is deprecated:FutureWarning"),
 ]
 
+SHOWN = (  # the stage numbers the test prints
+    "reviews",
+    "before_valid_strategy_share",
+    "after_valid_strategy_share",
+    "after_eval_loss",
+    "after_eval_margin",
+    "steps",
+    "first_reward_mean",
+    "last_reward_mean",
+    "decision",
+    "reward_delta",
+)
 CLI = (sys.executable, "-c", "from api.cli import main; main()")
-COPIES = 3  # each dev-set case reviewed as three merge requests: enough for every stage's minimum
+COPIES = 4  # each dev-set case reviewed as four merge requests: enough for every stage's minimum
 START = datetime(2025, 3, 3, 9, 0, tzinfo=UTC)
 TRAINER: dict[str, Any] = {  # the tiny model on one CPU thread (fastest on a shared 2-core machine)
     "per_device_train_batch_size": 8,
@@ -81,8 +97,8 @@ class Seeded:
 
 
 def seed_reviews(pool: Pool, dsn: str, devset_path: Path) -> int:
-    """Review every case as its own MR (with two shadow strategies); a reviewer votes 👍 on findings
-    matching the case's labels and 👎 on the rest; MRs are a few hours apart over two weeks."""
+    """Review every case as its own MR (with two shadow strategies); the team votes 👍 on security
+    findings matching the case's labels and 👎 on the rest; MRs are nine hours apart."""
     cases = [json.loads(line) for line in devset_path.read_text().splitlines() if line.strip()]
     runtime = Runtime(pool=pool, llm=None, shadow_strategies=2)
     iid = 0
@@ -105,7 +121,7 @@ def seed_reviews(pool: Pool, dsn: str, devset_path: Path) -> int:
             }
             real = [v.finding for v in outcome.verified if v.verdict == "REAL"]
             match = match_findings(real, [ExpectedFinding.model_validate(e) for e in case.get("expected", [])])
-            accepted = {f.fingerprint for f, _ in match.true_positives}
+            accepted = {f.fingerprint for f, _ in match.true_positives if f.category == "security"}
             for finding in real:
                 value: Literal[1, -1] = 1 if finding.fingerprint in accepted else -1
                 store_feedback.record_vote(
@@ -157,9 +173,10 @@ def tiny_config(base_model: Path, work_dir: Path, **changes: Any) -> RetrainConf
         min_kto_labels=8,
         min_replay_cases=4,
         min_eval_cases=3,
+        eval_fraction=0.3,
         margin=0.05,
         sft=SFTTrainingConfig(
-            max_steps=120, learning_rate=1e-2, validity_sample=2, validity_max_new_tokens=300, **TRAINER
+            max_steps=150, learning_rate=1e-2, validity_sample=2, validity_max_new_tokens=300, **TRAINER
         ),
         # a gentle DPO: the tiny model's strategies stop validating after a few large preference steps
         # (DPO's learning signal has its own test; here it is a stage of the chain)
@@ -170,23 +187,31 @@ def tiny_config(base_model: Path, work_dir: Path, **changes: Any) -> RetrainConf
 
 
 def rl_changes() -> dict[str, Any]:
+    from learning.replay import ReplayEnvConfig
     from learning.strata.config import StrataConfig
+    from learning.strata.policy import PolicyConfig
     from learning.strata.trainer import RLTrainConfig
+    from learning.train_rl import EvalConfig, RLRunConfig
 
     return {
-        "rl": StrataConfig(
-            sigma=2,
-            n_strategies=2,
-            m_executions=1,
-            max_steps=2,
-            max_new_tokens=300,
-            # the tiny model's logits are nearly flat: above ~0.1 its samples stop being valid strategies
-            temperature=0.1,
-            learning_rate=1e-5,
-            keep_ratio=1.0,
-            embedder="hashing",
+        "rl": RLRunConfig(
+            strata=StrataConfig(
+                sigma=2,
+                n_strategies=2,
+                m_executions=1,
+                max_steps=2,
+                max_new_tokens=300,
+                # the tiny model's logits are nearly flat: above ~0.1 its samples stop being valid strategies
+                temperature=0.1,
+                learning_rate=1e-5,
+                keep_ratio=1.0,
+                embedder="hashing",
+            ),
+            train=RLTrainConfig(mrs_per_step=2, ppo_epochs=1, cpu_threads=1),
+            policy=PolicyConfig(device="cpu"),
+            env=ReplayEnvConfig(),
+            eval=EvalConfig(samples=1, max_cases=2),
         ),
-        "rl_train": RLTrainConfig(mrs_per_step=2, ppo_epochs=1, cpu_threads=1),
         "gate_max_new_tokens": 300,
     }
 
@@ -195,7 +220,6 @@ def rl_changes() -> dict[str, Any]:
 class PromotedRun:
     report: RetrainReport
     seconds: float
-    old_version_id: int  # the version in service before: the untrained model, which writes no valid strategy
     refused: subprocess.CompletedProcess[str]
     vllm: FakeVllmLora
 
@@ -203,21 +227,9 @@ class PromotedRun:
 @pytest.fixture(scope="module")
 def promoted_run(seeded: Seeded, tmp_path_factory: pytest.TempPathFactory) -> Iterator[PromotedRun]:
     """One retrain on the seeded store, with a second `reviewloop retrain` started while it runs."""
-    from learning.registry import promote_version, register_adapter
-
     work = tmp_path_factory.mktemp("retrain")
     vllm = FakeVllmLora(api_key="sk-vllm").start()
     with open_pool(seeded.dsn, max_size=4) as pool:
-        # in service before: the base model itself, untrained, so the candidate has something to beat
-        old = register_adapter(
-            pool,
-            name="untrained-base",
-            base_model=str(seeded.base_model),
-            adapter_path=None,
-            dataset_snapshot=None,
-            metrics={},
-        )
-        promote_version(pool, old["id"])
         config = tiny_config(seeded.base_model, work, **rl_changes())
         result: dict[str, Any] = {}
 
@@ -250,9 +262,9 @@ def promoted_run(seeded: Seeded, tmp_path_factory: pytest.TempPathFactory) -> It
     report: RetrainReport = result["report"]
     print(f"\nretrain run {report.run_id}: {report.status} in {result['seconds']:.0f} s")
     for stage in report.stages:
-        shown = {k: v for k, v in stage.metrics.items() if k not in ("card", "baseline", "candidate")}
+        shown = {k: v for k, v in stage.metrics.items() if k in SHOWN}
         print(f"  {stage.kind:8} {stage.status:9} {stage.reason or ''} {shown}")
-    yield PromotedRun(report, result["seconds"], old["id"], refused, vllm)
+    yield PromotedRun(report, result["seconds"], refused, vllm)
     vllm.stop()
 
 
@@ -291,25 +303,25 @@ def test_the_gate_promotes_a_better_candidate_and_vllm_gets_it(seeded: Seeded, p
     report = promoted_run.report
     [gate] = rows(seeded.dsn, "SELECT * FROM training_runs WHERE parent_run_id = %s AND kind = 'eval'", report.run_id)
     m = gate["metrics"]
+    cand, base = m["candidate"], m["baseline"]
     print(
-        f"\ngate on {m['eval_cases']} held-out MRs: candidate reward {m['candidate']['reward_mean']}"
-        f" (valid {m['candidate']['valid_share']:.2f}) vs in service {m['baseline']['reward_mean']}"
-        f" (valid {m['baseline']['valid_share']:.2f}); {m['decision']}"
+        f"\ngate on {m['eval_cases']} held-out MRs: candidate reward {cand['mean_reward']} F1 {cand['f1']}"
+        f" (valid {cand['valid_share']:.2f}, {cand['mean_steps']} steps) vs {base['name']} {base['mean_reward']}"
+        f" F1 {base['f1']} ({base['mean_steps']} steps); {m['decision']}: {m['why']}"
     )
     assert m["decision"] == "promote" and m["promoted"] is True and report.promoted
-    assert m["baseline"]["version_id"] == promoted_run.old_version_id and m["baseline"]["valid_share"] == 0.0
-    assert m["candidate"]["valid_share"] > 0.5
-    assert m["improvement"] > m["margin"]
+    assert base["name"] == "rules", "nothing was in service: the rules are the baseline"
+    assert cand["valid_share"] >= 0.5 and m["reward_delta"] > m["margin"]
+    assert cand["mean_steps"] < base["mean_steps"], "the learned plan should spend less than every reviewer"
     [version] = rows(seeded.dsn, "SELECT * FROM model_versions WHERE id = %s", report.candidate_version_id)
     assert version["stage"] == "production" and gate["model_version_id"] == version["id"]
-    assert version["parent_id"] == promoted_run.old_version_id
+    assert version["base_model"] == str(seeded.base_model)
     assert Path(version["adapter_path"], "adapter_config.json").is_file()
-    [old] = rows(seeded.dsn, "SELECT stage FROM model_versions WHERE id = %s", promoted_run.old_version_id)
-    assert old["stage"] == "archived"
     # the model server was asked to load the adapter under the version's serving name, with the key
     [load] = promoted_run.vllm.requests
     assert load["body"] == {"lora_name": version["serving_name"], "lora_path": version["adapter_path"]}
     assert load["headers"]["Authorization"] == "Bearer sk-vllm"
+    assert promoted_run.vllm.loaded == {version["serving_name"]: version["adapter_path"]}
 
 
 def test_a_second_concurrent_retrain_is_refused(seeded: Seeded, promoted_run: PromotedRun) -> None:
@@ -325,7 +337,11 @@ def test_the_next_review_uses_the_promoted_version(
     seeded: Seeded, promoted_run: PromotedRun, devset_path: Path
 ) -> None:
     version_id = promoted_run.report.candidate_version_id
-    case = json.loads(devset_path.read_text().splitlines()[0])
+    cases = [json.loads(line) for line in devset_path.read_text().splitlines() if line.strip()]
+    # A new push of an MR whose findings were all accepted: its file's acceptance history stays at
+    # 100%, so the serving prompt differs from the trained ones only in the title. (A tiny model
+    # memorises more than it generalises: a history line that moved since training can derail it.)
+    case = next(c for c in cases if c["expected"] and all(e["category"] == "security" for e in c["expected"]))
     request = ReviewRequest(
         source="diff",
         project="shop/app",
@@ -375,12 +391,15 @@ def test_a_worse_candidate_is_kept_out_of_service(
     gate = report.stage("eval")
     m = gate.metrics
     print(
-        f"\nworse candidate: reward {m['candidate']['reward_mean']} (valid {m['candidate']['valid_share']:.2f})"
-        f" vs in service {m['baseline']['reward_mean']} (valid {m['baseline']['valid_share']:.2f}); {m['decision']}"
+        f"\nworse candidate: reward {m['candidate']['mean_reward']} (valid {m['candidate']['valid_share']:.2f})"
+        f" vs in service {m['baseline']['mean_reward']} (valid {m['baseline']['valid_share']:.2f});"
+        f" {m['decision']}: {m['why']}"
     )
     assert gate.status == "succeeded" and m["decision"] == "keep" and m["promoted"] is False
-    assert m["baseline"]["version_id"] == in_service
-    assert m["candidate"]["reward_mean"] < m["baseline"]["reward_mean"], "the candidate is not worse"
+    assert m["baseline"]["name"] == promoted_run_name(seeded, in_service)
+    assert m["candidate"]["valid_share"] == 0.0, "the one-step model was meant to write no valid strategy"
+    # serving falls back to the rules for it: worse than the version in service for this team
+    assert m["candidate"]["mean_reward"] < m["baseline"]["mean_reward"], "the candidate is not worse"
     [stored] = rows(seeded.dsn, "SELECT metrics FROM training_runs WHERE id = %s", gate.run_id)
     assert stored["metrics"]["decision"] == "keep" and stored["metrics"]["promoted"] is False
     stages = {r["id"]: r["stage"] for r in rows(seeded.dsn, "SELECT id, stage FROM model_versions")}
@@ -397,3 +416,8 @@ def test_a_worse_candidate_is_kept_out_of_service(
         "eval": "succeeded",
     }
     assert report.stage("rl").reason == "switched off (run_rl = false)"
+
+
+def promoted_run_name(seeded: Seeded, version_id: int) -> str:
+    [row] = rows(seeded.dsn, "SELECT name FROM model_versions WHERE id = %s", version_id)
+    return str(row["name"])
