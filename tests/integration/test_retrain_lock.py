@@ -114,3 +114,30 @@ def test_the_periodic_job_counts_a_busy_lock_as_skipped(db_dsn: str, base_model:
     assert {k: s for k, (s, _) in stages.items()} == {
         k: "skipped" for k in ("dataset", "sft", "dpo", "kto", "rl", "eval")
     }
+
+
+def test_the_command_reports_every_stage_and_the_decision(db_dsn: str, base_model: Path, tmp_path: Path) -> None:
+    """An empty store: every stage is skipped with its reason and the version in service (none) stays."""
+    config = tmp_path / "retrain.toml"
+    config.write_text("min_sft_examples = 2\n[sft]\nmax_steps = 3\n")
+    env = {**os.environ, "REVIEWLOOP_DATABASE_URL": db_dsn, "REVIEWLOOP_DATA_DIR": str(tmp_path), "COLUMNS": "200"}
+    done = subprocess.run(
+        [*CLI, "retrain", "--base-model", str(base_model), "--config", str(config)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "retrain run 1: succeeded" in done.stdout
+    for stage in ("dataset", "sft", "dpo", "kto", "rl", "eval"):
+        assert f"│ {stage} " in done.stdout, done.stdout
+    assert "nothing to build from" in done.stdout
+    assert "gate: keep (candidate version -); kept the version in service; in service: rules" in done.stdout
+    [parent] = [r for r in runs(db_dsn) if r["kind"] == "retrain"]
+    assert parent["status"] == "succeeded"
+    with psycopg.connect(db_dsn) as conn:
+        row = conn.execute("SELECT config FROM training_runs WHERE kind = 'retrain'").fetchone()
+    assert row is not None and row[0]["min_sft_examples"] == 2 and row[0]["sft"]["max_steps"] == 3
+    assert row[0]["work_dir"] == str(tmp_path / "retrain"), "the work dir defaults to <data dir>/retrain"
