@@ -96,13 +96,13 @@ class Seeded:
     merge_requests: int
 
 
-def seed_reviews(pool: Pool, dsn: str, devset_path: Path) -> int:
+def seed_reviews(pool: Pool, dsn: str, devset_path: Path, *, copies: int = COPIES) -> int:
     """Review every case as its own MR (with two shadow strategies); the team votes 👍 on security
     findings matching the case's labels and 👎 on the rest; MRs are nine hours apart."""
     cases = [json.loads(line) for line in devset_path.read_text().splitlines() if line.strip()]
     runtime = Runtime(pool=pool, llm=None, shadow_strategies=2)
     iid = 0
-    for copy in range(COPIES):
+    for copy in range(copies):
         for case in cases:
             iid += 1
             request = ReviewRequest(
@@ -421,3 +421,47 @@ def test_a_worse_candidate_is_kept_out_of_service(
 def promoted_run_name(seeded: Seeded, version_id: int) -> str:
     [row] = rows(seeded.dsn, "SELECT name FROM model_versions WHERE id = %s", version_id)
     return str(row["name"])
+
+
+def test_a_failing_stage_fails_the_run_and_skips_the_rest(db_dsn: str, devset_path: Path, tmp_path: Path) -> None:
+    """SFT cannot load its base model: its row says why, later stages say they did not run, the run
+    failed, and nothing was registered."""
+    prepare_database(db_dsn)
+    broken = tmp_path / "broken-model"
+    broken.mkdir()
+    (broken / "config.json").write_text("{}")  # passes the cheap directory check, cannot load
+    with open_pool(db_dsn, max_size=4) as pool:
+        seed_reviews(pool, db_dsn, devset_path, copies=2)
+        report = retrain(pool, tiny_config(broken, tmp_path / "work", min_sft_examples=2))
+    assert report.status == "failed" and report.decision == "keep" and not report.promoted
+    assert report.reason is not None and "cannot load the base model" in report.reason
+    statuses = {r.kind: (r.status, r.reason) for r in report.stages}
+    assert statuses["dataset"][0] == "succeeded"
+    assert statuses["sft"][0] == "failed" and "cannot load the base model" in str(statuses["sft"][1])
+    for kind in ("dpo", "kto", "rl", "eval"):
+        assert statuses[kind] == ("skipped", "not run: the sft stage failed"), kind
+    stored = rows(db_dsn, "SELECT kind, status, parent_run_id FROM training_runs ORDER BY id")
+    assert [r["kind"] for r in stored if r["parent_run_id"] == report.run_id] == [
+        "dataset", "sft", "dpo", "kto", "rl", "eval"
+    ]  # fmt: skip
+    assert [(r["kind"], r["status"]) for r in stored if r["parent_run_id"] is None] == [("retrain", "failed")]
+    assert rows(db_dsn, "SELECT id FROM model_versions") == []
+
+
+def test_runs_an_interrupted_retrain_left_running_are_closed(db_dsn: str, tmp_path: Path) -> None:
+    from agent.store import models as store_models
+
+    base = tmp_path / "model"
+    base.mkdir()
+    (base / "config.json").write_text("{}")
+    with open_pool(db_dsn, max_size=2) as pool:
+        killed = store_models.start_run(pool, "retrain", {})
+        child = store_models.start_run(pool, "sft", {}, parent_run_id=killed)
+        manual = store_models.start_run(pool, "sft", {})  # an operator's `reviewloop train sft`, alive
+        report = retrain(pool, tiny_config(base, tmp_path / "work"))
+    assert report.status == "succeeded"
+    got = {r["id"]: r for r in rows(db_dsn, "SELECT id, status, reason FROM training_runs")}
+    for run_id in (killed, child):
+        assert got[run_id]["status"] == "failed"
+        assert got[run_id]["reason"].startswith("interrupted: the process ended before the run finished")
+    assert got[manual]["status"] == "running", "a run outside any retrain is not ours to close"
