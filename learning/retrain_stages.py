@@ -80,6 +80,8 @@ class Stages:
         self.records: list[StageRecord] = []
 
     def skip(self, kind: StageKind, reason: str, **metrics: Any) -> StageRecord:
+        if kind == "eval":  # no gate ran: the version in service stays, and the row says so
+            metrics = {"decision": "keep", "promoted": False, **metrics}
         run_id = store_models.start_run(self.db, kind, {}, parent_run_id=self.parent_id)
         store_models.finish_run(self.db, run_id, status="skipped", reason=reason, metrics=metrics)
         log.info("%s skipped: %s", kind, reason)
