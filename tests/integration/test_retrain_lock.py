@@ -114,6 +114,9 @@ def test_the_periodic_job_counts_a_busy_lock_as_skipped(db_dsn: str, base_model:
     assert {k: s for k, (s, _) in stages.items()} == {
         k: "skipped" for k in ("dataset", "sft", "dpo", "kto", "rl", "eval")
     }
+    with psycopg.connect(db_dsn) as conn:
+        row = conn.execute("SELECT metrics FROM training_runs WHERE kind = 'eval'").fetchone()
+    assert row is not None and row[0] == {"decision": "keep", "promoted": False}
 
 
 def test_the_command_reports_every_stage_and_the_decision(db_dsn: str, base_model: Path, tmp_path: Path) -> None:
