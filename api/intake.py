@@ -1,16 +1,16 @@
 """Persisting what a webhook asked for: the event row, its review job, or a feedback row.
 
-A reviewable event is stored and its job deferred in ONE transaction, on one connection:
-procrastinate 3.x's `task.configure(connection=conn)` runs its `procrastinate_defer_jobs_v1` insert on
-a connection we own ("the user is responsible for committing"), so either both the
-`webhook_events` row and the job exist, or neither does, and we answer 202 only after COMMIT.
+A reviewable event is stored and its job deferred in ONE statement, `reviewloop_enqueue_review`
+(agent/store/migrations/0002_intake_function.sql), run in autocommit: the event row and the job
+(inserted through procrastinate's own SQL API, `procrastinate_defer_jobs_v1`) commit together or
+not at all, and we answer 202 only after that commit. One round trip, not eleven: the webhook
+path's cost at 200 events/s was its round trips (bench/RESULTS.md).
 
-Deduplication, in the same transaction:
-- `Idempotency-Key` (GitLab keeps it across retries of one delivery): `INSERT ... ON CONFLICT DO
-  NOTHING` on the unique index `webhook_events_idempotency`. Concurrent deliveries of one key block
-  on that index until the first commits, then find its row: exactly one job.
+Deduplication, in the same statement:
+- `Idempotency-Key` (GitLab keeps it across retries of one delivery): a stored key answers
+  'duplicate' with the earlier event; the unique index `webhook_events_idempotency` backs it.
 - (project, MR, head commit): a transaction-scoped advisory lock per MR serialises intake of one MR,
-  so the second delivery of a head (under a different key) sees the first's committed row.
+  so a second delivery of a head (same key or not) sees the first's committed row.
 - A newer push supersedes an older *pending* job of the same MR: it is cancelled and its event
   marked, then the new job takes the queueing lock. A running review is left to finish.
 """
@@ -18,6 +18,8 @@ Deduplication, in the same transaction:
 from __future__ import annotations
 
 import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -53,6 +55,17 @@ class IntakeResult:
     event_id: int | None
     job_id: int | None = None
     reason: str | None = None
+
+
+@asynccontextmanager
+async def autocommit(pool: DbPool) -> AsyncIterator[DbConnection]:
+    """A pooled connection in autocommit: one statement is one transaction, with no BEGIN/COMMIT trips."""
+    async with pool.connection() as conn:
+        await conn.set_autocommit(True)
+        try:
+            yield conn
+        finally:
+            await conn.set_autocommit(False)
 
 
 async def _insert_event(
@@ -106,65 +119,40 @@ async def _existing_by_key(conn: DbConnection, key: str) -> IntakeResult:
 async def record_event(
     pool: DbPool, delivery: Delivery, *, status: StoredStatus, reason: str, mr_iid: int | None = None
 ) -> IntakeResult:
-    """Store an event we do not act on (ignored), keeping the audit trail; duplicates store nothing."""
-    async with pool.connection() as conn, conn.transaction():
+    """Store an event we do not act on (ignored), keeping the audit trail; duplicates store nothing.
+
+    Autocommit: one INSERT, and only for a known key a second statement reading the committed row.
+    """
+    async with autocommit(pool) as conn:
         event_id = await _insert_event(conn, delivery, status=status, reason=reason, mr_iid=mr_iid)
         if event_id is None and delivery.idempotency_key:
             return await _existing_by_key(conn, delivery.idempotency_key)
     return IntakeResult(status, event_id, reason=reason)
 
 
-async def _cancel_pending(conn: DbConnection, *, lock_key: str, superseded_by: int) -> list[int]:
-    """Cancel the MR's pending (not yet running) review jobs and mark their events superseded."""
-    cur = await conn.execute(
-        "SELECT id FROM procrastinate_jobs WHERE queueing_lock = %s AND status = 'todo' FOR UPDATE", (lock_key,)
-    )
-    job_ids = [int(r["id"]) for r in await cur.fetchall()]
-    for job_id in job_ids:
-        await conn.execute("SELECT procrastinate_cancel_job_v1(%s, false, false)", (job_id,))
-    if job_ids:
-        await conn.execute(
-            "UPDATE webhook_events SET status = 'ignored', reason = %s WHERE job_id = ANY(%s) AND status = 'queued'",
-            (f"superseded by event {superseded_by} (a newer push)", job_ids),
-        )
-    return job_ids
-
-
-async def _defer_review(conn: DbConnection, queue: procrastinate.App, request: ReviewRequest, event_id: int) -> int:
-    """Insert the job on our connection, inside our transaction (procrastinate's `connection=`)."""
-    deferrer = queue.configure_task(REVIEW_TASK, connection=conn, lock=request.lock_key, queueing_lock=request.lock_key)
-    # No savepoint: under the MR's advisory lock, with its pending jobs just cancelled, the queueing
-    # lock can only be taken by a job deferred outside intake; then AlreadyEnqueued rolls the whole
-    # delivery back, the route answers 503, and GitLab's retry supersedes that job.
-    return await deferrer.defer_async(
-        project=str(request.project_id), mr_iid=request.mr_iid, head_sha=request.head_sha, event_id=event_id
-    )
+ENQUEUE_REVIEW_SQL = """
+SELECT status, event_id, job_id, reason, superseded
+  FROM reviewloop_enqueue_review(
+        %(kind)s::text, %(key)s::text, %(uuid)s::text, %(project_id)s::bigint, %(path)s::text, %(iid)s::bigint,
+        %(head)s::text, %(action)s::text, %(payload)s::jsonb, %(lock)s::text, %(queue)s::text, %(task)s::text,
+        %(priority)s::integer, %(args)s::jsonb)
+"""
 
 
 async def enqueue_review(
     pool: DbPool, queue: procrastinate.App, delivery: Delivery, request: ReviewRequest
 ) -> IntakeResult:
-    """Store the event and defer its review atomically, or report why it is a duplicate."""
-    async with pool.connection() as conn, conn.transaction():
-        # serialise intake per MR: the head-commit check below then sees every committed delivery
-        await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (request.lock_key,))
+    """Store the event and defer its review atomically, or report why it is a duplicate.
+
+    One statement, `reviewloop_enqueue_review` (migration 0002): the per-MR lock, both dedupe
+    checks, superseding a pending job, the job insert through procrastinate's SQL API and the event
+    row, committed together.
+    """
+    task = queue.tasks[REVIEW_TASK]
+    args = {"project": str(request.project_id), "mr_iid": request.mr_iid, "head_sha": request.head_sha}
+    async with autocommit(pool) as conn:
         cur = await conn.execute(
-            """
-            WITH inserted AS (
-                INSERT INTO webhook_events (event_kind, idempotency_key, webhook_uuid, project_id, project_path,
-                                            mr_iid, head_sha, action, status, payload)
-                VALUES (%(kind)s, %(key)s, %(uuid)s, %(project_id)s, %(path)s, %(iid)s, %(head)s, %(action)s,
-                        'received', %(payload)s)
-                ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-                RETURNING id
-            )
-            SELECT (SELECT id FROM inserted) AS id,
-                   -- the statement's snapshot does not include its own insert: no need to exclude it
-                   (SELECT id FROM webhook_events
-                     WHERE project_id = %(project_id)s AND mr_iid = %(iid)s AND head_sha = %(head)s
-                       AND status = ANY(%(live)s)
-                     ORDER BY id LIMIT 1) AS earlier
-            """,
+            ENQUEUE_REVIEW_SQL,
             {
                 "kind": delivery.event_kind,
                 "key": delivery.idempotency_key,
@@ -175,30 +163,22 @@ async def enqueue_review(
                 "head": request.head_sha,
                 "action": request.trigger,
                 "payload": Jsonb(delivery.payload),
-                "live": list(LIVE_STATUSES),
+                "lock": request.lock_key,
+                "queue": task.queue,
+                "task": task.name,
+                "priority": task.priority,
+                "args": Jsonb(args),
             },
         )
         row = await cur.fetchone()
-        assert row is not None
-        if row["id"] is None:
-            assert delivery.idempotency_key is not None
-            return await _existing_by_key(conn, delivery.idempotency_key)
-        event_id = int(row["id"])
-        if row["earlier"] is not None:
-            reason = f"head {request.head_sha[:12]} already queued by event {row['earlier']}"
-            await conn.execute(
-                "UPDATE webhook_events SET status = 'duplicate', reason = %s WHERE id = %s", (reason, event_id)
-            )
-            return IntakeResult("duplicate", event_id, reason=reason)
-        superseded = await _cancel_pending(conn, lock_key=request.lock_key, superseded_by=event_id)
-        job_id = await _defer_review(conn, queue, request, event_id)
-        await conn.execute(
-            "UPDATE webhook_events SET status = 'queued', job_id = %s, reason = %s WHERE id = %s",
-            (job_id, f"review on {request.trigger}", event_id),
-        )
-    if superseded:
-        logger.info("pending review superseded", extra={"cancelled_jobs": superseded})
-    return IntakeResult("queued", event_id, job_id)
+    assert row is not None
+    event_id = int(row["event_id"]) if row["event_id"] is not None else None
+    job_id = int(row["job_id"]) if row["job_id"] is not None else None
+    if row["superseded"]:
+        logger.info("pending review superseded", extra={"cancelled_jobs": list(row["superseded"])})
+    if row["status"] == "queued":
+        return IntakeResult("queued", event_id, job_id)
+    return IntakeResult("duplicate", event_id, job_id, reason=row["reason"])
 
 
 FINDING_BY_NOTE_SQL = """

@@ -24,9 +24,9 @@ from typing import Any
 import httpx
 import psycopg
 
-from bench.webhook_load import SECRET_ENV
+from bench.webhook_load import PROJECT_ID, SECRET_ENV
 
-RATES = (50, 200)
+RATES = (50, 200, 400)  # below, at and twice the target rate: where the knee is
 SECONDS = 10.0
 CONNECTIONS = 64
 START_TIMEOUT_S = 90
@@ -105,6 +105,19 @@ def machine_cpu() -> tuple[float, float]:
     return float(sum(ticks) - ticks[3] - ticks[4]), float(sum(ticks))
 
 
+def next_free_iid(dsn: str) -> int:
+    """An MR iid above every one the benchmark project has used: each run reviews only new MRs.
+
+    Re-using iids of an earlier run on the same database would measure a different path (each
+    delivery superseding that run's pending job, no worker having drained the queue).
+    """
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(
+            "SELECT coalesce(max(mr_iid), 0) + 1 FROM webhook_events WHERE project_id = %s", (PROJECT_ID,)
+        ).fetchone()
+    return int(row[0]) if row else 1
+
+
 def durable_counts(dsn: str, tag: str, accepted_keys: list[str]) -> dict[str, int]:
     """Rows of this run: every event stored, and of the events answered 202, how many have their
     row (status queued) and their job."""
@@ -145,8 +158,9 @@ def run(dsn: str, *, rates: tuple[int, ...] = RATES, seconds: float = SECONDS) -
         try:
             wait_ready(base_url, server, log_path)
             postmaster = postmaster_pid(dsn)
-            for index, rate in enumerate(rates):
+            for rate in rates:
                 tag = f"bench-{uuid.uuid4().hex[:8]}"
+                first_iid = next_free_iid(dsn)
                 server_cpu, (busy, total) = process_cpu_s(server.pid), machine_cpu()
                 load_cpu = children_cpu_s()
                 pg_cpu = postgres_cpu_s(postmaster) if postmaster else float("nan")
@@ -162,7 +176,7 @@ def run(dsn: str, *, rates: tuple[int, ...] = RATES, seconds: float = SECONDS) -
                         "--connections",
                         str(CONNECTIONS),
                         "--first-iid",
-                        str(1 + index * 1_000_000),
+                        str(first_iid),
                     ],
                     env=load_env,
                     capture_output=True,

@@ -14,7 +14,6 @@ from typing import Any
 import psycopg
 from fastapi import APIRouter, HTTPException, Request, status
 from fastapi.responses import JSONResponse
-from procrastinate import exceptions as queue_errors
 from psycopg_pool import PoolTimeout
 
 from api.auth import token_matches, webhook_secret_for
@@ -129,8 +128,9 @@ async def _handle(request: Request, state: StateDep, pool: PoolDep, queue: Queue
             # integer beyond its column): the delivery itself is bad, and retrying it cannot help
             logger.warning("webhook not stored: unstorable values", extra={"error": type(exc).__name__})
             raise refuse(status.HTTP_400_BAD_REQUEST, "invalid", "the body holds values that cannot be stored") from exc
-        except (psycopg.Error, PoolTimeout, queue_errors.ConnectorException, queue_errors.AlreadyEnqueued) as exc:
-            # nothing was committed; GitLab retries the delivery with the same Idempotency-Key (an
-            # AlreadyEnqueued means a job was deferred outside intake meanwhile: the retry supersedes it)
+        except (psycopg.Error, PoolTimeout) as exc:
+            # nothing was committed; GitLab retries the delivery with the same Idempotency-Key (a
+            # unique violation on the queueing lock means a job was deferred outside intake
+            # meanwhile: the retry supersedes it)
             logger.error("webhook not stored: database unavailable", extra={"error": type(exc).__name__})
             raise refuse(status.HTTP_503_SERVICE_UNAVAILABLE, "unavailable", "database unavailable") from exc
