@@ -19,6 +19,14 @@ class FeedbackIn(BaseModel):
         default=None, min_length=1, max_length=200, description="who voted, when the token acts for several people"
     )
 
+    @field_validator("value", mode="before")
+    @classmethod
+    def integer_vote(cls, value: object) -> object:
+        """-1 or 1 as JSON integers: `true` or `1.0` would pass the Literal (True == 1) and mean nothing."""
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError("must be the integer -1 or 1")
+        return value
+
     @field_validator("comment", "user")
     @classmethod
     def storable(cls, text: str | None) -> str | None:

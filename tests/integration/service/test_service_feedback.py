@@ -118,6 +118,7 @@ def test_reply_in_our_discussion_is_a_comment_and_keeps_the_vote(
 
 def api(service: LiveServer, method: str, path: str, token: str | None = API_TOKEN, **kwargs: Any) -> httpx.Response:
     headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
+    headers.update(kwargs.pop("headers", {}))
     return httpx.request(method, f"{service.url}{path}", headers=headers, timeout=30, **kwargs)
 
 
@@ -155,8 +156,18 @@ def test_feedback_api_and_review_detail(service: LiveServer, service_dsn: str, f
     api(service, "POST", f"/api/v1/findings/{finding_id}/feedback", json={"value": -1})
     api(service, "POST", f"/api/v1/findings/{finding_id}/feedback", json={"value": 1, "user": "carol"})
     assert api(service, "POST", "/api/v1/findings/999999/feedback", json={"value": 1}).status_code == 404
-    bad = api(service, "POST", f"/api/v1/findings/{finding_id}/feedback", json={"value": 2})
-    assert bad.status_code == 422 and "value" in bad.json()["error"]
+    for value in (2, True, 1.0, "1"):  # `true` == 1 in Python: it must not count as a vote
+        bad = api(service, "POST", f"/api/v1/findings/{finding_id}/feedback", json={"value": value})
+        assert bad.status_code == 422 and "value" in bad.json()["error"], value
+    for content in (b'{"value": 1', b"[1]", b"", b"\xff"):  # every refusal in the API's one error shape
+        bad = api(
+            service,
+            "POST",
+            f"/api/v1/findings/{finding_id}/feedback",
+            content=content,
+            headers={"Content-Type": "application/json"},
+        )
+        assert bad.status_code in (400, 422) and set(bad.json()) == {"error"}, (content, bad.text)
 
     detail = api(service, "GET", f"/api/v1/reviews/{review_id}")
     assert detail.status_code == 200
