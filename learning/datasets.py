@@ -116,6 +116,7 @@ def _features(kind: DatasetKind) -> Features:
             "diff": Value("string"),
             "files": Value("string"),  # JSON object path → text at head (keys vary per row)
             "config_text": Value("string"),
+            "s1": Value("string"),
             "prompt": messages,
             "findings": List(finding),
             **meta,
@@ -212,6 +213,9 @@ def replay_rows(episodes: Iterable[Episode], *, min_labeled: int) -> list[Row]:
                 "diff": str(snap.get("diff") or ""),
                 "files": json.dumps(snap.get("files") or {}, sort_keys=True, ensure_ascii=False),
                 "config_text": snap.get("config_text"),
+                # the s1 the strategy model was served (scrubbed, as in the SFT prompt): RL and the gate
+                # prompt with it, per-path history line included, not a re-rendering without it
+                "s1": e.prompt_s1,
                 "prompt": _prompt(e),
                 "findings": [
                     {

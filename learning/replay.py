@@ -114,6 +114,7 @@ def case_from_dataset_row(row: Mapping[str, Any], *, split: ReplaySplit | None =
             diff=str(row.get("diff") or ""),
             files=files_map,
             config_text=row.get("config_text"),
+            s1=row.get("s1") or None,  # rows built before the column existed re-render s1
             findings=[f for f in row.get("findings") or [] if f.get("label") in ("accepted", "rejected")],
             split=split,
         )

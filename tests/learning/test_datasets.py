@@ -28,6 +28,8 @@ from learning_store import FindingSpec, ReviewSpec, diff_for, insert_review
 from agent.store.db import open_pool
 from agent.strategy import RiskArea, Strategy
 from learning.datasets import DatasetConfig, build_datasets, load_dataset, read_card
+from learning.episodes import s1_for_snapshot
+from learning.replay import case_from_dataset_row
 from learning.reward import RewardConfig
 from reviewers.contracts import PlanItem
 from reviewers.errors import TrainingError
@@ -233,6 +235,11 @@ def test_build_datasets_rows_labels_pairs_split_and_scrubbing(db_dsn: str, tmp_p
         (10, "rejected"),
     ]
     assert pa["diff"].startswith("diff --git a/shop/db.py")
+    # RL and the gate prompt with the very s1 SFT trained on (and serving showed), not a re-rendering
+    sft_pa = next(r for r in sft["train"] if r["mr"] == "acme/shop!1")
+    assert pa["s1"] and pa["s1"] == sft_pa["prompt"][-1]["content"]
+    case = case_from_dataset_row(pa, split="train")
+    assert s1_for_snapshot(case.snapshot()) == pa["s1"]
 
     # no MR on both sides of the split, in any dataset
     for kind in ("strategy_sft", "strategy_dpo", "strategy_kto", "replay"):
