@@ -8,8 +8,10 @@ same kinds of defect (an empty catch block). Only lines the change added are rep
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from reviewers.analyzers.changed_file import ChangedFile, Issue
+from reviewers.analyzers.ruff import prefetch as ruff_prefetch
 from reviewers.analyzers.ruff import ruff_issues
 from reviewers.contracts import ReviewContext, language_of
 from reviewers.errors import AnalyzerError
@@ -57,6 +59,12 @@ def _make_analyzer(context: ReviewContext) -> Analyzer:
     return analyze
 
 
+def _prefetch(context: ReviewContext, paths: Sequence[str]) -> None:
+    ruff_prefetch(
+        [(p, t) for p in paths if language_of(p) == "python" and (t := context.workspace.read_file(p)) is not None]
+    )
+
+
 CODE_QUALITY = ReviewerSpec(
     name="code_quality",
     description="defects rather than style: swallowed exceptions, mutable defaults, undefined/unused names, "
@@ -64,4 +72,5 @@ CODE_QUALITY = ReviewerSpec(
     instructions=INSTRUCTIONS,
     supports=_supports,
     make_analyzer=_make_analyzer,
+    prefetch=_prefetch,
 )

@@ -13,6 +13,10 @@ import functools
 import json
 import subprocess
 import sys
+import tempfile
+import threading
+from collections.abc import Sequence
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from reviewers.analyzers.changed_file import ChangedFile, Issue
@@ -112,14 +116,81 @@ def run_ruff_json(text: str, *, path: str) -> list[dict[str, Any]]:
     return [d for d in diagnostics if isinstance(d, dict)]
 
 
-# Replays review the same snapshot many times; ruff's answer depends only on the text and the name.
-@functools.lru_cache(maxsize=RUFF_CACHE_SIZE)
-def _ruff_stdout(text: str, path: str) -> str:
-    command = [
+def _ruff_command(*targets: str) -> list[str]:
+    return [
         sys.executable, "-m", "ruff", "check", "--output-format", "json", "--no-cache", "--isolated",
         "--target-version", RUFF_TARGET_VERSION, "--select", ",".join(RUFF_SELECT),
-        "--ignore", ",".join(RUFF_IGNORE), "--stdin-filename", path, "-",
+        "--ignore", ",".join(RUFF_IGNORE), *targets,
     ]  # fmt: skip
+
+
+def _key(text: str, path: str) -> tuple[str, str]:
+    # ruff's answer depends on the text and the file's name (`__init__.py`, `.pyi`), not its folder
+    return text, PurePosixPath(path).name
+
+
+_prefetched: dict[tuple[str, str], str] = {}  # (text, file name) → ruff's JSON for that file alone
+_prefetch_lock = threading.Lock()
+MAX_PREFETCHED = 2048  # answers kept from batch runs; cleared wholesale past this
+# A file given by name is read as Python only under these suffixes (stdin takes any name).
+BATCHABLE_SUFFIXES = (".py", ".pyi")
+
+
+def prefetch(files: Sequence[tuple[str, str]]) -> None:
+    """Run ruff once over many (path, text) files and keep each file's diagnostics.
+
+    Starting the ruff process costs more than linting a file, so a reviewer that will read twenty
+    files asks for all of them in one process. Each copy sits in its own folder under its own file
+    name. A failed batch is ignored: each file is then linted on its own, as without a prefetch.
+    """
+    wanted = list(
+        dict.fromkeys(
+            _key(text, path)
+            for path, text in files
+            if path.endswith(BATCHABLE_SUFFIXES) and _key(text, path) not in _prefetched
+        )
+    )
+    if len(wanted) < 2:
+        return
+    with tempfile.TemporaryDirectory(prefix="reviewloop-ruff-") as tmp:
+        copies = [Path(tmp) / str(i) / name for i, (_, name) in enumerate(wanted)]
+        for copy, (text, _) in zip(copies, wanted, strict=True):
+            copy.parent.mkdir()
+            copy.write_text(text, encoding="utf-8")
+        relative = [str(copy.relative_to(tmp)) for copy in copies]
+        try:
+            done = subprocess.run(
+                _ruff_command(*relative), cwd=tmp, capture_output=True, text=True,
+                timeout=RUFF_TIMEOUT_S * 4, check=False,
+            )  # fmt: skip
+            diagnostics = json.loads(done.stdout or "[]")
+        except (OSError, subprocess.TimeoutExpired, json.JSONDecodeError):
+            return
+        if done.returncode not in (0, 1) or not isinstance(diagnostics, list):
+            return
+        by_copy: dict[Path, list[Any]] = {copy.resolve(): [] for copy in copies}
+        for diag in diagnostics:
+            owner = by_copy.get(Path(str(diag.get("filename", ""))).resolve()) if isinstance(diag, dict) else None
+            if owner is None:
+                return  # an answer we cannot place: trust none of the batch
+            owner.append(diag)
+    with _prefetch_lock:
+        if len(_prefetched) > MAX_PREFETCHED:
+            _prefetched.clear()
+        for copy, key in zip(copies, wanted, strict=True):
+            _prefetched[key] = json.dumps(by_copy[copy.resolve()])
+
+
+def _ruff_stdout(text: str, path: str) -> str:
+    with _prefetch_lock:
+        ready = _prefetched.get(_key(text, path))
+    return ready if ready is not None else _ruff_single(text, path)
+
+
+# Replays review the same snapshot many times; ruff's answer depends only on the text and the name.
+@functools.lru_cache(maxsize=RUFF_CACHE_SIZE)
+def _ruff_single(text: str, path: str) -> str:
+    command = _ruff_command("--stdin-filename", path, "-")
     try:
         done = subprocess.run(command, input=text, capture_output=True, text=True, timeout=RUFF_TIMEOUT_S, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
