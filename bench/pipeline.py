@@ -1,7 +1,7 @@
-"""Review pipeline cost against merge request size, with no model and with a slow model server.
+"""Review pipeline pieces the benchmarks share: one review of a synthetic MR, and reviewer concurrency.
 
-(a) No model: wall time and peak memory of `run_review` on synthetic MRs of 100 … 50,000 changed
-lines, and the growth exponent (the slope of log time against log size).
+(a) `review_once`: wall time of `run_review` with no model (bench/scaling.py and bench/memory.py
+run it over 100 … 50,000 changed lines and fit the growth exponent).
 (b) With an OpenAI-compatible server on loopback that answers valid structured output after a fixed
 delay: the planned reviewers run concurrently, so four reviewers that each make one model call take
 about one delay, not four.
@@ -9,11 +9,8 @@ about one delay, not four.
 
 from __future__ import annotations
 
-import math
-import statistics
 import threading
 import time
-import tracemalloc
 from typing import Any
 
 from agent.context import ReviewRequest
@@ -23,7 +20,6 @@ from reviewers import run_reviewer
 from reviewers.contracts import LLMPort, PlanItem, ReviewContext, ReviewerName, ReviewerResult
 
 SIZES = ((100, 5), (1_000, 20), (10_000, 100), (50_000, 500))
-REPEATS = 3
 
 
 def review_once(diff: str, files: dict[str, str]) -> float:
@@ -31,40 +27,6 @@ def review_once(diff: str, files: dict[str, str]) -> float:
     start = time.perf_counter()
     run_review(Runtime(pool=None, llm=None), request, dsn=None, review_id=0)
     return time.perf_counter() - start
-
-
-def peak_memory_mib(diff: str, files: dict[str, str]) -> float:
-    tracemalloc.start()
-    try:
-        review_once(diff, files)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
-    return peak / 2**20
-
-
-def scaling() -> list[dict[str, Any]]:
-    rows = []
-    for lines, n_files in SIZES:
-        diff, files = synthetic_diff(changed_lines=lines, files=n_files)
-        times = [review_once(diff, files) for _ in range(REPEATS)]
-        rows.append(
-            {
-                "changed_lines": lines,
-                "files": n_files,
-                "median_s": statistics.median(times),
-                "peak_mib": peak_memory_mib(diff, files),
-            }
-        )
-    return rows
-
-
-def growth_exponent(rows: list[dict[str, Any]]) -> float:
-    """Least-squares slope of log(time) over log(size), from 1,000 lines up (fixed costs dominate below)."""
-    pts = [(math.log(r["changed_lines"]), math.log(r["median_s"])) for r in rows if r["changed_lines"] >= 1000]
-    mx = statistics.mean(x for x, _ in pts)
-    my = statistics.mean(y for _, y in pts)
-    return sum((x - mx) * (y - my) for x, y in pts) / sum((x - mx) ** 2 for x, _ in pts)
 
 
 class OneCallReviewer:
