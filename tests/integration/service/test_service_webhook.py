@@ -151,10 +151,17 @@ def test_open_queues_one_job_in_the_same_transaction(service: LiveServer, servic
         service_dsn, "SELECT status, job_id, project_id, mr_iid, head_sha, idempotency_key FROM webhook_events"
     )
     assert event == [("queued", data["job_id"], PID, IID, head, "k-open")]
-    job = rows(service_dsn, "SELECT task_name, status::text, lock, queueing_lock, args FROM procrastinate_jobs")
+    # the job row is what procrastinate's own `defer_async` writes (intake inserts it through
+    # procrastinate_defer_jobs_v1 from SQL, migration 0002)
+    job = rows(
+        service_dsn,
+        "SELECT queue_name, priority, task_name, status::text, lock, queueing_lock, args FROM procrastinate_jobs",
+    )
     lock = f"mr:{PID}:{IID}"
     assert job == [
         (
+            "reviews",
+            0,
             "review_merge_request",
             "todo",
             lock,
