@@ -82,6 +82,21 @@ def clear_errors() -> Iterator[None]:
         raise fail(str(exc)) from exc
 
 
+def _service_setup(log_level: str, *, heartbeat_interval: float, stalled_after: float) -> tuple[Settings, QueueConfig]:
+    """What `serve` and `worker` share: JSON logs, a migrated database, the queue's liveness settings."""
+    from api.logs import configure_logging
+    from api.worker import QueueConfig
+
+    configure_logging(log_level)
+    settings = Settings()
+    dsn = prepare_database(settings)
+    config = dataclasses.replace(
+        QueueConfig.with_liveness(heartbeat_interval_s=heartbeat_interval, stalled_after_s=stalled_after),
+        retrain_cron=settings.retrain_cron,
+    )
+    return settings.model_copy(update={"database_url": dsn}), config
+
+
 @app.command()
 def serve(
     host: Annotated[str, typer.Option(help="interface to listen on")] = "127.0.0.1",
@@ -95,18 +110,8 @@ def serve(
     log_level: Annotated[str, typer.Option(help="debug|info|warning|error")] = "info",
 ) -> None:
     """Serve the webhook, feedback and read API, with a worker in the same process."""
-    from api.logs import configure_logging
-    from api.worker import QueueConfig
-
-    configure_logging(log_level)
     with clear_errors():
-        settings = Settings()
-        dsn = prepare_database(settings)
-        config = dataclasses.replace(
-            QueueConfig.with_liveness(heartbeat_interval_s=heartbeat_interval, stalled_after_s=stalled_after),
-            retrain_cron=settings.retrain_cron,
-        )
-        settings = settings.model_copy(update={"database_url": dsn})
+        settings, config = _service_setup(log_level, heartbeat_interval=heartbeat_interval, stalled_after=stalled_after)
         runtime, session = worker_runtime(settings, config) if with_worker else (None, None)
         try:
             asyncio.run(
@@ -195,20 +200,16 @@ def worker(
     log_level: Annotated[str, typer.Option(help="debug|info|warning|error")] = "info",
 ) -> None:
     """Run a worker; start as many as you like, on any host that reaches the database."""
-    from api.logs import configure_logging
-    from api.worker import QueueConfig
-
-    configure_logging(log_level)
     with clear_errors():
-        settings = Settings()
-        dsn = prepare_database(settings)
-        config = dataclasses.replace(
-            QueueConfig.with_liveness(heartbeat_interval_s=heartbeat_interval, stalled_after_s=stalled_after),
-            retrain_cron=settings.retrain_cron,
-        )
-        runtime, session = worker_runtime(settings.model_copy(update={"database_url": dsn}), config)
+        settings, config = _service_setup(log_level, heartbeat_interval=heartbeat_interval, stalled_after=stalled_after)
+        assert settings.database_url is not None
+        runtime, session = worker_runtime(settings, config)
         try:
-            asyncio.run(worker_async(dsn, runtime, concurrency=concurrency, name=name, pool_size=settings.db_pool_size))
+            asyncio.run(
+                worker_async(
+                    settings.database_url, runtime, concurrency=concurrency, name=name, pool_size=settings.db_pool_size
+                )
+            )
         finally:
             session.close()
 
