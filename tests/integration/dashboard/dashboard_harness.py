@@ -4,14 +4,11 @@ a browser-like HTTP session that logs in through the form."""
 from __future__ import annotations
 
 import re
-import socket
-import threading
-import time
 from typing import Any
 
 import httpx
 import psycopg
-import uvicorn
+from fakes.live_server import LiveServer as LiveServer  # re-exported: the tests import it from here
 from psycopg.rows import dict_row
 from pydantic import SecretStr
 
@@ -62,31 +59,6 @@ def review_through_pipeline(dsn: str, *, title: str = "Orders lookup", mr_iid: i
 def rows(dsn: str, sql: str, *params: Any) -> list[dict[str, Any]]:
     with psycopg.connect(dsn, row_factory=dict_row) as conn:
         return conn.execute(sql, params).fetchall()
-
-
-class LiveServer:
-    """uvicorn on a free loopback port, in a thread with its own event loop (lifespan included)."""
-
-    def __init__(self, app: Any) -> None:
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.bind(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-        self.server = uvicorn.Server(uvicorn.Config(app, log_config=None, lifespan="on", log_level="warning"))
-        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
-
-    def __enter__(self) -> LiveServer:
-        self.thread.start()
-        deadline = time.monotonic() + 20
-        while not self.server.started:
-            if not self.thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("the service did not start")
-            time.sleep(0.02)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=20)
-        self.sock.close()
 
 
 def hidden_field(html: str, name: str) -> str:

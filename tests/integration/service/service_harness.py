@@ -4,7 +4,6 @@ procrastinate worker drained on demand with a recording review function behind t
 from __future__ import annotations
 
 import asyncio
-import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -12,8 +11,8 @@ from typing import Any
 
 import httpx
 import psycopg
-import uvicorn
 from fakes.gitlab_server import BOT_USER_ID
+from fakes.live_server import LiveServer as LiveServer  # re-exported: the tests import it from here
 from pydantic import SecretStr
 
 from agent.settings import Settings
@@ -40,31 +39,6 @@ def make_settings(dsn: str, **overrides: Any) -> Settings:
     }
     values.update(overrides)
     return Settings(**values)
-
-
-class LiveServer:
-    """uvicorn on a free loopback port, in a thread with its own event loop."""
-
-    def __init__(self, app: Any) -> None:
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.bind(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-        self.server = uvicorn.Server(uvicorn.Config(app, log_config=None, lifespan="on", log_level="warning"))
-        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
-
-    def __enter__(self) -> LiveServer:
-        self.thread.start()
-        deadline = time.monotonic() + 20
-        while not self.server.started:
-            if not self.thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("the service did not start")
-            time.sleep(0.02)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=20)
-        self.sock.close()
 
 
 def post_hook(url: str, body: dict[str, Any] | bytes, headers: dict[str, str]) -> httpx.Response:
