@@ -19,27 +19,25 @@ import json
 import logging
 import re
 import time
-from collections.abc import Iterable, Sequence
-from typing import Any, Literal, TypeVar, cast
+from collections.abc import Iterable
+from dataclasses import replace
+from typing import Any, Literal, cast
 
 import httpx2  # the transport of openai>=3; its read errors surface while we stream the body
 import openai
 from opentelemetry.trace import Tracer
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from agent.llm.backend import ChatBackend, ChatRequest
 from agent.llm.port import ProviderName
-from agent.llm.spans import chat_span
-from agent.llm.structured import check_output_size, complete_structured, with_schema_instruction
+from agent.llm.structured import check_output_size
 from reviewers.contracts import ChatMessage
 from reviewers.errors import LLMError, LLMOutputError, LLMUnavailableError
-
-M = TypeVar("M", bound=BaseModel)
 
 log = logging.getLogger(__name__)
 
 StructuredOutputMode = Literal["response_format", "structured_outputs", "guided_json", "prompt_only"]
 
-CHARS_PER_TOKEN_CAP = 16  # no tokenizer has tokens longer than this on average; beyond it, refuse
 JSON_ESCAPE_FACTOR = 6  # a character can take six bytes in a JSON string (\uXXXX)
 ENVELOPE_BYTES = 64 * 1024  # ids, usage, logprobs-free metadata around the choices
 NO_KEY = "EMPTY"  # vLLM's convention when it runs without --api-key; keeps the client off the env
@@ -121,7 +119,7 @@ def _unavailable(exc: Exception, base_url: str) -> LLMError:
     return LLMUnavailableError(f"the model server at {base_url} failed: {type(exc).__name__}")
 
 
-class OpenAICompatibleLLM:
+class OpenAICompatibleLLM(ChatBackend):
     """`SamplingLLM` over an OpenAI-compatible chat-completions endpoint (thread-safe)."""
 
     def __init__(
@@ -143,17 +141,19 @@ class OpenAICompatibleLLM:
     ) -> None:
         if timeout_s <= 0 or max_retries < 0 or max_output_tokens < 1:
             raise LLMError("timeout_s must be > 0, max_retries ≥ 0 and max_output_tokens ≥ 1")
+        super().__init__(
+            provider=provider_name,
+            model_name=model,
+            max_output_tokens=max_output_tokens,
+            max_output_chars=max_output_chars,
+            temperature=temperature,
+            seed=seed,
+            schema_in_prompt=schema_in_prompt,
+            tracer=tracer,
+        )
         self._base_url = base_url
-        self._model = model
         self._timeout_s = timeout_s
-        self._max_output_tokens = max_output_tokens
-        self._max_output_chars = max_output_chars or max_output_tokens * CHARS_PER_TOKEN_CAP
-        self._temperature = temperature
-        self._seed = seed
         self._structured_output = structured_output
-        self._schema_in_prompt = schema_in_prompt
-        self._provider = provider_name
-        self._tracer = tracer
         # The key lives only inside the client (an Authorization header); never on us, spans or logs.
         self._client = openai.OpenAI(
             base_url=base_url,
@@ -162,97 +162,27 @@ class OpenAICompatibleLLM:
             max_retries=max_retries,
         )
 
-    @property
-    def model_name(self) -> str:
-        return self._model
-
     def close(self) -> None:
         self._client.close()
 
-    # --- the port ---------------------------------------------------------------------------------
+    # --- one request ------------------------------------------------------------------------------
 
-    def complete_json(self, messages: Sequence[ChatMessage], schema: type[M], *, purpose: str) -> M:
-        prompt = with_schema_instruction(messages, schema) if self._schema_in_prompt else list(messages)
-        fields = structured_request_fields(schema, self._structured_output)
-
-        def generate(conversation: list[ChatMessage], attempt: int) -> str:
-            return self._chat(
-                conversation,
-                purpose=purpose,
-                attempt=attempt,
-                max_tokens=self._max_output_tokens,
-                temperature=self._temperature,
-                n=1,
-                extra=fields,
-            )[0]
-
-        return complete_structured(generate, prompt, schema, model_name=self._model)
-
-    def complete_text(self, messages: Sequence[ChatMessage], *, purpose: str, max_tokens: int = 512) -> str:
-        return self._chat(
-            list(messages),
-            purpose=purpose,
-            attempt=1,
-            max_tokens=min(max_tokens, self._max_output_tokens),
-            temperature=self._temperature,
-            n=1,
-            extra={},
-        )[0]
-
-    def sample_texts(
-        self,
-        messages: Sequence[ChatMessage],
-        *,
-        n: int,
-        temperature: float,
-        max_tokens: int,
-        purpose: str = "sample",
-    ) -> list[str]:
-        """`n` sampled answers to one prompt, from as few requests as the server allows."""
-        if n < 1:
-            raise LLMError(f"n must be at least 1, got {n}")
+    def _sample(self, messages: list[ChatMessage], request: ChatRequest) -> list[str]:
+        n = request.n
         texts: list[str] = []
         # A server that ignores `n` answers one choice per request; ask again for the rest.
         for attempt in range(1, n + 1):
-            texts += self._chat(
-                list(messages),
-                purpose=purpose,
-                attempt=attempt,
-                max_tokens=min(max_tokens, self._max_output_tokens),
-                temperature=temperature,
-                n=n - len(texts),
-                extra={},
-            )
+            texts += self._chat(messages, replace(request, attempt=attempt, n=n - len(texts)))
             if len(texts) >= n:
                 break
         return texts[:n]
 
-    # --- one request ------------------------------------------------------------------------------
-
-    def _chat(
-        self,
-        messages: list[ChatMessage],
-        *,
-        purpose: str,
-        attempt: int,
-        max_tokens: int,
-        temperature: float,
-        n: int,
-        extra: dict[str, Any],
-    ) -> list[str]:
-        limit = self._max_output_chars * n * JSON_ESCAPE_FACTOR + ENVELOPE_BYTES
-        with chat_span(
-            provider=self._provider,
-            model=self._model,
-            purpose=purpose,
-            attempt=attempt,
-            max_tokens=max_tokens,
-            temperature=temperature,
-            seed=self._seed,
-            choices=n,
-            tracer=self._tracer,
-        ) as call:
-            body = self._post(messages, max_tokens=max_tokens, temperature=temperature, n=n, extra=extra, limit=limit)
+    def _chat(self, messages: list[ChatMessage], request: ChatRequest) -> list[str]:
+        schema = request.schema
+        extra = structured_request_fields(schema, self._structured_output) if schema is not None else {}
+        limit = self._max_output_chars * request.n * JSON_ESCAPE_FACTOR + ENVELOPE_BYTES
+        with self._span(request) as call:
+            body = self._post(messages, request, extra=extra, limit=limit)
             try:
                 completion = _Completion.model_validate(json.loads(body))
             except (json.JSONDecodeError, UnicodeDecodeError, ValidationError):
@@ -267,25 +197,16 @@ class OpenAICompatibleLLM:
             choices = sorted(completion.choices, key=lambda c: c.index)
             return [check_output_size(c.message.content or "", max_chars=self._max_output_chars) for c in choices]
 
-    def _post(
-        self,
-        messages: list[ChatMessage],
-        *,
-        max_tokens: int,
-        temperature: float,
-        n: int,
-        extra: dict[str, Any],
-        limit: int,
-    ) -> bytes:
+    def _post(self, messages: list[ChatMessage], request: ChatRequest, *, extra: dict[str, Any], limit: int) -> bytes:
         kwargs: dict[str, Any] = {
-            "model": self._model,
+            "model": self._model_name,
             "messages": cast(Any, messages),
-            "max_tokens": max_tokens,
-            "temperature": temperature,
+            "max_tokens": request.max_tokens,
+            "temperature": request.temperature,
             **extra,
         }
-        if n != 1:
-            kwargs["n"] = n
+        if request.n != 1:
+            kwargs["n"] = request.n
         if self._seed is not None:
             kwargs["seed"] = self._seed
         try:

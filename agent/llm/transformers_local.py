@@ -12,27 +12,22 @@ from __future__ import annotations
 import contextlib
 import threading
 import warnings
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 from opentelemetry.trace import Tracer
-from pydantic import BaseModel
 
-from agent.llm.spans import chat_span
-from agent.llm.structured import check_output_size, complete_structured, with_schema_instruction
+from agent.llm.backend import ChatBackend, ChatRequest
+from agent.llm.structured import check_output_size
 from reviewers.contracts import ChatMessage
 from reviewers.errors import ConfigError, LLMError
 
-M = TypeVar("M", bound=BaseModel)
-
 Device = Literal["auto", "cpu", "cuda"]
 
-CHARS_PER_TOKEN_CAP = 16  # see openai_http: an answer longer than this per token is refused
 PEFT_CHECKPOINTING_WARNING = r"`is_gradient_checkpointing` is deprecated"
 
 
-class TransformersLLM:
+class TransformersLLM(ChatBackend):
     """`SamplingLLM` over a local causal LM with a chat template; one generation at a time (a lock)."""
 
     def __init__(
@@ -83,19 +78,18 @@ class TransformersLLM:
         self._pad_token_id = self._tokenizer.pad_token_id
         if self._pad_token_id is None:
             self._pad_token_id = self._tokenizer.eos_token_id
-        self._max_output_tokens = max_output_tokens
-        self._max_output_chars = max_output_chars or max_output_tokens * CHARS_PER_TOKEN_CAP
-        self._temperature = temperature
-        self._seed = seed
-        self._schema_in_prompt = schema_in_prompt
-        self._tracer = tracer
         suffix = f"+{Path(adapter_path).name}" if adapter_path is not None else ""
-        self._model_name = model_name or f"{model_path.name}{suffix}"
+        super().__init__(
+            provider="transformers",
+            model_name=model_name or f"{model_path.name}{suffix}",
+            max_output_tokens=max_output_tokens,
+            max_output_chars=max_output_chars,
+            temperature=temperature,
+            seed=seed,
+            schema_in_prompt=schema_in_prompt,
+            tracer=tracer,
+        )
         self._lock = threading.Lock()
-
-    @property
-    def model_name(self) -> str:
-        return self._model_name
 
     @property
     def model(self) -> Any:
@@ -105,55 +99,6 @@ class TransformersLLM:
     @property
     def tokenizer(self) -> Any:
         return self._tokenizer
-
-    # --- the port ---------------------------------------------------------------------------------
-
-    def complete_json(self, messages: Sequence[ChatMessage], schema: type[M], *, purpose: str) -> M:
-        prompt = with_schema_instruction(messages, schema) if self._schema_in_prompt else list(messages)
-
-        def generate(conversation: list[ChatMessage], attempt: int) -> str:
-            return self._generate(
-                conversation,
-                purpose=purpose,
-                attempt=attempt,
-                max_tokens=self._max_output_tokens,
-                temperature=self._temperature,
-                n=1,
-            )[0]
-
-        return complete_structured(generate, prompt, schema, model_name=self._model_name)
-
-    def complete_text(self, messages: Sequence[ChatMessage], *, purpose: str, max_tokens: int = 512) -> str:
-        return self._generate(
-            messages,
-            purpose=purpose,
-            attempt=1,
-            max_tokens=min(max_tokens, self._max_output_tokens),
-            temperature=self._temperature,
-            n=1,
-        )[0]
-
-    def sample_texts(
-        self,
-        messages: Sequence[ChatMessage],
-        *,
-        n: int,
-        temperature: float,
-        max_tokens: int,
-        purpose: str = "sample",
-    ) -> list[str]:
-        if n < 1:
-            raise LLMError(f"n must be at least 1, got {n}")
-        if temperature <= 0:
-            raise LLMError("sampling needs a temperature above 0")
-        return self._generate(
-            messages,
-            purpose=purpose,
-            attempt=1,
-            max_tokens=min(max_tokens, self._max_output_tokens),
-            temperature=temperature,
-            n=n,
-        )
 
     # --- one generation ---------------------------------------------------------------------------
 
@@ -172,29 +117,18 @@ class TransformersLLM:
             return GenerationConfig(do_sample=True, temperature=temperature, top_p=1.0, **common)  # type: ignore[no-untyped-call]
         return GenerationConfig(do_sample=False, **common)  # type: ignore[no-untyped-call]
 
-    def _generate(
-        self,
-        messages: Sequence[ChatMessage],
-        *,
-        purpose: str,
-        attempt: int,
-        max_tokens: int,
-        temperature: float,
-        n: int,
-    ) -> list[str]:
+    def _sample(self, messages: list[ChatMessage], request: ChatRequest) -> list[str]:
+        if request.temperature <= 0:
+            raise LLMError("sampling needs a temperature above 0")
+        # `num_return_sequences` draws all `n` in one generation.
+        return self._chat(messages, request)
+
+    def _chat(self, messages: list[ChatMessage], request: ChatRequest) -> list[str]:
+        # No constrained decoding here: `request.schema` reaches the model through the prompt only.
+        max_tokens = request.max_tokens
         torch = self._torch
         with (
-            chat_span(
-                provider="transformers",
-                model=self._model_name,
-                purpose=purpose,
-                attempt=attempt,
-                max_tokens=max_tokens,
-                temperature=temperature,
-                seed=self._seed,
-                choices=n,
-                tracer=self._tracer,
-            ) as call,
+            self._span(request) as call,
             self._lock,
         ):
             encoded = self._tokenizer.apply_chat_template(
@@ -208,7 +142,7 @@ class TransformersLLM:
                     f"the prompt has {prompt_tokens} tokens; with {max_tokens} to generate it exceeds "
                     f"the model's context of {self._context_length}"
                 )
-            config = self._generation_config(max_tokens=max_tokens, temperature=temperature, n=n)
+            config = self._generation_config(max_tokens=max_tokens, temperature=request.temperature, n=request.n)
             # Fork the RNG so a seeded call neither depends on nor disturbs the caller's random state
             # (a training loop shares this process).
             rng: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()

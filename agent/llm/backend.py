@@ -1,0 +1,142 @@
+"""What every backend does above its one model call: the port's methods, the span, the output cap.
+
+A backend (HTTP, in-process transformers) differs only in how one call reaches the model and how it
+reads the answer; that is `_chat`, and for sampling `_sample`. The rest is here once, so the two
+cannot drift apart: the schema instruction, the validate-and-retry loop of `complete_structured`,
+the clamping of `max_tokens` to the configured cap, and the GenAI span every call runs in.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import TypeVar
+
+from opentelemetry.trace import Tracer
+from pydantic import BaseModel
+
+from agent.llm.port import ProviderName
+from agent.llm.spans import ChatCall, chat_span
+from agent.llm.structured import complete_structured, with_schema_instruction
+from reviewers.contracts import ChatMessage
+from reviewers.errors import LLMError
+
+M = TypeVar("M", bound=BaseModel)
+
+CHARS_PER_TOKEN_CAP = 16  # no tokenizer has tokens longer than this on average; beyond it, refuse
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChatRequest:
+    """What one model call asks for, beyond the messages (the span records all but `schema`)."""
+
+    purpose: str
+    attempt: int
+    max_tokens: int  # already clamped to the backend's cap
+    temperature: float
+    n: int = 1
+    # The JSON a structured call asks for, for a backend that can constrain decoding to it; the
+    # answer is validated by `complete_structured` either way.
+    schema: type[BaseModel] | None = None
+
+
+class ChatBackend(ABC):
+    """`SamplingLLM` on top of a backend's single chat call."""
+
+    def __init__(
+        self,
+        *,
+        provider: ProviderName,
+        model_name: str,
+        max_output_tokens: int,
+        max_output_chars: int | None,
+        temperature: float,
+        seed: int | None,
+        schema_in_prompt: bool,
+        tracer: Tracer | None,
+    ) -> None:
+        self._provider = provider
+        self._model_name = model_name
+        self._max_output_tokens = max_output_tokens
+        self._max_output_chars = max_output_chars or max_output_tokens * CHARS_PER_TOKEN_CAP
+        self._temperature = temperature
+        self._seed = seed
+        self._schema_in_prompt = schema_in_prompt
+        self._tracer = tracer
+
+    @property
+    def model_name(self) -> str:
+        return self._model_name
+
+    # --- the port ---------------------------------------------------------------------------------
+
+    def complete_json(self, messages: Sequence[ChatMessage], schema: type[M], *, purpose: str) -> M:
+        prompt = with_schema_instruction(messages, schema) if self._schema_in_prompt else list(messages)
+
+        def generate(conversation: list[ChatMessage], attempt: int) -> str:
+            request = ChatRequest(
+                purpose=purpose,
+                attempt=attempt,
+                max_tokens=self._max_output_tokens,
+                temperature=self._temperature,
+                schema=schema,
+            )
+            return self._chat(conversation, request)[0]
+
+        return complete_structured(generate, prompt, schema, model_name=self._model_name)
+
+    def complete_text(self, messages: Sequence[ChatMessage], *, purpose: str, max_tokens: int = 512) -> str:
+        request = ChatRequest(
+            purpose=purpose,
+            attempt=1,
+            max_tokens=min(max_tokens, self._max_output_tokens),
+            temperature=self._temperature,
+        )
+        return self._chat(list(messages), request)[0]
+
+    def sample_texts(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        n: int,
+        temperature: float,
+        max_tokens: int,
+        purpose: str = "sample",
+    ) -> list[str]:
+        """`n` sampled answers to one prompt, from as few calls as the backend allows."""
+        if n < 1:
+            raise LLMError(f"n must be at least 1, got {n}")
+        request = ChatRequest(
+            purpose=purpose,
+            attempt=1,
+            max_tokens=min(max_tokens, self._max_output_tokens),
+            temperature=temperature,
+            n=n,
+        )
+        return self._sample(list(messages), request)
+
+    # --- what a backend supplies ------------------------------------------------------------------
+
+    @abstractmethod
+    def _chat(self, messages: list[ChatMessage], request: ChatRequest) -> list[str]:
+        """One model call, inside `self._span(request)`: `request.n` answers, each within the cap."""
+
+    @abstractmethod
+    def _sample(self, messages: list[ChatMessage], request: ChatRequest) -> list[str]:
+        """`request.n` (≥ 1) sampled answers; `request` is the first call's, for all `n` at attempt 1."""
+
+    def _span(self, request: ChatRequest) -> AbstractContextManager[ChatCall]:
+        """The GenAI span of one call, with what every backend records about the request."""
+        return chat_span(
+            provider=self._provider,
+            model=self._model_name,
+            purpose=request.purpose,
+            attempt=request.attempt,
+            max_tokens=request.max_tokens,
+            temperature=request.temperature,
+            seed=self._seed,
+            choices=request.n,
+            tracer=self._tracer,
+        )
