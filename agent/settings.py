@@ -53,6 +53,12 @@ class Settings(BaseSettings):
     )
     shadow_strategies: int = 0
     retrain_cron: str | None = None
+    retention_days: int = Field(
+        default=30,
+        ge=0,
+        description="handled webhook events and finished queue jobs older than this are deleted "
+        "daily; 0 keeps them (reviews, findings, feedback and spans are always kept)",
+    )
     max_diff_lines_per_file: int = 5000
     review_token_budget: int = 24000
 

@@ -41,6 +41,7 @@ from procrastinate.schema import SchemaManager
 from agent.store.migrate import MIGRATION_LOCK_KEY
 from api.db import DbPool
 from api.logs import log_context
+from api.retention import prune_history
 from api.retrain_task import register_retrain_task
 from reviewers.errors import ConfigError, ReviewloopError
 
@@ -51,6 +52,7 @@ logger = logging.getLogger(__name__)
 
 REVIEW_TASK = "review_merge_request"
 RECOVERY_TASK = "recover_stalled_jobs"
+RETENTION_TASK = "prune_old_history"
 REVIEW_QUEUE = "reviews"
 MAINTENANCE_QUEUE = "maintenance"
 QUEUE_TABLE = "procrastinate_jobs"
@@ -77,6 +79,10 @@ class QueueConfig:
     """On SIGTERM, how long running reviews may finish before they are aborted (None = no limit)."""
     retrain_cron: str | None = None
     """When the periodic retrain runs (REVIEWLOOP_RETRAIN_CRON); None = never (api/retrain_task.py)."""
+    retention_days: int = 30
+    """Handled webhook events and finished jobs older than this are deleted (api/retention.py); 0 = never."""
+    retention_cron: str = "17 3 * * *"
+    """When the retention pass runs: daily, at a quiet hour."""
 
     @classmethod
     def with_liveness(cls, *, heartbeat_interval_s: float, stalled_after_s: float) -> QueueConfig:
@@ -230,6 +236,15 @@ def create_queue_app(config: QueueConfig | None = None) -> procrastinate.App:
         del timestamp  # procrastinate passes the scheduled time; the recovery does not need it
         jobs = await recover_stalled_jobs(context.app, seconds_since_heartbeat=cfg.stalled_worker_timeout_s)
         return len(jobs)
+
+    if cfg.retention_days > 0:
+
+        @app.periodic(cron=cfg.retention_cron, periodic_id=RETENTION_TASK)
+        @app.task(name=RETENTION_TASK, queue=MAINTENANCE_QUEUE, queueing_lock=RETENTION_TASK, pass_context=True)
+        async def prune_old_history(context: procrastinate.JobContext, timestamp: int) -> int:
+            del timestamp
+            pruned = await prune_history(context.app, runtime_of(context).pool, older_than_days=cfg.retention_days)
+            return pruned.webhook_events
 
     register_retrain_task(app, cron=cfg.retrain_cron)
     return app

@@ -93,6 +93,7 @@ def _service_setup(log_level: str, *, heartbeat_interval: float, stalled_after: 
     config = dataclasses.replace(
         QueueConfig.with_liveness(heartbeat_interval_s=heartbeat_interval, stalled_after_s=stalled_after),
         retrain_cron=settings.retrain_cron,
+        retention_days=settings.retention_days,
     )
     return settings.model_copy(update={"database_url": dsn}), config
 

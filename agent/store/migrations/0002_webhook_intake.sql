@@ -110,3 +110,5 @@ $$;
 CREATE INDEX IF NOT EXISTS webhook_events_job ON webhook_events (job_id) WHERE job_id IS NOT NULL;
 -- Shadow reviews are read (and cascade-deleted) by their parent.
 CREATE INDEX IF NOT EXISTS reviews_parent ON reviews (parent_review_id) WHERE parent_review_id IS NOT NULL;
+-- The daily retention pass (api/retention.py) finds old events by time.
+CREATE INDEX IF NOT EXISTS webhook_events_received ON webhook_events (received_at);
