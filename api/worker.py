@@ -259,7 +259,9 @@ def ensure_queue_schema(dsn: str) -> bool:
 
     Run under our migration advisory lock so that replicas starting together create it once.
     Upgrading procrastinate across a schema change needs its migrations
-    (`procrastinate schema --migrations-path`), as its changelog says for each such release.
+    (`procrastinate schema --migrations-path`), as its changelog says for each such release; that
+    is why pyproject.toml pins it to one minor version: a bump comes with a migration of ours that
+    applies them (and a look at migration 0002, which calls its SQL functions).
     """
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK_KEY,))
