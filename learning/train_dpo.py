@@ -14,24 +14,12 @@ from typing import TYPE_CHECKING
 
 from agent.store.db import Database
 from learning.configs import DPOTrainingConfig
-from learning.training import (
-    TrainResult,
-    check_base_model,
-    load_base_model,
-    load_training_split,
-    lora_config,
-    preference_margin,
-    prepare_out_dir,
-    recorded_run,
-    resolve_device,
-    step_metrics_callback,
-    trainer_arguments,
-    use_bf16,
-    write_training_file,
-)
+from learning.training import HeldOut, TrainResult, TrlMethod, preference_margin, run_trl_trainer
 
 if TYPE_CHECKING:
     from transformers import TrainerCallback
+    from trl.trainer.dpo_config import DPOConfig
+    from trl.trainer.dpo_trainer import DPOTrainer
 
 COLUMNS = ("prompt", "chosen", "rejected")
 
@@ -50,49 +38,26 @@ def train_dpo(
     `base_model` is usually the SFT result merged into the base, or the base itself.
     """
     config = config or DPOTrainingConfig()
-    check_base_model(base_model)
-    train, evaluation, snapshot = load_training_split(
-        dataset_dir, "strategy_dpo", COLUMNS, min_rows=config.min_train_rows
+    method = TrlMethod(
+        kind="dpo",
+        dataset="strategy_dpo",
+        columns=COLUMNS,
+        trl_classes=_trl_classes,
+        measure=_measure,
+        options={"beta": config.beta, "loss_type": [config.loss_type]},
     )
-    device = resolve_device(config)
+    return run_trl_trainer(
+        method, config, base_model=base_model, dataset_dir=dataset_dir, out_dir=out_dir, db=db, callbacks=callbacks
+    )
+
+
+def _trl_classes() -> tuple[type[DPOConfig], type[DPOTrainer]]:
     from trl.trainer.dpo_config import DPOConfig
     from trl.trainer.dpo_trainer import DPOTrainer
 
-    out_dir = prepare_out_dir(out_dir)
-    with recorded_run(db, "dpo", config, base_model=base_model, dataset=dataset_dir) as run:
-        model, tokenizer = load_base_model(base_model, bf16=use_bf16(config, device))
-        args = DPOConfig(
-            **trainer_arguments(config, out_dir, device=device), beta=config.beta, loss_type=[config.loss_type]
-        )
-        trainer = DPOTrainer(
-            model=model,
-            args=args,
-            train_dataset=train,
-            eval_dataset=evaluation if len(evaluation) else None,
-            processing_class=tokenizer,
-            peft_config=lora_config(config) if config.use_lora else None,
-            callbacks=[step_metrics_callback(run.log), *callbacks],
-        )
-        metrics: dict[str, float | None] = {
-            "before_eval_margin": preference_margin(trainer.model, tokenizer, evaluation)
-        }
-        output = trainer.train()
-        metrics |= {
-            "after_eval_margin": preference_margin(trainer.model, tokenizer, evaluation),
-            "train_loss": float(output.training_loss),
-            "steps": float(output.global_step),
-        }
-        trainer.save_model(str(out_dir))
-        result = TrainResult(
-            kind="dpo",
-            out_dir=out_dir,
-            base_model=str(base_model),
-            dataset_snapshot=snapshot,
-            run_id=run.run_id,
-            metrics=metrics,
-            step_metrics=run.steps,
-            uses_lora=config.use_lora,
-        )
-        write_training_file(result, config)
-        run.finish(metrics=metrics)
-    return result
+    return DPOConfig, DPOTrainer
+
+
+def _measure(held_out: HeldOut, prefix: str) -> dict[str, float | None]:
+    """The mean log-probability margin of the chosen strategy over the rejected one, held out."""
+    return {f"{prefix}eval_margin": preference_margin(held_out.trainer.model, held_out.tokenizer, held_out.evaluation)}

@@ -8,30 +8,26 @@ Strategy schema, both before and after training, and stores its step metrics in 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agent.store.db import Database
 from learning.configs import SFTTrainingConfig
 from learning.training import (
+    HeldOut,
     TrainResult,
-    check_base_model,
+    TrlMethod,
     generate_completions,
-    load_base_model,
-    load_training_split,
-    lora_config,
-    prepare_out_dir,
-    recorded_run,
-    resolve_device,
-    step_metrics_callback,
-    trainer_arguments,
-    use_bf16,
+    held_out_loss,
+    run_trl_trainer,
     valid_strategy_share,
-    write_training_file,
 )
 
 if TYPE_CHECKING:
     from transformers import TrainerCallback
+    from trl.trainer.sft_config import SFTConfig
+    from trl.trainer.sft_trainer import SFTTrainer
 
 COLUMNS = ("prompt", "completion")
 
@@ -47,56 +43,35 @@ def train_sft(
 ) -> TrainResult:
     """Train on `dataset_dir`/strategy_sft and save the adapter (or full model) into `out_dir`."""
     config = config or SFTTrainingConfig()
-    check_base_model(base_model)
-    train, evaluation, snapshot = load_training_split(
-        dataset_dir, "strategy_sft", COLUMNS, min_rows=config.min_train_rows
+    method = TrlMethod(
+        kind="sft",
+        dataset="strategy_sft",
+        columns=COLUMNS,
+        trl_classes=_trl_classes,
+        measure=partial(_measure, config),
+        options={"completion_only_loss": config.completion_only_loss},
     )
-    device = resolve_device(config)
+    return run_trl_trainer(
+        method, config, base_model=base_model, dataset_dir=dataset_dir, out_dir=out_dir, db=db, callbacks=callbacks
+    )
+
+
+def _trl_classes() -> tuple[type[SFTConfig], type[SFTTrainer]]:
     from trl.trainer.sft_config import SFTConfig
     from trl.trainer.sft_trainer import SFTTrainer
 
-    out_dir = prepare_out_dir(out_dir)
-    with recorded_run(db, "sft", config, base_model=base_model, dataset=dataset_dir) as run:
-        model, tokenizer = load_base_model(base_model, bf16=use_bf16(config, device))
-        args = SFTConfig(
-            **trainer_arguments(config, out_dir, device=device), completion_only_loss=config.completion_only_loss
-        )
-        trainer = SFTTrainer(
-            model=model,
-            args=args,
-            train_dataset=train,
-            eval_dataset=evaluation if len(evaluation) else None,
-            processing_class=tokenizer,
-            peft_config=lora_config(config) if config.use_lora else None,
-            callbacks=[step_metrics_callback(run.log), *callbacks],
-        )
-        sample = [row["prompt"] for row in evaluation.select(range(min(len(evaluation), config.validity_sample)))]
+    return SFTConfig, SFTTrainer
 
-        def measure(prefix: str) -> dict[str, float | None]:
-            loss = float(trainer.evaluate()["eval_loss"]) if len(evaluation) else None
-            texts = generate_completions(
-                trainer.model, tokenizer, sample, max_new_tokens=config.validity_max_new_tokens
-            )
-            return {
-                f"{prefix}eval_loss": loss,
-                f"{prefix}valid_strategy_share": valid_strategy_share(texts) if sample else None,
-            }
 
-        metrics = measure("before_")
-        output = trainer.train()
-        metrics |= measure("after_")
-        metrics |= {"train_loss": float(output.training_loss), "steps": float(output.global_step)}
-        trainer.save_model(str(out_dir))
-        result = TrainResult(
-            kind="sft",
-            out_dir=out_dir,
-            base_model=str(base_model),
-            dataset_snapshot=snapshot,
-            run_id=run.run_id,
-            metrics=metrics,
-            step_metrics=run.steps,
-            uses_lora=config.use_lora,
-        )
-        write_training_file(result, config)
-        run.finish(metrics=metrics)
-    return result
+def _measure(config: SFTTrainingConfig, held_out: HeldOut, prefix: str) -> dict[str, float | None]:
+    """Held-out loss, and the share of valid strategies among greedy answers to the first prompts."""
+    evaluation = held_out.evaluation
+    sample = [row["prompt"] for row in evaluation.select(range(min(len(evaluation), config.validity_sample)))]
+    loss = held_out_loss(held_out)
+    texts = generate_completions(
+        held_out.trainer.model, held_out.tokenizer, sample, max_new_tokens=config.validity_max_new_tokens
+    )
+    return {
+        f"{prefix}eval_loss": loss,
+        f"{prefix}valid_strategy_share": valid_strategy_share(texts) if sample else None,
+    }

@@ -1,5 +1,7 @@
 """What the SFT, DPO and KTO trainers share: loading the base model, LoRA, the device, step metrics
-stored in `training_runs`, saving, and the before/after measurements each run reports.
+stored in `training_runs`, saving, and the before/after measurements each run reports. The run
+itself (check, load, train under a recorded run, measure, save) is `run_trl_trainer`; each method
+hands it a `TrlMethod` saying what sets it apart.
 
 The same code runs a tiny CPU model in tests and a real instruct model on a GPU: the device and
 precision come from the config (`auto` → CUDA with bfloat16 when present, else the CPU in float32),
@@ -32,7 +34,7 @@ if TYPE_CHECKING:
     import torch
     from datasets import Dataset, DatasetDict
     from peft import LoraConfig
-    from transformers import PreTrainedModel, PreTrainedTokenizerBase, TrainerCallback
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase, Trainer, TrainerCallback, TrainingArguments
 
 log = logging.getLogger(__name__)
 
@@ -268,7 +270,105 @@ def read_training_file(out_dir: Path) -> dict[str, Any]:
     return data
 
 
+# --- the run every TRL method shares ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HeldOut:
+    """What a method's before/after measurement reads; `trainer.model` is the model being trained."""
+
+    trainer: Trainer
+    tokenizer: PreTrainedTokenizerBase
+    evaluation: Dataset  # the held-out split as loaded, not the trainer's tokenised copy
+    evaluated: bool  # whether the trainer was given the split, so `trainer.evaluate()` can run
+
+
+Measure = Callable[[HeldOut, str], dict[str, float | None]]
+
+
+@dataclass(frozen=True)
+class TrlMethod:
+    """What sets one TRL method (SFT, DPO, KTO) apart; `run_trl_trainer` does everything they share."""
+
+    kind: TrainingKind
+    dataset: DatasetKind
+    columns: tuple[str, ...]
+    # (TRL config class, TRL trainer class): a function, because TRL is slow to import and is only
+    # imported once the inputs have passed their checks
+    trl_classes: Callable[[], tuple[Callable[..., TrainingArguments], Callable[..., Trainer]]]
+    # held-out metrics with every key starting with the prefix given ("before_" or "after_")
+    measure: Measure
+    options: Mapping[str, Any] = field(default_factory=dict)  # TRL config fields beyond trainer_arguments
+    check_train: Callable[[Dataset], None] | None = None  # refuses a train split the method cannot learn from
+    min_eval_rows: int = 1  # a smaller held-out split is not given to the trainer
+
+
+def run_trl_trainer(
+    method: TrlMethod,
+    config: TrainConfig,
+    *,
+    base_model: Path,
+    dataset_dir: Path,
+    out_dir: Path,
+    db: Database | None,
+    callbacks: Sequence[TrainerCallback],
+) -> TrainResult:
+    """Train `method` on `dataset_dir`, measuring before and after, and save into `out_dir`.
+
+    The cheap checks (base model path, dataset, the method's own, device) come before the output
+    directory and the `training_runs` row are created, so a bad invocation leaves nothing behind;
+    anything failing later marks the row failed.
+    """
+    check_base_model(base_model)
+    train, evaluation, snapshot = load_training_split(
+        dataset_dir, method.dataset, method.columns, min_rows=config.min_train_rows
+    )
+    if method.check_train is not None:
+        method.check_train(train)
+    device = resolve_device(config)
+    config_class, trainer_class = method.trl_classes()
+
+    out_dir = prepare_out_dir(out_dir)
+    with recorded_run(db, method.kind, config, base_model=base_model, dataset=dataset_dir) as run:
+        model, tokenizer = load_base_model(base_model, bf16=use_bf16(config, device))
+        args = config_class(**trainer_arguments(config, out_dir, device=device), **method.options)
+        evaluated = len(evaluation) >= method.min_eval_rows
+        trainer = trainer_class(
+            model=model,
+            args=args,
+            train_dataset=train,
+            eval_dataset=evaluation if evaluated else None,
+            processing_class=tokenizer,
+            peft_config=lora_config(config) if config.use_lora else None,
+            callbacks=[step_metrics_callback(run.log), *callbacks],
+        )
+        held_out = HeldOut(trainer=trainer, tokenizer=tokenizer, evaluation=evaluation, evaluated=evaluated)
+        metrics = method.measure(held_out, "before_")
+        output = trainer.train()
+        metrics |= method.measure(held_out, "after_")
+        metrics |= {"train_loss": float(output.training_loss), "steps": float(output.global_step)}
+        trainer.save_model(str(out_dir))
+        result = TrainResult(
+            kind=method.kind,
+            out_dir=out_dir,
+            base_model=str(base_model),
+            dataset_snapshot=snapshot,
+            run_id=run.run_id,
+            metrics=metrics,
+            step_metrics=run.steps,
+            uses_lora=config.use_lora,
+        )
+        write_training_file(result, config)
+        run.finish(metrics=metrics)
+    return result
+
+
 # --- measurements ----------------------------------------------------------------------------------
+
+
+def held_out_loss(held_out: HeldOut) -> float | None:
+    """The trainer's loss on the held-out split; None when it was not given one."""
+    return float(held_out.trainer.evaluate()["eval_loss"]) if held_out.evaluated else None
 
 
 def _chat_text(tokenizer: PreTrainedTokenizerBase, messages: Messages, *, generation_prompt: bool) -> str:
