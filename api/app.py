@@ -57,7 +57,7 @@ def create_app(
 
     `queue` is the procrastinate App used to defer jobs (opened on `pool` when not given).
     `require_worker` makes /readyz wait for a worker heartbeat (set by `reviewloop serve`, which runs
-    one in-process; API-only replicas stay ready while workers elsewhere restart).
+    one beside the API; API-only replicas stay ready while workers elsewhere restart).
     """
     if pool is None and not settings.database_url:
         raise ConfigError("REVIEWLOOP_DATABASE_URL is required here (`reviewloop serve` starts an embedded one)")

@@ -1,7 +1,8 @@
 """`reviewloop serve`, `reviewloop worker`, `reviewloop db upgrade`, `reviewloop tokens create`.
 
-`serve` is the one-machine deployment: the HTTP API and a worker in one process (one event loop),
-on the embedded Postgres unless `REVIEWLOOP_DATABASE_URL` names one. `worker` runs more workers,
+`serve` is the one-machine deployment: the HTTP API, and a worker in a child process (reviews in the
+API's process starve its event loop: api/worker_process.py), on the embedded Postgres unless
+`REVIEWLOOP_DATABASE_URL` names one. `worker` runs more workers,
 on any host that reaches the same database. Heavy imports (the pipeline and its model backends)
 happen inside the commands that run reviews.
 """
@@ -12,6 +13,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import os
 import signal
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Annotated
@@ -26,6 +28,7 @@ from reviewers.errors import ReviewloopError
 if TYPE_CHECKING:
     from agent.session import Session
     from api.worker import QueueConfig, WorkerRuntime
+    from api.worker_process import WorkerChild
 
 logger = logging.getLogger(__name__)
 err = Console(stderr=True)
@@ -102,33 +105,38 @@ def _service_setup(log_level: str, *, heartbeat_interval: float, stalled_after: 
 def serve(
     host: Annotated[str, typer.Option(help="interface to listen on")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="port to listen on")] = 8000,
-    concurrency: Annotated[int, typer.Option(help="reviews the in-process worker runs at once")] = 2,
-    with_worker: Annotated[bool, typer.Option("--worker/--no-worker", help="run a worker in this process")] = True,
+    concurrency: Annotated[int, typer.Option(help="reviews the worker runs at once")] = 2,
+    with_worker: Annotated[
+        bool, typer.Option("--worker/--no-worker", help="run a worker (a child process) beside the API")
+    ] = True,
     heartbeat_interval: Annotated[float, typer.Option(help="seconds between worker heartbeats")] = 10.0,
     stalled_after: Annotated[
         float, typer.Option(help="seconds without a heartbeat after which a worker's reviews are retried elsewhere")
     ] = 30.0,
     log_level: Annotated[str, typer.Option(help="debug|info|warning|error")] = "info",
 ) -> None:
-    """Serve the webhook, feedback and read API, with a worker in the same process."""
+    """Serve the webhook, feedback and read API, with a worker beside it."""
+    from api.worker_process import WorkerChild, worker_command
+
     with clear_errors():
         settings, config = _service_setup(log_level, heartbeat_interval=heartbeat_interval, stalled_after=stalled_after)
-        runtime, session = worker_runtime(settings, config) if with_worker else (None, None)
-        try:
-            asyncio.run(
-                serve_async(
-                    settings,
-                    host=host,
-                    port=port,
-                    runtime=runtime,
-                    config=config,
-                    concurrency=concurrency,
-                    log_level=log_level,
-                )
+        assert settings.database_url is not None
+        child = None
+        if with_worker:
+            command = worker_command(
+                concurrency=concurrency,
+                heartbeat_interval=heartbeat_interval,
+                stalled_after=stalled_after,
+                log_level=log_level,
             )
+            # the resolved URL: the child uses the server this process started, never one of its own
+            child = WorkerChild(command, env={**os.environ, "REVIEWLOOP_DATABASE_URL": settings.database_url})
+            child.start()
+        try:
+            asyncio.run(serve_async(settings, host=host, port=port, worker=child, config=config, log_level=log_level))
         finally:
-            if session is not None:
-                session.close()
+            if child is not None:
+                child.stop()
 
 
 async def serve_async(
@@ -136,17 +144,17 @@ async def serve_async(
     *,
     host: str,
     port: int,
-    runtime: WorkerRuntime | None,
+    worker: WorkerChild | None,
     config: QueueConfig,
-    concurrency: int,
     log_level: str,
 ) -> None:
-    """API and worker on one event loop; SIGTERM/SIGINT stop the API, then let running reviews finish."""
+    """The API on this event loop; SIGTERM/SIGINT stop it, and `serve` then stops the worker (see
+    api/worker_process.py for why the worker is a child process)."""
     import uvicorn
 
     from api.app import create_app
     from api.db import make_pool
-    from api.worker import create_queue_app, run_worker
+    from api.worker import create_queue_app
 
     class Server(uvicorn.Server):
         @contextlib.contextmanager
@@ -160,34 +168,26 @@ async def serve_async(
     await pool.open(wait=True)
     queue = create_queue_app(config)
     await queue.open_async(pool)
-    api = create_app(settings, pool=pool, queue=queue, require_worker=runtime is not None, queue_config=config)
+    api = create_app(settings, pool=pool, queue=queue, require_worker=worker is not None, queue_config=config)
     server = Server(uvicorn.Config(api, host=host, port=port, log_config=None, log_level=log_level))
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, lambda: setattr(server, "should_exit", True))
-    worker_task: asyncio.Task[None] | None = None
-    if runtime is not None:
-        await runtime.pool.open(wait=True)
-        worker_task = asyncio.create_task(
-            run_worker(queue, runtime, concurrency=concurrency, install_signal_handlers=False, name="serve")
-        )
-
-        def worker_ended(task: asyncio.Task[None]) -> None:
-            if not task.cancelled() and task.exception() is not None:
-                logger.error("the in-process worker stopped", extra={"error": str(task.exception())})
-                server.should_exit = True
-
-        worker_task.add_done_callback(worker_ended)
+    supervisor = asyncio.create_task(worker.supervise()) if worker is not None else None
+    if supervisor is not None:
+        # a worker that cannot start (bad settings) stops the service, with its error
+        supervisor.add_done_callback(lambda _: setattr(server, "should_exit", True))
     try:
         await server.serve()
     finally:
-        if worker_task is not None:
-            worker_task.cancel()  # procrastinate stops fetching and waits for the running jobs
-            await asyncio.gather(worker_task, return_exceptions=True)
-        if runtime is not None:
-            await runtime.pool.close()
+        if supervisor is not None:
+            supervisor.cancel()  # no restart once we are stopping
+            await asyncio.gather(supervisor, return_exceptions=True)
         await queue.close_async()
         await pool.close()
+    failure = supervisor.exception() if supervisor is not None and not supervisor.cancelled() else None
+    if failure is not None:
+        raise failure
 
 
 @app.command()
@@ -201,6 +201,9 @@ def worker(
     log_level: Annotated[str, typer.Option(help="debug|info|warning|error")] = "info",
 ) -> None:
     """Run a worker; start as many as you like, on any host that reaches the database."""
+    from api.worker_process import exit_with_parent
+
+    exit_with_parent()  # when `serve` started this worker: stop with it
     with clear_errors():
         settings, config = _service_setup(log_level, heartbeat_interval=heartbeat_interval, stalled_after=stalled_after)
         assert settings.database_url is not None

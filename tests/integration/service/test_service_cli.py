@@ -43,6 +43,38 @@ def start_cli(args: list[str], *, env: dict[str, str], log: Path) -> subprocess.
         )
 
 
+def child_pids(pid: int) -> list[int]:
+    """The live children of a process (Linux: /proc/PID/task/*/children)."""
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            found += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            continue  # the thread ended while we looked
+    return found
+
+
+def worker_children(pid: int) -> list[int]:
+    """Children of `serve` that run `reviewloop worker`."""
+    out = []
+    for child in child_pids(pid):
+        try:
+            argv = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"worker" in argv:
+            out.append(child)
+    return out
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"  # a zombie has exited; only its parent's wait is missing
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -127,7 +159,9 @@ def test_serve_runs_the_api_and_a_worker(db_dsn: str, fake: FakeGitLab, tmp_path
                 return False
             return answer.status_code == 200 and answer.json()["workers"] == 1
 
-        wait_for(ready, timeout=120, what="/readyz with the in-process worker")
+        wait_for(ready, timeout=120, what="/readyz with the worker")
+        # the worker is a child process: reviews never share the API's GIL (api/worker_process.py)
+        assert len(worker_children(proc.pid)) == 1
         queued = post_hook(
             url, merge_request_hook(fake, PID, IID, action="open"), hook_headers("Merge Request Hook", token=SECRET)
         )
@@ -136,7 +170,7 @@ def test_serve_runs_the_api_and_a_worker(db_dsn: str, fake: FakeGitLab, tmp_path
         wait_for(
             lambda: scalar(db_dsn, "SELECT status FROM webhook_events WHERE id = %s", event_id) == "processed",
             timeout=120,
-            what="the in-process worker to review",
+            what="the worker to review",
         )
         assert any(d.notes[0].author.id == fake.bot.id for d in fake.discussions(PID, IID))  # the summary at least
         proc.send_signal(signal.SIGTERM)
@@ -147,3 +181,77 @@ def test_serve_runs_the_api_and_a_worker(db_dsn: str, fake: FakeGitLab, tmp_path
         proc.wait(timeout=30)
     output = log.read_text()
     assert scalar(db_dsn, "SELECT count(*) FROM procrastinate_workers") == 0, output[-2000:]
+
+
+def gitlab_env(db_dsn: str, fake: FakeGitLab) -> dict[str, str]:
+    env = {
+        **os.environ,
+        "REVIEWLOOP_DATABASE_URL": db_dsn,
+        "REVIEWLOOP_WEBHOOK_SECRET": SECRET,
+        "REVIEWLOOP_GITLAB_URL": fake.url,
+        "REVIEWLOOP_GITLAB_TOKEN": BOT_TOKEN,
+    }
+    for name in ("REVIEWLOOP_LLM_BASE_URL", "REVIEWLOOP_LLM_MODEL", "REVIEWLOOP_LLM_MODEL_PATH"):
+        env.pop(name, None)
+    return env
+
+
+def workers_ready(port: int) -> bool:
+    try:
+        answer = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2)
+    except httpx.TransportError:
+        return False
+    return answer.status_code == 200 and answer.json()["workers"] >= 1
+
+
+@pytest.mark.slow
+def test_serve_restarts_a_dead_worker_and_takes_it_down_when_killed(
+    db_dsn: str, fake: FakeGitLab, tmp_path: Path
+) -> None:
+    port = free_port()
+    log = tmp_path / "serve.log"
+    args = ["serve", "--port", str(port), "--heartbeat-interval", "1", "--stalled-after", "3"]
+    proc = start_cli(args, env=gitlab_env(db_dsn, fake), log=log)
+    try:
+        wait_for(lambda: workers_ready(port), timeout=120, what="/readyz with the worker")
+        (first,) = worker_children(proc.pid)
+        registered = scalar(db_dsn, "SELECT max(id) FROM procrastinate_workers")
+        os.kill(first, signal.SIGKILL)  # e.g. the OOM killer
+        wait_for(
+            lambda: worker_children(proc.pid) not in ([], [first]), timeout=60, what="serve to start another worker"
+        )
+        (second,) = worker_children(proc.pid)
+        assert second != first and proc.poll() is None
+        # the new one really runs: it has registered with the queue (a worker id after the killed one's)
+        wait_for(
+            lambda: scalar(db_dsn, "SELECT max(id) FROM procrastinate_workers") > registered,
+            timeout=120,
+            what="the new worker to register",
+        )
+        proc.kill()  # serve dies without stopping its worker: the worker must not be left running
+        proc.wait(timeout=30)
+        wait_for(lambda: not alive(second), timeout=60, what="the orphaned worker to stop")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=30)
+    assert "the worker process exited; starting another" in log.read_text()
+
+
+@pytest.mark.slow
+def test_serve_stops_with_the_error_of_a_worker_that_cannot_start(db_dsn: str, tmp_path: Path) -> None:
+    port = free_port()
+    env = {**os.environ, "REVIEWLOOP_DATABASE_URL": db_dsn, "REVIEWLOOP_WEBHOOK_SECRET": SECRET}
+    env.pop("REVIEWLOOP_GITLAB_URL", None)  # a worker needs GitLab: it exits 2 and says so
+    log = tmp_path / "serve.log"
+    proc = start_cli(["serve", "--port", str(port)], env=env, log=log)
+    try:
+        assert proc.wait(timeout=120) == 2
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=30)
+    output = log.read_text()
+    assert "REVIEWLOOP_GITLAB_URL" in output
+    assert "reviewloop: the worker process could not start (exit 2)" in output
+    assert "starting another" not in output  # no restart loop
