@@ -46,6 +46,7 @@ class Config:
     findings: int = dataset_build.FINDINGS
     spans: int = SPANS
     webhook_rates: tuple[int, ...] = webhook.RATES
+    webhook_rates_beside_review: tuple[int, ...] = webhook.RATES_BESIDE_REVIEW
     webhook_seconds: float = webhook.SECONDS
 
 
@@ -55,6 +56,7 @@ QUICK = Config(
     findings=5_000,
     spans=2_000,
     webhook_rates=(50,),
+    webhook_rates_beside_review=(),
     webhook_seconds=2.0,
 )
 
@@ -116,7 +118,13 @@ def collect(dsn: str, config: Config) -> Results:
         lambda: dataset_build.run(dsn, findings=config.findings, repeats=config.repeats),
     )
     r.webhook = step(
-        "webhook load", lambda: webhook.run(dsn, rates=config.webhook_rates, seconds=config.webhook_seconds)
+        "webhook load",
+        lambda: webhook.run(
+            dsn,
+            rates=config.webhook_rates,
+            seconds=config.webhook_seconds,
+            rates_beside_review=config.webhook_rates_beside_review,
+        ),
     )
     return r
 
@@ -133,7 +141,7 @@ def targets(r: Results) -> list[Target]:
     at_target = _at(r.no_model, TARGET_LINES)
     cold_exp = scaling.growth_exponent([(row["changed_lines"], row["cold_s"]) for row in r.no_model])
     memory_row = _at(r.memory, MEMORY_LINES)
-    hook = next((row for row in r.webhook if row["rate"] == WEBHOOK_TARGET_RATE), None)
+    hook = next((row for row in r.webhook if row["rate"] == WEBHOOK_TARGET_RATE and not row.get("review_beside")), None)
     lost = sum(row["accepted"] - min(row["events_queued"], row["jobs_stored"]) for row in r.webhook)
     return [
         Target(
@@ -341,11 +349,14 @@ def render_results(r: Results) -> str:
             "of the run in `webhook_events`, and of the events answered 202 those queued with their "
             "`procrastinate_jobs` row. CPU per event: each process's CPU time over the run divided by the "
             "events sent (Postgres: the local server's postmaster and backends); their sum against the "
-            "2 cores says what rate this machine could carry with nothing else on it.",
+            "2 cores says what rate this machine could carry with nothing else on it. *review beside*: "
+            "another process reviews a 10,000-line MR over and over during the run, as `reviewloop serve`'s "
+            "worker (a child process) does when reviews are queued.",
             "",
             table(
                 [
                     "rate (events/s)",
+                    "review beside",
                     "sent",
                     "202",
                     "sustained (events/s)",
@@ -360,6 +371,7 @@ def render_results(r: Results) -> str:
                 [
                     (
                         f"{row['rate']:.0f}",
+                        "yes" if row.get("review_beside") else "no",
                         row["sent"],
                         row["accepted"],
                         row["sustained_per_s"],

@@ -8,6 +8,8 @@ queued) and its `procrastinate_jobs` row, counted in the database.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import os
 import resource
@@ -18,6 +20,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +30,9 @@ import psycopg
 from bench.webhook_load import PROJECT_ID, SECRET_ENV
 
 RATES = (50, 200, 400)  # below, at and twice the target rate: where the knee is
+# the same API while another process reviews (what `serve` runs: api/worker_process.py)
+RATES_BESIDE_REVIEW = (50, 200)
+REVIEW_WARMUP_S = 5.0
 SECONDS = 10.0
 CONNECTIONS = 64
 START_TIMEOUT_S = 90
@@ -137,7 +143,75 @@ def durable_counts(dsn: str, tag: str, accepted_keys: list[str]) -> dict[str, in
     return {"events_stored": int(stored[0]), "events_queued": int(durable[0]), "jobs_stored": int(durable[1])}
 
 
-def run(dsn: str, *, rates: tuple[int, ...] = RATES, seconds: float = SECONDS) -> list[dict[str, Any]]:
+def measure_rate(
+    dsn: str, *, base_url: str, server_pid: int, postmaster: int | None, rate: int, seconds: float, secret: str
+) -> dict[str, Any]:
+    """One open-loop run of the load generator at `rate`, with CPU shares and durability counted."""
+    tag = f"bench-{uuid.uuid4().hex[:8]}"
+    first_iid = next_free_iid(dsn)
+    server_cpu, (busy, total) = process_cpu_s(server_pid), machine_cpu()
+    load_cpu = children_cpu_s()
+    pg_cpu = postgres_cpu_s(postmaster) if postmaster else float("nan")
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench.webhook_load",
+            f"{base_url}/webhooks/gitlab",
+            str(rate),
+            str(seconds),
+            tag,
+            "--connections",
+            str(CONNECTIONS),
+            "--first-iid",
+            str(first_iid),
+        ],  # fmt: skip
+        env={**os.environ, SECRET_ENV: secret},
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=seconds + LOAD_GRACE_S,
+    )
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    busy_after, total_after = machine_cpu()
+    # CPU figures hold when other work shares the cores and the wall-clock latency does not
+    per_event = 1000 / result["sent"]
+    result["server_cpu_ms_per_event"] = (process_cpu_s(server_pid) - server_cpu) * per_event
+    result["postgres_cpu_ms_per_event"] = (
+        (postgres_cpu_s(postmaster) - pg_cpu) * per_event if postmaster else float("nan")
+    )
+    result["load_generator_cpu_ms_per_event"] = (children_cpu_s() - load_cpu) * per_event
+    result["machine_busy_share"] = (busy_after - busy) / max(1.0, total_after - total)
+    keys = result.pop("accepted_keys")
+    result.update(durable_counts(dsn, tag, keys))
+    # durable: every event answered 202 has its row, queued, and its job
+    result["all_durable"] = result["accepted"] == result["events_queued"] == result["jobs_stored"]
+    return result
+
+
+@contextlib.contextmanager
+def review_beside() -> Iterator[None]:
+    """A process reviewing a 10,000-line MR over and over, as `serve`'s worker child does under load."""
+    reviewer = subprocess.Popen(
+        [sys.executable, "-m", "bench.review_loop"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        time.sleep(REVIEW_WARMUP_S)  # past its imports: reviewing when the load starts
+        if reviewer.poll() is not None:
+            raise RuntimeError(f"the review process exited with {reviewer.returncode}")
+        yield
+    finally:
+        reviewer.kill()
+        reviewer.wait()  # after the measurements: its CPU is not counted as the load generator's
+
+
+def run(
+    dsn: str,
+    *,
+    rates: tuple[int, ...] = RATES,
+    seconds: float = SECONDS,
+    rates_beside_review: tuple[int, ...] = RATES_BESIDE_REVIEW,
+) -> list[dict[str, Any]]:
     secret = secrets.token_urlsafe(24)
     port = free_port()
     base_url = f"http://127.0.0.1:{port}"
@@ -147,7 +221,6 @@ def run(dsn: str, *, rates: tuple[int, ...] = RATES, seconds: float = SECONDS) -
         "REVIEWLOOP_WEBHOOK_SECRET": secret,
         "REVIEWLOOP_GITLAB_PROJECTS": "",
     }
-    load_env = {**os.environ, SECRET_ENV: secret}
     rows = []
     with tempfile.TemporaryDirectory(prefix="reviewloop-bench-serve-") as tmp:
         log_path = Path(tmp) / "serve.log"
@@ -157,48 +230,14 @@ def run(dsn: str, *, rates: tuple[int, ...] = RATES, seconds: float = SECONDS) -
             server = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
         try:
             wait_ready(base_url, server, log_path)
-            postmaster = postmaster_pid(dsn)
-            for rate in rates:
-                tag = f"bench-{uuid.uuid4().hex[:8]}"
-                first_iid = next_free_iid(dsn)
-                server_cpu, (busy, total) = process_cpu_s(server.pid), machine_cpu()
-                load_cpu = children_cpu_s()
-                pg_cpu = postgres_cpu_s(postmaster) if postmaster else float("nan")
-                done = subprocess.run(
-                    [
-                        sys.executable,
-                        "-m",
-                        "bench.webhook_load",
-                        f"{base_url}/webhooks/gitlab",
-                        str(rate),
-                        str(seconds),
-                        tag,
-                        "--connections",
-                        str(CONNECTIONS),
-                        "--first-iid",
-                        str(first_iid),
-                    ],
-                    env=load_env,
-                    capture_output=True,
-                    text=True,
-                    check=True,
-                    timeout=seconds + LOAD_GRACE_S,
-                )
-                result = json.loads(done.stdout.strip().splitlines()[-1])
-                busy_after, total_after = machine_cpu()
-                # CPU figures hold when other work shares the cores and the wall-clock latency does not
-                per_event = 1000 / result["sent"]
-                result["server_cpu_ms_per_event"] = (process_cpu_s(server.pid) - server_cpu) * per_event
-                result["postgres_cpu_ms_per_event"] = (
-                    (postgres_cpu_s(postmaster) - pg_cpu) * per_event if postmaster else float("nan")
-                )
-                result["load_generator_cpu_ms_per_event"] = (children_cpu_s() - load_cpu) * per_event
-                result["machine_busy_share"] = (busy_after - busy) / max(1.0, total_after - total)
-                keys = result.pop("accepted_keys")
-                result.update(durable_counts(dsn, tag, keys))
-                # durable: every event answered 202 has its row, queued, and its job
-                result["all_durable"] = result["accepted"] == result["events_queued"] == result["jobs_stored"]
-                rows.append(result)
+            at = functools.partial(
+                measure_rate, dsn, base_url=base_url, server_pid=server.pid, postmaster=postmaster_pid(dsn),
+                seconds=seconds, secret=secret,
+            )  # fmt: skip
+            rows += [{**at(rate=rate), "review_beside": False} for rate in rates]
+            if rates_beside_review:
+                with review_beside():
+                    rows += [{**at(rate=rate), "review_beside": True} for rate in rates_beside_review]
         finally:
             server.terminate()
             try:
