@@ -48,6 +48,7 @@ class Config:
     webhook_rates: tuple[int, ...] = webhook.RATES
     webhook_rates_beside_review: tuple[int, ...] = webhook.RATES_BESIDE_REVIEW
     webhook_seconds: float = webhook.SECONDS
+    webhook_repeats: int = webhook.REPEATS
 
 
 QUICK = Config(
@@ -58,6 +59,7 @@ QUICK = Config(
     webhook_rates=(50,),
     webhook_rates_beside_review=(),
     webhook_seconds=2.0,
+    webhook_repeats=1,
 )
 
 
@@ -124,6 +126,7 @@ def collect(dsn: str, config: Config) -> Results:
             rates=config.webhook_rates,
             seconds=config.webhook_seconds,
             rates_beside_review=config.webhook_rates_beside_review,
+            repeats=config.webhook_repeats,
         ),
     )
     return r
@@ -343,7 +346,9 @@ def render_results(r: Results) -> str:
             "",
             f"`reviewloop serve --no-worker` (log level {webhook.SERVE_LOG_LEVEL}) in one process; "
             f"bench/webhook_load.py in another, open loop, at most {webhook.CONNECTIONS} connections, "
-            "one Merge Request Hook per new MR. "
+            f"one Merge Request Hook per new MR, {r.webhook[0]['seconds']:g} s per run. Each row is "
+            f"{r.webhook[0]['runs']} run(s): sustained rate, p50, p99 and CPU are their medians, max the worst, counts "
+            "summed. "
             "Latency counts from when a request was due (waiting for a connection included); a request "
             "unanswered 30 s after it was due counts as not answered. *events stored / queued / jobs*: rows "
             "of the run in `webhook_events`, and of the events answered 202 those queued with their "
@@ -362,6 +367,7 @@ def render_results(r: Results) -> str:
                     "sustained (events/s)",
                     "p50 (ms)",
                     "p99 (ms)",
+                    "p99 of each run (ms)",
                     "max (ms)",
                     "events stored / queued / jobs",
                     "all durable",
@@ -377,6 +383,7 @@ def render_results(r: Results) -> str:
                         row["sustained_per_s"],
                         row["p50_ms"],
                         row["p99_ms"],
+                        _runs(row["p99_runs_ms"]),
                         row["max_ms"],
                         f"{row['events_stored']} / {row['events_queued']} / {row['jobs_stored']}",
                         "yes" if row["all_durable"] else "**no**",
