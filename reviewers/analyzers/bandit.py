@@ -13,11 +13,11 @@ import json
 import subprocess
 import sys
 import tempfile
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from reviewers.analyzers.batch_answers import BatchAnswers
 from reviewers.analyzers.changed_file import ChangedFile, Issue
 from reviewers.contracts import Severity
 from reviewers.errors import AnalyzerError
@@ -66,9 +66,7 @@ def run_bandit_json(text: str, *, path: str) -> dict[str, Any]:
     return report
 
 
-_prefetched: dict[str, str] = {}  # file text → bandit's JSON report for it alone
-_prefetch_lock = threading.Lock()
-MAX_PREFETCHED = 2048  # reports kept from batch runs; cleared wholesale past this
+_prefetched: BatchAnswers[str] = BatchAnswers()  # file text → bandit's JSON report for it alone
 
 
 def prefetch(texts: Sequence[str]) -> None:
@@ -78,7 +76,7 @@ def prefetch(texts: Sequence[str]) -> None:
     read twenty files asks for all of them in one process. A failed batch is ignored: each file is
     then analysed on its own, as without a prefetch.
     """
-    wanted = list(dict.fromkeys(t for t in texts if t not in _prefetched))
+    wanted = _prefetched.missing(texts)
     if len(wanted) < 2:
         return
     with tempfile.TemporaryDirectory(prefix="reviewloop-bandit-") as tmp:
@@ -100,16 +98,13 @@ def prefetch(texts: Sequence[str]) -> None:
         name = Path(str(result.get("filename", ""))).name
         if name in by_name:
             by_name[name].append(result)
-    with _prefetch_lock:
-        if len(_prefetched) > MAX_PREFETCHED:
-            _prefetched.clear()
-        for name, text in zip(names, wanted, strict=True):
-            _prefetched[text] = json.dumps({"results": by_name[name], "errors": []})
+    _prefetched.store(
+        {text: json.dumps({"results": by_name[name], "errors": []}) for name, text in zip(names, wanted, strict=True)}
+    )
 
 
 def _bandit_stdout(text: str, path: str) -> str:
-    with _prefetch_lock:
-        ready = _prefetched.get(text)
+    ready = _prefetched.get(text)
     return ready if ready is not None else _bandit_single(text, path)
 
 

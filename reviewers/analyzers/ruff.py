@@ -14,11 +14,11 @@ import json
 import subprocess
 import sys
 import tempfile
-import threading
 from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from reviewers.analyzers.batch_answers import BatchAnswers
 from reviewers.analyzers.changed_file import ChangedFile, Issue
 from reviewers.contracts import Severity
 from reviewers.errors import AnalyzerError
@@ -129,9 +129,7 @@ def _key(text: str, path: str) -> tuple[str, str]:
     return text, PurePosixPath(path).name
 
 
-_prefetched: dict[tuple[str, str], str] = {}  # (text, file name) → ruff's JSON for that file alone
-_prefetch_lock = threading.Lock()
-MAX_PREFETCHED = 2048  # answers kept from batch runs; cleared wholesale past this
+_prefetched: BatchAnswers[tuple[str, str]] = BatchAnswers()  # (text, file name) → ruff's JSON for that file
 # A file given by name is read as Python only under these suffixes (stdin takes any name).
 BATCHABLE_SUFFIXES = (".py", ".pyi")
 
@@ -143,13 +141,7 @@ def prefetch(files: Sequence[tuple[str, str]]) -> None:
     files asks for all of them in one process. Each copy sits in its own folder under its own file
     name. A failed batch is ignored: each file is then linted on its own, as without a prefetch.
     """
-    wanted = list(
-        dict.fromkeys(
-            _key(text, path)
-            for path, text in files
-            if path.endswith(BATCHABLE_SUFFIXES) and _key(text, path) not in _prefetched
-        )
-    )
+    wanted = _prefetched.missing(_key(text, path) for path, text in files if path.endswith(BATCHABLE_SUFFIXES))
     if len(wanted) < 2:
         return
     with tempfile.TemporaryDirectory(prefix="reviewloop-ruff-") as tmp:
@@ -174,16 +166,11 @@ def prefetch(files: Sequence[tuple[str, str]]) -> None:
             if owner is None:
                 return  # an answer we cannot place: trust none of the batch
             owner.append(diag)
-    with _prefetch_lock:
-        if len(_prefetched) > MAX_PREFETCHED:
-            _prefetched.clear()
-        for copy, key in zip(copies, wanted, strict=True):
-            _prefetched[key] = json.dumps(by_copy[copy.resolve()])
+    _prefetched.store({key: json.dumps(by_copy[copy.resolve()]) for copy, key in zip(copies, wanted, strict=True)})
 
 
 def _ruff_stdout(text: str, path: str) -> str:
-    with _prefetch_lock:
-        ready = _prefetched.get(_key(text, path))
+    ready = _prefetched.get(_key(text, path))
     return ready if ready is not None else _ruff_single(text, path)
 
 
