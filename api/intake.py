@@ -1,7 +1,7 @@
 """Persisting what a webhook asked for: the event row, its review job, or a feedback row.
 
 A reviewable event is stored and its job deferred in ONE statement, `reviewloop_enqueue_review`
-(agent/store/migrations/0002_intake_function.sql), run in autocommit: the event row and the job
+(agent/store/migrations/0002_webhook_intake.sql), run in autocommit: the event row and the job
 (inserted through procrastinate's own SQL API, `procrastinate_defer_jobs_v1`) commit together or
 not at all, and we answer 202 only after that commit. One round trip, not eleven: the webhook
 path's cost at 200 events/s was its round trips (bench/RESULTS.md).
@@ -33,8 +33,6 @@ from api.worker import REVIEW_TASK
 logger = logging.getLogger(__name__)
 
 StoredStatus = Literal["queued", "ignored", "duplicate", "processed", "failed"]
-# statuses of an earlier event for the same head that make a new delivery a duplicate
-LIVE_STATUSES = ("queued", "processed")
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,6 @@ job not yet finished. Deletes go in batches so that no statement holds its locks
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 
 import procrastinate
 
@@ -35,12 +34,6 @@ DELETE FROM webhook_events
 """
 
 
-@dataclass(frozen=True)
-class Pruned:
-    webhook_events: int
-    older_than_days: int
-
-
 async def prune_webhook_events(pool: DbPool, *, older_than_days: int) -> int:
     """Delete handled webhook events received more than `older_than_days` ago; returns how many."""
     deleted = 0
@@ -56,8 +49,9 @@ async def prune_webhook_events(pool: DbPool, *, older_than_days: int) -> int:
             return deleted
 
 
-async def prune_history(app: procrastinate.App, pool: DbPool, *, older_than_days: int) -> Pruned:
-    """The daily retention pass: old webhook events, then finished jobs (any final state)."""
+async def prune_history(app: procrastinate.App, pool: DbPool, *, older_than_days: int) -> int:
+    """The daily retention pass: old webhook events, then finished jobs (any final state); returns
+    how many events it deleted (procrastinate's job delete does not count its rows)."""
     if older_than_days < 1:
         raise ValueError(f"older_than_days must be at least 1, got {older_than_days}")
     events = await prune_webhook_events(pool, older_than_days=older_than_days)
@@ -65,4 +59,4 @@ async def prune_history(app: procrastinate.App, pool: DbPool, *, older_than_days
         nb_hours=older_than_days * 24, include_failed=True, include_cancelled=True, include_aborted=True
     )
     logger.info("retention pass", extra={"webhook_events_deleted": events, "older_than_days": older_than_days})
-    return Pruned(webhook_events=events, older_than_days=older_than_days)
+    return events

@@ -243,8 +243,7 @@ def create_queue_app(config: QueueConfig | None = None) -> procrastinate.App:
         @app.task(name=RETENTION_TASK, queue=MAINTENANCE_QUEUE, queueing_lock=RETENTION_TASK, pass_context=True)
         async def prune_old_history(context: procrastinate.JobContext, timestamp: int) -> int:
             del timestamp
-            pruned = await prune_history(context.app, runtime_of(context).pool, older_than_days=cfg.retention_days)
-            return pruned.webhook_events
+            return await prune_history(context.app, runtime_of(context).pool, older_than_days=cfg.retention_days)
 
     register_retrain_task(app, cron=cfg.retrain_cron)
     return app

@@ -169,7 +169,7 @@ def measure_rate(
             str(CONNECTIONS),
             "--first-iid",
             str(first_iid),
-        ],  # fmt: skip
+        ],
         env={**os.environ, SECRET_ENV: secret},
         capture_output=True,
         text=True,
