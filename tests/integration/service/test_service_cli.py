@@ -135,9 +135,7 @@ def test_serve_without_worker_answers_and_stops_on_sigterm(db_dsn: str, tmp_path
     assert SECRET not in output and "t0ken-for-tests" not in output  # secrets never reach the logs
 
 
-@pytest.mark.slow
-def test_serve_runs_the_api_and_a_worker(db_dsn: str, fake: FakeGitLab, tmp_path: Path) -> None:
-    port = free_port()
+def gitlab_env(db_dsn: str, fake: FakeGitLab) -> dict[str, str]:
     env = {
         **os.environ,
         "REVIEWLOOP_DATABASE_URL": db_dsn,
@@ -147,19 +145,26 @@ def test_serve_runs_the_api_and_a_worker(db_dsn: str, fake: FakeGitLab, tmp_path
     }
     for name in ("REVIEWLOOP_LLM_BASE_URL", "REVIEWLOOP_LLM_MODEL", "REVIEWLOOP_LLM_MODEL_PATH"):
         env.pop(name, None)
+    return env
+
+
+def ready_workers(port: int) -> int | None:
+    """The live workers /readyz counts once it answers 200; None before that."""
+    try:
+        answer = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2)
+    except httpx.TransportError:
+        return None
+    return int(answer.json()["workers"]) if answer.status_code == 200 else None
+
+
+@pytest.mark.slow
+def test_serve_runs_the_api_and_a_worker(db_dsn: str, fake: FakeGitLab, tmp_path: Path) -> None:
+    port = free_port()
     log = tmp_path / "serve.log"
-    proc = start_cli(["serve", "--port", str(port)], env=env, log=log)
+    proc = start_cli(["serve", "--port", str(port)], env=gitlab_env(db_dsn, fake), log=log)
     url = f"http://127.0.0.1:{port}"
     try:
-
-        def ready() -> bool:
-            try:
-                answer = httpx.get(f"{url}/readyz", timeout=2)
-            except httpx.TransportError:
-                return False
-            return answer.status_code == 200 and answer.json()["workers"] == 1
-
-        wait_for(ready, timeout=120, what="/readyz with the worker")
+        wait_for(lambda: ready_workers(port) == 1, timeout=120, what="/readyz with the worker")
         # the worker is a child process: reviews never share the API's GIL (api/worker_process.py)
         assert len(worker_children(proc.pid)) == 1
         queued = post_hook(
@@ -183,27 +188,6 @@ def test_serve_runs_the_api_and_a_worker(db_dsn: str, fake: FakeGitLab, tmp_path
     assert scalar(db_dsn, "SELECT count(*) FROM procrastinate_workers") == 0, output[-2000:]
 
 
-def gitlab_env(db_dsn: str, fake: FakeGitLab) -> dict[str, str]:
-    env = {
-        **os.environ,
-        "REVIEWLOOP_DATABASE_URL": db_dsn,
-        "REVIEWLOOP_WEBHOOK_SECRET": SECRET,
-        "REVIEWLOOP_GITLAB_URL": fake.url,
-        "REVIEWLOOP_GITLAB_TOKEN": BOT_TOKEN,
-    }
-    for name in ("REVIEWLOOP_LLM_BASE_URL", "REVIEWLOOP_LLM_MODEL", "REVIEWLOOP_LLM_MODEL_PATH"):
-        env.pop(name, None)
-    return env
-
-
-def workers_ready(port: int) -> bool:
-    try:
-        answer = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2)
-    except httpx.TransportError:
-        return False
-    return answer.status_code == 200 and answer.json()["workers"] >= 1
-
-
 @pytest.mark.slow
 def test_serve_restarts_a_dead_worker_and_takes_it_down_when_killed(
     db_dsn: str, fake: FakeGitLab, tmp_path: Path
@@ -213,7 +197,7 @@ def test_serve_restarts_a_dead_worker_and_takes_it_down_when_killed(
     args = ["serve", "--port", str(port), "--heartbeat-interval", "1", "--stalled-after", "3"]
     proc = start_cli(args, env=gitlab_env(db_dsn, fake), log=log)
     try:
-        wait_for(lambda: workers_ready(port), timeout=120, what="/readyz with the worker")
+        wait_for(lambda: (ready_workers(port) or 0) >= 1, timeout=120, what="/readyz with the worker")
         (first,) = worker_children(proc.pid)
         registered = int(scalar(db_dsn, "SELECT max(id) FROM procrastinate_workers"))
         os.kill(first, signal.SIGKILL)  # e.g. the OOM killer
