@@ -1,6 +1,6 @@
 """Local reports of a review: a terminal table, JSON, Markdown, SARIF 2.1.0 and GitLab Code Quality.
 
-GitLab discussions are posted by `agent.publisher`; this module renders the same verified findings
+GitLab discussions are posted by `agent.gitlab.publisher`; this module renders the same verified findings
 for a terminal or a CI job. Text a reviewer or model wrote is neutralised before it is rendered in
 formats a browser or GitLab shows (Markdown, Code Quality).
 """

@@ -1,7 +1,7 @@
 """The job queue: procrastinate on the same Postgres as everything else.
 
     webhook ──(one transaction: webhook_events row + procrastinate job)──▶ procrastinate_jobs
-    worker  ──fetch (lock "mr:<project>:<iid>")──▶ review_merge_request ──to_thread──▶ agent.gitlab_review
+    worker  ──fetch (lock "mr:<project>:<iid>")──▶ review_merge_request ──to_thread──▶ agent.gitlab.review
 
 - One pending review per merge request: the job's `queueing_lock`; intake cancels an older pending
   job of the same MR before deferring the newer push (see api/intake.py).
@@ -46,7 +46,7 @@ from api.retrain_task import register_retrain_task
 from reviewers.errors import ConfigError, ReviewloopError
 
 if TYPE_CHECKING:
-    from agent.gitlab_review import ReviewDeps
+    from agent.gitlab.review import ReviewDeps
 
 logger = logging.getLogger(__name__)
 
@@ -366,7 +366,7 @@ async def _run_worker_once(
 
 def pipeline_review_function(deps: ReviewDeps) -> ReviewFunction:
     """Bind the review flow's deps; imported lazily so the API never loads the agent's heavy parts."""
-    from agent.gitlab_review import review_gitlab_merge_request
+    from agent.gitlab.review import review_gitlab_merge_request
 
     bound: Callable[..., int] = functools.partial(review_gitlab_merge_request, deps)
     return bound

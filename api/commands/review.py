@@ -109,7 +109,7 @@ def review(
 def _review_gitlab(
     url: str, project: str, mr_iid: int, *, post: bool, fmt: ReportFormat, output: Path | None, include_all: bool
 ) -> None:
-    from agent.gitlab_review import build_deps, load_gitlab_snapshot, review_gitlab_merge_request
+    from agent.gitlab.review import build_deps, load_gitlab_snapshot, review_gitlab_merge_request
     from agent.graph import verified_from_state
     from agent.store import reviews as store_reviews
 

@@ -61,7 +61,7 @@ def prepare_database(settings: Settings) -> str:
 def worker_runtime(settings: Settings, config: QueueConfig) -> tuple[WorkerRuntime, Session]:
     """The review flow's dependencies (store pool, tracing, GitLab client, model) and the worker's own
     small async pool. The session (its pool and tracer) is the caller's to close."""
-    from agent.gitlab_review import build_deps
+    from agent.gitlab.review import build_deps
     from agent.session import llm_from_settings, open_session
     from api.db import make_pool
     from api.worker import WorkerRuntime, pipeline_review_function

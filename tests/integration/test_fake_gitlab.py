@@ -10,7 +10,7 @@ import requests
 from fakes.gitlab_hooks import draft_change, emoji_hook, hook_headers, merge_request_hook, note_hook
 from fakes.gitlab_server import BOT_TOKEN, FakeGitLab
 
-from agent.gitlab import GitLabPlatform
+from agent.gitlab.client import GitLabPlatform
 
 PID, IID = 11, 2
 BASE = {"a.py": "x = 1\n"}

@@ -8,7 +8,8 @@ from collections.abc import Iterator
 import pytest
 from fakes.gitlab_server import BOT_TOKEN, BOT_USER_ID, FakeGitLab
 
-from agent.gitlab import OVERFLOW_PATH, DiffPosition, DiffVersions, GitLabPlatform
+from agent.gitlab.client import OVERFLOW_PATH, GitLabPlatform
+from agent.gitlab.models import DiffPosition, DiffVersions
 from reviewers.errors import InputError, PlatformError, PlatformUnavailableError, PositionRejectedError
 
 PID = 42

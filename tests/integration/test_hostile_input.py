@@ -37,8 +37,8 @@ from psycopg.rows import dict_row
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from agent.gitlab import GitLabPlatform
-from agent.gitlab_review import ReviewDeps, review_gitlab_merge_request
+from agent.gitlab.client import GitLabPlatform
+from agent.gitlab.review import ReviewDeps, review_gitlab_merge_request
 from agent.llm.factory import make_llm
 from agent.reporter import render_report
 from agent.session import prepare_database

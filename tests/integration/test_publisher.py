@@ -9,8 +9,9 @@ from fakes.gitlab_server import BOT_TOKEN, FakeGitLab
 
 from agent.context import NotReviewed
 from agent.diff import DiffIndex
-from agent.gitlab import DiffVersions, GitLabPlatform
-from agent.publisher import (
+from agent.gitlab.client import GitLabPlatform
+from agent.gitlab.models import DiffVersions
+from agent.gitlab.publisher import (
     OUTDATED_MARKER,
     FindingToPublish,
     OpenThread,

@@ -23,8 +23,8 @@ from fault_harness import FINDING_LINES, IID, PID, TcpGate, positioned_lines, po
 from pydantic import SecretStr
 from service_harness import SECRET, BackgroundWorker, LiveServer, post_hook, rows, scalar, wait_for
 
-from agent.gitlab import GitLabPlatform
-from agent.gitlab_review import build_deps
+from agent.gitlab.client import GitLabPlatform
+from agent.gitlab.review import build_deps
 from agent.session import open_session
 from agent.settings import Settings
 from api.worker import QueueConfig, ReviewFunction, pipeline_review_function

@@ -1,5 +1,5 @@
 """End to end on real Postgres and real HTTP: GitLab webhook → 202 → a worker runs the real review
-flow (agent.gitlab_review) against the GitLab-compatible server → positioned discussions → an emoji
+flow (agent.gitlab.review) against the GitLab-compatible server → positioned discussions → an emoji
 on one of them → a feedback row → visible in the read API. Then the delivery and crash guarantees:
 duplicate deliveries, a new push, and a worker SIGKILLed in the middle of publishing."""
 
@@ -36,7 +36,7 @@ from service_harness import (
     wait_for,
 )
 
-from agent.gitlab_review import build_deps
+from agent.gitlab.review import build_deps
 from agent.session import Session, open_session
 from agent.settings import Settings
 from api.worker import ReviewFunction, pipeline_review_function

@@ -7,7 +7,7 @@ import threading
 from collections.abc import Sequence
 from typing import Protocol
 
-from agent.gitlab_models import ProjectRef
+from agent.gitlab.models import ProjectRef
 from reviewers.contracts import SearchHit
 from reviewers.errors import InputError
 
@@ -16,7 +16,7 @@ MAX_SEARCH_LINE_CHARS = 400  # a minified line is not worth matching
 
 
 class FileSource(Protocol):
-    """What the workspace reads through (`agent.gitlab.GitLabPlatform`)."""
+    """What the workspace reads through (`agent.gitlab.client.GitLabPlatform`)."""
 
     def read_file(self, project: ProjectRef, path: str, ref: str) -> str | None: ...
 

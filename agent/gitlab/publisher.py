@@ -18,7 +18,7 @@ from typing import NamedTuple, Protocol
 
 from agent.context import NotReviewed
 from agent.diff import DiffIndex
-from agent.gitlab import DiffPosition, DiffVersions, Discussion, PostedNote, ProjectRef
+from agent.gitlab.models import DiffPosition, DiffVersions, Discussion, PostedNote, ProjectRef
 from agent.sanitize import (
     SUMMARY_MARKER,
     code_block,
@@ -40,7 +40,7 @@ FEEDBACK_HINT = "React with :thumbsup: or :thumbsdown: to tell reviewloop whethe
 
 
 class PublishingPlatform(Protocol):
-    """What the publisher needs of a code host (`agent.gitlab.GitLabPlatform` provides it)."""
+    """What the publisher needs of a code host (`agent.gitlab.client.GitLabPlatform` provides it)."""
 
     def bot_user_id(self) -> int: ...
 

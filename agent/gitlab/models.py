@@ -1,6 +1,6 @@
 """The GitLab objects reviewloop reads and writes, as plain typed values.
 
-`agent.gitlab.GitLabPlatform` turns GitLab's JSON into these (and `DiffPosition` back into a
+`agent.gitlab.client.GitLabPlatform` turns GitLab's JSON into these (and `DiffPosition` back into a
 `position`), so nothing above the port handles raw dictionaries.
 """
 

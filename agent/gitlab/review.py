@@ -25,10 +25,11 @@ from agent.context import (
     render_unified_diff,
 )
 from agent.diff import DiffIndex
-from agent.gitlab import DiffVersions, GitLabPlatform
+from agent.gitlab.client import GitLabPlatform
+from agent.gitlab.models import DiffVersions
+from agent.gitlab.publisher import FindingToPublish, OpenThread, PostedThread, publish_review, resolve_outdated
 from agent.graph import ReviewState
 from agent.pipeline import Runtime, run_review
-from agent.publisher import FindingToPublish, OpenThread, PostedThread, publish_review, resolve_outdated
 from agent.settings import Settings
 from agent.store import reviews as store_reviews
 from agent.strategy_model import StrategyModelSource

@@ -33,7 +33,7 @@ from gitlab.exceptions import GitlabError
 
 from agent.context import NotReviewed
 from agent.diff import parse_file_patch
-from agent.gitlab_models import (
+from agent.gitlab.models import (
     AwardEmoji,
     DiffPosition,
     DiffVersions,
@@ -42,10 +42,9 @@ from agent.gitlab_models import (
     MergeRequestInfo,
     PostedNote,
     ProjectRef,
-    ThreadNote,
     discussion_from_api,
 )
-from agent.gitlab_workspace import GitLabWorkspace
+from agent.gitlab.workspace import GitLabWorkspace
 from reviewers.contracts import FileChange
 from reviewers.errors import (
     ConfigError,
@@ -437,20 +436,3 @@ class GitLabPlatform:
                 f"{self._mr_path(project, iid)}/discussions/{quote(discussion_id, safe='')}",
                 query={"resolved": "true" if resolved else "false"},
             )
-
-
-__all__ = [
-    "AwardEmoji",
-    "DiffPosition",
-    "DiffVersions",
-    "Discussion",
-    "GitLabPlatform",
-    "GitLabWorkspace",
-    "MergeRequestDiff",
-    "MergeRequestInfo",
-    "PostedNote",
-    "ProjectRef",
-    "ThreadNote",
-    "decode_text",
-    "hunk_text",
-]
