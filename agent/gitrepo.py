@@ -16,11 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent.diff import parse_unified_diff
-from agent.diffworkspace import DiffWorkspace
 from reviewers.contracts import FileChange, SearchHit
 from reviewers.errors import RepositoryError
 
-__all__ = ["DiffWorkspace", "GitRepository", "GitWorkspace", "open_repository"]
+__all__ = ["GitRepository", "GitWorkspace", "open_repository"]
 
 # A local git command that runs this long is stuck (a network filesystem, a huge repository): say so.
 GIT_TIMEOUT_S = 60.0

@@ -9,10 +9,11 @@ import fnmatch
 
 from agent.context import NotReviewed, ReviewRequest, Snapshot, head_files_for_snapshot, read_config_text
 from agent.diff import parse_unified_diff
-from agent.gitrepo import DiffWorkspace, open_repository
+from agent.gitrepo import open_repository
+from agent.workspaces.diff import DiffWorkspace
+from agent.workspaces.snapshot import SnapshotWorkspace
 from reviewers.contracts import FileChange, Workspace
 from reviewers.errors import InputError
-from reviewers.workspace import SnapshotWorkspace
 
 # Machine-written files nobody reviews line by line; they are named in the summary instead.
 GENERATED_GLOBS = (

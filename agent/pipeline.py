@@ -22,7 +22,7 @@ from psycopg_pool import ConnectionPool
 
 from agent.context import ReviewRequest, Snapshot, build_context
 from agent.diff import DiffIndex, parse_unified_diff, render_diff_overview
-from agent.gitrepo import DiffWorkspace, open_repository
+from agent.gitrepo import open_repository
 from agent.graph import ReviewState, build_review_graph
 from agent.loaders import load_diff, load_local, load_replay
 from agent.store import reviews as store_reviews
@@ -30,6 +30,8 @@ from agent.store import snapshots as store_snapshots
 from agent.strategy import Strategy, StrategySource, render_s1
 from agent.strategy_model import StrategyModelSource
 from agent.verifier import VerifiedFinding, VerifierInputs
+from agent.workspaces.diff import DiffWorkspace
+from agent.workspaces.snapshot import SnapshotWorkspace
 from reviewers import run_reviewer
 from reviewers.contracts import (
     FileChange,
@@ -41,7 +43,6 @@ from reviewers.contracts import (
     Workspace,
 )
 from reviewers.errors import InputError, StoreError
-from reviewers.workspace import SnapshotWorkspace
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer("reviewloop.pipeline")

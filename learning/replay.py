@@ -28,8 +28,9 @@ from agent.diff import DiffIndex, parse_unified_diff
 from agent.evaluation import ExpectedFinding, MatchResult, match_findings
 from agent.strategy import Strategy, constrain_strategy
 from agent.verifier import VerifiedFinding, VerifierInputs, below_min_severity, verify_findings
+from agent.workspaces.snapshot import SnapshotWorkspace
 from learning.episodes import s1_for_snapshot
-from reviewers import SnapshotWorkspace, render_review_prefix, run_reviewer
+from reviewers import render_review_prefix, run_reviewer
 from reviewers.contracts import (
     Category,
     FileChange,

@@ -7,12 +7,10 @@ consumes and produces live in `reviewers.contracts`.
 from reviewers.prompts import render_review_prefix
 from reviewers.registry import REVIEWER_DESCRIPTIONS, REVIEWER_SPECS, run_reviewer
 from reviewers.tools import ToolCall
-from reviewers.workspace import SnapshotWorkspace
 
 __all__ = [
     "REVIEWER_DESCRIPTIONS",
     "REVIEWER_SPECS",
-    "SnapshotWorkspace",
     "ToolCall",
     "render_review_prefix",
     "run_reviewer",

@@ -8,11 +8,11 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from agent.gitlab.models import ProjectRef
+from agent.workspaces.snapshot import MAX_SEARCH_LINE_CHARS
 from reviewers.contracts import SearchHit
 from reviewers.errors import InputError
 
 MAX_SEARCH_FILES = 200
-MAX_SEARCH_LINE_CHARS = 400  # a minified line is not worth matching
 
 
 class FileSource(Protocol):

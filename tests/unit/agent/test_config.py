@@ -1,8 +1,8 @@
 import pytest
 
 from agent.config import load_repo_config, parse_repo_config
+from agent.workspaces.snapshot import SnapshotWorkspace
 from reviewers.errors import ConfigError
-from reviewers.workspace import SnapshotWorkspace
 
 
 def test_parses_layers_instructions_and_globs() -> None:

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from agent.diff import parse_unified_diff
+from agent.workspaces.snapshot import SnapshotWorkspace
 from reviewers.contracts import ChatMessage, M, RepoConfig, ReviewContext
-from reviewers.workspace import SnapshotWorkspace
 
 
 def unified_diff(base: dict[str, str], head: dict[str, str]) -> str:

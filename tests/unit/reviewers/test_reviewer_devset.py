@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from agent.diff import parse_unified_diff
-from reviewers import SnapshotWorkspace, run_reviewer
+from agent.workspaces.snapshot import SnapshotWorkspace
+from reviewers import run_reviewer
 from reviewers.contracts import REVIEWERS, Finding, PlanItem, ReviewContext
 
 MATCH_LINES = 3

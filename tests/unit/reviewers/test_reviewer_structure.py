@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from agent.workspaces.snapshot import SnapshotWorkspace
 from reviewers.analyzers.changed_file import ChangedFile, Issue
 from reviewers.analyzers.imports import ImportRef, ModuleIndex, find_cycle, js_imports, python_imports
 from reviewers.analyzers.layers import ArchitectureAnalyzer, layer_of
@@ -9,7 +10,6 @@ from reviewers.analyzers.symbols import is_new, public_definitions, removed_defi
 from reviewers.analyzers.tests_lookup import TestIndex, distinctive, is_test_path, list_test_functions, module_tokens
 from reviewers.contracts import DiffLine, FileChange, Hunk, LayerRule
 from reviewers.reviewer import MAX_FINDINGS_PER_FILE, findings_from_issues, merge_issues
-from reviewers.workspace import SnapshotWorkspace
 
 
 def changed(path: str, text: str, *, added: set[int], removed: tuple[str, ...] = ()) -> ChangedFile:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from agent.diff import parse_unified_diff
-from agent.gitrepo import DiffWorkspace
+from agent.workspaces.diff import DiffWorkspace
 
 DIFF = (
     "diff --git a/app.py b/app.py\n"

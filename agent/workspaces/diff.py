@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from agent.workspaces.snapshot import MAX_SEARCH_LINE_CHARS, reconstruct_new_side
 from reviewers.contracts import FileChange, SearchHit
-from reviewers.workspace import MAX_SEARCH_LINE_CHARS, reconstruct_new_side
 
 
 class DiffWorkspace:
