@@ -28,14 +28,13 @@ from agent.store.db import Database
 from agent.store.models import (
     ModelVersionRow,
     finish_run,
-    get_version,
-    list_versions,
     production_version,
     promote,
     reject_version,
     start_run,
 )
 from agent.strategy import Strategy, rule_based_strategy
+from learning.registry import resolve_version
 from learning.replay import (
     ReplayCase,
     ReplayEnv,
@@ -195,17 +194,14 @@ VersionRef = ModelVersionRow | None
 """A model version, or None for the rules pseudo-version."""
 
 
-def resolve_version(db: Database, ref: str) -> VersionRef:
-    """`rules` (None), a version id, or a version name."""
+def version_or_rules(db: Database, ref: str) -> VersionRef:
+    """`rules` (None), or a version by id or name: the registry's one lookup (`resolve_version`)."""
     if ref == RULES:
         return None
-    if ref.isdigit():
-        row = get_version(db, int(ref))
-    else:
-        row = next((v for v in list_versions(db) if v["name"] == ref), None)
-    if row is None:
-        raise InputError(f"no model version {ref!r} (give an id, a name, or 'rules')")
-    return row
+    try:
+        return resolve_version(db, ref)
+    except InputError as exc:
+        raise InputError(f"{exc} (give an id, a name, or 'rules')") from None
 
 
 def describe(ref: VersionRef) -> str:
@@ -241,6 +237,38 @@ def evaluate_version(
 
 
 @dataclass(frozen=True)
+class Comparison:
+    """Both versions' numbers on the same held-out cases, and the gate's decision between them."""
+
+    candidate: PolicyEvaluation
+    baseline: PolicyEvaluation
+    decision: GateDecision
+
+
+def compare_versions(
+    candidate: ModelVersionRow,
+    baseline: VersionRef,
+    cases: Sequence[ReplayCase],
+    *,
+    margin: float,
+    env: ReplayEnv,
+    reward_config: ReplayRewardConfig,
+    device: Device = "auto",
+    max_new_tokens: int = DEFAULT_EVAL_MAX_NEW_TOKENS,
+) -> Comparison:
+    """The gate itself, as `eval-model` and the retrain's last stage both run it: each version reviews
+    the cases the way serving would (`evaluate_version`), then `gate_decision` decides."""
+    numbers = {
+        role: evaluate_version(
+            ref, cases, env=env, reward_config=reward_config, device=device, max_new_tokens=max_new_tokens
+        )
+        for role, ref in (("candidate", candidate), ("baseline", baseline))
+    }
+    decision = gate_decision(numbers["candidate"], numbers["baseline"], margin=margin)
+    return Comparison(candidate=numbers["candidate"], baseline=numbers["baseline"], decision=decision)
+
+
+@dataclass(frozen=True)
 class GateReport:
     candidate: str
     baseline: str
@@ -269,10 +297,10 @@ def run_gate(
     `baseline=None` compares with the version in service, or the rules when none is. With
     `apply=False` nothing is promoted or rejected (the decision is still stored).
     """
-    cand = resolve_version(db, candidate)
+    cand = version_or_rules(db, candidate)
     if cand is None:
         raise InputError("the candidate must be a model version; 'rules' can only be the baseline")
-    base = production_version(db) if baseline is None else resolve_version(db, baseline)
+    base = production_version(db) if baseline is None else version_or_rules(db, baseline)
     if base is not None and base["id"] == cand["id"]:
         raise InputError("the candidate and the baseline are the same version")
     env = env or ReplayEnv()
@@ -287,13 +315,17 @@ def run_gate(
     }
     run_id = start_run(db, "eval", config)
     try:
-        numbers = {
-            name: evaluate_version(
-                ref, cases, env=env, reward_config=reward_config, device=device, max_new_tokens=max_new_tokens
-            )
-            for name, ref in (("candidate", cand), ("baseline", base))
-        }
-        decision = gate_decision(numbers["candidate"], numbers["baseline"], margin=margin)
+        comparison = compare_versions(
+            cand,
+            base,
+            cases,
+            margin=margin,
+            env=env,
+            reward_config=reward_config,
+            device=device,
+            max_new_tokens=max_new_tokens,
+        )
+        decision = comparison.decision
         promoted_id = None
         if apply and decision.promote:
             promote(db, cand["id"])
@@ -314,15 +346,15 @@ def run_gate(
             "applied": apply,
             "reward_delta": decision.reward_delta,
             "f1_delta": decision.f1_delta,
-            "candidate": numbers["candidate"].as_dict(),
-            "baseline": numbers["baseline"].as_dict(),
+            "candidate": comparison.candidate.as_dict(),
+            "baseline": comparison.baseline.as_dict(),
         },
     )
     return GateReport(
         candidate=describe(cand),
         baseline=describe(base),
-        candidate_numbers=numbers["candidate"],
-        baseline_numbers=numbers["baseline"],
+        candidate_numbers=comparison.candidate,
+        baseline_numbers=comparison.baseline,
         decision=decision,
         run_id=run_id,
         promoted_id=promoted_id,

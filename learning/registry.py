@@ -118,14 +118,6 @@ def rollback_version(db: Database) -> ModelVersionRow:
     return store_models.rollback(db)
 
 
-def production_version(db: Database) -> ModelVersionRow | None:
-    return store_models.production_version(db)
-
-
-def list_versions(db: Database) -> list[ModelVersionRow]:
-    return store_models.list_versions(db)
-
-
 def serving_model(db: Database) -> ServingModel | None:
     """The version in service as the LLM factory needs it, or None (the rule-based strategy serves)."""
     row = store_models.production_version(db)

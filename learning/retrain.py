@@ -6,7 +6,8 @@
 Every stage runs only when its data suffices and is otherwise skipped with the reason; every stage is
 a `training_runs` row (kind dataset, sft, dpo, kto, rl, eval) under one parent row of kind `retrain`
 (learning/retrain_stages.py). The gate compares the combined candidate with the version in service
-and promotes it only when it is better by the margin (learning/retrain_gate.py).
+and promotes it only when it is better by the margin (`gate_stage` in learning/retrain_stages.py runs
+the one evaluation gate, learning/gate.py).
 
 Two retrains never run at once: a Postgres advisory lock, held on a dedicated connection for the
 whole run, refuses a second one (`RetrainBusyError`, recorded as a skipped `retrain` row). Rows a
@@ -28,16 +29,17 @@ from agent.store import models as store_models
 from agent.store.db import Pool, connection
 from agent.store.models import RunStatus
 from learning.retrain_config import RetrainConfig, config_as_dict
-from learning.retrain_gate import Decision, gate_stage
 from learning.retrain_stages import (
     STAGES,
     Chain,
+    Decision,
     RunContext,
     StageKind,
     StageRecord,
     Stages,
     dataset_stage,
     first_line,
+    gate_stage,
     preference_stage,
     rl_stage,
     sft_stage,

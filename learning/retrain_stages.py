@@ -6,6 +6,16 @@ it is switched off, succeeded with its metrics, or failed with the error's first
 trainers and StraTA record their own rows (with per-step metrics); those rows are adopted into the
 parent run rather than duplicated. `Chain` is the policy as the stages build it: the original base
 model plus the LoRA adapters trained so far, each on the base with the earlier ones folded in.
+
+The last stage, `gate_stage`, combines the stages' adapters into one adapter on the original base
+(learning/adapters.py) and registers it as a candidate version. The held-out replay merge requests
+are then reviewed under the candidate and under the version in service — the rule-based strategy
+when none is — by the one evaluation gate (learning/gate.py: greedy decoding, an invalid answer
+replaced by the rules), whose rule decides. The decision goes into the eval row's metrics as
+`decision` ("promote"/"keep") and `promoted` (whether it is in service now), which the dashboard
+shows. A kept candidate is rejected. A promoted one is loaded into vLLM first when vLLM serves (the
+registry must never name an adapter the server does not have), then put in service in the
+registry; the transformers backend reads the registry at every review, so nothing else is needed.
 """
 
 from __future__ import annotations
@@ -22,9 +32,12 @@ from agent.store.db import Pool, connection
 from agent.store.models import RunStatus
 from learning.datasets import DatasetCard, DatasetConfig, build_datasets
 from learning.retrain_config import RetrainConfig
+from learning.vllm_lora import VllmServer
 from reviewers.errors import ReviewloopError, TrainingError
 
 log = logging.getLogger(__name__)
+
+Decision = Literal["promote", "keep"]
 
 StageKind = Literal["dataset", "sft", "dpo", "kto", "rl", "eval"]
 STAGES: tuple[StageKind, ...] = ("dataset", "sft", "dpo", "kto", "rl", "eval")
@@ -280,3 +293,116 @@ def rl_stage(run: RunContext) -> StageRecord:
     else:
         chain.adapters.append(Path(result.adapter_path))
     return stages.finish("rl", run_id, metrics=metrics)
+
+
+@dataclass(frozen=True)
+class GateOutcome:
+    record: StageRecord
+    decision: Decision
+    promoted: bool
+    candidate_version_id: int | None
+
+
+def gate_stage(run: RunContext, *, vllm: VllmServer | None) -> GateOutcome:
+    """The last stage: register the combined candidate, run the gate (`learning.gate.compare_versions`)
+    on the held-out MRs against the model in service, and promote the candidate (vLLM first, then the
+    registry) only when it wins by the margin."""
+    config, stages, chain, counts, dataset_dir, db = (
+        run.config,
+        run.stages,
+        run.chain,
+        run.counts,
+        run.dataset_dir,
+        run.db,
+    )
+    if not chain.adapters:
+        return GateOutcome(stages.skip("eval", "no stage trained a candidate"), "keep", False, None)
+    from learning.adapters import combine_adapters
+    from learning.gate import compare_versions
+    from learning.registry import promote_version, register_adapter
+    from learning.replay import ReplayEnv, load_replay_cases
+
+    card = next(r for r in stages.records if r.kind == "dataset").metrics
+    snapshot = str(card["snapshot_id"])
+    in_service = store_models.production_version(db)
+    adapter = combine_adapters(chain.adapters, chain.work_dir / "candidate", max_rank=config.max_lora_rank)
+    candidate = register_adapter(
+        db,
+        name=f"strategy-r{stages.parent_id}-{snapshot[:8]}",
+        base_model=str(chain.base_model),
+        adapter_path=adapter,
+        dataset_snapshot=snapshot,
+        metrics={
+            "retrain_run_id": stages.parent_id,
+            "stages": [r.kind for r in stages.records if r.status == "succeeded" and r.kind != "dataset"],
+        },
+        parent=in_service["id"] if in_service else None,
+    )
+    gate_config = {"margin": config.margin, "min_eval_cases": config.min_eval_cases, "dataset": str(dataset_dir)}
+    run_id = stages.start("eval", gate_config)
+    n_eval = counts["replay"]["eval"]
+    if n_eval < config.min_eval_cases:
+        reason = f"only {n_eval} held-out replay cases; at least {config.min_eval_cases} are needed to decide"
+        record = stages.finish(
+            "eval",
+            run_id,
+            status="skipped",
+            reason=reason,
+            metrics={"decision": "keep", "promoted": False, "eval_cases": n_eval},
+            model_version_id=candidate["id"],
+        )
+        return GateOutcome(record, "keep", False, candidate["id"])
+    cases = load_replay_cases(dataset_dir, split="eval")
+    env = ReplayEnv(config.rl.env)
+    compared = compare_versions(
+        candidate,
+        in_service,
+        cases,
+        margin=config.margin,
+        env=env,
+        reward_config=config.rl.reward,
+        device=config.rl.policy.device,
+        max_new_tokens=config.gate_max_new_tokens,
+    )
+    verdict = compared.decision
+    decision: Decision = "promote" if verdict.promote else "keep"
+    metrics: dict[str, Any] = {
+        "decision": decision,
+        "promoted": False,
+        "why": verdict.reason,
+        "margin": config.margin,
+        "eval_cases": len(cases),
+        "reward_delta": round(verdict.reward_delta, 4),
+        "f1_delta": round(verdict.f1_delta, 4),
+        "baseline": {"name": in_service["name"] if in_service else "rules", **compared.baseline.as_dict()},
+        "candidate": {"name": candidate["name"], **compared.candidate.as_dict()},
+    }
+    if decision == "keep":
+        store_models.reject_version(db, candidate["id"])
+        record = stages.finish("eval", run_id, metrics=metrics, reason=verdict.reason, model_version_id=candidate["id"])
+        return GateOutcome(record, decision, False, candidate["id"])
+    if not config.promote:
+        reason = "the gate would promote; promotion is switched off (promote = false)"
+        record = stages.finish("eval", run_id, metrics=metrics, reason=reason, model_version_id=candidate["id"])
+        return GateOutcome(record, decision, False, candidate["id"])
+    if vllm is not None:  # the server must have the adapter before the registry sends reviews to it
+        from learning.vllm_lora import load_lora_adapter
+
+        try:
+            load_lora_adapter(
+                base_url=vllm.base_url,
+                lora_name=candidate["serving_name"] or candidate["name"],
+                lora_path=Path(candidate["adapter_path"] or adapter),
+                api_key=vllm.api_key,
+            )
+        except ReviewloopError as exc:
+            reason = f"not promoted: {first_line(exc)}"
+            stages.finish(
+                "eval", run_id, status="failed", reason=reason, metrics=metrics, model_version_id=candidate["id"]
+            )
+            raise
+        metrics["loaded_into"] = vllm.base_url
+    promote_version(db, candidate["id"])
+    metrics["promoted"] = True
+    record = stages.finish("eval", run_id, metrics=metrics, model_version_id=candidate["id"])
+    return GateOutcome(record, decision, True, candidate["id"])

@@ -171,7 +171,7 @@ def train_kto_command(
 @models_app.command("list")
 def models_list() -> None:
     """Every model version, newest first."""
-    from learning.registry import list_versions
+    from agent.store.models import list_versions
 
     try:
         with _store() as pool:

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from agent.store.db import open_pool
+from agent.store.models import production_version
 from learning.configs import SFTTrainingConfig
 from learning.registry import (
-    production_version,
     promote_version,
     register_adapter,
     register_trained,
