@@ -25,7 +25,7 @@ from pydantic import BaseModel
 from agent.store.db import Database
 from agent.strategy import strategy_messages
 from learning.episodes import Episode, MRKey, episodes_from_rows, group_by_prompt, read_review_rows
-from learning.reward import RewardConfig
+from learning.feedback_labels import FeedbackRewardConfig
 from reviewers.errors import TrainingError
 
 if TYPE_CHECKING:
@@ -42,8 +42,8 @@ CARD_FILE = "card.json"
 class DatasetConfig:
     """How reviews become datasets."""
 
-    reward: RewardConfig = field(
-        default_factory=RewardConfig, metadata={"help": "reward weights and the thresholds of each kind"}
+    reward: FeedbackRewardConfig = field(
+        default_factory=FeedbackRewardConfig, metadata={"help": "reward weights and the thresholds of each kind"}
     )
     eval_fraction: float = field(
         default=0.2, metadata={"help": "share of merge requests, the most recent ones, held out for eval"}
@@ -149,7 +149,7 @@ def _meta(e: Episode) -> Row:
     return {"mr": f"{e.mr_key[0]}!{e.mr_key[1]}", "created_at": e.created_at.isoformat()}
 
 
-def sft_rows(episodes: Iterable[Episode], config: RewardConfig) -> list[Row]:
+def sft_rows(episodes: Iterable[Episode], config: FeedbackRewardConfig) -> list[Row]:
     """Well-received strategies: reward at least `sft_min_reward`."""
     return [
         {"prompt": _prompt(e), "completion": _assistant(e.completion), "reward": e.reward, **_meta(e)}
@@ -158,7 +158,7 @@ def sft_rows(episodes: Iterable[Episode], config: RewardConfig) -> list[Row]:
     ]
 
 
-def kto_rows(episodes: Iterable[Episode], config: RewardConfig) -> list[Row]:
+def kto_rows(episodes: Iterable[Episode], config: FeedbackRewardConfig) -> list[Row]:
     """Unpaired thumbs: clearly good strategies desirable, clearly bad ones undesirable."""
     rows = []
     for e in episodes:
@@ -172,7 +172,7 @@ def kto_rows(episodes: Iterable[Episode], config: RewardConfig) -> list[Row]:
     return rows
 
 
-def dpo_rows(episodes: Sequence[Episode], config: RewardConfig) -> list[Row]:
+def dpo_rows(episodes: Sequence[Episode], config: FeedbackRewardConfig) -> list[Row]:
     """Every pair of different strategies for one MR state whose rewards differ by the margin."""
     rows = []
     for group in group_by_prompt(episodes).values():

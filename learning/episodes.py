@@ -23,10 +23,10 @@ from agent.config import parse_repo_config
 from agent.diff import parse_unified_diff, render_diff_overview
 from agent.store.db import Database, connection
 from agent.strategy import S1_DIFF_OVERVIEW_LINES, Strategy, render_s1
-from learning.reward import (
+from learning.feedback_labels import (
+    FeedbackRewardConfig,
     FindingLabel,
     LabeledFinding,
-    RewardConfig,
     Vote,
     VoteValue,
     finding_label,
@@ -173,7 +173,7 @@ def _mr_key(review: ReviewRecord, root_id: int) -> MRKey:
 
 
 def episodes_from_rows(
-    rows: ReviewRows, *, config: RewardConfig, render_s1_for: S1Renderer = s1_for_snapshot
+    rows: ReviewRows, *, config: FeedbackRewardConfig, render_s1_for: S1Renderer = s1_for_snapshot
 ) -> EpisodeBuild:
     """Label every finding, let shadows inherit, and score each review's strategy."""
     votes_by_finding: dict[int, list[Vote]] = defaultdict(list)

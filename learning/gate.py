@@ -35,13 +35,8 @@ from agent.store.models import (
 )
 from agent.strategy import Strategy, rule_based_strategy
 from learning.registry import resolve_version
-from learning.replay import (
-    ReplayCase,
-    ReplayEnv,
-    ReplayRewardConfig,
-    accepted_expected,
-    reward,
-)
+from learning.replay import ReplayCase, ReplayEnv, accepted_expected
+from learning.replay_reward import ReplayRewardConfig, reward
 from reviewers.errors import InputError, TrainingError
 
 if TYPE_CHECKING:

@@ -4,11 +4,8 @@ A `ReplayCase` is one merge request's snapshot (title, description, diff, files 
 findings people labeled on it (accepted or rejected, with severity). `ReplayEnv.reset(case)` gives the
 state s1 the strategy model sees — rendered exactly as the dataset builder renders prompts — and
 `ReplayEnv.execute(case, z)` runs the reviewers z plans against the snapshot (a `SnapshotWorkspace`:
-nothing is fetched, nothing under review is executed), then the deterministic verifier. `reward`
-matches the verified findings to the labeled ones with the evaluation's own matching rule:
-
-    R = Σ_matched accepted w(severity) − rejected_weight·#matched rejected − unlabeled_cost·#unmatched
-        − step_cost·#steps
+nothing is fetched, nothing under review is executed), then the deterministic verifier. What an
+execution earns is `learning.replay_reward` (severity-weighted matches against the labeled findings).
 
 RL (learning/strata) and the evaluation gate (learning/gate) both read this one environment.
 """
@@ -25,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agent.config import parse_repo_config
 from agent.diff import DiffIndex, parse_unified_diff
-from agent.evaluation import ExpectedFinding, MatchResult, match_findings
+from agent.evaluation import ExpectedFinding
 from agent.strategy import Strategy, constrain_strategy
 from agent.verifier import VerifiedFinding, VerifierInputs, below_min_severity, verify_findings
 from agent.workspaces.snapshot import SnapshotWorkspace
@@ -46,15 +43,6 @@ from reviewers.errors import ConfigError, TrainingError
 
 ReplaySplit = Literal["train", "eval"]
 LabeledAs = Literal["accepted", "rejected"]
-
-DEFAULT_SEVERITY_WEIGHTS: dict[Severity, float] = {
-    "info": 0.25,
-    "low": 0.5,
-    "medium": 0.75,
-    "high": 1.0,
-    "critical": 1.25,
-}
-
 
 # --- cases -----------------------------------------------------------------------------------------
 
@@ -278,73 +266,6 @@ class ReplayEnv:
         else:
             verified = [VerifiedFinding(f, "REAL", "verifier off") for f in found]
         return Execution(strategy=z, results=results, verified=tuple(verified), added_by_safety_net=added)
-
-
-# --- reward ----------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ReplayRewardConfig:
-    """What a replayed execution earns (not to be confused with learning.reward's feedback reward)."""
-
-    severity_weights: Mapping[str, float] = field(
-        default_factory=lambda: {str(k): v for k, v in DEFAULT_SEVERITY_WEIGHTS.items()},
-        metadata={"help": "reward of a matched accepted finding, by its labeled severity"},
-    )
-    rejected_weight: float = field(default=1.0, metadata={"help": "lost per matched rejected finding"})
-    unlabeled_cost: float = field(
-        default=0.1, metadata={"help": "lost per reported finding that matches no labeled one (noise)"}
-    )
-    step_cost: float = field(default=0.05, metadata={"help": "lost per reviewer step (the review's cost)"})
-
-    def __post_init__(self) -> None:
-        missing = sorted(set(DEFAULT_SEVERITY_WEIGHTS) - set(self.severity_weights))
-        if missing:
-            raise ConfigError(f"severity_weights lacks {', '.join(missing)}")
-        if min(self.rejected_weight, self.unlabeled_cost, self.step_cost) < 0:
-            raise ConfigError("rejected_weight, unlabeled_cost and step_cost are costs: they must be >= 0")
-
-
-@dataclass(frozen=True)
-class RewardBreakdown:
-    accepted: float  # Σ severity weights of matched accepted findings
-    rejected: int
-    unlabeled: int
-    steps: int
-    total: float
-    match: MatchResult
-
-
-def match_labeled(reported: Sequence[Finding], case: ReplayCase) -> tuple[MatchResult, dict[int, ReplayFinding]]:
-    """Match reported findings to the case's labeled ones; also maps each expected item back to its label."""
-    expected: list[ExpectedFinding] = []
-    back: dict[int, ReplayFinding] = {}
-    for f in case.findings:
-        item = ExpectedFinding(path=f.path, line=f.line, category=f.category, severity=f.severity)
-        expected.append(item)
-        back[id(item)] = f
-    return match_findings(reported, expected), back
-
-
-def reward_breakdown(execution: Execution, case: ReplayCase, config: ReplayRewardConfig) -> RewardBreakdown:
-    """The reward and its parts (see the module docstring for the formula)."""
-    result, labels = match_labeled(execution.findings, case)
-    accepted = 0.0
-    rejected = 0
-    for _, expected in result.true_positives:
-        labeled = labels[id(expected)]
-        if labeled.label == "accepted":
-            accepted += float(config.severity_weights[labeled.severity])
-        else:
-            rejected += 1
-    unlabeled = len(result.false_positives)
-    steps = execution.n_steps
-    total = accepted - config.rejected_weight * rejected - config.unlabeled_cost * unlabeled - config.step_cost * steps
-    return RewardBreakdown(accepted, rejected, unlabeled, steps, total, result)
-
-
-def reward(execution: Execution, case: ReplayCase, config: ReplayRewardConfig) -> float:
-    return reward_breakdown(execution, case, config).total
 
 
 def accepted_expected(case: ReplayCase) -> list[ExpectedFinding]:

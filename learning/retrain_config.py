@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, TypeVar, get_type_hints
 
 from learning.configs import DPOTrainingConfig, KTOTrainingConfig, SFTTrainingConfig
-from learning.reward import RewardConfig
+from learning.feedback_labels import FeedbackRewardConfig
 from learning.train_rl import RLRunConfig
 from reviewers.errors import ConfigError
 
@@ -90,8 +90,8 @@ class RetrainConfig:
         metadata={"help": "StraTA RL's run config (tables strata, train, policy, env, reward, eval, vllm); its env"
                   " and reward also drive the gate's replay"},
     )  # fmt: skip
-    reward: RewardConfig = field(
-        default_factory=RewardConfig, metadata={"help": "feedback reward weights and dataset thresholds"}
+    reward: FeedbackRewardConfig = field(
+        default_factory=FeedbackRewardConfig, metadata={"help": "feedback reward weights and dataset thresholds"}
     )
 
     def __post_init__(self) -> None:

@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 from agent.store.db import Database
 from agent.store.models import finish_run
 from learning.gate import PolicyEvaluation, evaluate_strategies, model_strategies
-from learning.replay import ReplayCase, ReplayEnv, ReplayEnvConfig, ReplayRewardConfig, load_replay_cases
+from learning.replay import ReplayCase, ReplayEnv, ReplayEnvConfig, load_replay_cases
+from learning.replay_reward import ReplayRewardConfig
 from learning.strata.config import AblationName, StrataConfig
 from learning.strata.policy import PolicyConfig
 from learning.strata.trainer import RLTrainConfig, StepHook, StrataTrainer

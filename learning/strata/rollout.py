@@ -30,7 +30,8 @@ import numpy as np
 
 from agent.llm.structured import InvalidOutput, parse_structured
 from agent.strategy import Strategy
-from learning.replay import Execution, ReplayCase, ReplayEnv, ReplayRewardConfig, reward
+from learning.replay import Execution, ReplayCase, ReplayEnv
+from learning.replay_reward import ReplayRewardConfig, reward
 from learning.strata.advantages import strategy_advantages, top_delta_score
 from learning.strata.config import StrataConfig
 from learning.strata.embeddings import Embedder

@@ -31,7 +31,8 @@ import numpy as np
 
 from agent.store.db import Database
 from agent.store.models import finish_run, log_step, start_run
-from learning.replay import ReplayCase, ReplayEnv, ReplayEnvConfig, ReplayRewardConfig
+from learning.replay import ReplayCase, ReplayEnv, ReplayEnvConfig
+from learning.replay_reward import ReplayRewardConfig
 from learning.strata.advantages import filter_low_variance_groups, population_std
 from learning.strata.checkpoint import latest_checkpoint, read_state, restore_checkpoint, save_checkpoint
 from learning.strata.config import StrataConfig

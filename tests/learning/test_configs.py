@@ -14,11 +14,13 @@ from learning.configs import (
     load_config,
 )
 from learning.datasets import DatasetConfig
-from learning.reward import RewardConfig
+from learning.feedback_labels import FeedbackRewardConfig
 from reviewers.errors import ConfigError
 
 
-@pytest.mark.parametrize("cls", [SFTTrainingConfig, DPOTrainingConfig, KTOTrainingConfig, RewardConfig, DatasetConfig])
+@pytest.mark.parametrize(
+    "cls", [SFTTrainingConfig, DPOTrainingConfig, KTOTrainingConfig, FeedbackRewardConfig, DatasetConfig]
+)
 def test_every_field_has_a_default_and_help(cls: type) -> None:
     from dataclasses import MISSING, fields
 

@@ -8,7 +8,7 @@ import pytest
 
 from learning.datasets import deduplicate, dpo_rows, kto_rows, sft_rows, split_merge_requests
 from learning.episodes import Episode
-from learning.reward import LabeledFinding, RewardConfig
+from learning.feedback_labels import FeedbackRewardConfig, LabeledFinding
 from reviewers.errors import TrainingError
 
 T0 = datetime(2025, 3, 1, tzinfo=UTC)
@@ -54,7 +54,7 @@ def test_split_holds_out_the_latest_mrs_whole() -> None:
 
 
 def test_thresholds_and_pairs() -> None:
-    config = RewardConfig(sft_min_reward=1.0, dpo_margin=1.5, kto_desirable_min=1.0, kto_undesirable_max=-0.5)
+    config = FeedbackRewardConfig(sft_min_reward=1.0, dpo_margin=1.5, kto_desirable_min=1.0, kto_undesirable_max=-0.5)
     eps = [
         episode(1, "1", 0, 2.0, "good"),
         episode(2, "1", 0, 0.4, "meh"),

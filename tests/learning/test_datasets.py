@@ -29,8 +29,8 @@ from agent.store.db import open_pool
 from agent.strategy import RiskArea, Strategy
 from learning.datasets import DatasetConfig, build_datasets, load_dataset, read_card
 from learning.episodes import s1_for_snapshot
+from learning.feedback_labels import FeedbackRewardConfig
 from learning.replay import case_from_dataset_row
-from learning.reward import RewardConfig
 from reviewers.contracts import PlanItem
 from reviewers.errors import TrainingError
 
@@ -189,7 +189,7 @@ def _completion(row: dict[str, object], column: str = "completion") -> Strategy:
 
 def test_build_datasets_rows_labels_pairs_split_and_scrubbing(db_dsn: str, tmp_path: Path) -> None:
     populate(db_dsn)
-    config = DatasetConfig(reward=RewardConfig(alpha=1.0, beta=0.01), eval_fraction=0.2)
+    config = DatasetConfig(reward=FeedbackRewardConfig(alpha=1.0, beta=0.01), eval_fraction=0.2)
     card = build_datasets(db_dsn, tmp_path / "ds", config=config)
 
     assert card.reviews == 8  # PA, SA1, SA2, SA3, PB, PB2, PC, SC1; failed and replay left out

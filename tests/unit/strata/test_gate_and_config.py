@@ -9,7 +9,8 @@ import pytest
 
 from agent.strategy import Strategy
 from learning.gate import PolicyEvaluation, evaluate_strategies, gate_decision, rule_strategies
-from learning.replay import ReplayEnv, ReplayEnvConfig, ReplayRewardConfig
+from learning.replay import ReplayEnv, ReplayEnvConfig
+from learning.replay_reward import ReplayRewardConfig
 from learning.strata.synthetic import SyntheticConfig, generate_replay_set, problem_paths
 from learning.train_rl import load_rl_config
 from reviewers.contracts import PlanItem

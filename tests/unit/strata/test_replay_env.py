@@ -12,13 +12,11 @@ from learning.replay import (
     ReplayEnv,
     ReplayEnvConfig,
     ReplayFinding,
-    ReplayRewardConfig,
     case_from_dataset_row,
     load_replay_cases,
-    reward,
-    reward_breakdown,
     write_jsonl_cases,
 )
+from learning.replay_reward import ReplayRewardConfig, reward, reward_breakdown
 from learning.strata.synthetic import file_diff
 from reviewers.contracts import PlanItem
 from reviewers.errors import ConfigError, TrainingError

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from agent.strategy import Strategy
-from learning.replay import ReplayEnv, ReplayEnvConfig, ReplayRewardConfig
+from learning.replay import ReplayEnv, ReplayEnvConfig
+from learning.replay_reward import ReplayRewardConfig
 from learning.strata.config import StrataConfig
 from learning.strata.embeddings import HashingEmbedder
 from learning.strata.judge import rule_judge

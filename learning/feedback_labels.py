@@ -48,7 +48,7 @@ class LabeledFinding:
 
 
 @dataclass(frozen=True, slots=True)
-class RewardConfig:
+class FeedbackRewardConfig:
     """How feedback turns into a review's reward and which reviews feed which dataset."""
 
     alpha: float = field(default=1.0, metadata={"help": "weight of each rejected finding"})
@@ -93,7 +93,7 @@ def finding_label(votes: Iterable[Vote]) -> FindingLabel:
     return "unknown"
 
 
-def review_reward(labels: Iterable[FindingLabel], *, cost_tokens: int, config: RewardConfig) -> float:
+def review_reward(labels: Iterable[FindingLabel], *, cost_tokens: int, config: FeedbackRewardConfig) -> float:
     """R = Σ accepted − α·Σ rejected − β·cost(k tokens) + w·Σ unknown."""
     counts = {"accepted": 0, "rejected": 0, "unknown": 0}
     for label in labels:

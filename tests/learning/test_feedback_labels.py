@@ -6,9 +6,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from learning.reward import (
+from learning.feedback_labels import (
+    FeedbackRewardConfig,
     LabeledFinding,
-    RewardConfig,
     Vote,
     finding_label,
     inherit_label,
@@ -57,14 +57,14 @@ def test_thread_outcome_is_one_more_voter() -> None:
 
 
 def test_review_reward_hand_computed() -> None:
-    config = RewardConfig(alpha=0.5, beta=0.1, unknown_weight=0.0)
+    config = FeedbackRewardConfig(alpha=0.5, beta=0.1, unknown_weight=0.0)
     labels = ["accepted", "accepted", "accepted", "rejected", "rejected", "unknown"]
     # 3 − 0.5·2 − 0.1·(2500/1000) = 3 − 1 − 0.25 = 1.75
     assert review_reward(labels, cost_tokens=2500, config=config) == pytest.approx(1.75)  # type: ignore[arg-type]
 
 
 def test_review_reward_unknown_weight_and_empty() -> None:
-    config = RewardConfig(alpha=2.0, beta=0.0, unknown_weight=0.25)
+    config = FeedbackRewardConfig(alpha=2.0, beta=0.0, unknown_weight=0.25)
     # 1 − 2·1 + 0.25·2 = −0.5
     labels = ["accepted", "rejected", "unknown", "unknown"]
     assert review_reward(labels, cost_tokens=9999, config=config) == pytest.approx(-0.5)  # type: ignore[arg-type]
