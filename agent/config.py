@@ -23,8 +23,8 @@ import tomllib
 
 from pydantic import ValidationError
 
-from reviewers.contracts import RepoConfig, Workspace
-from reviewers.errors import ConfigError
+from reviewers.kernel.contracts import RepoConfig, Workspace
+from reviewers.kernel.errors import ConfigError
 
 CONFIG_FILE = ".reviewloop.toml"
 

@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 
 from agent.config import CONFIG_FILE, parse_repo_config
 from agent.diff import parse_unified_diff
-from reviewers.contracts import FileChange, RepoConfig, ReviewContext, Workspace
+from reviewers.kernel.contracts import FileChange, RepoConfig, ReviewContext, Workspace
 
 Source = Literal["gitlab", "local", "diff", "replay", "eval", "demo"]
 SNAPSHOT_MAX_FILE_BYTES = 256 * 1024  # files at head kept for replay; larger ones are re-read from the host

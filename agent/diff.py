@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from reviewers.contracts import DiffLine, FileChange, FileStatus, Hunk, LineKind
-from reviewers.errors import DiffParseError
+from reviewers.kernel.contracts import DiffLine, FileChange, FileStatus, Hunk, LineKind
+from reviewers.kernel.errors import DiffParseError
 
 DEV_NULL = "/dev/null"
 # Longest excerpt of an offending line quoted in an error: enough to recognise it, short enough for one line.

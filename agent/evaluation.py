@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel
 
-from reviewers.contracts import CATEGORIES, Finding
+from reviewers.kernel.contracts import CATEGORIES, Finding
 
 LINE_TOLERANCE = 3
 

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent.diff import parse_unified_diff
-from reviewers.contracts import FileChange, SearchHit
-from reviewers.errors import RepositoryError
+from reviewers.kernel.contracts import FileChange, SearchHit
+from reviewers.kernel.errors import RepositoryError
 
 __all__ = ["GitRepository", "GitWorkspace", "open_repository"]
 
@@ -142,7 +142,7 @@ def open_repository(path: str | os.PathLike[str]) -> GitRepository:
 
 class GitWorkspace:
     """The files of one commit, read with `git ls-tree`, `git cat-file` and `git grep`. Implements
-    `reviewers.contracts.Workspace`; reads are cached, and it is safe to share between threads."""
+    `reviewers.kernel.contracts.Workspace`; reads are cached, and it is safe to share between threads."""
 
     def __init__(self, repo: GitRepository, head_sha: str) -> None:
         self.repo = repo

@@ -19,7 +19,7 @@ from opentelemetry import trace
 
 from agent.strategy import Strategy, StrategySource, generate_strategy, render_s1
 from agent.verifier import VerifiedFinding, VerifierInputs, below_min_severity, verify_findings
-from reviewers.contracts import (
+from reviewers.kernel.contracts import (
     Finding,
     LLMPort,
     PlanItem,
@@ -28,7 +28,7 @@ from reviewers.contracts import (
     ReviewerResult,
     render_files_overview,
 )
-from reviewers.errors import ReviewloopError
+from reviewers.kernel.errors import ReviewloopError
 
 tracer = trace.get_tracer("reviewloop.graph")
 

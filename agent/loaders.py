@@ -12,8 +12,8 @@ from agent.diff import parse_unified_diff
 from agent.gitrepo import open_repository
 from agent.workspaces.diff import DiffWorkspace
 from agent.workspaces.snapshot import SnapshotWorkspace
-from reviewers.contracts import FileChange, Workspace
-from reviewers.errors import InputError
+from reviewers.kernel.contracts import FileChange, Workspace
+from reviewers.kernel.errors import InputError
 
 # Machine-written files nobody reviews line by line; they are named in the summary instead.
 GENERATED_GLOBS = (

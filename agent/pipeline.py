@@ -33,7 +33,7 @@ from agent.verifier import VerifiedFinding, VerifierInputs
 from agent.workspaces.diff import DiffWorkspace
 from agent.workspaces.snapshot import SnapshotWorkspace
 from reviewers import run_reviewer
-from reviewers.contracts import (
+from reviewers.kernel.contracts import (
     FileChange,
     LLMPort,
     PlanItem,
@@ -42,7 +42,7 @@ from reviewers.contracts import (
     ReviewerResult,
     Workspace,
 )
-from reviewers.errors import InputError, StoreError
+from reviewers.kernel.errors import InputError, StoreError
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer("reviewloop.pipeline")

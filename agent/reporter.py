@@ -17,7 +17,7 @@ from rich.table import Table
 
 from agent.sanitize import code_block, neutralise
 from agent.verifier import VerifiedFinding
-from reviewers.contracts import SEVERITY_RANK, Severity
+from reviewers.kernel.contracts import SEVERITY_RANK, Severity
 
 ReportFormat = Literal["table", "json", "markdown", "sarif", "codequality"]
 REPORT_FORMATS: tuple[ReportFormat, ...] = ("table", "json", "markdown", "sarif", "codequality")

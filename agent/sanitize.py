@@ -26,7 +26,7 @@ import re
 from collections.abc import Collection, Iterator
 from typing import Literal
 
-from reviewers.errors import InputError
+from reviewers.kernel.errors import InputError
 
 MAX_BODY_CHARS = 6000  # GitLab allows 1 MB per note; a finding longer than this is not read anyway
 ZWJ = "\u200d"

@@ -15,7 +15,7 @@ from agent.settings import Settings
 from agent.store import db, migrate
 from agent.strategy_model import ServingOptions, StrategyModelSource
 from agent.tracing import setup_tracing
-from reviewers.contracts import LLMPort
+from reviewers.kernel.contracts import LLMPort
 
 
 @dataclass

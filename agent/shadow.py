@@ -22,8 +22,8 @@ from agent.store.db import Database
 from agent.strategy import Strategy, constrain_strategy, strategy_messages
 from agent.verifier import Verdict, VerifierInputs, verify_findings
 from reviewers import run_reviewer
-from reviewers.contracts import FileChange, Finding, LLMPort, RepoConfig, ReviewContext
-from reviewers.errors import LLMError
+from reviewers.kernel.contracts import FileChange, Finding, LLMPort, RepoConfig, ReviewContext
+from reviewers.kernel.errors import LLMError
 
 log = logging.getLogger(__name__)
 SHADOW_TEMPERATURE = 1.0  # shadows exist to differ from the greedy plan

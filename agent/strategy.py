@@ -13,8 +13,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from reviewers.contracts import ChatMessage, FileChange, LLMPort, PlanItem, RepoConfig, render_files_overview
-from reviewers.errors import LLMError
+from reviewers.kernel.contracts import ChatMessage, FileChange, LLMPort, PlanItem, RepoConfig, render_files_overview
+from reviewers.kernel.errors import LLMError
 
 ChangeType = Literal["feature", "bugfix", "refactor", "docs", "tests", "config", "dependency", "mixed"]
 MAX_RISK_AREAS = 5

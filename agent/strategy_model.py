@@ -18,8 +18,8 @@ from pathlib import Path
 from agent.llm.factory import make_llm
 from agent.store import models as store_models
 from agent.store.db import Database
-from reviewers.contracts import LLMPort
-from reviewers.errors import ConfigError
+from reviewers.kernel.contracts import LLMPort
+from reviewers.kernel.errors import ConfigError
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, Spa
 from opentelemetry.util.types import AttributeValue
 
 from agent.store.db import CONNECT_TIMEOUT_S, Pool
-from reviewers.errors import ConfigError
+from reviewers.kernel.errors import ConfigError
 
 logger = logging.getLogger(__name__)
 

@@ -19,9 +19,9 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from agent.diff import DiffIndex
-from reviewers.contracts import SEVERITY_RANK, ChatMessage, Finding, LLMPort, Workspace
-from reviewers.errors import LLMError
 from reviewers.fingerprint import normalise_evidence
+from reviewers.kernel.contracts import SEVERITY_RANK, ChatMessage, Finding, LLMPort, Workspace
+from reviewers.kernel.errors import LLMError
 
 Verdict = Literal["REAL", "FALSE_POSITIVE", "DUPLICATE", "NEEDS_HUMAN_REVIEW"]
 VERDICTS: tuple[Verdict, ...] = ("REAL", "FALSE_POSITIVE", "DUPLICATE", "NEEDS_HUMAN_REVIEW")

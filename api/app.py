@@ -23,7 +23,7 @@ from api.deps import ServiceState
 from api.routes import dashboard, feedback, health, metrics, reviews, webhooks
 from api.triage import Scope
 from api.worker import QueueConfig, create_queue_app
-from reviewers.errors import ConfigError
+from reviewers.kernel.errors import ConfigError
 
 
 def service_state(settings: Settings, *, require_worker: bool, heartbeat_window_s: float) -> ServiceState:

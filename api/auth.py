@@ -15,7 +15,7 @@ import psycopg
 from pydantic import SecretStr
 
 from api.db import DbConnection
-from reviewers.errors import ConfigError
+from reviewers.kernel.errors import ConfigError
 
 TOKEN_BYTES = 32  # 256 bits of entropy: a bearer token cannot be guessed
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import procrastinate
 
 from agent.settings import Settings
-from reviewers.errors import ConfigError, TrainingError
+from reviewers.kernel.errors import ConfigError, TrainingError
 
 if TYPE_CHECKING:
     from learning.retrain import RetrainReport

@@ -6,7 +6,7 @@
 - One pending review per merge request: the job's `queueing_lock`; intake cancels an older pending
   job of the same MR before deferring the newer push (see api/intake.py).
 - One running review per merge request: the job's `lock`.
-- Retries with exponential backoff only for errors whose `retryable` flag is set (reviewers/errors.py).
+- Retries with exponential backoff only for errors whose `retryable` flag is set (reviewers/kernel/errors.py).
 - Stalled jobs (a worker died mid-review, e.g. SIGKILL): every worker prunes workers whose heartbeat
   is older than `stalled_worker_timeout_s`; their jobs lose their worker and are retried by the
   periodic `recover_stalled_jobs` task and once at every worker start.
@@ -43,7 +43,7 @@ from api.db import DbPool
 from api.logs import log_context
 from api.retention import prune_history
 from api.retrain_task import register_retrain_task
-from reviewers.errors import ConfigError, ReviewloopError
+from reviewers.kernel.errors import ConfigError, ReviewloopError
 
 if TYPE_CHECKING:
     from agent.gitlab.review import ReviewDeps

@@ -30,7 +30,7 @@ import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 
-from reviewers.errors import ConfigError
+from reviewers.kernel.errors import ConfigError
 
 logger = logging.getLogger(__name__)
 

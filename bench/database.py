@@ -21,7 +21,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from agent.store.migrate import upgrade
-from reviewers.errors import StoreError
+from reviewers.kernel.errors import StoreError
 
 SERVER_ENV_VARS = ("REVIEWLOOP_TEST_DATABASE_URL", "REVIEWLOOP_DATABASE_URL")
 

@@ -17,7 +17,7 @@ from agent.context import ReviewRequest
 from agent.pipeline import Runtime, run_review
 from bench.synthetic import synthetic_diff
 from reviewers import run_reviewer
-from reviewers.contracts import LLMPort, PlanItem, ReviewContext, ReviewerName, ReviewerResult
+from reviewers.kernel.contracts import LLMPort, PlanItem, ReviewContext, ReviewerName, ReviewerResult
 
 SIZES = ((100, 5), (1_000, 20), (10_000, 100), (50_000, 500))
 

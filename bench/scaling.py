@@ -24,7 +24,7 @@ from agent.context import ReviewRequest
 from agent.pipeline import Runtime, run_review
 from bench.pipeline import SIZES, review_once
 from bench.synthetic import synthetic_diff
-from reviewers.contracts import LLMPort
+from reviewers.kernel.contracts import LLMPort
 
 REPEATS = 3
 MODEL_DELAY_S = 0.2

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from reviewers.errors import TrainingError
+from reviewers.kernel.errors import TrainingError
 
 if TYPE_CHECKING:
     import torch

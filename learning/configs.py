@@ -14,7 +14,7 @@ from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal, TypeVar, get_type_hints
 
-from reviewers.errors import ConfigError
+from reviewers.kernel.errors import ConfigError
 
 Device = Literal["auto", "cpu", "cuda"]
 

@@ -26,7 +26,7 @@ from agent.store.db import Database
 from agent.strategy import strategy_messages
 from learning.episodes import Episode, MRKey, episodes_from_rows, group_by_prompt, read_review_rows
 from learning.feedback_labels import FeedbackRewardConfig
-from reviewers.errors import TrainingError
+from reviewers.kernel.errors import TrainingError
 
 if TYPE_CHECKING:
     from datasets import DatasetDict, Features

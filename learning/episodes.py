@@ -34,7 +34,7 @@ from learning.feedback_labels import (
     review_reward,
 )
 from learning.scrub import scrub_secrets
-from reviewers.errors import ReviewloopError
+from reviewers.kernel.errors import ReviewloopError
 
 # Our own replays and evaluations are not human-reviewed merge requests: training on them would
 # leak the eval gate's environment into the training set.

@@ -37,7 +37,7 @@ from agent.strategy import Strategy, rule_based_strategy
 from learning.registry import resolve_version
 from learning.replay import ReplayCase, ReplayEnv, accepted_expected
 from learning.replay_reward import ReplayRewardConfig, reward
-from reviewers.errors import InputError, TrainingError
+from reviewers.kernel.errors import InputError, TrainingError
 
 if TYPE_CHECKING:
     from learning.strata.policy import Device, StrategyPolicy

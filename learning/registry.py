@@ -20,7 +20,7 @@ from agent.store import models as store_models
 from agent.store.db import Database
 from agent.store.models import ModelVersionRow
 from learning.training import read_training_file
-from reviewers.errors import InputError, TrainingError
+from reviewers.kernel.errors import InputError, TrainingError
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,7 +28,7 @@ from agent.verifier import VerifiedFinding, VerifierInputs, below_min_severity, 
 from agent.workspaces.snapshot import SnapshotWorkspace
 from learning.episodes import s1_for_snapshot
 from reviewers import render_review_prefix, run_reviewer
-from reviewers.contracts import (
+from reviewers.kernel.contracts import (
     Category,
     FileChange,
     Finding,
@@ -39,7 +39,7 @@ from reviewers.contracts import (
     Severity,
     Step,
 )
-from reviewers.errors import ConfigError, TrainingError
+from reviewers.kernel.errors import ConfigError, TrainingError
 
 ReplaySplit = Literal["train", "eval"]
 LabeledAs = Literal["accepted", "rejected"]

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 
 from agent.evaluation import ExpectedFinding, MatchResult, match_findings
 from learning.replay import Execution, ReplayCase, ReplayFinding
-from reviewers.contracts import Finding, Severity
-from reviewers.errors import ConfigError
+from reviewers.kernel.contracts import Finding, Severity
+from reviewers.kernel.errors import ConfigError
 
 DEFAULT_SEVERITY_WEIGHTS: dict[Severity, float] = {
     "info": 0.25,

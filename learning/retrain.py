@@ -45,7 +45,7 @@ from learning.retrain_stages import (
     sft_stage,
 )
 from learning.vllm_lora import VllmServer
-from reviewers.errors import ReviewloopError, TrainingError
+from reviewers.kernel.errors import ReviewloopError, TrainingError
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from typing import Any, TypeVar, get_type_hints
 from learning.configs import DPOTrainingConfig, KTOTrainingConfig, SFTTrainingConfig
 from learning.feedback_labels import FeedbackRewardConfig
 from learning.train_rl import RLRunConfig
-from reviewers.errors import ConfigError
+from reviewers.kernel.errors import ConfigError
 
 # vLLM refuses adapters above its `--max-lora-rank`; deploy/ starts it with 32.
 DEFAULT_MAX_LORA_RANK = 32

@@ -33,7 +33,7 @@ from agent.store.models import RunStatus
 from learning.datasets import DatasetCard, DatasetConfig, build_datasets
 from learning.retrain_config import RetrainConfig
 from learning.vllm_lora import VllmServer
-from reviewers.errors import ReviewloopError, TrainingError
+from reviewers.kernel.errors import ReviewloopError, TrainingError
 
 log = logging.getLogger(__name__)
 

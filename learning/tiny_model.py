@@ -18,7 +18,7 @@ import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import AutoModelForCausalLM, GenerationConfig, PreTrainedTokenizerFast, Qwen2Config
 
-from reviewers.errors import TrainingError
+from reviewers.kernel.errors import TrainingError
 
 PAD_TOKEN = "<|endoftext|>"  # noqa: S105 (a tokenizer token, not a secret)
 IM_START = "<|im_start|>"

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from agent.store.db import Database
 from learning.configs import KTOTrainingConfig
 from learning.training import HeldOut, TrainResult, TrlMethod, held_out_loss, run_trl_trainer
-from reviewers.errors import TrainingError
+from reviewers.kernel.errors import TrainingError
 
 if TYPE_CHECKING:
     from datasets import Dataset

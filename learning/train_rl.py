@@ -25,7 +25,7 @@ from learning.strata.config import AblationName, StrataConfig
 from learning.strata.policy import PolicyConfig
 from learning.strata.trainer import RLTrainConfig, StepHook, StrataTrainer
 from learning.strata.vllm_backend import VLLMConfig
-from reviewers.errors import ConfigError, TrainingError
+from reviewers.kernel.errors import ConfigError, TrainingError
 
 if TYPE_CHECKING:
     from learning.strata.policy import StrategyPolicy

@@ -28,7 +28,7 @@ from agent.store.models import TrainingKind, finish_run, log_step, start_run
 from agent.strategy import Strategy
 from learning.configs import TrainConfig
 from learning.datasets import DatasetKind, load_dataset, read_card
-from reviewers.errors import TrainingError
+from reviewers.kernel.errors import TrainingError
 
 if TYPE_CHECKING:
     import torch

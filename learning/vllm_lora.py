@@ -17,7 +17,7 @@ from pathlib import Path
 
 import httpx
 
-from reviewers.errors import LLMUnavailableError, ReviewloopError
+from reviewers.kernel.errors import LLMUnavailableError, ReviewloopError
 
 LOAD_TIMEOUT_S = 300.0  # loading reads the adapter from disk and may wait for running requests
 ALREADY_LOADED = "already been loaded"

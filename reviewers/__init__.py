@@ -1,7 +1,7 @@
 """The four reviewers (security, architecture, code_quality, test_impact), their tools and prompts.
 
 The bottom layer: imports nothing else of ours. `run_reviewer` is the entry point; the contracts it
-consumes and produces live in `reviewers.contracts`.
+consumes and produces live in `reviewers.kernel.contracts`.
 """
 
 from reviewers.prompts import render_review_prefix

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from reviewers.analyzers.changed_file import ChangedFile, Issue
 from reviewers.analyzers.ruff import prefetch as ruff_prefetch
 from reviewers.analyzers.ruff import ruff_issues
-from reviewers.contracts import ReviewContext, language_of
-from reviewers.errors import AnalyzerError
+from reviewers.kernel.contracts import ReviewContext, language_of
+from reviewers.kernel.errors import AnalyzerError
 from reviewers.reviewer import Analysis, Analyzer, ReviewerSpec
 
 INSTRUCTIONS = """You are the code-quality reviewer. Look for defects, not style: errors swallowed by bare or

@@ -21,8 +21,8 @@ from __future__ import annotations
 import fnmatch
 
 from reviewers.analyzers.changed_file import looks_generated
-from reviewers.contracts import LLMPort, PlanItem, ReviewContext, ReviewerResult, Step, ToolName
-from reviewers.errors import LLMError
+from reviewers.kernel.contracts import LLMPort, PlanItem, ReviewContext, ReviewerResult, Step, ToolName
+from reviewers.kernel.errors import LLMError
 from reviewers.prompts import call_message, initial_messages, observation_message, render_review_prefix, render_task
 from reviewers.reviewer import ReviewerSpec
 from reviewers.tools import Toolbox, ToolCall, ToolOutcome

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from reviewers.contracts import ChatMessage, FileChange, PlanItem, ReviewContext, render_files_overview
+from reviewers.kernel.contracts import ChatMessage, FileChange, PlanItem, ReviewContext, render_files_overview
 from reviewers.tools import ToolCall
 
 MAX_DESCRIPTION_CHARS = 1500

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from reviewers.architecture import ARCHITECTURE
 from reviewers.code_quality import CODE_QUALITY
-from reviewers.contracts import LLMPort, PlanItem, ReviewContext, ReviewerName, ReviewerResult
-from reviewers.errors import InputError
+from reviewers.kernel.contracts import LLMPort, PlanItem, ReviewContext, ReviewerName, ReviewerResult
+from reviewers.kernel.errors import InputError
 from reviewers.loop import run_loop
 from reviewers.reviewer import ReviewerSpec
 from reviewers.security import SECURITY

@@ -11,8 +11,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from reviewers.analyzers.changed_file import ChangedFile, Issue
-from reviewers.contracts import SEVERITY_RANK, Finding, ReviewContext, ReviewerName
 from reviewers.fingerprint import make_fingerprint
+from reviewers.kernel.contracts import SEVERITY_RANK, Finding, ReviewContext, ReviewerName
 
 # A reviewer that leaves more than a handful of comments on one file gets skimmed or muted; the
 # strongest few carry the message.

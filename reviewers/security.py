@@ -17,8 +17,8 @@ from reviewers.analyzers.patterns import line_rule_issues
 from reviewers.analyzers.python_security import python_security_issues
 from reviewers.analyzers.secrets import secret_issues
 from reviewers.analyzers.tests_lookup import is_test_path
-from reviewers.contracts import ReviewContext
-from reviewers.errors import AnalyzerError
+from reviewers.kernel.contracts import ReviewContext
+from reviewers.kernel.errors import AnalyzerError
 from reviewers.reviewer import Analysis, Analyzer, ReviewerSpec
 
 INSTRUCTIONS = """You are the security reviewer. Look for what an attacker could use: hard-coded credentials,

@@ -24,7 +24,7 @@ from reviewers.analyzers.symbols import (
     signature_changed,
 )
 from reviewers.analyzers.tests_lookup import TestIndex, TestReference, is_test_path, list_test_functions
-from reviewers.contracts import ReviewContext, language_of
+from reviewers.kernel.contracts import ReviewContext, language_of
 from reviewers.reviewer import Analysis, Analyzer, ReviewerSpec
 
 INSTRUCTIONS = """You are the test-impact reviewer. For each changed public function, class or constant, use

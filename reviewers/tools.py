@@ -17,9 +17,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from reviewers.analyzers.changed_file import ChangedFile
 from reviewers.analyzers.symbols import public_definitions
 from reviewers.analyzers.tests_lookup import TestIndex
-from reviewers.contracts import Finding, ReviewContext, Severity, ToolName
-from reviewers.errors import InputError
 from reviewers.fingerprint import make_fingerprint
+from reviewers.kernel.contracts import Finding, ReviewContext, Severity, ToolName
+from reviewers.kernel.errors import InputError
 from reviewers.reviewer import MAX_FINDINGS_PER_FILE, Analyzer, ReviewerSpec, findings_from_issues
 
 MAX_READ_LINES = 80  # one read shows a screenful; longer reads crowd out the rest of the prompt

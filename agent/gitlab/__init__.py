@@ -3,7 +3,7 @@
 - `client`: the platform port over python-gitlab (reads a merge request, posts and edits notes),
   with GitLab's error mapping and retry rules.
 - `models`: the GitLab objects we read and write, as plain typed values.
-- `workspace`: the repository at one commit, read through the API (a `reviewers.contracts.Workspace`).
+- `workspace`: the repository at one commit, read through the API (a `reviewers.kernel.contracts.Workspace`).
 - `review`: the worker's entry point, `review_gitlab_merge_request`: load, run the graph, publish.
 - `publisher`: posting one review's results idempotently and retiring outdated threads.
 

@@ -45,8 +45,8 @@ from agent.gitlab.models import (
     discussion_from_api,
 )
 from agent.gitlab.workspace import GitLabWorkspace
-from reviewers.contracts import FileChange
-from reviewers.errors import (
+from reviewers.kernel.contracts import FileChange
+from reviewers.kernel.errors import (
     ConfigError,
     DiffParseError,
     PlatformError,

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from agent.context import NotReviewed
-from reviewers.contracts import FileChange
-from reviewers.errors import PlatformError
+from reviewers.kernel.contracts import FileChange
+from reviewers.kernel.errors import PlatformError
 
 ProjectRef = str | int  # numeric id or "group/project" path
 

@@ -29,9 +29,9 @@ from agent.sanitize import (
     parse_markers,
 )
 from agent.verifier import Verdict
-from reviewers.contracts import SEVERITY_RANK, Finding, Workspace
-from reviewers.errors import PositionRejectedError
 from reviewers.fingerprint import make_fingerprint, normalise_evidence
+from reviewers.kernel.contracts import SEVERITY_RANK, Finding, Workspace
+from reviewers.kernel.errors import PositionRejectedError
 
 OUTDATED_MARKER = "<!-- reviewloop:outdated -->"
 MAX_SUMMARY_CHARS = 30_000  # a summary is ours plus short quoted titles; GitLab allows far more

@@ -34,8 +34,8 @@ from agent.settings import Settings
 from agent.store import reviews as store_reviews
 from agent.strategy_model import StrategyModelSource
 from agent.verifier import VerifiedFinding
-from reviewers.contracts import FileChange, LLMPort, Workspace
-from reviewers.errors import PlatformError
+from reviewers.kernel.contracts import FileChange, LLMPort, Workspace
+from reviewers.kernel.errors import PlatformError
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""The repository at one commit, read through the GitLab API (a `reviewers.contracts.Workspace`)."""
+"""The repository at one commit, read through the GitLab API (a `reviewers.kernel.contracts.Workspace`)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Protocol
 
 from agent.gitlab.models import ProjectRef
 from agent.workspaces.snapshot import MAX_SEARCH_LINE_CHARS
-from reviewers.contracts import SearchHit
-from reviewers.errors import InputError
+from reviewers.kernel.contracts import SearchHit
+from reviewers.kernel.errors import InputError
 
 MAX_SEARCH_FILES = 200
 
@@ -24,7 +24,7 @@ class FileSource(Protocol):
 
 
 class GitLabWorkspace:
-    """The repository at one commit, read through the API. Implements `reviewers.contracts.Workspace`.
+    """The repository at one commit, read through the API. Implements `reviewers.kernel.contracts.Workspace`.
 
     Files are read on demand and cached (the reviewers read the same few files again and again);
     `search` looks only at the changed files and the other files in their directories, because

@@ -20,8 +20,8 @@ from pydantic import BaseModel
 from agent.llm.port import ProviderName
 from agent.llm.spans import ChatCall, chat_span
 from agent.llm.structured import complete_structured, with_schema_instruction
-from reviewers.contracts import ChatMessage
-from reviewers.errors import LLMError
+from reviewers.kernel.contracts import ChatMessage
+from reviewers.kernel.errors import LLMError
 
 M = TypeVar("M", bound=BaseModel)
 

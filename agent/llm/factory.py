@@ -13,7 +13,7 @@ from pydantic import SecretStr
 
 from agent.llm.port import SamplingLLM
 from agent.settings import Settings
-from reviewers.errors import ConfigError
+from reviewers.kernel.errors import ConfigError
 
 
 def make_llm(

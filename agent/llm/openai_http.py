@@ -31,8 +31,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from agent.llm.backend import ChatBackend, ChatRequest
 from agent.llm.port import ProviderName
 from agent.llm.structured import check_output_size
-from reviewers.contracts import ChatMessage
-from reviewers.errors import LLMError, LLMOutputError, LLMUnavailableError
+from reviewers.kernel.contracts import ChatMessage
+from reviewers.kernel.errors import LLMError, LLMOutputError, LLMUnavailableError
 
 log = logging.getLogger(__name__)
 

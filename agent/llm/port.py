@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal, Protocol
 
-from reviewers.contracts import ChatMessage, LLMPort
+from reviewers.kernel.contracts import ChatMessage, LLMPort
 
 ProviderName = Literal["openai", "vllm", "transformers"]
 

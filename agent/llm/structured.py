@@ -18,8 +18,8 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from reviewers.contracts import ChatMessage
-from reviewers.errors import LLMOutputError
+from reviewers.kernel.contracts import ChatMessage
+from reviewers.kernel.errors import LLMOutputError
 
 M = TypeVar("M", bound=BaseModel)
 

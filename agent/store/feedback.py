@@ -14,7 +14,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from agent.store.db import Database, connection
-from reviewers.errors import InputError
+from reviewers.kernel.errors import InputError
 
 FeedbackSource = Literal["emoji", "api", "reply", "thread_outcome", "dashboard"]
 VoteValue = Literal[-1, 0, 1]

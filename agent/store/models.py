@@ -18,7 +18,7 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 from agent.store.db import Database, connection
-from reviewers.errors import InputError
+from reviewers.kernel.errors import InputError
 
 ModelStage = Literal["candidate", "production", "archived", "rejected"]
 TrainingKind = Literal["dataset", "sft", "dpo", "kto", "rl", "eval", "retrain"]

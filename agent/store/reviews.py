@@ -17,8 +17,8 @@ from psycopg.types.json import Jsonb
 
 from agent.store.db import Database, connection
 from agent.store.feedback import FeedbackRow
-from reviewers.contracts import Category, Finding, ReviewerName, Severity
-from reviewers.errors import InputError
+from reviewers.kernel.contracts import Category, Finding, ReviewerName, Severity
+from reviewers.kernel.errors import InputError
 
 ReviewSource = Literal["gitlab", "local", "diff", "replay", "eval", "demo"]
 ReviewStatus = Literal["pending", "running", "done", "failed", "superseded"]

@@ -1,4 +1,4 @@
-"""Workspaces: the repository at the head commit, as reviewers read it (`reviewers.contracts.Workspace`).
+"""Workspaces: the repository at the head commit, as reviewers read it (`reviewers.kernel.contracts.Workspace`).
 
 Where each implementation lives, and when a review uses it:
 

@@ -11,11 +11,11 @@ import re
 from collections.abc import Sequence
 
 from agent.workspaces.snapshot import MAX_SEARCH_LINE_CHARS, reconstruct_new_side
-from reviewers.contracts import FileChange, SearchHit
+from reviewers.kernel.contracts import FileChange, SearchHit
 
 
 class DiffWorkspace:
-    """Implements `reviewers.contracts.Workspace` over the changed files of a bare diff."""
+    """Implements `reviewers.kernel.contracts.Workspace` over the changed files of a bare diff."""
 
     def __init__(self, files: Sequence[FileChange]) -> None:
         # Deleted files are absent at head; every other changed path exists, even when its text is unknown.

@@ -12,14 +12,14 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-from reviewers.contracts import FileChange, SearchHit
-from reviewers.errors import InputError
+from reviewers.kernel.contracts import FileChange, SearchHit
+from reviewers.kernel.errors import InputError
 
 MAX_SEARCH_LINE_CHARS = 400  # a minified line is not worth matching, and long lines slow the regex engine
 
 
 class SnapshotWorkspace:
-    """The files at head, given as text. Implements `reviewers.contracts.Workspace`."""
+    """The files at head, given as text. Implements `reviewers.kernel.contracts.Workspace`."""
 
     def __init__(self, files: Mapping[str, str], *, partial_paths: Sequence[str] = ()) -> None:
         self._files = dict(files)

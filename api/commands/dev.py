@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 
 from api.cli import app
-from reviewers.errors import ReviewloopError
+from reviewers.kernel.errors import ReviewloopError
 
 dev_app = typer.Typer(help="Development helpers: a tiny local model for tests and CPU runs.", no_args_is_help=True)
 app.add_typer(dev_app, name="dev")

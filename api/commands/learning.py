@@ -19,7 +19,7 @@ from rich.table import Column, Table
 
 from agent.settings import Settings
 from api.cli import app
-from reviewers.errors import ReviewloopError
+from reviewers.kernel.errors import ReviewloopError
 
 if TYPE_CHECKING:
     from agent.store.db import Pool

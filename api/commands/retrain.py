@@ -17,7 +17,7 @@ from rich.table import Table
 
 from agent.settings import Settings
 from api.cli import app
-from reviewers.errors import ReviewloopError
+from reviewers.kernel.errors import ReviewloopError
 
 BUSY_EXIT = 75  # sysexits EX_TEMPFAIL: nothing is wrong, try again later
 

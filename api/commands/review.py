@@ -21,8 +21,8 @@ from agent.reporter import REPORT_FORMATS, ReportFormat, render_report, shown
 from agent.session import Session, llm_from_settings, open_session, strategy_model_source
 from agent.settings import Settings
 from api.cli import app
-from reviewers.contracts import SEVERITY_RANK, Severity
-from reviewers.errors import ReviewloopError
+from reviewers.kernel.contracts import SEVERITY_RANK, Severity
+from reviewers.kernel.errors import ReviewloopError
 
 err = Console(stderr=True)
 

@@ -21,7 +21,7 @@ from agent.settings import Settings
 from api.cli import app
 from api.commands.dev import dev_app
 from api.commands.learning import train_app
-from reviewers.errors import ReviewloopError
+from reviewers.kernel.errors import ReviewloopError
 
 if TYPE_CHECKING:
     from agent.store.db import Pool

@@ -23,7 +23,7 @@ from rich.console import Console
 
 from agent.settings import Settings
 from api.cli import app
-from reviewers.errors import ReviewloopError
+from reviewers.kernel.errors import ReviewloopError
 
 if TYPE_CHECKING:
     from agent.session import Session

@@ -44,7 +44,7 @@ from api.dashboard.session import (
 )
 from api.dashboard.templating import render
 from api.deps import PoolDep, StateDep, require_api_client
-from reviewers.errors import InputError
+from reviewers.kernel.errors import InputError
 
 STORE_POOL_SIZE = 4  # page loads are few and short; the webhook path keeps the async pool to itself
 PAGE_SIZE = 25

@@ -15,7 +15,7 @@ from collections.abc import Collection, Sequence
 
 import numpy as np
 
-from reviewers.errors import TrainingError
+from reviewers.kernel.errors import TrainingError
 
 # Added to the standard deviation so that a group whose rewards are all equal gets advantages of 0
 # instead of a division by zero.

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from reviewers.errors import TrainingError
+from reviewers.kernel.errors import TrainingError
 
 if TYPE_CHECKING:
     import torch

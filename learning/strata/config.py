@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Literal
 
 from learning.strata.embeddings import EmbedderConfig, EmbedderKind
 from learning.strata.judge import JudgeConfig, JudgeKind
-from reviewers.errors import ConfigError
+from reviewers.kernel.errors import ConfigError
 
 if TYPE_CHECKING:  # loss.py imports torch; the config must load without it (the CLI builds options from it)
     from learning.strata.loss import LossConfig

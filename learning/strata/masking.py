@@ -22,13 +22,13 @@ import numpy as np
 import numpy.typing as npt
 
 from learning.strata.advantages import apply_step_penalties
-from reviewers.errors import TrainingError
+from reviewers.kernel.errors import TrainingError
 
 SegmentKind = Literal["prompt", "strategy", "action", "tool", "env"]
 SEGMENT_KINDS: tuple[SegmentKind, ...] = ("prompt", "strategy", "action", "tool", "env")
 Segment = tuple[SegmentKind, int, int | None]
 """(kind, token_count, step_index): step_index names the reviewer step an action/tool/env segment
-belongs to (`reviewers.contracts.Step.index`); it is None for prompt and strategy segments."""
+belongs to (`reviewers.kernel.contracts.Step.index`); it is None for prompt and strategy segments."""
 
 
 @dataclass(frozen=True, slots=True)

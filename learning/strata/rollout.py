@@ -39,8 +39,8 @@ from learning.strata.judge import StepJudge
 from learning.strata.masking import TokenTargets, build_token_targets
 from learning.strata.policy import StrategySampler
 from learning.strata.sampling import farthest_point_sample, mean_pairwise_distance
-from reviewers.contracts import LLMPort
-from reviewers.errors import TrainingError
+from reviewers.kernel.contracts import LLMPort
+from reviewers.kernel.errors import TrainingError
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from reviewers.errors import TrainingError
+from reviewers.kernel.errors import TrainingError
 
 # A row shorter than this cannot be given a direction; cosine similarity is undefined for it.
 MIN_ROW_NORM = 1e-12

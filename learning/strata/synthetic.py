@@ -29,8 +29,8 @@ from typing import Literal
 from agent.diff import parse_unified_diff
 from agent.strategy import Strategy, render_s1
 from learning.replay import ReplayCase, ReplayFinding
-from reviewers.contracts import PlanItem, Severity
-from reviewers.errors import ConfigError
+from reviewers.kernel.contracts import PlanItem, Severity
+from reviewers.kernel.errors import ConfigError
 
 Language = Literal["javascript", "go", "python"]
 Signal = Literal["file_kind", "description", "size"]

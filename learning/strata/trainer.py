@@ -41,7 +41,7 @@ from learning.strata.judge import make_judge
 from learning.strata.masking import stack_token_targets
 from learning.strata.policy import PolicyConfig, StrategyPolicy, StrategySampler
 from learning.strata.rollout import DEFAULT_INVALID_REWARD, MRGroup, rollout_groups
-from reviewers.errors import ConfigError, TrainingError
+from reviewers.kernel.errors import ConfigError, TrainingError
 
 if TYPE_CHECKING:
     from learning.strata.vllm_backend import VLLMConfig, VLLMSampler

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from agent.strategy import Strategy
 from learning.strata.policy import StrategyPolicy
-from reviewers.errors import ConfigError, TrainingError
+from reviewers.kernel.errors import ConfigError, TrainingError
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,8 @@ from typing import Any
 
 from reviewers.analyzers.batch_answers import BatchAnswers
 from reviewers.analyzers.changed_file import ChangedFile, Issue
-from reviewers.contracts import Severity
-from reviewers.errors import AnalyzerError
+from reviewers.kernel.contracts import Severity
+from reviewers.kernel.errors import AnalyzerError
 
 BANDIT_TIMEOUT_S = 60  # bandit's start-up dominates (~0.5 s); a minute means it hung
 ANALYZER_CACHE_SIZE = 256  # distinct file texts kept; a replay batch touches far fewer

@@ -13,7 +13,7 @@ import warnings
 from dataclasses import dataclass
 from functools import cached_property
 
-from reviewers.contracts import FileChange, Severity
+from reviewers.kernel.contracts import FileChange, Severity
 
 # Minified bundles and generated code are not reviewed line by line: their "lines" are whole
 # programs, and any finding would land in code nobody wrote by hand.

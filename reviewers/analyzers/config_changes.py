@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 
 from reviewers.analyzers.changed_file import ChangedFile, Issue
-from reviewers.contracts import Severity
+from reviewers.kernel.contracts import Severity
 
 _SETTING = re.compile(
     r"""^\s*(?:export\s+|(?:const|let|var|final|static|public|private|protected|readonly)\s+)*"""

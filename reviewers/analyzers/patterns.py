@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 
 from reviewers.analyzers.changed_file import ChangedFile, Issue
-from reviewers.contracts import Severity
+from reviewers.kernel.contracts import Severity
 
 # Text inside a string that reads as an SQL statement.
 _SQL_SHAPE = (

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 
 from reviewers.analyzers.changed_file import ChangedFile, Issue
 from reviewers.analyzers.patterns import SQL_SHAPE
-from reviewers.contracts import Severity
+from reviewers.kernel.contracts import Severity
 
 SQL_SINK_ATTRS = frozenset(
     {"execute", "executemany", "executescript", "exec_driver_sql", "raw", "read_sql", "read_sql_query", "text",

@@ -20,8 +20,8 @@ from typing import Any
 
 from reviewers.analyzers.batch_answers import BatchAnswers
 from reviewers.analyzers.changed_file import ChangedFile, Issue
-from reviewers.contracts import Severity
-from reviewers.errors import AnalyzerError
+from reviewers.kernel.contracts import Severity
+from reviewers.kernel.errors import AnalyzerError
 
 RUFF_CACHE_SIZE = 256  # distinct file texts kept; a replay batch touches far fewer
 RUFF_TIMEOUT_S = 30  # ruff lints a large file in well under a second; past this something is wrong

@@ -15,7 +15,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from reviewers.analyzers.changed_file import ChangedFile, Issue
-from reviewers.contracts import Severity
+from reviewers.kernel.contracts import Severity
 
 
 @dataclass(frozen=True, slots=True)

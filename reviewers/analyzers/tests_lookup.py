@@ -14,7 +14,7 @@ import warnings
 from dataclasses import dataclass
 
 from reviewers.analyzers.imports import python_module_name
-from reviewers.contracts import Workspace, language_of
+from reviewers.kernel.contracts import Workspace, language_of
 
 _TEST_FILE = re.compile(
     r"(?:^|/)(?:test_[^/]*\.py|[^/]*_test\.(?:py|go)|[^/]*\.(?:test|spec)\.[cm]?[jt]sx?|[^/]*Tests?\.(?:java|kt|cs)|"

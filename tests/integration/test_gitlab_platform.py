@@ -10,7 +10,7 @@ from fakes.gitlab_server import BOT_TOKEN, BOT_USER_ID, FakeGitLab
 
 from agent.gitlab.client import OVERFLOW_PATH, GitLabPlatform
 from agent.gitlab.models import DiffPosition, DiffVersions
-from reviewers.errors import InputError, PlatformError, PlatformUnavailableError, PositionRejectedError
+from reviewers.kernel.errors import InputError, PlatformError, PlatformUnavailableError, PositionRejectedError
 
 PID = 42
 IID = 7

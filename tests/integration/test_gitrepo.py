@@ -10,7 +10,7 @@ import pytest
 
 from agent.diff import parse_unified_diff
 from agent.gitrepo import MAX_READ_BYTES, GitRepository, open_repository
-from reviewers.errors import RepositoryError
+from reviewers.kernel.errors import RepositoryError
 
 GIT_ENV = {
     **{k: v for k, v in os.environ.items() if not k.startswith("GIT_")},

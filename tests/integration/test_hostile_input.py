@@ -44,7 +44,7 @@ from agent.reporter import render_report
 from agent.session import prepare_database
 from agent.store.db import open_pool
 from agent.verifier import VerifiedFinding
-from reviewers.contracts import Finding, LLMPort
+from reviewers.kernel.contracts import Finding, LLMPort
 
 PID, IID = 31, 4
 PROJECT = str(PID)

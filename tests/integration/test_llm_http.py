@@ -17,8 +17,8 @@ from pydantic import BaseModel, Field
 
 from agent.llm.factory import make_llm
 from agent.llm.openai_http import OpenAICompatibleLLM
-from reviewers.contracts import ChatMessage
-from reviewers.errors import ConfigError, LLMError, LLMOutputError, LLMUnavailableError
+from reviewers.kernel.contracts import ChatMessage
+from reviewers.kernel.errors import ConfigError, LLMError, LLMOutputError, LLMUnavailableError
 
 pytest_plugins = ("fakes.openai_fixtures",)
 

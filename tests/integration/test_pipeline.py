@@ -20,8 +20,8 @@ from agent.store.db import open_pool
 from agent.tracing import setup_tracing, shutdown_tracing
 from api.commands.review import build_demo_repository
 from reviewers import run_reviewer
-from reviewers.contracts import ReviewerResult
-from reviewers.errors import PlatformUnavailableError
+from reviewers.kernel.contracts import ReviewerResult
+from reviewers.kernel.errors import PlatformUnavailableError
 
 pytest_plugins = ("fakes.openai_fixtures",)
 

@@ -22,7 +22,7 @@ from agent.gitlab.publisher import (
     resolve_outdated,
 )
 from agent.sanitize import SUMMARY_MARKER, ZWJ, hidden_marker, parse_markers
-from reviewers.contracts import Finding
+from reviewers.kernel.contracts import Finding
 
 PID = 5
 IID = 3

@@ -21,7 +21,7 @@ from agent.store.db import open_pool
 from api.retrain_task import RETRAIN_TASK, register_retrain_task, run_scheduled_retrain
 from api.worker import QueueConfig, create_queue_app
 from learning.retrain import RetrainBusyError, RetrainConfig, retrain, retrain_lock
-from reviewers.errors import ConfigError
+from reviewers.kernel.errors import ConfigError
 
 CLI = (sys.executable, "-c", "from api.cli import main; main()")
 

@@ -15,9 +15,9 @@ from psycopg.conninfo import make_conninfo
 from agent.store import feedback, models, reviews
 from agent.store.db import Database, Pool, connect_store, connection, describe_dsn, open_pool, resolve_dsn
 from agent.strategy import RiskArea, Strategy
-from reviewers.contracts import Category, Finding, PlanItem
-from reviewers.errors import InputError, StoreError
 from reviewers.fingerprint import make_fingerprint
+from reviewers.kernel.contracts import Category, Finding, PlanItem
+from reviewers.kernel.errors import InputError, StoreError
 
 PROJECT = "group/app"
 

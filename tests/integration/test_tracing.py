@@ -37,7 +37,7 @@ from agent.tracing import (
     shutdown_tracing,
     span_row,
 )
-from reviewers.errors import ConfigError
+from reviewers.kernel.errors import ConfigError
 
 
 def span_rows(dsn: str) -> list[dict[str, Any]]:

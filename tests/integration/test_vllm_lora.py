@@ -10,7 +10,7 @@ import pytest
 from fakes.vllm_lora_server import FakeVllmLora
 
 from learning.vllm_lora import AdapterLoadError, load_lora_adapter, lora_endpoint
-from reviewers.errors import LLMUnavailableError
+from reviewers.kernel.errors import LLMUnavailableError
 
 
 @pytest.fixture

@@ -11,8 +11,8 @@ from agent.store import feedback as store_feedback
 from agent.store import reviews as store_reviews
 from agent.store.db import Database, connection
 from agent.strategy import Strategy
-from reviewers.contracts import Category, Finding, Severity
 from reviewers.fingerprint import make_fingerprint
+from reviewers.kernel.contracts import Category, Finding, Severity
 
 
 def diff_for(files: dict[str, list[str]], *, new: bool = False) -> str:

@@ -10,7 +10,7 @@ import torch
 from safetensors.torch import save_file
 
 from learning.adapters import ADAPTER_CONFIG, ADAPTER_WEIGHTS, combine_adapters, combined_factors, read_adapter
-from reviewers.errors import TrainingError
+from reviewers.kernel.errors import TrainingError
 
 pytestmark = pytest.mark.filterwarnings("ignore:`is_gradient_checkpointing` is deprecated:FutureWarning")
 

@@ -15,7 +15,7 @@ from learning.configs import (
 )
 from learning.datasets import DatasetConfig
 from learning.feedback_labels import FeedbackRewardConfig
-from reviewers.errors import ConfigError
+from reviewers.kernel.errors import ConfigError
 
 
 @pytest.mark.parametrize(

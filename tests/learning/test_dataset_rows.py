@@ -9,7 +9,7 @@ import pytest
 from learning.datasets import deduplicate, dpo_rows, kto_rows, sft_rows, split_merge_requests
 from learning.episodes import Episode
 from learning.feedback_labels import FeedbackRewardConfig, LabeledFinding
-from reviewers.errors import TrainingError
+from reviewers.kernel.errors import TrainingError
 
 T0 = datetime(2025, 3, 1, tzinfo=UTC)
 

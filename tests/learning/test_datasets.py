@@ -31,8 +31,8 @@ from learning.datasets import DatasetConfig, build_datasets, load_dataset, read_
 from learning.episodes import s1_for_snapshot
 from learning.feedback_labels import FeedbackRewardConfig
 from learning.replay import case_from_dataset_row
-from reviewers.contracts import PlanItem
-from reviewers.errors import TrainingError
+from reviewers.kernel.contracts import PlanItem
+from reviewers.kernel.errors import TrainingError
 
 JAN = datetime(2025, 1, 1, 9, 0, tzinfo=UTC)
 SECRET_TOKEN = "glpat-Zx8kQ2mW9vB4nT7pR1sY"

@@ -17,7 +17,7 @@ from agent.strategy import RiskArea, Strategy
 from learning.strata.config import StrataConfig
 from learning.strata.embeddings import EmbedderConfig, StrategyEmbedder
 from learning.strata.sampling import farthest_point_sample, mean_pairwise_distance
-from reviewers.contracts import PlanItem
+from reviewers.kernel.contracts import PlanItem
 
 RANDOM_DRAWS = 500
 VARIANTS_PER_PLAN = 8  # budgets x focus orders x wordings, below

@@ -19,7 +19,7 @@ from learning.registry import (
     serving_model,
 )
 from learning.training import TrainResult, write_training_file
-from reviewers.errors import InputError, TrainingError
+from reviewers.kernel.errors import InputError, TrainingError
 
 
 def trained_dir(path: Path, *, uses_lora: bool = True) -> Path:

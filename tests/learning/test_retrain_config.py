@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from learning.retrain_config import RetrainConfig, config_as_dict, load_retrain_config
-from reviewers.errors import ConfigError
+from reviewers.kernel.errors import ConfigError
 
 
 def test_every_field_has_a_default_and_help() -> None:

@@ -38,7 +38,7 @@ from learning.strata.synthetic import SyntheticConfig, generate_replay_set, prob
 from learning.strata.warm_start import WarmStartConfig, compact_strategy_json, warm_start
 from learning.tiny_model import build_tiny_model
 from learning.train_rl import load_rl_config, train_rl
-from reviewers.contracts import PlanItem
+from reviewers.kernel.contracts import PlanItem
 
 pytestmark = pytest.mark.slow
 

@@ -18,8 +18,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from agent.llm.factory import make_llm
 from agent.llm.transformers_local import PEFT_CHECKPOINTING_WARNING, TransformersLLM
 from learning.tiny_model import IM_END, IM_START, build_tiny_model
-from reviewers.contracts import ChatMessage
-from reviewers.errors import ConfigError, LLMError, LLMOutputError, TrainingError
+from reviewers.kernel.contracts import ChatMessage
+from reviewers.kernel.errors import ConfigError, LLMError, LLMOutputError, TrainingError
 
 MESSAGES: list[ChatMessage] = [
     {"role": "system", "content": "You plan code reviews."},

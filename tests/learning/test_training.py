@@ -26,7 +26,7 @@ from learning.training import (
     trainable_state,
     valid_strategy_share,
 )
-from reviewers.errors import TrainingError
+from reviewers.kernel.errors import TrainingError
 
 pytestmark = [
     pytest.mark.slow,

@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agent.diff import DiffIndex, parse_file_patch, parse_unified_diff, render_diff_overview
-from reviewers.contracts import DiffLine, FileChange
-from reviewers.errors import DiffParseError
+from reviewers.kernel.contracts import DiffLine, FileChange
+from reviewers.kernel.errors import DiffParseError
 
 # Keep the user's and the system's git config out: a global diff.noprefix would change the output.
 GIT_ENV = {
@@ -463,7 +463,7 @@ def test_index_file_lookup() -> None:
 
 
 def make_file(path: str, added: int) -> FileChange:
-    from reviewers.contracts import Hunk
+    from reviewers.kernel.contracts import Hunk
 
     lines = tuple(DiffLine("add", f"line {i}", None, i) for i in range(1, added + 1))
     return FileChange(path=path, old_path=path, status="added", hunks=(Hunk(0, 0, 1, added, "", lines),))

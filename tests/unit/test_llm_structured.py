@@ -18,8 +18,8 @@ from agent.llm.structured import (
     retry_conversation,
     with_schema_instruction,
 )
-from reviewers.contracts import ChatMessage
-from reviewers.errors import LLMOutputError, LLMUnavailableError
+from reviewers.kernel.contracts import ChatMessage
+from reviewers.kernel.errors import LLMOutputError, LLMUnavailableError
 
 
 class Point(BaseModel):

@@ -27,7 +27,7 @@ from agent.sanitize import (
     neutralise,
     parse_markers,
 )
-from reviewers.errors import InputError
+from reviewers.kernel.errors import InputError
 
 MD = MarkdownIt("commonmark", {"html": True})
 # GitLab's user reference: an @ not preceded by a word character, then a username character.

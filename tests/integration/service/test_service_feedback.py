@@ -138,7 +138,7 @@ def test_api_needs_a_valid_bearer_token(service: LiveServer, service_dsn: str) -
     with psycopg.connect(service_dsn) as conn:
         conn.execute("UPDATE api_tokens SET revoked_at = now()")
     assert api(service, "GET", "/api/v1/reviews", token=stored).status_code == 401
-    from reviewers.errors import ConfigError
+    from reviewers.kernel.errors import ConfigError
 
     with pytest.raises(ConfigError, match="already exists"):
         create_api_token(service_dsn, "dashboard")

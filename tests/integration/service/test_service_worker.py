@@ -32,7 +32,7 @@ from service_harness import (
 
 from api.db import make_pool
 from api.worker import backoff_seconds, create_queue_app, recover_stalled_jobs, will_retry
-from reviewers.errors import InputError, PlatformUnavailableError, StoreError
+from reviewers.kernel.errors import InputError, PlatformUnavailableError, StoreError
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[2]

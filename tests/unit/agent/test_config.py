@@ -2,7 +2,7 @@ import pytest
 
 from agent.config import load_repo_config, parse_repo_config
 from agent.workspaces.snapshot import SnapshotWorkspace
-from reviewers.errors import ConfigError
+from reviewers.kernel.errors import ConfigError
 
 
 def test_parses_layers_instructions_and_globs() -> None:

@@ -1,5 +1,5 @@
 from agent.evaluation import ExpectedFinding, NegativeLine, match_findings, score_matches
-from reviewers.contracts import Finding
+from reviewers.kernel.contracts import Finding
 
 
 def f(path: str, line: int, category: str = "security") -> Finding:

@@ -3,8 +3,8 @@ from pydantic import ValidationError
 
 from agent.diff import parse_unified_diff
 from agent.strategy import Strategy, constrain_strategy, generate_strategy, render_s1, rule_based_strategy
-from reviewers.contracts import ChatMessage, PlanItem, RepoConfig
-from reviewers.errors import LLMOutputError
+from reviewers.kernel.contracts import ChatMessage, PlanItem, RepoConfig
+from reviewers.kernel.errors import LLMOutputError
 
 DIFF = """diff --git a/auth/session.py b/auth/session.py
 --- a/auth/session.py

@@ -1,9 +1,9 @@
 from agent.diff import DiffIndex, parse_unified_diff
 from agent.verifier import VerifierInputs, calibrate, verify_findings
 from agent.workspaces.snapshot import SnapshotWorkspace
-from reviewers.contracts import ChatMessage, Finding
-from reviewers.errors import LLMOutputError
 from reviewers.fingerprint import make_fingerprint
+from reviewers.kernel.contracts import ChatMessage, Finding
+from reviewers.kernel.errors import LLMOutputError
 
 HEAD = "import os\n\n\ndef run(cmd):\n    os.system(cmd)\n    return 1\n\n\ndef untouched():\n    return 2\n"
 DIFF = """diff --git a/app.py b/app.py

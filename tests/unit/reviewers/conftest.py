@@ -14,7 +14,7 @@ import pytest
 
 from agent.diff import parse_unified_diff
 from agent.workspaces.snapshot import SnapshotWorkspace
-from reviewers.contracts import ChatMessage, M, RepoConfig, ReviewContext
+from reviewers.kernel.contracts import ChatMessage, M, RepoConfig, ReviewContext
 
 
 def unified_diff(base: dict[str, str], head: dict[str, str]) -> str:

@@ -19,7 +19,7 @@ from reviewers.analyzers.patterns import line_rule_issues
 from reviewers.analyzers.python_security import python_security_issues
 from reviewers.analyzers.ruff import ruff_issues
 from reviewers.analyzers.secrets import looks_like_secret_value, secret_issues, shannon_entropy
-from reviewers.contracts import DiffLine, FileChange, Hunk
+from reviewers.kernel.contracts import DiffLine, FileChange, Hunk
 
 
 def added_file(path: str, text: str) -> ChangedFile:

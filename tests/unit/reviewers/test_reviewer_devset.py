@@ -17,7 +17,7 @@ import pytest
 from agent.diff import parse_unified_diff
 from agent.workspaces.snapshot import SnapshotWorkspace
 from reviewers import run_reviewer
-from reviewers.contracts import REVIEWERS, Finding, PlanItem, ReviewContext
+from reviewers.kernel.contracts import REVIEWERS, Finding, PlanItem, ReviewContext
 
 MATCH_LINES = 3
 RECALL_FLOOR = 0.75

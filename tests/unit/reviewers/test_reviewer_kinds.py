@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from reviewers import run_reviewer
-from reviewers.contracts import LayerRule, PlanItem, RepoConfig, ReviewContext, ReviewerName, ReviewerResult
+from reviewers.kernel.contracts import LayerRule, PlanItem, RepoConfig, ReviewContext, ReviewerName, ReviewerResult
 
 
 def review(name: ReviewerName, context: ReviewContext, **plan: Any) -> ReviewerResult:

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from reviewers import REVIEWER_DESCRIPTIONS, render_review_prefix, run_reviewer
-from reviewers.contracts import REVIEWERS, PlanItem, RepoConfig, ReviewContext
-from reviewers.errors import InputError, LLMOutputError, LLMUnavailableError
+from reviewers.kernel.contracts import REVIEWERS, PlanItem, RepoConfig, ReviewContext
+from reviewers.kernel.errors import InputError, LLMOutputError, LLMUnavailableError
 from reviewers.prompts import TOOL_PROTOCOL
 
 A = "import os\n\ndef clean(cmd):\n    os.system(cmd)\n"

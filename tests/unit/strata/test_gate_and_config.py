@@ -13,8 +13,8 @@ from learning.replay import ReplayEnv, ReplayEnvConfig
 from learning.replay_reward import ReplayRewardConfig
 from learning.strata.synthetic import SyntheticConfig, generate_replay_set, problem_paths
 from learning.train_rl import load_rl_config
-from reviewers.contracts import PlanItem
-from reviewers.errors import ConfigError, InputError
+from reviewers.kernel.contracts import PlanItem
+from reviewers.kernel.errors import ConfigError, InputError
 
 
 def numbers(reward: float, f1: float = 0.5, valid: float = 1.0) -> PolicyEvaluation:

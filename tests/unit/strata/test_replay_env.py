@@ -18,8 +18,8 @@ from learning.replay import (
 )
 from learning.replay_reward import ReplayRewardConfig, reward, reward_breakdown
 from learning.strata.synthetic import file_diff
-from reviewers.contracts import PlanItem
-from reviewers.errors import ConfigError, TrainingError
+from reviewers.kernel.contracts import PlanItem
+from reviewers.kernel.errors import ConfigError, TrainingError
 
 # a.js: line 2 builds SQL by interpolation (labeled accepted, high); line 5 evals a value (nobody
 # labeled it). b.js: line 2 loads YAML unsafely (labeled rejected). c.js: harmless.

@@ -15,7 +15,7 @@ from learning.strata.advantages import (
     top_delta_count,
     top_delta_score,
 )
-from reviewers.errors import TrainingError
+from reviewers.kernel.errors import TrainingError
 
 
 def test_top_delta_score() -> None:

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from learning.strata.config import StrataConfig
-from reviewers.errors import ConfigError
+from reviewers.kernel.errors import ConfigError
 
 
 def test_defaults_are_the_papers() -> None:

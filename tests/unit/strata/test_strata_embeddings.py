@@ -15,7 +15,7 @@ from learning.strata.embeddings import (
     bundled_minilm_path,
     make_embedder,
 )
-from reviewers.errors import ConfigError, TrainingError
+from reviewers.kernel.errors import ConfigError, TrainingError
 
 
 def test_hashing_rows_are_unit_length_and_deterministic() -> None:

@@ -16,8 +16,8 @@ from learning.strata.judge import (
     rule_judge,
     tools_called_for,
 )
-from reviewers.contracts import ChatMessage, M, PlanItem, Step
-from reviewers.errors import ConfigError, LLMOutputError, LLMUnavailableError, TrainingError
+from reviewers.kernel.contracts import ChatMessage, M, PlanItem, Step
+from reviewers.kernel.errors import ConfigError, LLMOutputError, LLMUnavailableError, TrainingError
 
 STRATEGY = Strategy(
     change_type="feature",

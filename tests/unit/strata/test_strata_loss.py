@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from learning.strata.loss import LossConfig, ppo_clip_loss, token_entropy
-from reviewers.errors import TrainingError
+from reviewers.kernel.errors import TrainingError
 
 LOG_1_5 = math.log(1.5)
 LOG_0_5 = math.log(0.5)

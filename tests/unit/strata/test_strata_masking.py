@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from learning.strata.masking import Segment, TokenTargets, build_token_targets, stack_token_targets
-from reviewers.errors import TrainingError
+from reviewers.kernel.errors import TrainingError
 
 # prompt 3 | strategy 2 | step 0: action 2, tool 3 | step 1: action 1, env 2   → 13 tokens
 LAYOUT: list[Segment] = [

@@ -22,8 +22,8 @@ from learning.strata.judge import rule_judge
 from learning.strata.rollout import effective_m, parse_sample, rollout_groups
 from learning.strata.synthetic import SyntheticConfig, generate_replay_set, problem_paths, uninformed_strategy
 from learning.strata.warm_start import compact_strategy_json
-from reviewers.contracts import PlanItem
-from reviewers.errors import TrainingError
+from reviewers.kernel.contracts import PlanItem
+from reviewers.kernel.errors import TrainingError
 
 REWARDS = ReplayRewardConfig()
 INVALID = -0.5

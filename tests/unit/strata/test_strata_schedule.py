@@ -6,7 +6,7 @@ import pytest
 
 from learning.replay import ReplayCase
 from learning.strata.trainer import batch_for_step, learning_rate_at, rollout_seed
-from reviewers.errors import TrainingError
+from reviewers.kernel.errors import TrainingError
 
 
 def cases(n: int) -> list[ReplayCase]:

@@ -13,7 +13,7 @@ from learning.strata.synthetic import SyntheticConfig, generate_replay_set
 from learning.strata.trainer import RLTrainConfig, StrataTrainer
 from learning.strata.vllm_backend import VLLMConfig, require_vllm, vllm_available, vllm_parameter_names
 from learning.tiny_model import build_tiny_model
-from reviewers.errors import ConfigError, TrainingError
+from reviewers.kernel.errors import ConfigError, TrainingError
 
 
 @pytest.fixture(scope="module")
