@@ -14,8 +14,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from agent.config import CONFIG_FILE, parse_repo_config
 from agent.diff import parse_unified_diff
+from agent.repo_config import CONFIG_FILE, parse_repo_config
 from reviewers.kernel.contracts import FileChange, RepoConfig, ReviewContext, Workspace
 
 Source = Literal["gitlab", "local", "diff", "replay", "eval", "demo"]

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from opentelemetry.sdk.trace import TracerProvider
 
 from agent.llm.factory import llm_from_settings
-from agent.settings import Settings
+from agent.service_settings import Settings
 from agent.store import db, migrate
 from agent.strategy_model import ServingOptions, StrategyModelSource
 from agent.tracing import setup_tracing

@@ -16,7 +16,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from agent.settings import Settings
+from agent.service_settings import Settings
 from api.auth import parse_env_tokens
 from api.db import DbPool, make_pool
 from api.deps import ServiceState

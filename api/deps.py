@@ -13,7 +13,7 @@ from typing import Annotated
 import procrastinate
 from fastapi import Depends, Header, HTTPException, Request, status
 
-from agent.settings import Settings
+from agent.service_settings import Settings
 from api.auth import match_env_token, match_stored_token
 from api.db import DbConnection, DbPool
 from api.triage import Scope

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import procrastinate
 
-from agent.settings import Settings
+from agent.service_settings import Settings
 from reviewers.kernel.errors import ConfigError, TrainingError
 
 if TYPE_CHECKING:

@@ -19,8 +19,8 @@ from typing import Any, cast
 from psycopg.rows import dict_row
 from pydantic import ValidationError
 
-from agent.config import parse_repo_config
 from agent.diff import parse_unified_diff, render_diff_overview
+from agent.repo_config import parse_repo_config
 from agent.store.db import Database, connection
 from agent.strategy import S1_DIFF_OVERVIEW_LINES, Strategy, render_s1
 from learning.feedback_labels import (

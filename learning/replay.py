@@ -20,9 +20,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from agent.config import parse_repo_config
 from agent.diff import DiffIndex, parse_unified_diff
 from agent.evaluation import ExpectedFinding
+from agent.repo_config import parse_repo_config
 from agent.strategy import Strategy, constrain_strategy
 from agent.verifier import VerifiedFinding, VerifierInputs, below_min_severity, verify_findings
 from agent.workspaces.snapshot import SnapshotWorkspace

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar, get_type_hints
 
-from learning.configs import DPOTrainingConfig, KTOTrainingConfig, SFTTrainingConfig
 from learning.feedback_labels import FeedbackRewardConfig
+from learning.train_configs import DPOTrainingConfig, KTOTrainingConfig, SFTTrainingConfig
 from learning.train_rl import RLRunConfig
 from reviewers.kernel.errors import ConfigError
 

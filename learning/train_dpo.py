@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agent.store.db import Database
-from learning.configs import DPOTrainingConfig
+from learning.train_configs import DPOTrainingConfig
 from learning.training import HeldOut, TrainResult, TrlMethod, preference_margin, run_trl_trainer
 
 if TYPE_CHECKING:

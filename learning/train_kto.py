@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agent.store.db import Database
-from learning.configs import KTOTrainingConfig
+from learning.train_configs import KTOTrainingConfig
 from learning.training import HeldOut, TrainResult, TrlMethod, held_out_loss, run_trl_trainer
 from reviewers.kernel.errors import TrainingError
 

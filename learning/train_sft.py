@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agent.store.db import Database
-from learning.configs import SFTTrainingConfig
+from learning.train_configs import SFTTrainingConfig
 from learning.training import (
     HeldOut,
     TrainResult,

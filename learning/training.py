@@ -26,8 +26,8 @@ from pydantic import ValidationError
 from agent.store.db import Database
 from agent.store.models import TrainingKind, finish_run, log_step, start_run
 from agent.strategy import Strategy
-from learning.configs import TrainConfig
 from learning.datasets import DatasetKind, load_dataset, read_card
+from learning.train_configs import TrainConfig
 from reviewers.kernel.errors import TrainingError
 
 if TYPE_CHECKING:

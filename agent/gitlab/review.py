@@ -30,7 +30,7 @@ from agent.gitlab.models import DiffVersions
 from agent.gitlab.publisher import FindingToPublish, OpenThread, PostedThread, publish_review, resolve_outdated
 from agent.graph import ReviewState
 from agent.pipeline import Runtime, run_review
-from agent.settings import Settings
+from agent.service_settings import Settings
 from agent.store import reviews as store_reviews
 from agent.strategy_model import StrategyModelSource
 from agent.verifier import VerifiedFinding

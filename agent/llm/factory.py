@@ -12,7 +12,7 @@ from pathlib import Path
 from pydantic import SecretStr
 
 from agent.llm.port import SamplingLLM
-from agent.settings import Settings
+from agent.service_settings import Settings
 from reviewers.kernel.errors import ConfigError
 
 

@@ -17,7 +17,7 @@ import typer
 from rich.console import Console
 from rich.table import Column, Table
 
-from agent.settings import Settings
+from agent.service_settings import Settings
 from api.cli import app
 from reviewers.kernel.errors import ReviewloopError
 
@@ -91,8 +91,8 @@ Method = Literal["sft", "dpo", "kto"]
 def _train(
     method: Method, *, base_model: Path, dataset: Path, out_dir: Path, config_file: Path | None, store: bool
 ) -> None:
-    from learning.configs import DPOTrainingConfig, KTOTrainingConfig, SFTTrainingConfig, load_config
     from learning.datasets import load_dataset
+    from learning.train_configs import DPOTrainingConfig, KTOTrainingConfig, SFTTrainingConfig, load_config
     from learning.training import TrainResult, check_base_model
 
     try:

@@ -15,7 +15,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from agent.settings import Settings
+from agent.service_settings import Settings
 from api.cli import app
 from reviewers.kernel.errors import ReviewloopError
 

@@ -18,8 +18,8 @@ from agent.context import ReviewRequest
 from agent.evaluation import ExpectedFinding, MatchResult, NegativeLine, match_findings, score_matches
 from agent.pipeline import Runtime, run_review
 from agent.reporter import REPORT_FORMATS, ReportFormat, render_report, shown
+from agent.service_settings import Settings
 from agent.session import Session, llm_from_settings, open_session, strategy_model_source
-from agent.settings import Settings
 from api.cli import app
 from reviewers.kernel.contracts import SEVERITY_RANK, Severity
 from reviewers.kernel.errors import ReviewloopError

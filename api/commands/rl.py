@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from agent.settings import Settings
+from agent.service_settings import Settings
 from api.cli import app
 from api.commands.dev import dev_app
 from api.commands.learning import train_app

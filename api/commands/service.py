@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 
-from agent.settings import Settings
+from agent.service_settings import Settings
 from api.cli import app
 from reviewers.kernel.errors import ReviewloopError
 

@@ -211,7 +211,7 @@ def check_invocation(args: list[str], commands: dict[tuple[str, ...], CliCommand
 
 
 def settings_env_names() -> frozenset[str]:
-    from agent.settings import Settings
+    from agent.service_settings import Settings
 
     prefix = str(Settings.model_config.get("env_prefix", ""))
     return frozenset(f"{prefix}{name}".upper() for name in Settings.model_fields)

@@ -129,7 +129,7 @@ def test_the_expected_workloads_run_the_expected_commands(docs: list[Doc]) -> No
 def test_env_names_are_real_settings(docs: list[Doc], ours: list[Container]) -> None:
     settings = settings_env_names()
     problems = [
-        f"{container}: {name} (from {source}) is neither a field of agent.settings.Settings nor OTEL_*"
+        f"{container}: {name} (from {source}) is neither a field of agent.service_settings.Settings nor OTEL_*"
         for container in ours
         for name, source in env_names(container, docs).items()
         if unknown_env_name(name, settings)
@@ -285,7 +285,7 @@ def _on_gpu_nodes(doc: Doc) -> None:
 
 
 def test_vllm_serves_lora_on_a_gpu(docs: list[Doc]) -> None:
-    from learning.configs import SFTTrainingConfig
+    from learning.train_configs import SFTTrainingConfig
 
     doc = find(docs, "Deployment", "reviewloop-vllm")
     (container,) = containers([doc])

@@ -10,7 +10,7 @@ from deploy_files import DEPLOY, REPO_ROOT, check_invocation, cli_commands
 from fastapi import FastAPI
 from starlette.routing import Match
 
-from agent.settings import Settings
+from agent.service_settings import Settings
 from api.app import create_app
 
 README = DEPLOY / "README.md"

@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 from pydantic import SecretStr
 from starlette.testclient import TestClient
 
-from agent.settings import Settings
+from agent.service_settings import Settings
 from api.app import create_app
 from api.auth import create_api_token
 from api.worker import QueueConfig, ensure_queue_schema

@@ -16,7 +16,7 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from agent.settings import Settings
+from agent.service_settings import Settings
 from agent.store.db import open_pool
 from api.retrain_task import RETRAIN_TASK, register_retrain_task, run_scheduled_retrain
 from api.worker import QueueConfig, create_queue_app

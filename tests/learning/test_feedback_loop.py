@@ -80,10 +80,10 @@ def review_and_vote(pool: Any, dsn: str, devset_path: Path) -> list[int]:
 
 
 def test_feedback_to_promoted_strategy_model(db_dsn: str, devset_path: Path, tmp_path: Path) -> None:
-    from learning.configs import SFTTrainingConfig
     from learning.datasets import build_datasets, load_dataset
     from learning.registry import promote_version, register_trained, rollback_version
     from learning.tiny_model import build_tiny_model
+    from learning.train_configs import SFTTrainingConfig
     from learning.train_sft import train_sft
 
     prepare_database(db_dsn)

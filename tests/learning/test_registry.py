@@ -9,7 +9,6 @@ import pytest
 
 from agent.store.db import open_pool
 from agent.store.models import production_version
-from learning.configs import SFTTrainingConfig
 from learning.registry import (
     promote_version,
     register_adapter,
@@ -18,6 +17,7 @@ from learning.registry import (
     rollback_version,
     serving_model,
 )
+from learning.train_configs import SFTTrainingConfig
 from learning.training import TrainResult, write_training_file
 from reviewers.kernel.errors import InputError, TrainingError
 

@@ -45,9 +45,9 @@ from agent.store.db import Pool, open_pool
 from agent.strategy import STRATEGY_SYSTEM_PROMPT, Strategy
 from agent.strategy_model import ServingOptions, StrategyModelSource
 from agent.tracing import setup_tracing, shutdown_tracing
-from learning.configs import DPOTrainingConfig, KTOTrainingConfig, SFTTrainingConfig
 from learning.retrain import RetrainReport, VllmServer, retrain
 from learning.retrain_config import RetrainConfig
+from learning.train_configs import DPOTrainingConfig, KTOTrainingConfig, SFTTrainingConfig
 
 pytestmark = [
     pytest.mark.slow,

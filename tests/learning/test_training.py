@@ -16,7 +16,7 @@ from transformers import TrainerCallback
 
 from agent.store import models as store_models
 from agent.store.db import open_pool
-from learning.configs import DPOTrainingConfig, KTOTrainingConfig, SFTTrainingConfig
+from learning.train_configs import DPOTrainingConfig, KTOTrainingConfig, SFTTrainingConfig
 from learning.train_dpo import train_dpo
 from learning.train_kto import train_kto
 from learning.train_sft import train_sft

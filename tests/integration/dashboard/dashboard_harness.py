@@ -14,8 +14,8 @@ from pydantic import SecretStr
 
 from agent.context import ReviewRequest
 from agent.pipeline import ReviewOutcome, Runtime, run_review
+from agent.service_settings import Settings
 from agent.session import prepare_database
-from agent.settings import Settings
 from agent.store.db import open_pool
 
 ENV_TOKEN = "dashboard-token-for-tests"  # noqa: S105 - loopback test credential

@@ -25,8 +25,8 @@ from service_harness import SECRET, BackgroundWorker, LiveServer, post_hook, row
 
 from agent.gitlab.client import GitLabPlatform
 from agent.gitlab.review import build_deps
+from agent.service_settings import Settings
 from agent.session import open_session
-from agent.settings import Settings
 from api.worker import QueueConfig, ReviewFunction, pipeline_review_function
 
 # quick backoff (1 s, 2 s, 4 s) and a short stall timeout, so the test takes seconds

@@ -15,7 +15,7 @@ from fakes.gitlab_server import BOT_USER_ID
 from fakes.live_server import LiveServer as LiveServer  # re-exported: the tests import it from here
 from pydantic import SecretStr
 
-from agent.settings import Settings
+from agent.service_settings import Settings
 from api.db import make_pool
 from api.worker import QueueConfig, ReviewFunction, WorkerRuntime, create_queue_app, run_worker
 

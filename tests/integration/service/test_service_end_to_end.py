@@ -37,8 +37,8 @@ from service_harness import (
 )
 
 from agent.gitlab.review import build_deps
+from agent.service_settings import Settings
 from agent.session import Session, open_session
-from agent.settings import Settings
 from api.worker import ReviewFunction, pipeline_review_function
 
 REPO = Path(__file__).resolve().parents[3]

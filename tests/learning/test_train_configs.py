@@ -6,15 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from learning.configs import (
+from learning.datasets import DatasetConfig
+from learning.feedback_labels import FeedbackRewardConfig
+from learning.train_configs import (
     DPOTrainingConfig,
     KTOTrainingConfig,
     SFTTrainingConfig,
     config_help,
     load_config,
 )
-from learning.datasets import DatasetConfig
-from learning.feedback_labels import FeedbackRewardConfig
 from reviewers.kernel.errors import ConfigError
 
 

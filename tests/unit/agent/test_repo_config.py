@@ -1,6 +1,6 @@
 import pytest
 
-from agent.config import load_repo_config, parse_repo_config
+from agent.repo_config import load_repo_config, parse_repo_config
 from agent.workspaces.snapshot import SnapshotWorkspace
 from reviewers.kernel.errors import ConfigError
 
