@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import NamedTuple
 
 from pydantic import ValidationError
 
@@ -19,6 +20,7 @@ from agent.diff import DiffIndex
 from agent.llm.structured import extract_json
 from agent.store import reviews as store_reviews
 from agent.store.db import Database
+from agent.store.reviews import StrategySource
 from agent.strategy import Strategy, constrain_strategy, strategy_messages
 from agent.verifier import Verdict, VerifierInputs, verify_findings
 from reviewers import run_reviewer
@@ -27,6 +29,14 @@ from reviewers.kernel.errors import LLMError
 
 log = logging.getLogger(__name__)
 SHADOW_TEMPERATURE = 1.0  # shadows exist to differ from the greedy plan
+
+
+class ShadowCandidate(NamedTuple):
+    """A shadow strategy and where it came from: sampled from the model (`model`), or a systematic
+    variation of the plan in service (`rule`: a fixed rule wrote it, whoever wrote the plan it varies)."""
+
+    strategy: Strategy
+    source: StrategySource
 
 
 def plan_variations(base: Strategy) -> list[Strategy]:
@@ -71,17 +81,18 @@ def sample_strategies(llm: LLMPort, s1: str, n: int) -> list[Strategy]:
 
 def shadow_candidates(
     base: Strategy, files: Sequence[FileChange], config: RepoConfig, *, n: int, llm: LLMPort | None, s1: str
-) -> list[Strategy]:
-    """Up to n strategies different from `base` (and from each other)."""
+) -> list[ShadowCandidate]:
+    """Up to n strategies different from `base` (and from each other), model samples first."""
     seen = {base.to_json()}
-    out: list[Strategy] = []
-    pool = (sample_strategies(llm, s1, n) if llm is not None else []) + plan_variations(base)
-    for z in pool:
+    out: list[ShadowCandidate] = []
+    sampled = sample_strategies(llm, s1, n) if llm is not None else []
+    pool = [ShadowCandidate(z, "model") for z in sampled] + [ShadowCandidate(z, "rule") for z in plan_variations(base)]
+    for z, source in pool:
         z = constrain_strategy(z, files, config)
         key = z.to_json()
         if key not in seen:
             seen.add(key)
-            out.append(z)
+            out.append(ShadowCandidate(z, source))
         if len(out) >= n:
             break
     return out
@@ -116,7 +127,7 @@ def run_shadow_reviews(
     inputs = VerifierInputs(
         workspace=context.workspace, diff_index=diff_index, min_severity=context.config.min_severity
     )
-    for z in shadow_candidates(base, context.files, context.config, n=n, llm=llm, s1=s1):
+    for z, strategy_source in shadow_candidates(base, context.files, context.config, n=n, llm=llm, s1=s1):
         try:
             verified = execute_strategy(z, context, inputs, None)
             review_id = store_reviews.create_review(
@@ -130,7 +141,11 @@ def run_shadow_reviews(
                 parent_review_id=parent_review_id,
             )
             store_reviews.set_strategy(
-                db, review_id, strategy_json=z.model_dump(mode="json"), strategy_text=z.render(), strategy_source="rule"
+                db,
+                review_id,
+                strategy_json=z.model_dump(mode="json"),
+                strategy_text=z.render(),
+                strategy_source=strategy_source,
             )
             store_reviews.save_findings(db, review_id, verified)
             store_reviews.mark_done(db, review_id, stats={"shadow": True}, cost_tokens=0)

@@ -16,6 +16,7 @@ from agent.context import ReviewRequest
 from agent.llm.factory import make_llm
 from agent.pipeline import Runtime, run_review
 from agent.session import prepare_database
+from agent.shadow import run_shadow_reviews
 from agent.store.db import open_pool
 from agent.tracing import setup_tracing, shutdown_tracing
 from api.commands.review import build_demo_repository
@@ -208,3 +209,48 @@ def test_shadow_strategies_are_stored_but_not_the_review(db_dsn: str, demo_repo:
     assert shadow_findings[0]["n"] > 0
     [main] = rows(db_dsn, "SELECT is_shadow, status FROM reviews WHERE id = %s", outcome.review_id)
     assert main == {"is_shadow": False, "status": "done"}
+
+
+def test_shadow_reviews_record_where_their_strategy_came_from(
+    db_dsn: str, demo_repo: Path, openai_server: FakeOpenAIServer
+) -> None:
+    sampled = {
+        "change_type": "feature",
+        "risk_areas": [],
+        "plan": [{"reviewer": "security", "focus_paths": ["inventory/export.py"], "step_budget": 2}],
+        "stop_condition": "first real finding",
+    }
+    openai_server.enqueue(FakeReply.json(sampled))  # the one sampling call: every one of its n choices alike
+    llm = make_llm(
+        base_url=openai_server.base_url,
+        model="fake-model",
+        api_key="sk-test",
+        model_path=None,
+        timeout_s=5,
+        max_retries=0,
+        max_output_tokens=512,
+    )
+    prepare_database(db_dsn)
+    request = demo_request(demo_repo)
+    with open_pool(db_dsn) as pool:
+        runtime = Runtime(pool=pool, llm=None)
+        outcome = run_review(runtime, request, dsn=db_dsn)
+        context, index = runtime.context_and_index(
+            outcome.review_id, request.model_dump(mode="json"), outcome.snapshot.model_dump(mode="json")
+        )
+        ids = run_shadow_reviews(
+            pool,
+            parent_review_id=outcome.review_id,
+            base=outcome.strategy,
+            context=context,
+            diff_index=index,
+            n=3,
+            llm=llm,
+            s1="title: demo",
+            source="local",
+        )
+    shadows = rows(db_dsn, "SELECT id, strategy, strategy_source FROM reviews WHERE is_shadow ORDER BY id")
+    assert [s["id"] for s in shadows] == ids and len(ids) == 3
+    # the sample comes first and is the model's; the systematic variations of the plan are the rules'
+    assert [s["strategy_source"] for s in shadows] == ["model", "rule", "rule"]
+    assert shadows[0]["strategy"]["stop_condition"] == "first real finding"
