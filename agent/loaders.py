@@ -1,6 +1,6 @@
 """Loading a snapshot from each kind of source: a local git range, a bare diff, a replay record.
 
-GitLab merge requests are loaded by `agent.gitlab_loader` on top of the platform port.
+GitLab merge requests are loaded by `agent.gitlab.review.load_gitlab_snapshot` on top of the platform port.
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """Running a review end to end: the runtime behind the graph's ports, and the entry points.
 
 `run_review` reviews any source (local range, diff, replay, GitLab MR) through the checkpointed
-graph and returns the verified findings; `review_gitlab_merge_request` is what the worker's job
-calls. A run whose checkpoint shows unfinished nodes (a killed worker, a failed reviewer) is
-resumed rather than started again, under the same review row.
+graph and returns the verified findings; the worker's job calls `review_gitlab_merge_request`
+(agent/gitlab/review.py), which loads the merge request and runs it through `run_review`. A run
+whose checkpoint shows unfinished nodes (a killed worker, a failed reviewer) is resumed rather than
+started again, under the same review row.
 """
 
 from __future__ import annotations

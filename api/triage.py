@@ -1,6 +1,6 @@
 """What a verified, parsed webhook asks of us: a review, a vote, a reply, or nothing (with why).
 
-Pure functions over the hook models, so every rule of DESIGN.md §4 is tested without a server:
+Pure functions over the hook models, so every trigger rule is tested without a server:
 review on open/reopen (not drafts), on update with new commits (`oldrev`), and when a draft
 becomes ready; ignore everything else with a reason a person can read in the response and in
 `webhook_events.reason`.

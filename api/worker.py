@@ -124,7 +124,7 @@ class RetryableErrors(BaseRetryStrategy):
 
 
 class ReviewFunction(Protocol):
-    """`agent.pipeline.review_gitlab_merge_request` with its deps bound; returns the review id."""
+    """`agent.gitlab.review.review_gitlab_merge_request` with its deps bound; returns the review id."""
 
     def __call__(self, *, project: str, mr_iid: int, head_sha: str | None, event_id: int | None) -> int: ...
 

@@ -7,7 +7,7 @@ request was refused, not processed): a 5xx after GitLab may already have created
 otherwise post it twice; the failure goes up as retryable and the re-run finds the note by its
 marker instead.
 
-GitLab facts this module follows (DESIGN §4): positions come from the newest MR *version*, not
+GitLab facts this module follows: positions come from the newest MR *version*, not
 `diff_refs` (empty right after creation); diffs come from the paginated `/diffs` endpoint and a file
 GitLab sends no text for (`too_large`, `collapsed`, or an empty diff, which GitLab also sends
 unflagged for some large new files, gitlab-org/gitlab#414389) is fetched at both commits and diffed

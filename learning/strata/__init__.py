@@ -1,4 +1,4 @@
-"""StraTA-style reinforcement learning for the strategy model (DESIGN §3, Learning → StraTA RL).
+"""StraTA-style reinforcement learning for the strategy model (the RL stage of README's "Retraining").
 
 What decides *what* is learned lives here as small pure modules, each tested with hand-computed values:
 

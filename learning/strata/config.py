@@ -24,7 +24,7 @@ AblationName = Literal["full", "no_fps", "no_judge", "plain_mean", "no_filter"]
 
 @dataclass(frozen=True)
 class StrataConfig:
-    """StraTA's method constants (DESIGN §3) and the run's training knobs."""
+    """StraTA's method constants (the paper's defaults) and the run's training knobs."""
 
     sigma: int = field(
         default=8,

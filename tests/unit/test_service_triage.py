@@ -1,4 +1,4 @@
-"""The webhook's pure parts: which hooks start a review (DESIGN.md §4), which become votes, how the
+"""The webhook's pure parts: which hooks start a review, which become votes, how the
 secret is chosen and compared, and how API tokens are parsed."""
 
 from __future__ import annotations

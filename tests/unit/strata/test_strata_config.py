@@ -1,4 +1,4 @@
-"""StrataConfig defaults follow DESIGN §3; each ablation switches exactly one mechanism off."""
+"""StrataConfig defaults follow the StraTA paper; each ablation switches exactly one mechanism off."""
 
 from __future__ import annotations
 
