@@ -1,4 +1,4 @@
-"""The FastAPI application: webhooks, feedback and read API, health, metrics.
+"""The FastAPI application: webhooks, feedback and read API, health, metrics, the dashboard (`GET /` leads there).
 
 Thin by design (STYLE.md rule 1): it authenticates, parses, deduplicates, persists, enqueues and
 answers. It never imports torch, TRL or transformers — a test imports this module in a fresh
@@ -20,7 +20,7 @@ from agent.service_settings import Settings
 from api.auth import parse_env_tokens
 from api.db import DbPool, make_pool
 from api.deps import ServiceState
-from api.routes import dashboard, feedback, health, metrics, reviews, webhooks
+from api.routes import dashboard, feedback, front_door, health, metrics, reviews, webhooks
 from api.triage import Scope
 from api.worker import QueueConfig, create_queue_app
 from reviewers.kernel.errors import ConfigError
@@ -106,6 +106,6 @@ def create_app(
             status_code=status.HTTP_422_UNPROCESSABLE_CONTENT,
         )
 
-    for module in (webhooks, feedback, reviews, health, metrics, dashboard):
+    for module in (webhooks, feedback, reviews, health, metrics, dashboard, front_door):
         app.include_router(module.router)
     return app

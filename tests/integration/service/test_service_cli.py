@@ -125,6 +125,8 @@ def test_serve_without_worker_answers_and_stops_on_sigterm(db_dsn: str, tmp_path
         wait_for(ready, timeout=90, what="/readyz")
         reviews = httpx.get(f"{url}/api/v1/reviews", headers={"Authorization": "Bearer t0ken-for-tests"}, timeout=10)
         assert reviews.status_code == 200
+        front_door = httpx.get(f"{url}/", timeout=10, follow_redirects=False)  # a browser at the bare address
+        assert front_door.status_code == 307 and front_door.headers["location"] == "/dashboard"
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0
     finally:
