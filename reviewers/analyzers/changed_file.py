@@ -13,7 +13,7 @@ import warnings
 from dataclasses import dataclass
 from functools import cached_property
 
-from reviewers.contracts import FileChange, Severity
+from reviewers.contracts import Confidence, FileChange, Severity
 
 # Minified bundles and generated code are not reviewed line by line: their "lines" are whole
 # programs, and any finding would land in code nobody wrote by hand.
@@ -45,6 +45,7 @@ class Issue:
     body: str
     end_line: int | None = None
     kind: str = ""
+    confidence: Confidence = "medium"
 
 
 @dataclass

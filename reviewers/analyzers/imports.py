@@ -15,7 +15,7 @@ import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from reviewers.contracts import language_of
+from reviewers.paths import language_of
 
 _PY_IMPORT = re.compile(r"^(?P<indent>\s*)import\s+(?P<names>[\w., ]+?)\s*(?:#.*)?$")
 _PY_FROM = re.compile(r"^(?P<indent>\s*)from\s+(?P<dots>\.*)(?P<module>[\w.]*)\s+import\s+(?P<names>.+?)\s*(?:#.*)?$")

@@ -15,7 +15,8 @@ from dataclasses import replace
 
 from reviewers.analyzers.changed_file import ChangedFile, Issue
 from reviewers.analyzers.imports import ImportRef, ModuleIndex, find_cycle, imports_of, python_module_name
-from reviewers.contracts import SEVERITY_RANK, LayerRule, Workspace, language_of
+from reviewers.contracts import SEVERITY_RANK, LayerRule, Workspace
+from reviewers.paths import language_of
 
 INNER_LAYER_NAMES = frozenset({"core", "domain", "model", "models", "entities", "entity"})
 OUTER_LAYER_NAMES = frozenset(
