@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import ast
 import re
-import warnings
 from dataclasses import dataclass
 from functools import cached_property
 
+from reviewers.analyzers.parsing import parse_module
 from reviewers.contracts import Confidence, FileChange, Severity
 
 # Minified bundles and generated code are not reviewed line by line: their "lines" are whole
@@ -107,10 +107,4 @@ class ChangedFile:
         that does not parse — such as a file rebuilt from diff hunks only."""
         if self.language != "python":
             return None
-        try:
-            with warnings.catch_warnings():
-                # Invalid escape sequences in the reviewed code are its problem, not a test failure here.
-                warnings.simplefilter("ignore")
-                return ast.parse(self.text, filename=self.path)
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            return None
+        return parse_module(self.text, filename=self.path)

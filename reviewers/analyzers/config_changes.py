@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass
 
 from reviewers.analyzers.changed_file import ChangedFile, Issue
+from reviewers.analyzers.parsing import parse_expression
 from reviewers.contracts import Severity
 from reviewers.paths import is_config_path
 
@@ -163,9 +164,8 @@ def numeric_value(text: str) -> float | None:
         return float(duration.group("n")) * _UNIT_SECONDS[duration.group("unit")]
     if len(stripped) > 200:
         return None
-    try:
-        tree = ast.parse(stripped, mode="eval")
-    except (SyntaxError, ValueError, RecursionError):
+    tree = parse_expression(stripped)
+    if tree is None:
         return None
     try:
         return _fold(tree.body)

@@ -56,6 +56,7 @@ LINE_RULES: tuple[LineRule, ...] = (
         "TLS certificate verification disabled",
         "Without certificate checks anyone on the network path can impersonate the server and read or "
         "change the traffic, credentials included. Fix the trust store (e.g. a CA bundle) instead.",
+        python_ast=True,  # python_auth: only when unconditional, not a user's opt-out the code implements
     ),
     LineRule(
         "patterns:sql-interpolation",

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from reviewers.analyzers.changed_file import ChangedFile
+from reviewers.analyzers.parsing import parse_module
 from reviewers.contracts import Workspace
 from reviewers.paths import is_test_path
 
@@ -251,9 +252,8 @@ def removed_python_shape(file: ChangedFile, name: str) -> ParameterShape | None:
     header: list[str] = []
     for text in removed[start : start + 30]:
         header.append(text.strip())
-        try:
-            tree = ast.parse(" ".join(header).removeprefix("async ") + " pass")
-        except SyntaxError:
+        tree = parse_module(" ".join(header).removeprefix("async ") + " pass")
+        if tree is None:
             continue
         node = tree.body[0]
         return _shape(node.args) if isinstance(node, ast.FunctionDef) else None

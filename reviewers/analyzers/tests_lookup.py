@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import ast
 import re
-import warnings
 from dataclasses import dataclass
 
 from reviewers.analyzers.imports import python_module_name
+from reviewers.analyzers.parsing import parse_module
 from reviewers.contracts import Workspace
 from reviewers.paths import is_test_path, language_of
 
@@ -58,12 +58,7 @@ def _word(name: str) -> re.Pattern[str]:
 def list_test_functions(text: str, path: str) -> list[tuple[str, int, int]]:
     """(name, first line, last line) of each test function in a test file."""
     if language_of(path) == "python":
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                tree = ast.parse(text)
-        except (SyntaxError, ValueError, RecursionError):
-            tree = None
+        tree = parse_module(text, filename=path)
         if tree is not None:
             return [
                 (node.name, node.lineno, node.end_lineno or node.lineno)
