@@ -48,6 +48,18 @@ BANDIT_SKIP = (
     "B412",
     "B413",
     "B615",  # hub download without a pinned revision: most calls load a local path, which bandit cannot tell
+    # calls our syntax-tree checks judge by where the value comes from, not by the call alone: SQL
+    # text (python:sql-interpolation), urlopen (python:ssrf), XML parsers (python:xml-external)
+    "B608",
+    "B310",
+    "B313",
+    "B314",
+    "B315",
+    "B316",
+    "B317",
+    "B318",
+    "B319",
+    "B320",
     "B603",  # subprocess without shell: the safe form
     "B607",  # partial executable path: environment hygiene, not a defect in the change
 )

@@ -50,7 +50,7 @@ SECURITY_NAME = re.compile(
         "cipher|permissions|insecure|hsts|work_factor|key_size|key_bits|salt|2fa|csp|cert|certificate"
     )
 )
-_LIFETIME = re.compile(_W.format("ttl|expiry|expire|expires|expiration|lifetime|max_age|timeout|duration|validity"))
+_LIFETIME = re.compile(_W.format("ttl|expiry|expire|expires|expiration|lifetime|age|max_age|timeout|duration|validity"))
 _LIFETIME_OF_SECRET = re.compile(
     _W.format("session|token|cookie|auth|login|jwt|password|otp|idle|remember|refresh|access|credential|key|link|reset")
 )

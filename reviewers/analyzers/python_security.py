@@ -162,6 +162,20 @@ def interpolated_sql(expr: ast.expr) -> bool:
     return False
 
 
+def _constants_only(expr: ast.expr, assigned: dict[str, list[ast.expr]]) -> bool:
+    """Whether every name spliced into an expression is a constant: an UPPER_CASE module constant
+    or a local assigned only literals (`f"SELECT * FROM {TABLE}"`). Such text is fixed by the
+    code, so no input can change the statement."""
+    for node in ast.walk(expr):
+        if isinstance(node, ast.Attribute | ast.Subscript):
+            return False
+        if isinstance(node, ast.Name) and not node.id.isupper():
+            values = assigned.get(node.id)
+            if not values or not all(_is_constant(v) for v in values):
+                return False
+    return True
+
+
 def _first_arg(call: ast.Call, keyword: str) -> ast.expr | None:
     if call.args:
         return call.args[0]
@@ -235,7 +249,9 @@ class _Checker:
         attr = call.func.attr if isinstance(call.func, ast.Attribute) else name.rsplit(".", 1)[-1]
         first = _first_arg(call, "sql") if attr in SQL_SINK_ATTRS else None
         if first is not None:
-            built = [v for v in self._values(first, assigned) if interpolated_sql(v)]
+            built = [
+                v for v in self._values(first, assigned) if interpolated_sql(v) and not _constants_only(v, assigned)
+            ]
             if built:
                 self.report(
                     [*built, call], "python:sql-interpolation", "sql", "high",

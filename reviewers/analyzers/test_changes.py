@@ -88,8 +88,9 @@ def weakened_tests(file: ChangedFile) -> list[tuple[str, int, int, int]]:
                 if (name := owner(diff_line.new_line)) is not None:
                     added[name] = added.get(name, 0) + 1
             elif diff_line.kind == "del":
-                nearby = [ln.new_line for ln in lines[i:] if ln.new_line is not None and ln.kind == "context"]
-                nearby += [ln.new_line for ln in reversed(lines[:i]) if ln.new_line is not None]
+                # the line just above a removed assertion is in its test far more often than the one below
+                nearby = [ln.new_line for ln in reversed(lines[:i]) if ln.new_line is not None]
+                nearby += [ln.new_line for ln in lines[i:] if ln.new_line is not None]
                 if nearby and (name := owner(nearby[0])) is not None:
                     removed[name] = removed.get(name, 0) + 1
                     anchors.setdefault(name, nearby[0])
