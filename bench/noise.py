@@ -10,7 +10,8 @@ with a fixed seed:
   added docstring, an added logging line, two imports swapped).
 
 Each merge request is reviewed through the real pipeline (`agent.pipeline.run_review`, no model,
-no database) with the package's other modules at head. A finding is *posted* when the verifier
+no database) with the package's other modules at head — except, in a new-file MR, the modules that
+import one of the new files: they could not have been there unchanged before it. A finding is *posted* when the verifier
 labels it REAL. The report gives the rate overall and per kind, the ten rules that post most, every
 high or critical finding, and a sample for a person to judge.
 

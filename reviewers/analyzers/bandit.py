@@ -4,6 +4,10 @@ bandit parses the file and walks its syntax tree; it never imports or runs it. T
 reviewed code away from the repository checkout (and from any bandit configuration in it). Checks
 that only say "this module was imported" or "an assert exists" are skipped: they are noise in a
 review. Only issues on lines the change added are kept.
+
+Severity policy: bandit's own severity, one step down when bandit's confidence is low; the
+finding's confidence is bandit's confidence. Checks our syntax-tree rules judge with data flow
+(SQL text, urlopen, XML parsers) are skipped here, as are the import-only checks.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from typing import Any
 
 from reviewers.analyzers.batch_answers import BatchAnswers
 from reviewers.analyzers.changed_file import ChangedFile, Issue
-from reviewers.contracts import Severity
+from reviewers.contracts import Confidence, Severity
 from reviewers.errors import AnalyzerError
 
 BANDIT_TIMEOUT_S = 60  # bandit's start-up dominates (~0.5 s); a minute means it hung
@@ -74,6 +78,7 @@ KIND_BY_TEST: dict[str, str] = {
     "B102": "code-exec", "B307": "code-exec",
 }  # fmt: skip
 _SEVERITY: dict[str, Severity] = {"HIGH": "high", "MEDIUM": "medium", "LOW": "low"}
+_CONFIDENCE: dict[str, Confidence] = {"HIGH": "high", "MEDIUM": "medium", "LOW": "low"}
 _ONE_DOWN: dict[Severity, Severity] = {
     "critical": "high",
     "high": "medium",
@@ -184,6 +189,7 @@ def bandit_issues(file: ChangedFile) -> list[Issue]:
                 body=f"{text} (bandit {test_id} {result.get('test_name', '')}, "
                 f"confidence {str(result.get('issue_confidence', '')).lower()})",
                 kind=KIND_BY_TEST.get(test_id, f"bandit:{test_id}"),
+                confidence=_CONFIDENCE.get(str(result.get("issue_confidence", "")).upper(), "medium"),
             )
         )
     return issues

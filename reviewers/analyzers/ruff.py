@@ -5,6 +5,10 @@ configuration (the reviewer asks its own questions; the project's CI runs its ow
 rule set is the part of ruff that finds defects rather than style: syntax errors, pyflakes,
 bugbear, blind and bare excepts, swallowed exceptions, pylint errors. Only diagnostics on lines the
 change added are kept: a review comments on what the merge request wrote.
+
+Severity policy: `_SEVERITY_BY_CODE` below (undefined names and syntax errors high; mutable
+defaults, bare excepts, swallowed exceptions medium; unused names and style-adjacent checks low).
+ruff's diagnostics are facts about the text, so their confidence is high.
 """
 
 from __future__ import annotations
@@ -248,6 +252,7 @@ def ruff_issues(file: ChangedFile) -> list[Issue]:
                 title=message if code != "invalid-syntax" else f"Syntax error: {message}",
                 body=" ".join(part for part in (message + ".", why) if part),
                 kind=f"ruff:{code}",
+                confidence="high",
             )
         )
     return issues
