@@ -38,7 +38,7 @@ from reviewers.analyzers.symbols import (
     signature_changed,
 )
 from reviewers.analyzers.test_changes import test_change_issues
-from reviewers.analyzers.tests_lookup import TestIndex, TestReference, distinctive, list_test_functions
+from reviewers.analyzers.tests_lookup import TestIndex, TestReference, distinctive, list_test_functions, module_tokens
 from reviewers.contracts import ReviewContext
 from reviewers.paths import is_code_path, is_test_path, language_of
 from reviewers.reviewer import Analysis, Analyzer, ReviewerSpec
@@ -133,15 +133,18 @@ class TestImpactAnalyzer:
     def used_elsewhere(self, path: str, definition: Definition) -> bool:
         """Whether other product code uses the definition (calls it, passes it, subclasses it): then the
         tests of that code exercise it too, and asking for its own test is a matter of taste. A
-        generic name (`run`) counts only within its own file, where it cannot be another `run`."""
+        generic name (`run`) counts in another file only where that file names its module too."""
         name = re.escape(definition.name)
-        anywhere = distinctive(definition.name)
+        tokens = [re.compile(rf"\b{re.escape(t)}\b") for t in module_tokens(path)]
         for hit in self.context.workspace.search(rf"\b{name}\b", max_hits=50):
             if is_test_path(hit.path) or re.match(rf"\s*(async +)?(def|class|function|func) +{name}\b", hit.text):
                 continue
-            if hit.path == path and not definition.line <= hit.line <= definition.end_line:
-                return True
-            if hit.path != path and anywhere:
+            if hit.path == path:
+                if not definition.line <= hit.line <= definition.end_line:
+                    return True
+            elif distinctive(definition.name) or any(
+                t.search(self.context.workspace.read_file(hit.path) or "") for t in tokens
+            ):
                 return True
         return False
 
