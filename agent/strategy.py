@@ -13,8 +13,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from agent.risk import change_signals
 from reviewers.kernel.contracts import ChatMessage, FileChange, LLMPort, PlanItem, RepoConfig, render_files_overview
 from reviewers.kernel.errors import LLMError
+from reviewers.paths import CODE_LANGUAGES, CONFIG_LANGUAGES, DOC_LANGUAGES, is_test_path
 
 ChangeType = Literal["feature", "bugfix", "refactor", "docs", "tests", "config", "dependency", "mixed"]
 MAX_RISK_AREAS = 5
@@ -120,81 +122,27 @@ def strategy_messages(s1: str) -> list[ChatMessage]:
 
 # --- the rule-based strategy: the fallback and the default without a model -----------------------
 
-CODE_LANGUAGES = frozenset(
-    {
-        "python",
-        "javascript",
-        "typescript",
-        "go",
-        "rust",
-        "java",
-        "kotlin",
-        "ruby",
-        "php",
-        "c",
-        "cpp",
-        "csharp",
-        "shell",
-        "sql",
-    }
-)
-DOC_LANGUAGES = frozenset({"markdown", "rst", "text"})
-CONFIG_LANGUAGES = frozenset({"yaml", "toml", "json", "terraform", "dockerfile"})
-RISKY_PATH_WORDS = (
-    "auth",
-    "login",
-    "session",
-    "token",
-    "secret",
-    "password",
-    "crypt",
-    "key",
-    "perm",
-    "admin",
-    "sql",
-    "db",
-    "query",
-    "upload",
-    "file",
-    "path",
-    "shell",
-    "exec",
-    "cmd",
-    "billing",
-    "payment",
-    "client",
-    "http",
-    "request",
-    "cache",
-    "pickle",
-    "serial",
-    "config",
-    "settings",
-)
 GROWTH_RATIO = 3  # code that grows this much more than it shrinks adds behaviour: a feature, not a refactor
 BASE_STEP_BUDGET = 4
 MAX_STEP_BUDGET = 20
 
 
-def is_test_path(path: str) -> bool:
-    name = path.rsplit("/", 1)[-1]
-    return (
-        "/tests/" in f"/{path}"
-        or "/test/" in f"/{path}"
-        or name.startswith("test_")
-        or name.endswith(("_test.py", "_test.go", ".test.ts", ".test.js", ".spec.ts", ".spec.js"))
-    )
+RISK_SIGNAL_WEIGHT = 3.0  # one thing the change does (SQL, shell, auth, ...) outweighs ~9 plain added lines
 
 
 def _risk_score(f: FileChange, history: Mapping[str, float]) -> float:
-    lowered = f.path.lower()
     score = math.sqrt(f.additions)
-    score += 3.0 * sum(1 for w in RISKY_PATH_WORDS if w in lowered)
+    score += RISK_SIGNAL_WEIGHT * len(change_signals(f))
     if f.status == "added":
         score += 1.0
     # paths whose findings were often rejected deserve less attention; often accepted, more
     score *= 0.5 + float(history.get(f.path, 0.5))
     return score
+
+
+def _why(f: FileChange) -> str:
+    signals = change_signals(f)
+    return f"{f.status}, +{f.additions} lines" + (f", touches {', '.join(signals)}" if signals else "")
 
 
 def rule_based_strategy(
@@ -224,9 +172,7 @@ def rule_based_strategy(
 
     ranked = sorted(code + configs, key=lambda f: -_risk_score(f, history))
     risk_areas = [
-        RiskArea(path=f.path, why=f"{f.status}, +{f.additions} lines, risky by name or size")
-        for f in ranked[:MAX_RISK_AREAS]
-        if _risk_score(f, history) > 3.0
+        RiskArea(path=f.path, why=_why(f)[:200]) for f in ranked[:MAX_RISK_AREAS] if _risk_score(f, history) > 3.0
     ]
     budget = min(MAX_STEP_BUDGET, BASE_STEP_BUDGET + len(ranked))
     focus = [f.path for f in ranked][:20]

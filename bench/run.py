@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from bench import dataset_build, scaling, webhook
+from bench import dataset_build, noise, scaling, webhook
 from bench import pipeline as pipeline_bench
 from bench import spans as spans_bench
 from bench.database import bench_database
@@ -49,6 +49,7 @@ class Config:
     webhook_rates_beside_review: tuple[int, ...] = webhook.RATES_BESIDE_REVIEW
     webhook_seconds: float = webhook.SECONDS
     webhook_repeats: int = webhook.REPEATS
+    noise_packages: tuple[str, ...] = noise.PACKAGES
 
 
 QUICK = Config(
@@ -60,6 +61,7 @@ QUICK = Config(
     webhook_rates_beside_review=(),
     webhook_seconds=2.0,
     webhook_repeats=1,
+    noise_packages=noise.PACKAGES[:4],
 )
 
 
@@ -72,6 +74,7 @@ class Results:
     spans: dict[str, Any] = field(default_factory=dict)
     datasets: dict[str, Any] = field(default_factory=dict)
     webhook: list[dict[str, Any]] = field(default_factory=list)
+    noise: noise.NoiseResult | None = None
 
 
 def progress(message: str) -> None:
@@ -128,6 +131,10 @@ def collect(dsn: str, config: Config) -> Results:
             rates_beside_review=config.webhook_rates_beside_review,
             repeats=config.webhook_repeats,
         ),
+    )
+    r.noise = step(
+        f"noise on released code ({len(config.noise_packages)} packages)",
+        lambda: noise.run(config.noise_packages, progress=False),
     )
     return r
 
@@ -187,6 +194,17 @@ def targets(r: Results) -> list[Target]:
             "at_most",
             "lost",
             f"{sum(row['accepted'] for row in r.webhook):,} answered 202" if r.webhook else "",
+        ),
+        Target(
+            f"posted findings on released code ≤ {noise.TARGET_PER_1000:g} per 1,000 changed lines",
+            r.noise.per_1000(len(r.noise.posted)) if r.noise else nan,
+            noise.TARGET_PER_1000,
+            "at_most",
+            "per 1k lines",
+            f"{len(r.noise.posted)} posted over {r.noise.total_lines:,} lines, "
+            f"{len(r.noise.high_or_critical)} high or critical"
+            if r.noise
+            else "",
         ),
     ]
 
@@ -401,6 +419,8 @@ def render_results(r: Results) -> str:
                 ],
             ),
         ]
+    if r.noise is not None:
+        parts += ["", noise.render(r.noise)]
     return "\n".join(parts)
 
 

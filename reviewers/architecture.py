@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from reviewers.analyzers.changed_file import ChangedFile
 from reviewers.analyzers.layers import ArchitectureAnalyzer
-from reviewers.kernel.contracts import ReviewContext, language_of
+from reviewers.kernel.contracts import ReviewContext
+from reviewers.paths import language_of
 from reviewers.reviewer import Analysis, Analyzer, ReviewerSpec
 
 INSTRUCTIONS = """You are the architecture reviewer. Look at the dependencies this merge request adds: imports

@@ -13,8 +13,9 @@ from collections.abc import Sequence
 from reviewers.analyzers.changed_file import ChangedFile, Issue
 from reviewers.analyzers.ruff import prefetch as ruff_prefetch
 from reviewers.analyzers.ruff import ruff_issues
-from reviewers.kernel.contracts import ReviewContext, language_of
+from reviewers.kernel.contracts import ReviewContext
 from reviewers.kernel.errors import AnalyzerError
+from reviewers.paths import language_of
 from reviewers.reviewer import Analysis, Analyzer, ReviewerSpec
 
 INSTRUCTIONS = """You are the code-quality reviewer. Look for defects, not style: errors swallowed by bare or

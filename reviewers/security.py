@@ -16,9 +16,9 @@ from reviewers.analyzers.config_changes import security_setting_issues
 from reviewers.analyzers.patterns import line_rule_issues
 from reviewers.analyzers.python_security import python_security_issues
 from reviewers.analyzers.secrets import secret_issues
-from reviewers.analyzers.tests_lookup import is_test_path
 from reviewers.kernel.contracts import ReviewContext
 from reviewers.kernel.errors import AnalyzerError
+from reviewers.paths import is_test_path
 from reviewers.reviewer import Analysis, Analyzer, ReviewerSpec
 
 INSTRUCTIONS = """You are the security reviewer. Look for what an attacker could use: hard-coded credentials,

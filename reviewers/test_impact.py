@@ -1,41 +1,55 @@
 """The test-impact reviewer: what the change does to the test suite, found by reading tests.
 
-Four questions, each answered from the files at head without running anything:
-- a new public function or class that no test mentions;
-- a changed signature whose tests mention it but were not touched by this merge request;
-- a constant whose value changed while tests that exercise it (directly, or through the functions
-  of its module that read it) were not touched — a test using a value between the old and the new
-  one is named as the one whose outcome flips;
-- a removed public definition that unchanged tests still mention.
+What a reviewer would ask for, answered from the files at head without running anything. Severity
+policy, per rule (each also carries its confidence):
+
+- `tests:removed-symbol` (high): a public definition is gone from its file, is defined nowhere else
+  at head (not moved, not inherited from a base class), and unchanged tests still use it.
+- `tests:stale-signature` (medium): a function's parameters changed so that old calls break (one
+  removed or renamed, a new required one, reordered), and the tests that call it were not touched.
+- `tests:stale-constant` (medium): a module constant's value changed and the tests that exercise it
+  were not touched; a test using a value between the old and the new one is named.
+- `tests:test-deleted` (medium): a test function was deleted while the code it called still exists.
+- `tests:test-weakened` (low): a test lost assertion lines.
+- `tests:untested-new` (low): new public code with real logic (not stubs, not one-statement
+  wrappers) that no test mentions and no other code calls (its callers' tests would exercise it),
+  in a module whose neighbours the repository does test. ONE
+  grouped finding per merge request, never on tests, fixtures, scripts or generated code.
 """
 
 from __future__ import annotations
 
+import posixpath
 import re
 
-from reviewers.analyzers.changed_file import ChangedFile, Issue
+from reviewers.analyzers.changed_file import ChangedFile, Issue, looks_generated
 from reviewers.analyzers.config_changes import numeric_value, value_changes
 from reviewers.analyzers.symbols import (
+    DEFINITION_LANGUAGES,
     Definition,
+    breaking_change,
+    defined_at_head,
     gone_definition_names,
     is_new,
     public_definitions,
+    python_shape,
     removed_definition_names,
+    removed_python_shape,
     signature_changed,
 )
-from reviewers.analyzers.tests_lookup import TestIndex, TestReference, is_test_path, list_test_functions
-from reviewers.kernel.contracts import ReviewContext, language_of
+from reviewers.analyzers.test_changes import test_change_issues
+from reviewers.analyzers.tests_lookup import TestIndex, TestReference, distinctive, list_test_functions, module_tokens
+from reviewers.kernel.contracts import ReviewContext
+from reviewers.paths import is_code_path, is_test_path, language_of
 from reviewers.reviewer import Analysis, Analyzer, ReviewerSpec
 
 INSTRUCTIONS = """You are the test-impact reviewer. For each changed public function, class or constant, use
-list_tests and read_file to find the tests that exercise it. Report new public code that no test
-exercises (at its definition line), and changed behaviour (a changed constant, signature or return
-value) whose tests were not updated in this merge request — name the test that will now fail or
-is now wrong. Report at a line this merge request added, with that exact line as evidence."""
+list_tests and read_file to find the tests that exercise it. Report changed behaviour (a changed
+constant, signature or return value) whose tests were not updated in this merge request — name the
+test that will now fail or is now wrong — and tests deleted or weakened while their subject remains.
+Ask for tests of new code at most once, and only where the neighbouring code is tested. Report at a
+line this merge request added, with that exact line as evidence."""
 
-CODE_LANGUAGES = frozenset(
-    {"python", "javascript", "typescript", "go", "rust", "java", "kotlin", "csharp", "ruby", "php"}
-)
 # Entry points, packaging and schema files are exercised by running the program, not by unit tests.
 _NOT_UNIT_TESTED = re.compile(
     r"(?:^|/)(?:migrations?|alembic|scripts?|docs?|examples?)/|(?:^|/)(?:setup|manage|__main__)\.py$"
@@ -43,10 +57,21 @@ _NOT_UNIT_TESTED = re.compile(
 _CONSTANT = re.compile(r"^[A-Z][A-Z0-9_]*$")
 _NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?![\w.])")
 MAX_TESTS_NAMED = 3  # a finding that lists ten tests is read as "many"; three make the point
+MAX_UNTESTED_NAMED = 5  # the grouped "new code without tests" finding names this many, then counts
+MAX_NEIGHBOURS = 20  # sibling modules read to decide whether the repository tests this directory
 
 
 def _supports(path: str) -> bool:
-    return language_of(path) in CODE_LANGUAGES and not is_test_path(path) and not _NOT_UNIT_TESTED.search(path)
+    """Test files (deleted or weakened tests) and product code in a language whose definitions we read."""
+    if language_of(path) not in DEFINITION_LANGUAGES:
+        return False
+    return is_test_path(path) or (is_code_path(path) and not _NOT_UNIT_TESTED.search(path))
+
+
+def _untestable(path: str) -> bool:
+    return (
+        not is_code_path(path) or bool(_NOT_UNIT_TESTED.search(path)) or language_of(path) not in DEFINITION_LANGUAGES
+    )
 
 
 def _names(refs: list[TestReference]) -> str:
@@ -77,6 +102,7 @@ class TestImpactAnalyzer:
         self.context = context
         self.changed_tests = {f.path for f in context.files if is_test_path(f.path)}
         self._index: TestIndex | None = None
+        self._untested_reported = False
 
     @property
     def index(self) -> TestIndex:
@@ -88,39 +114,116 @@ class TestImpactAnalyzer:
         """The referencing tests, if none of them was touched by this change; else nothing to say."""
         return [] if any(r.path in self.changed_tests for r in refs) else refs
 
-    def definition_issues(self, file: ChangedFile, definitions: list[Definition], removed: set[str]) -> list[Issue]:
-        issues: list[Issue] = []
+    def untested(self, file: ChangedFile) -> list[Definition]:
+        """New public definitions with real logic that no test mentions (a class covers its methods)."""
+        definitions = public_definitions(file)
+        removed = removed_definition_names(file)
         new_classes = {d.name for d in definitions if d.kind == "class" and is_new(d, file, removed)}
+        return [
+            d
+            for d in definitions
+            if d.owner not in new_classes
+            and is_new(d, file, removed)
+            and d.has_behaviour
+            and d.has_logic
+            and not self.index.references(file.path, d.name)
+            and not self.used_elsewhere(file.path, d)
+        ]
+
+    def used_elsewhere(self, path: str, definition: Definition) -> bool:
+        """Whether other product code uses the definition (calls it, passes it, subclasses it): then the
+        tests of that code exercise it too, and asking for its own test is a matter of taste. A
+        generic name (`run`) counts in another file only where that file names its module too."""
+        name = re.escape(definition.name)
+        tokens = [re.compile(rf"\b{re.escape(t)}\b") for t in module_tokens(path)]
+        for hit in self.context.workspace.search(rf"\b{name}\b", max_hits=50):
+            if is_test_path(hit.path) or re.match(rf"\s*(async +)?(def|class|function|func) +{name}\b", hit.text):
+                continue
+            if hit.path == path:
+                if not definition.line <= hit.line <= definition.end_line:
+                    return True
+            elif distinctive(definition.name) or any(
+                t.search(self.context.workspace.read_file(hit.path) or "") for t in tokens
+            ):
+                return True
+        return False
+
+    def tests_neighbours(self, path: str) -> bool:
+        """Whether the repository tests the code around `path`: the file itself before this change,
+        or another module of its directory, is named by a test. A repository (or a directory) without
+        tests has made its choice, and a bare diff shows no tests at all: then "add a test" is noise."""
+        if not self.index.paths:
+            return False
+        directory = posixpath.dirname(path)
+        added = {f.path for f in self.context.files if f.status == "added"}
+        siblings = [
+            p
+            for p in self.context.workspace.list_paths()
+            if posixpath.dirname(p) == directory and p not in added and is_code_path(p)
+            and not p.endswith("/__init__.py") and p != "__init__.py"
+        ][:MAX_NEIGHBOURS]  # fmt: skip
+        return any(self.index.tests_for_path(p, []) for p in siblings)
+
+    def untested_issues(self, file: ChangedFile) -> list[Issue]:
+        """At most one finding per merge request: the new untested code of every changed file, named
+        at the first such definition of the first file that has one."""
+        if self._untested_reported or _untestable(file.path):
+            return []
+        here = self.untested(file)
+        if not here or not self.tests_neighbours(file.path):
+            return []
+        self._untested_reported = True
+        named = [f"`{d.qualified}`" for d in here]
+        for change in self.context.files:
+            if change.path == file.path or change.status == "deleted" or _untestable(change.path):
+                continue
+            text = self.context.workspace.read_file(change.path)
+            if text is None or looks_generated(text):
+                continue
+            other = ChangedFile(change, text)
+            named += [f"`{d.qualified}` ({change.path})" for d in self.untested(other)]
+        more = f" and {len(named) - MAX_UNTESTED_NAMED} more" if len(named) > MAX_UNTESTED_NAMED else ""
+        return [
+            Issue(
+                here[0].line,
+                "tests:untested-new",
+                "low",
+                f"New code without tests: {here[0].qualified}"
+                + (f" and {len(named) - 1} more" if len(named) > 1 else ""),
+                f"This merge request adds {', '.join(named[:MAX_UNTESTED_NAMED])}{more}, and no test mentions "
+                "them, while the code around them is tested. Add tests for their expected behaviour and an edge case.",
+                kind="untested",
+                confidence="medium",
+            )  # fmt: skip
+        ]
+
+    def signature_issues(self, file: ChangedFile, definitions: list[Definition], removed: set[str]) -> list[Issue]:
+        """Functions whose parameters changed in a way that breaks old calls, with untouched tests."""
+        issues: list[Issue] = []
+        tree = file.python_tree
         for d in definitions:
-            if d.owner in new_classes:
-                continue  # the class's own finding covers its methods
-            if is_new(d, file, removed):
-                if d.has_behaviour and not self.index.references(file.path, d.name):
-                    issues.append(
-                        Issue(
-                            d.line,
-                            "tests:untested-new",
-                            "medium",
-                            f"No test exercises new {d.kind} {d.qualified}",
-                            f"`{d.qualified}` is new in this merge request and no test mentions it. Add a test for "
-                            "its expected behaviour and at least one edge case.",
-                            kind="untested",
-                        )  # fmt: skip
-                    )
-            elif signature_changed(d, file, removed):
-                stale = self.stale(self.index.references(file.path, d.name))
-                if stale:
-                    issues.append(
-                        Issue(
-                            d.line,
-                            "tests:stale-signature",
-                            "medium",
-                            f"Signature of {d.qualified} changed; its tests were not updated",
-                            f"The definition line of `{d.qualified}` changed, and {_names(stale)} still call it as "
-                            "before. Update the tests to the new signature and cover the new parameters.",
-                            kind="stale-tests",
-                        )  # fmt: skip
-                    )
+            if d.kind == "class" or not signature_changed(d, file, removed):
+                continue
+            if tree is None:
+                continue  # without the syntax tree the old and new parameters cannot be compared
+            old, new = removed_python_shape(file, d.name), python_shape(tree, d)
+            how = breaking_change(old, new) if old is not None and new is not None else None
+            if how is None:
+                continue
+            stale = self.stale(self.index.references(file.path, d.name))
+            if stale:
+                issues.append(
+                    Issue(
+                        d.line,
+                        "tests:stale-signature",
+                        "medium",
+                        f"Signature of {d.qualified} changed ({how}); its tests were not updated",
+                        f"`{d.qualified}` changed: {how}. {_names(stale)} still call it and were not touched by this "
+                        "merge request. Update the tests to the new signature and cover the new parameters.",
+                        kind="stale-tests",
+                        confidence="high",
+                    )  # fmt: skip
+                )
         return issues
 
     def constant_issues(self, file: ChangedFile, definitions: list[Definition]) -> list[Issue]:
@@ -169,6 +272,7 @@ class TestImpactAnalyzer:
                     f"`{change.key}` changed from {change.old} to {change.new}. {detail} Update the tests to pin the "
                     "new value, or confirm the old expectations still hold.",
                     kind="stale-tests",
+                    confidence="high" if flips else "medium",
                 )  # fmt: skip
             )
         return issues
@@ -177,19 +281,21 @@ class TestImpactAnalyzer:
         issues: list[Issue] = []
         for name in sorted(n for n in gone_definition_names(file) if not n.startswith("_")):
             stale = self.stale(self.index.references(file.path, name))
-            anchor = self._anchor_for_removal(file, name)
-            if stale and anchor is not None:
-                issues.append(
-                    Issue(
-                        anchor,
-                        "tests:removed-symbol",
-                        "high",
-                        f"{name} was removed but tests still use it",
-                        f"`{name}` no longer exists in `{file.path}`, and {_names(stale)} still use it: they will fail "
-                        "to import or call it.",
-                        kind="stale-tests",
-                    )  # fmt: skip
-                )
+            anchor = self._anchor_for_removal(file, name) if stale else None
+            if anchor is None or defined_at_head(self.context.workspace, name, outside=file.path):
+                continue  # nothing uses it, or it moved to another module or a base class
+            issues.append(
+                Issue(
+                    anchor,
+                    "tests:removed-symbol",
+                    "high",
+                    f"{name} was removed but tests still use it",
+                    f"`{name}` no longer exists in `{file.path}` nor anywhere else in the repository, and "
+                    f"{_names(stale)} still use it: they will fail to import or call it.",
+                    kind="stale-tests",
+                    confidence="high",
+                )  # fmt: skip
+            )
         return issues
 
     @staticmethod
@@ -209,9 +315,12 @@ class TestImpactAnalyzer:
         return None
 
     def __call__(self, file: ChangedFile) -> Analysis:
+        if is_test_path(file.path):
+            return Analysis(test_change_issues(file, self.context.workspace))
         definitions = public_definitions(file)
         removed = removed_definition_names(file)
-        issues = self.definition_issues(file, definitions, removed)
+        issues = self.untested_issues(file)
+        issues += self.signature_issues(file, definitions, removed)
         issues += self.constant_issues(file, definitions)
         issues += self.removal_issues(file)
         problems = [f"only the first {len(self.index.paths)} test files were read"] if self.index.truncated else []

@@ -4,6 +4,10 @@ bandit parses the file and walks its syntax tree; it never imports or runs it. T
 reviewed code away from the repository checkout (and from any bandit configuration in it). Checks
 that only say "this module was imported" or "an assert exists" are skipped: they are noise in a
 review. Only issues on lines the change added are kept.
+
+Severity policy: bandit's own severity, one step down when bandit's confidence is low; the
+finding's confidence is bandit's confidence. Checks our syntax-tree rules judge with data flow
+(SQL text, urlopen, XML parsers) are skipped here, as are the import-only checks.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from typing import Any
 
 from reviewers.analyzers.batch_answers import BatchAnswers
 from reviewers.analyzers.changed_file import ChangedFile, Issue
-from reviewers.kernel.contracts import Severity
+from reviewers.kernel.contracts import Confidence, Severity
 from reviewers.kernel.errors import AnalyzerError
 
 BANDIT_TIMEOUT_S = 60  # bandit's start-up dominates (~0.5 s); a minute means it hung
@@ -32,9 +36,34 @@ BANDIT_SKIP = (
     "B110",  # try/except/pass: a code-quality matter, reported by that reviewer (ruff S110)
     "B112",  # try/except/continue: same (ruff S112)
     "B311",  # random for non-crypto use: almost always simulation or jitter
-    "B403",  # "import pickle": the call is what matters, and B301 reports it
-    "B404",  # "import subprocess": same
+    # import-only checks ("import telnetlib", "import xml.etree"): the import is not the defect; the
+    # call is, and B3xx / our own tree checks report the calls that are
+    "B401",
+    "B402",
+    "B403",
+    "B404",
+    "B405",
+    "B406",
+    "B407",
+    "B408",
+    "B409",
+    "B410",
+    "B411",
+    "B412",
+    "B413",
     "B615",  # hub download without a pinned revision: most calls load a local path, which bandit cannot tell
+    # calls our syntax-tree checks judge by where the value comes from, not by the call alone: SQL
+    # text (python:sql-interpolation), urlopen (python:ssrf), XML parsers (python:xml-external)
+    "B608",
+    "B310",
+    "B313",
+    "B314",
+    "B315",
+    "B316",
+    "B317",
+    "B318",
+    "B319",
+    "B320",
     "B603",  # subprocess without shell: the safe form
     "B607",  # partial executable path: environment hygiene, not a defect in the change
 )
@@ -49,6 +78,7 @@ KIND_BY_TEST: dict[str, str] = {
     "B102": "code-exec", "B307": "code-exec",
 }  # fmt: skip
 _SEVERITY: dict[str, Severity] = {"HIGH": "high", "MEDIUM": "medium", "LOW": "low"}
+_CONFIDENCE: dict[str, Confidence] = {"HIGH": "high", "MEDIUM": "medium", "LOW": "low"}
 _ONE_DOWN: dict[Severity, Severity] = {
     "critical": "high",
     "high": "medium",
@@ -159,6 +189,7 @@ def bandit_issues(file: ChangedFile) -> list[Issue]:
                 body=f"{text} (bandit {test_id} {result.get('test_name', '')}, "
                 f"confidence {str(result.get('issue_confidence', '')).lower()})",
                 kind=KIND_BY_TEST.get(test_id, f"bandit:{test_id}"),
+                confidence=_CONFIDENCE.get(str(result.get("issue_confidence", "")).upper(), "medium"),
             )
         )
     return issues

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import ast
 import re
-import warnings
 from dataclasses import dataclass
 from functools import cached_property
 
-from reviewers.kernel.contracts import FileChange, Severity
+from reviewers.analyzers.parsing import parse_module
+from reviewers.kernel.contracts import Confidence, FileChange, Severity
 
 # Minified bundles and generated code are not reviewed line by line: their "lines" are whole
 # programs, and any finding would land in code nobody wrote by hand.
@@ -45,6 +45,7 @@ class Issue:
     body: str
     end_line: int | None = None
     kind: str = ""
+    confidence: Confidence = "medium"
 
 
 @dataclass
@@ -106,10 +107,4 @@ class ChangedFile:
         that does not parse — such as a file rebuilt from diff hunks only."""
         if self.language != "python":
             return None
-        try:
-            with warnings.catch_warnings():
-                # Invalid escape sequences in the reviewed code are its problem, not a test failure here.
-                warnings.simplefilter("ignore")
-                return ast.parse(self.text, filename=self.path)
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            return None
+        return parse_module(self.text, filename=self.path)

@@ -5,6 +5,12 @@ month instead of an hour, verification switched off, debug on, CORS open to ever
 impact asks which tests pinned the old value. Settings are read from lines in the common shapes
 (`NAME = v`, `name: v`, `"name": v`, `export NAME=v`, `const NAME = v`) of any language; numeric
 values are folded by a small evaluator of constant arithmetic (never `eval`).
+
+Severity policy of `config:security-setting` (configuration files, settings modules and module-level
+constants only; keys matched word by word): medium when a secret's lifetime is raised, a strength
+(iterations, key size) lowered, an attempt limit raised, a protection switched off, a weakening
+switch (debug, insecure, bypass) switched on, origins opened to `*`, or SameSite set to None. A change
+in the safe direction, or one whose direction cannot be judged, says nothing.
 """
 
 from __future__ import annotations
@@ -14,7 +20,9 @@ import re
 from dataclasses import dataclass
 
 from reviewers.analyzers.changed_file import ChangedFile, Issue
+from reviewers.analyzers.parsing import parse_expression
 from reviewers.kernel.contracts import Severity
+from reviewers.paths import is_config_path
 
 _SETTING = re.compile(
     r"""^\s*(?:export\s+|(?:const|let|var|final|static|public|private|protected|readonly)\s+)*"""
@@ -31,24 +39,43 @@ _TRUE = frozenset({"true", "yes", "on"})
 _FALSE = frozenset({"false", "no", "off"})  # not None/null: "unset" is not "switched off"
 MAX_POWER = 64  # constant folding refuses 10**10**10
 
+# Key words (a key is split at `_`, `-`, `.` and camelCase humps, and matched word by word, so
+# `author` is not `auth` and `max_tokens` is not `token`).
+_W = r"(?:^|_)(?:{})(?:_|$)"
 SECURITY_NAME = re.compile(
-    r"(?i)session|ttl|expir|timeout|token|passw|secret|cors|debug|csrf|auth|ssl|tls|verify|secure|httponly|"
-    r"samesite|allowed_hosts|origin|max_age|lifetime|iterations|rounds|mfa|otp|lockout|attempts|rate_limit|"
-    r"cookie|jwt|encrypt|cipher|permission|admin|insecure"
+    _W.format(
+        "session|sessions|ttl|expiry|expire|expires|expiration|token|password|passwd|secret|cors|debug|csrf|xsrf|"
+        "auth|authentication|ssl|tls|verify|secure|httponly|samesite|allowed_hosts|allowed_origins|origins|"
+        "max_age|lifetime|iterations|rounds|mfa|otp|lockout|attempts|rate_limit|cookie|jwt|encrypt|encryption|"
+        "cipher|permissions|insecure|hsts|work_factor|key_size|key_bits|salt|2fa|csp|cert|certificate"
+    )
 )
-_LIFETIME = re.compile(r"(?i)ttl|expir|lifetime|max_?age|timeout|duration|validity")
+_LIFETIME = re.compile(_W.format("ttl|expiry|expire|expires|expiration|lifetime|age|max_age|timeout|duration|validity"))
 _LIFETIME_OF_SECRET = re.compile(
-    r"(?i)session|token|cookie|auth|login|jwt|passw|otp|idle|remember|refresh|access|credential|key|link|reset"
+    _W.format("session|token|cookie|auth|login|jwt|password|otp|idle|remember|refresh|access|credential|key|link|reset")
 )
-_STRENGTH = re.compile(r"(?i)iterations|rounds|work_factor|key_?size|bits|min_?length|salt")
-_LIMIT = re.compile(r"(?i)attempts|retries|rate_?limit|lockout|threshold")
-_WEAK_WHEN_ON = re.compile(r"(?i)debug|insecure|allow_?all|allow_?any|disable|skip|bypass|unsafe|permissive|anonymous")
+_STRENGTH = re.compile(_W.format("iterations|rounds|work_factor|key_size|key_bits|bits|min_length|salt_length"))
+_LIMIT = re.compile(_W.format("attempts|retries|rate_limit|lockout|threshold|max_attempts"))
+_WEAK_WHEN_ON = re.compile(
+    _W.format("debug|insecure|allow_all|allow_any|disable|disabled|skip|bypass|unsafe|permissive|anonymous")
+)
 _WEAK_WHEN_OFF = re.compile(
-    r"(?i)verify|secure|httponly|csrf|auth|ssl|tls|enable|require|check|enforce|protect|validate|mfa|2fa|otp|signature"
+    _W.format(
+        "verify|secure|httponly|csrf|auth|ssl|tls|enable|enabled|require|required|check|enforce|protect|validate|"
+        "mfa|2fa|otp|signature|hsts"
+    )
 )
+_ORIGIN_KEY = re.compile(_W.format("cors|origin|origins|allowed_origins|allowed_hosts|hosts"))
+_CAMEL_HUMP = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+
+
+def key_words(key: str) -> str:
+    """`SESSION_COOKIE_AGE` → `session_cookie_age`; `maxAge` → `max_age`; `x-frame.options` → `x_frame_options`."""
+    return re.sub(r"[-.\s]+", "_", _CAMEL_HUMP.sub("_", key.rsplit(".", 1)[-1] if "." in key else key)).lower()
+
+
 _SECRET_VALUE_NAME = re.compile(r"(?i)passw|secret|token|key")
-_CONSTANT_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
-CONFIG_LANGUAGES = frozenset({"yaml", "toml", "json", "dockerfile", "terraform", "shell"})
+_MODULE_CONSTANT = re.compile(r"^(?:export\s+)?(?:const\s+)?[A-Z][A-Z0-9_]*\s*(?::[^=]+)?=")
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,9 +164,8 @@ def numeric_value(text: str) -> float | None:
         return float(duration.group("n")) * _UNIT_SECONDS[duration.group("unit")]
     if len(stripped) > 200:
         return None
-    try:
-        tree = ast.parse(stripped, mode="eval")
-    except (SyntaxError, ValueError, RecursionError):
+    tree = parse_expression(stripped)
+    if tree is None:
         return None
     try:
         return _fold(tree.body)
@@ -162,12 +188,12 @@ def _shown(key: str, value: str | None) -> str:
 
 def security_judgment(change: ValueChange) -> tuple[Severity, str] | None:
     """How a setting change bears on security, or None when it does not."""
-    key = change.key
+    key = key_words(change.key)
     if not SECURITY_NAME.search(key):
         return None
     new_number, old_number = numeric_value(change.new), numeric_value(change.old) if change.old else None
     if new_number is not None and old_number is not None:
-        if _LIFETIME.search(key) and (_LIFETIME_OF_SECRET.search(key) or key.lower() == "ttl"):
+        if _LIFETIME.search(key) and (_LIFETIME_OF_SECRET.search(key) or key == "ttl"):
             if new_number > old_number:
                 return "medium", f"raised from {change.old} to {change.new} ({new_number / max(old_number, 1):g}x)"
             return None
@@ -175,7 +201,7 @@ def security_judgment(change: ValueChange) -> tuple[Severity, str] | None:
             return "medium", f"lowered from {change.old} to {change.new}"
         if _LIMIT.search(key) and new_number > old_number:
             return "medium", f"raised from {change.old} to {change.new}"
-        return ("low", f"changed from {change.old} to {change.new}") if not _LIFETIME.search(key) else None
+        return None  # a number moved in the safe direction, or one whose direction we cannot judge
     new_flag = boolean_value(change.new)
     old_flag = boolean_value(change.old) if change.old is not None else None
     if new_flag is not None and new_flag != old_flag:
@@ -183,23 +209,22 @@ def security_judgment(change: ValueChange) -> tuple[Severity, str] | None:
             return ("medium", f"switched on (was {_shown(key, change.old)})") if new_flag else None
         if _WEAK_WHEN_OFF.search(key):
             return ("medium", f"switched off (was {_shown(key, change.old)})") if not new_flag else None
-    if re.search(r"(?i)cors|origin|allowed_hosts", key) and re.search(r"""["']\*["']|^\*$""", change.new):
+    if _ORIGIN_KEY.search(key) and re.search(r"""["']\*["']|^\*$""", change.new):
         return "medium", "now allows any origin or host"
-    if re.search(r"(?i)samesite", key) and _normal(change.new).lower() == "none":
+    if "samesite" in key and _normal(change.new).lower() == "none":
         return "medium", "cookies now go with cross-site requests"
-    if change.old is not None and new_flag is None:
-        return "low", f"changed from {_shown(key, change.old)} to {_shown(key, change.new)}"
-    return None
+    return None  # changed, but not in a direction that is weaker on its face
 
 
 def security_setting_issues(file: ChangedFile) -> list[Issue]:
-    """Security-sensitive settings this change weakened or altered. A setting that is new (no old
-    value) counts only as a constant or in a configuration file: in code, `secure=False` on a new
-    line is far more often a parameter default than a setting."""
+    """Security-sensitive settings this change weakened. Only configuration is read: any key of a
+    configuration file or settings module, and in other code only module-level constants
+    (`SESSION_TTL = ...` at the start of a line), which are configuration written as code. A keyword
+    argument or a local variable (`max_tokens = 512`, `secure=False`) is a value, not a setting."""
     issues: list[Issue] = []
-    config_file = file.language in CONFIG_LANGUAGES or file.path.rsplit("/", 1)[-1].startswith(".env")
+    config_file = is_config_path(file.path)
     for change in value_changes(file):
-        if change.old is None and not (config_file or _CONSTANT_NAME.match(change.key)):
+        if not config_file and not _MODULE_CONSTANT.match(file.line_text(change.line)):
             continue
         judged = security_judgment(change)
         if judged is None:
@@ -214,6 +239,7 @@ def security_setting_issues(file: ChangedFile) -> list[Issue]:
                 body=f"`{change.key}` is {how}. Settings like this decide how long a stolen credential stays "
                 "useful or which protection is active; confirm the new value is intended and documented.",
                 kind="config",
+                confidence="high" if severity == "medium" else "medium",
             )
         )
     return issues

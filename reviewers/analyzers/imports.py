@@ -11,11 +11,11 @@ from __future__ import annotations
 import ast
 import posixpath
 import re
-import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from reviewers.kernel.contracts import language_of
+from reviewers.analyzers.parsing import parse_module
+from reviewers.paths import language_of
 
 _PY_IMPORT = re.compile(r"^(?P<indent>\s*)import\s+(?P<names>[\w., ]+?)\s*(?:#.*)?$")
 _PY_FROM = re.compile(r"^(?P<indent>\s*)from\s+(?P<dots>\.*)(?P<module>[\w.]*)\s+import\s+(?P<names>.+?)\s*(?:#.*)?$")
@@ -107,11 +107,8 @@ def _python_imports_from_lines(text: str, path: str) -> list[ImportRef]:
 def python_imports(text: str, path: str, tree: ast.Module | None = None) -> list[ImportRef]:
     """The imports of Python source, from its syntax tree when it parses."""
     if tree is None:
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                tree = ast.parse(text, filename=path)
-        except (SyntaxError, ValueError, RecursionError):
+        tree = parse_module(text, filename=path)
+        if tree is None:
             return _python_imports_from_lines(text, path)
     return _python_imports_from_tree(tree, path)
 

@@ -5,17 +5,22 @@ Without them, the conventional direction is assumed: a domain module (`core`, `d
 `entities`) must not import a delivery module (`web`, `api`, `views`, `ui`, `cli`, `handlers`, ...).
 A cycle is new when an import the change added closes it: the imported file already reaches the
 importer through the repository's import graph at head.
+
+Severity policy: `layers:forbidden-import` (configured layers) high; `layers:inward-dependency`
+(conventional direction) medium; `imports:new-cycle` medium.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import sys
 from collections.abc import Sequence
 from dataclasses import replace
 
 from reviewers.analyzers.changed_file import ChangedFile, Issue
 from reviewers.analyzers.imports import ImportRef, ModuleIndex, find_cycle, imports_of, python_module_name
-from reviewers.kernel.contracts import SEVERITY_RANK, LayerRule, Workspace, language_of
+from reviewers.kernel.contracts import SEVERITY_RANK, LayerRule, Workspace
+from reviewers.paths import language_of
 
 INNER_LAYER_NAMES = frozenset({"core", "domain", "model", "models", "entities", "entity"})
 OUTER_LAYER_NAMES = frozenset(
@@ -64,15 +69,18 @@ class ArchitectureAnalyzer:
         return self._edges[path]
 
     def _target_path(self, importer: str, ref: ImportRef) -> tuple[str | None, bool]:
-        """Where an import leads: a repository file, or a guessed path for a module of this
-        repository that the workspace does not hold (a bare diff). The flag says it was found."""
+        """Where an import leads: a repository file, or the path of a module of one of this
+        repository's own top-level packages that the workspace does not hold (a bare diff). Never a
+        guess for a module that resolves nowhere. The flag says it was found."""
         found = self.index.resolve(importer, ref)
         if found:
             return found[0], True
         if language_of(importer) != "python":
             return None, False
         top = ref.module.split(".")[0]
-        if top in self.index.top_level_packages or top in OUTER_LAYER_NAMES or top in INNER_LAYER_NAMES:
+        # Only a package this repository has at head: `http`, `api` or `web` may as well be the
+        # standard library or a third-party distribution, and a layer rule about a guess is noise.
+        if top in self.index.top_level_packages and top not in sys.stdlib_module_names:
             return ref.module.replace(".", "/") + ".py", False
         return None, False
 

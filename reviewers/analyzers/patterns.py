@@ -4,6 +4,10 @@ bandit reads only Python, and only complete files; a review also sees JavaScript
 and Python rebuilt from diff hunks. These rules read one added line at a time. Rules marked
 `python_ast` are done more precisely by `python_security` when the Python file parses, so they are
 used for Python only as the fallback.
+
+Severity policy: each rule's severity is in its `LineRule` below (code execution, injection, TLS
+and JWT verification off: high; CORS open, CSRF off, raw HTML: medium). A line pattern cannot see
+where a value comes from, so its findings carry medium confidence.
 """
 
 from __future__ import annotations
@@ -56,6 +60,7 @@ LINE_RULES: tuple[LineRule, ...] = (
         "TLS certificate verification disabled",
         "Without certificate checks anyone on the network path can impersonate the server and read or "
         "change the traffic, credentials included. Fix the trust store (e.g. a CA bundle) instead.",
+        python_ast=True,  # python_auth: only when unconditional, not a user's opt-out the code implements
     ),
     LineRule(
         "patterns:sql-interpolation",

@@ -1,14 +1,24 @@
 """Security checks on a Python syntax tree: where a value flows, not only what a line says.
 
-Parsing is not executing: `ast.parse` reads the text. The checks follow values one assignment deep
-within a function — enough for `query = f"..."; cur.execute(query)` and `(BASE / name).read_bytes()` —
-and report only on lines the change added:
+Parsing is not executing: `ast.parse` reads the text. Values are followed within a function (see
+`taint` for what counts as outside data), and only lines the change added are reported. Severity
+policy, per rule:
 
-- SQL text built by interpolation that reaches an execute-like call;
-- a command built from a variable run through a shell (`shell=True`, `os.system`);
-- eval/exec of a non-literal;
-- deserializers that run code (pickle, marshal, unsafe YAML, torch.load without weights_only);
-- a function parameter joined to a directory and opened, with no containment check in the function.
+- `python:sql-interpolation` (high): SQL text built by interpolating a non-constant value, reaching
+  an execute-like call;
+- `python:shell-interpolation` (high): a command built from a non-constant value run through a shell;
+- `python:code-eval` (high): eval/exec of a non-literal;
+- `python:unsafe-deserialization` (high; medium for joblib, full_load, torch.load): deserializers
+  that run code, whatever their input;
+- `python:path-traversal`: outside data joined to a directory and opened with no containment check
+  (high), or a function's parameter joined to a fixed absolute directory on the server (medium) —
+  a parameter joined to a package-relative folder (fixtures, resources) says nothing;
+- `python:template-injection` (high), `python:open-redirect`, `python:ssrf`, `python:xml-external`
+  (medium): outside data used as a template's source, a redirect target, an outbound URL, or XML
+  parsed by a parser that resolves entities;
+- the authentication checks of `python_auth` (timing-unsafe compare, fast password hash, TLS off).
+
+A sink fed only by constants never fires.
 """
 
 from __future__ import annotations
@@ -19,7 +29,9 @@ from collections.abc import Iterator
 
 from reviewers.analyzers.changed_file import ChangedFile, Issue
 from reviewers.analyzers.patterns import SQL_SHAPE
-from reviewers.kernel.contracts import Severity
+from reviewers.analyzers.python_auth import auth_issues
+from reviewers.analyzers.taint import TAINT_SINKS, Taint
+from reviewers.kernel.contracts import Confidence, Severity
 
 SQL_SINK_ATTRS = frozenset(
     {"execute", "executemany", "executescript", "exec_driver_sql", "raw", "read_sql", "read_sql_query", "text",
@@ -57,6 +69,8 @@ CONTAINMENT = re.compile(
     r"|startswith.*(?:resolve|realpath|abspath|normpath)\b",
     re.DOTALL,
 )
+# The absolute folders of a server: a caller's name joined to one of these reaches the real filesystem.
+_ABSOLUTE_DIR = re.compile(r"^(?:/|~|[A-Za-z]:\\)")
 _TEXTLIKE_ANNOTATION = re.compile(r"\b(?:str|Path|PurePath|PathLike|AnyStr|Any|bytes)\b")
 
 
@@ -148,6 +162,20 @@ def interpolated_sql(expr: ast.expr) -> bool:
     return False
 
 
+def _constants_only(expr: ast.expr, assigned: dict[str, list[ast.expr]]) -> bool:
+    """Whether every name spliced into an expression is a constant: an UPPER_CASE module constant
+    or a local assigned only literals (`f"SELECT * FROM {TABLE}"`). Such text is fixed by the
+    code, so no input can change the statement."""
+    for node in ast.walk(expr):
+        if isinstance(node, ast.Attribute | ast.Subscript):
+            return False
+        if isinstance(node, ast.Name) and not node.id.isupper():
+            values = assigned.get(node.id)
+            if not values or not all(_is_constant(v) for v in values):
+                return False
+    return True
+
+
 def _first_arg(call: ast.Call, keyword: str) -> ast.expr | None:
     if call.args:
         return call.args[0]
@@ -163,15 +191,25 @@ class _Checker:
         self.file = file
         self.aliases = import_aliases(tree)
         self.issues: list[Issue] = []
+        self.module_constants = {
+            t.id: node.value
+            for node in tree.body
+            if isinstance(node, ast.Assign)
+            for t in node.targets
+            if isinstance(t, ast.Name)
+        }
 
-    def report(self, nodes: list[ast.AST], rule: str, kind: str, severity: Severity, title: str, body: str) -> None:
+    def report(
+        self, nodes: list[ast.AST], rule: str, kind: str, severity: Severity, title: str, body: str,
+        confidence: Confidence = "high",
+    ) -> None:  # fmt: skip
         """Report at the first of the given nodes' lines that the change added."""
         for node in nodes:
             line = getattr(node, "lineno", 0)
             end = getattr(node, "end_lineno", None) or line
             changed = [n for n in range(line, end + 1) if self.file.is_changed(n)]
             if changed:
-                self.issues.append(Issue(changed[0], rule, severity, title, body, kind=kind))
+                self.issues.append(Issue(changed[0], rule, severity, title, body, kind=kind, confidence=confidence))
                 return
 
     def _values(self, expr: ast.expr, assigned: dict[str, list[ast.expr]]) -> list[ast.expr]:
@@ -185,15 +223,35 @@ class _Checker:
         for node in nodes:
             if isinstance(node, ast.Call):
                 self.check_call(node, assigned)
+        for node, rule, kind, severity, title, body in auth_issues(root, nodes, self.aliases):
+            self.report([node], rule, kind, severity, title, body)
         if isinstance(root, ast.FunctionDef | ast.AsyncFunctionDef):
-            self.check_path_traversal(root, nodes, assigned)
+            taint = Taint(root, nodes, self.aliases)
+            self.check_taint_sinks(nodes, taint)
+            self.check_path_traversal(root, nodes, assigned, taint)
+
+    def check_taint_sinks(self, nodes: list[ast.AST], taint: Taint) -> None:
+        """Outside data reaching a template, a redirect, an outbound request or an XML parser."""
+        for node in nodes:
+            if not isinstance(node, ast.Call) or not (node.args or node.keywords):
+                continue
+            name = qualified_name(node.func, self.aliases)
+            sink = TAINT_SINKS.get(name) or TAINT_SINKS.get(name.rsplit(".", 1)[-1] if "." not in name else "")
+            if sink is None and isinstance(node.func, ast.Attribute) and node.func.attr == "from_string":
+                sink = TAINT_SINKS["from_string"]
+            first = _first_arg(node, "url")
+            if sink is not None and first is not None and taint.tainted(first):
+                rule, kind, severity, title, body = sink
+                self.report([node], rule, kind, severity, title, body)
 
     def check_call(self, call: ast.Call, assigned: dict[str, list[ast.expr]]) -> None:
         name = qualified_name(call.func, self.aliases)
         attr = call.func.attr if isinstance(call.func, ast.Attribute) else name.rsplit(".", 1)[-1]
         first = _first_arg(call, "sql") if attr in SQL_SINK_ATTRS else None
         if first is not None:
-            built = [v for v in self._values(first, assigned) if interpolated_sql(v)]
+            built = [
+                v for v in self._values(first, assigned) if interpolated_sql(v) and not _constants_only(v, assigned)
+            ]
             if built:
                 self.report(
                     [*built, call], "python:sql-interpolation", "sql", "high",
@@ -241,16 +299,20 @@ class _Checker:
             )  # fmt: skip
 
     def check_path_traversal(
-        self, func: ast.FunctionDef | ast.AsyncFunctionDef, nodes: list[ast.AST], assigned: dict[str, list[ast.expr]]
+        self,
+        func: ast.FunctionDef | ast.AsyncFunctionDef,
+        nodes: list[ast.AST],
+        assigned: dict[str, list[ast.expr]],
+        taint: Taint,
     ) -> None:
+        """A joined path opened with no containment check in the function: high when the joined part
+        is outside data, medium when it is a parameter and the base is a fixed absolute folder."""
         params = {
             a.arg
             for a in [*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs]
             if a.arg not in ("self", "cls")
             and (a.annotation is None or _TEXTLIKE_ANNOTATION.search(ast.unparse(a.annotation)))
         }
-        if not params:
-            return
         source = "\n".join(self.file.lines[func.lineno - 1 : func.end_lineno or func.lineno])
         if CONTAINMENT.search(source):
             return
@@ -261,28 +323,44 @@ class _Checker:
         # One assignment deep: `p = Path(name)` carries the caller's value as well as `name` does.
         params |= {name for name, values in assigned.items() if any(mentions_param(v) for v in values)}
 
-        def is_join(expr: ast.expr) -> bool:
+        def join_parts(expr: ast.expr) -> tuple[ast.expr, list[ast.expr]] | None:
+            """(base, joined parts) of a path join, or None."""
             if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Div):
-                return mentions_param(expr.right)
+                return expr.left, [expr.right]
             if isinstance(expr, ast.Call):
                 name = qualified_name(expr.func, self.aliases)
                 if name in PATH_JOINERS and len(expr.args) >= 2:
-                    return any(mentions_param(a) for a in expr.args[1:])
+                    return expr.args[0], list(expr.args[1:])
                 if isinstance(expr.func, ast.Attribute) and expr.func.attr == "joinpath":
-                    return any(mentions_param(a) for a in expr.args)
-            if isinstance(expr, ast.JoinedStr):
-                text = "".join(_constant_text(v) for v in expr.values)
-                return "/" in text and mentions_param(expr)
-            return False
+                    return expr.func.value, list(expr.args)
+            if isinstance(expr, ast.JoinedStr) and expr.values:
+                head = expr.values[0]
+                return (head, list(expr.values[1:])) if "/" in _constant_text(head) else None
+            return None
 
-        joined_names = {name for name, values in assigned.items() if any(is_join(v) for v in values)}
+        def judge(expr: ast.expr) -> tuple[Severity, Confidence] | None:
+            parts = join_parts(expr)
+            if parts is None:
+                return None
+            base, joined = parts
+            if any(taint.tainted(p) for p in joined):
+                return "high", "high"
+            if any(mentions_param(p) for p in joined) and self.absolute_base(base):
+                return "medium", "medium"
+            return None
 
-        def joined(expr: ast.expr) -> bool:
+        judged_names = {
+            name: verdict for name, values in assigned.items() for v in values if (verdict := judge(v)) is not None
+        }
+
+        def joined(expr: ast.expr) -> tuple[Severity, Confidence] | None:
             while isinstance(expr, ast.Attribute | ast.Call):
-                if is_join(expr):
-                    return True
+                if (verdict := judge(expr)) is not None:
+                    return verdict
                 expr = expr.value if isinstance(expr, ast.Attribute) else expr.func
-            return is_join(expr) or (isinstance(expr, ast.Name) and expr.id in joined_names)
+            if isinstance(expr, ast.Name) and expr.id in judged_names:
+                return judged_names[expr.id]
+            return judge(expr)
 
         for node in nodes:
             if not isinstance(node, ast.Call):
@@ -293,14 +371,35 @@ class _Checker:
                 target = node.args[0]
             elif isinstance(node.func, ast.Attribute) and node.func.attr in PATH_METHODS:
                 target = node.func.value
-            if target is not None and joined(target):
+            verdict = joined(target) if target is not None else None
+            if verdict is not None:
+                severity, confidence = verdict
                 self.report(
-                    [node], "python:path-traversal", "path-traversal", "high",
+                    [node], "python:path-traversal", "path-traversal", severity,
                     "Caller-supplied name joined to a directory without a containment check",
                     "A name such as `../../etc/passwd` (or an absolute path) escapes the directory. Resolve the "
                     "joined path and check it is inside the base (`path.resolve().is_relative_to(base)`), or "
                     "reduce the name to its last component.",
+                    confidence,
                 )  # fmt: skip
+
+    def absolute_base(self, expr: ast.expr) -> bool:
+        """Whether a path expression starts at a fixed absolute folder (`"/srv/data"`, `Path("/var")`,
+        a module constant holding one, or one of those with more parts joined)."""
+        if isinstance(expr, ast.Constant):
+            return isinstance(expr.value, str) and bool(_ABSOLUTE_DIR.match(expr.value))
+        if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Div):
+            return self.absolute_base(expr.left)
+        if isinstance(expr, ast.Call) and expr.args:
+            if qualified_name(expr.func, self.aliases) in PATH_JOINERS or (
+                isinstance(expr.func, ast.Attribute) and expr.func.attr in ("expanduser", "resolve", "absolute")
+            ):
+                return self.absolute_base(expr.args[0])
+        if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute):
+            return expr.func.attr in ("expanduser",) and self.absolute_base(expr.func.value)
+        if isinstance(expr, ast.Name) and expr.id in self.module_constants:
+            return self.absolute_base(self.module_constants[expr.id])
+        return False
 
 
 def python_security_issues(file: ChangedFile) -> list[Issue] | None:

@@ -5,10 +5,15 @@ configuration (the reviewer asks its own questions; the project's CI runs its ow
 rule set is the part of ruff that finds defects rather than style: syntax errors, pyflakes,
 bugbear, blind and bare excepts, swallowed exceptions, pylint errors. Only diagnostics on lines the
 change added are kept: a review comments on what the merge request wrote.
+
+Severity policy: `_SEVERITY_BY_CODE` below (undefined names and syntax errors high; mutable
+defaults, bare excepts, swallowed exceptions medium; unused names and style-adjacent checks low).
+ruff's diagnostics are facts about the text, so their confidence is high.
 """
 
 from __future__ import annotations
 
+import ast
 import functools
 import json
 import subprocess
@@ -68,7 +73,7 @@ _SEVERITY_BY_CODE: dict[str, Severity] = {
     "B018": "low",
     "B007": "low",
     "E722": "medium",
-    "BLE001": "low",  # often a deliberate boundary (a CLI, a worker loop); bare except stays medium
+    "BLE001": "low",  # kept only when the handler swallows the error (see `swallows`)
     "S110": "medium",
     "S112": "medium",
     "F401": "low",
@@ -192,6 +197,34 @@ def _ruff_single(text: str, path: str) -> str:
     return done.stdout or "[]"
 
 
+_REPORTING_CALLS = frozenset(
+    {"log", "debug", "info", "warning", "warn", "error", "exception", "critical", "print", "print_exc",
+     "capture_exception", "report", "set_exception", "throw", "fail"}
+)  # fmt: skip
+
+
+def swallows(tree: ast.Module | None, line: int) -> bool:
+    """Whether the `except` handler on `line` swallows what it caught: no re-raise, no use of the
+    exception, no logging or reporting call. A broad except that does any of these is a deliberate
+    boundary (a worker loop, a plugin call, a cleanup), which a reviewer does not question."""
+    if tree is None:
+        return True
+    handler = next((n for n in ast.walk(tree) if isinstance(n, ast.ExceptHandler) and n.lineno == line), None)
+    if handler is None:
+        return True
+    for node in (n for stmt in handler.body for n in ast.walk(stmt)):
+        if isinstance(node, ast.Raise):
+            return False
+        if isinstance(node, ast.Name) and handler.name and node.id == handler.name:
+            return False
+        if isinstance(node, ast.Call):
+            func = node.func
+            called = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            if called in _REPORTING_CALLS:
+                return False
+    return True
+
+
 def ruff_issues(file: ChangedFile) -> list[Issue]:
     """ruff's defects on the lines this change added."""
     if file.language != "python":
@@ -206,6 +239,8 @@ def ruff_issues(file: ChangedFile) -> list[Issue]:
             continue
         if code in ("F401", "F403") and file.path.endswith("__init__.py"):
             continue  # imports in a package's __init__ are usually deliberate re-exports
+        if code == "BLE001" and not swallows(file.python_tree, line):
+            continue
         message = str(diag.get("message") or code)
         why = _WHY.get(code, "")
         issues.append(
@@ -217,6 +252,7 @@ def ruff_issues(file: ChangedFile) -> list[Issue]:
                 title=message if code != "invalid-syntax" else f"Syntax error: {message}",
                 body=" ".join(part for part in (message + ".", why) if part),
                 kind=f"ruff:{code}",
+                confidence="high",
             )
         )
     return issues

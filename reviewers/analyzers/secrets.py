@@ -5,6 +5,11 @@ Three signals, strongest first: a token with a vendor's documented prefix (`sk_l
 and a string literal assigned to a credential-like name (password, secret, token, api key) that
 looks like a real value rather than a placeholder, a header name or an environment variable name.
 The secret itself is never repeated in titles or bodies (the evidence line is where it already is).
+
+Severity policy: a vendor-prefixed token or private key is critical (high for the prefixes that are
+also used by public keys, such as Google API keys and JWTs), with high confidence; a password in a
+URL and a credential-like literal are high, with medium confidence (the value could still be a
+fixture). Test files get only the vendor-prefix scan.
 """
 
 from __future__ import annotations
@@ -84,6 +89,7 @@ def looks_like_secret_value(value: str) -> bool:
 
 def _issue(line: int, rule: str, severity: Severity, what: str) -> Issue:
     return Issue(
+        confidence="high" if rule == "secrets:known-prefix" else "medium",
         line=line,
         rule=rule,
         severity=severity,

@@ -14,6 +14,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 from reviewers.analyzers.changed_file import ChangedFile
+from reviewers.analyzers.parsing import parse_module
+from reviewers.kernel.contracts import Workspace
+from reviewers.paths import is_test_path
 
 DefinitionKind = Literal["function", "class", "method"]
 
@@ -64,6 +67,7 @@ _DEFINITION_PATTERNS: tuple[tuple[frozenset[str], re.Pattern[str], DefinitionKin
         "function",
     ),
 )
+DEFINITION_LANGUAGES = frozenset(lang for languages, _, _ in _DEFINITION_PATTERNS for lang in languages)
 # A removed line that defined something, in any of the languages above.
 _ANY_DEFINITION = re.compile(
     r"^\s*(?:export\s+)?(?:default\s+)?(?:pub\s+)?(?:public\s+)?(?:static\s+)?(?:async\s+)?"
@@ -79,6 +83,9 @@ class Definition:
     end_line: int
     owner: str = ""  # the class of a method
     has_behaviour: bool = True  # False for a data-only class or a stub (`...`, `pass`): nothing to test
+    # More than a one-line wrapper: a branch, a loop, or a few statements. A reviewer asks for a test
+    # of logic, not of `return self._client.get(url)`.
+    has_logic: bool = True
 
     @property
     def qualified(self) -> str:
@@ -94,24 +101,63 @@ def _is_stub(body: list[ast.stmt]) -> bool:
     return all(isinstance(s, ast.Pass) or (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant)) for s in body)
 
 
+MIN_LOGIC_STATEMENTS = 2  # one statement is a wrapper (`return self._client.get(url)`); two are logic
+_CONTROL_FLOW = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.Try, ast.Match)
+
+
+def _has_logic(body: list[ast.stmt]) -> bool:
+    statements = [
+        n
+        for stmt in body
+        if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant))
+        for n in ast.walk(stmt)
+        if isinstance(n, ast.stmt) and not isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+    ]
+    return len(statements) >= MIN_LOGIC_STATEMENTS or any(isinstance(n, _CONTROL_FLOW) for n in statements)
+
+
 def _python_definitions(tree: ast.Module) -> list[Definition]:
     out: list[Definition] = []
     for node in tree.body:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and _public(node.name):
             end = node.end_lineno or node.lineno
-            out.append(Definition(node.name, "function", node.lineno, end, has_behaviour=not _is_stub(node.body)))
+            out.append(
+                Definition(
+                    node.name,
+                    "function",
+                    node.lineno,
+                    end,
+                    has_behaviour=not _is_stub(node.body),
+                    has_logic=_has_logic(node.body),
+                )  # fmt: skip
+            )
         elif isinstance(node, ast.ClassDef) and _public(node.name):
             methods = [m for m in node.body if isinstance(m, ast.FunctionDef | ast.AsyncFunctionDef)]
             behaviour = any(not _is_stub(m.body) for m in methods)
+            logic = any(_has_logic(m.body) for m in methods)
             out.append(
-                Definition(node.name, "class", node.lineno, node.end_lineno or node.lineno, has_behaviour=behaviour)
+                Definition(
+                    node.name,
+                    "class",
+                    node.lineno,
+                    node.end_lineno or node.lineno,
+                    has_behaviour=behaviour,
+                    has_logic=logic,
+                )  # fmt: skip
             )
             for item in methods:
                 if _public(item.name):
                     end = item.end_lineno or item.lineno
-                    stub = _is_stub(item.body)
                     out.append(
-                        Definition(item.name, "method", item.lineno, end, owner=node.name, has_behaviour=not stub)
+                        Definition(
+                            item.name,
+                            "method",
+                            item.lineno,
+                            end,
+                            owner=node.name,
+                            has_behaviour=not _is_stub(item.body),
+                            has_logic=_has_logic(item.body),
+                        )  # fmt: skip
                     )
     return out
 
@@ -126,8 +172,9 @@ def _pattern_definitions(file: ChangedFile) -> list[Definition]:
                 break
     out: list[Definition] = []
     for i, (line, name, kind) in enumerate(found):
-        end = found[i + 1][0] - 1 if i + 1 < len(found) else len(file.lines)
-        out.append(Definition(name, kind, line, max(line, end)))
+        end = max(line, found[i + 1][0] - 1 if i + 1 < len(found) else len(file.lines))
+        body = [t for t in file.lines[line:end] if t.strip() and t.strip() not in ("}", "end", "{")]
+        out.append(Definition(name, kind, line, end, has_logic=len(body) >= MIN_LOGIC_STATEMENTS))
     return out
 
 
@@ -155,9 +202,85 @@ def gone_definition_names(file: ChangedFile) -> set[str]:
     return removed_definition_names(file) - at_head
 
 
+def defined_at_head(workspace: Workspace, name: str, *, outside: str) -> list[str]:
+    """Files at head other than `outside` (and other than tests) that define `name`: where a symbol
+    removed from one file now lives — moved to another module, or inherited from a base class.
+    The pattern is one that both Python's `re` and git's extended regular expressions read."""
+    pattern = rf"(def|class|function|func|fn|fun|struct|interface|trait|enum) +{re.escape(name)}\b"
+    return sorted(
+        {
+            hit.path
+            for hit in workspace.search(pattern, max_hits=20)
+            if hit.path != outside and not is_test_path(hit.path)
+        }
+    )
+
+
 def is_new(definition: Definition, file: ChangedFile, removed: set[str]) -> bool:
     return file.is_changed(definition.line) and definition.name not in removed
 
 
 def signature_changed(definition: Definition, file: ChangedFile, removed: set[str]) -> bool:
     return file.is_changed(definition.line) and definition.name in removed
+
+
+ParameterShape = tuple[tuple[str, str, bool], ...]  # (name, kind, has a default) in declaration order
+
+
+def _shape(args: ast.arguments) -> ParameterShape:
+    positional = [*args.posonlyargs, *args.args]
+    first_default = len(positional) - len(args.defaults)
+    shape = [
+        (a.arg, "positional", i >= first_default) for i, a in enumerate(positional) if a.arg not in ("self", "cls")
+    ]
+    shape += [(a.arg, "keyword", d is not None) for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True)]
+    if args.vararg:
+        shape.append((args.vararg.arg, "*", True))
+    if args.kwarg:
+        shape.append((args.kwarg.arg, "**", True))
+    return tuple(shape)
+
+
+def removed_python_shape(file: ChangedFile, name: str) -> ParameterShape | None:
+    """The parameters a removed `def name(...)` header had, when the removed lines hold all of it."""
+    removed = file.removed_lines
+    start = next(
+        (i for i, t in enumerate(removed) if re.match(rf"\s*(?:async\s+)?def\s+{re.escape(name)}\s*\(", t)), None
+    )
+    if start is None:
+        return None
+    header: list[str] = []
+    for text in removed[start : start + 30]:
+        header.append(text.strip())
+        tree = parse_module(" ".join(header).removeprefix("async ") + " pass")
+        if tree is None:
+            continue
+        node = tree.body[0]
+        return _shape(node.args) if isinstance(node, ast.FunctionDef) else None
+    return None
+
+
+def breaking_change(old: ParameterShape, new: ParameterShape) -> str | None:
+    """How a new parameter list breaks existing callers, or None when every old call still works
+    (annotations changed, a parameter with a default added, a keyword-only one made optional)."""
+    new_names = {n for n, _, _ in new}
+    gone = [n for n, kind, _ in old if kind not in ("*", "**") and n not in new_names]
+    absorbing = any(kind == "**" for _, kind, _ in new)
+    if gone and not absorbing:
+        return f"parameter{'s' if len(gone) > 1 else ''} {', '.join(gone)} removed or renamed"
+    old_names = {n for n, _, _ in old}
+    required = [n for n, kind, default in new if not default and n not in old_names and kind not in ("*", "**")]
+    if required:
+        return f"new required parameter{'s' if len(required) > 1 else ''} {', '.join(required)}"
+    old_positional = [n for n, kind, _ in old if kind == "positional"]
+    new_positional = [n for n, kind, _ in new if kind == "positional"]
+    if new_positional[: len(old_positional)] != old_positional and set(old_positional) <= set(new_positional):
+        return "positional parameters reordered"
+    return None
+
+
+def python_shape(tree: ast.Module, definition: Definition) -> ParameterShape | None:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.lineno == definition.line:
+            return _shape(node.args)
+    return None

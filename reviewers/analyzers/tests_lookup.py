@@ -1,7 +1,6 @@
 """Which tests exercise a source file and its symbols, found by reading test files (never running them).
 
-A test file is recognised by the usual names (`test_*.py`, `*_test.go`, `*.test.ts`, `FooTest.java`,
-`*_spec.rb`) or by living under a `tests/`, `test/`, `__tests__/` or `spec/` directory. A test
+A test file is one `reviewers.paths.is_test_path` recognises. A test
 references a symbol when it mentions the symbol's module (its dotted name or file stem) and the
 symbol's name as a word; the test functions whose bodies mention the name are named.
 """
@@ -10,25 +9,17 @@ from __future__ import annotations
 
 import ast
 import re
-import warnings
 from dataclasses import dataclass
 
 from reviewers.analyzers.imports import python_module_name
-from reviewers.kernel.contracts import Workspace, language_of
+from reviewers.analyzers.parsing import parse_module
+from reviewers.kernel.contracts import Workspace
+from reviewers.paths import is_test_path, language_of
 
-_TEST_FILE = re.compile(
-    r"(?:^|/)(?:test_[^/]*\.py|[^/]*_test\.(?:py|go)|[^/]*\.(?:test|spec)\.[cm]?[jt]sx?|[^/]*Tests?\.(?:java|kt|cs)|"
-    r"[^/]*_spec\.rb|conftest\.py)$"
-)
-TEST_DIRECTORIES = frozenset({"tests", "test", "__tests__", "spec"})
 MAX_TEST_FILES = 1000  # test files read per review; past this a lookup says it stopped early
 _TEST_START = re.compile(
     r"^\s*(?:(?:async\s+)?def\s+(?P<py>test\w*)|func\s+(?P<go>Test\w+)|(?:it|test)\s*\(\s*['\"`](?P<js>[^'\"`]+))"
 )
-
-
-def is_test_path(path: str) -> bool:
-    return bool(_TEST_FILE.search(path)) or any(part in TEST_DIRECTORIES for part in path.split("/")[:-1])
 
 
 def module_tokens(path: str) -> tuple[str, ...]:
@@ -67,12 +58,7 @@ def _word(name: str) -> re.Pattern[str]:
 def list_test_functions(text: str, path: str) -> list[tuple[str, int, int]]:
     """(name, first line, last line) of each test function in a test file."""
     if language_of(path) == "python":
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                tree = ast.parse(text)
-        except (SyntaxError, ValueError, RecursionError):
-            tree = None
+        tree = parse_module(text, filename=path)
         if tree is not None:
             return [
                 (node.name, node.lineno, node.end_lineno or node.lineno)

@@ -14,6 +14,8 @@ from typing import Any, Literal, Protocol, TypedDict, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from reviewers.paths import language_of
+
 Category = Literal["security", "architecture", "code_quality", "test_impact"]
 CATEGORIES: tuple[Category, ...] = ("security", "architecture", "code_quality", "test_impact")
 ReviewerName = Category  # one reviewer per category, named alike
@@ -21,52 +23,14 @@ REVIEWERS: tuple[ReviewerName, ...] = CATEGORIES
 
 Severity = Literal["info", "low", "medium", "high", "critical"]
 SEVERITY_RANK: dict[Severity, int] = {"info": 0, "low": 1, "medium": 2, "high": 3, "critical": 4}
+# How sure the rule is that its evidence proves the claim: "high" when the evidence is the defect
+# itself (a vendor token, a tainted value reaching a sink), "low" when the rule cannot see enough
+# (a bare diff, a heuristic name match) and a person should look before it is posted.
+Confidence = Literal["high", "medium", "low"]
+CONFIDENCE_RANK: dict[Confidence, int] = {"low": 0, "medium": 1, "high": 2}
 
 FileStatus = Literal["added", "modified", "deleted", "renamed"]
 LineKind = Literal["add", "del", "context"]
-
-LANGUAGE_BY_SUFFIX: dict[str, str] = {
-    ".py": "python",
-    ".pyi": "python",
-    ".js": "javascript",
-    ".jsx": "javascript",
-    ".ts": "typescript",
-    ".tsx": "typescript",
-    ".go": "go",
-    ".rs": "rust",
-    ".java": "java",
-    ".kt": "kotlin",
-    ".rb": "ruby",
-    ".php": "php",
-    ".c": "c",
-    ".h": "c",
-    ".cc": "cpp",
-    ".cpp": "cpp",
-    ".hpp": "cpp",
-    ".cs": "csharp",
-    ".sh": "shell",
-    ".sql": "sql",
-    ".yml": "yaml",
-    ".yaml": "yaml",
-    ".toml": "toml",
-    ".json": "json",
-    ".md": "markdown",
-    ".rst": "rst",
-    ".txt": "text",
-    ".html": "html",
-    ".css": "css",
-    ".tf": "terraform",
-}
-
-
-def language_of(path: str) -> str:
-    """The language of a path by its suffix, or "other"."""
-    name = path.rsplit("/", 1)[-1]
-    if name == "Dockerfile" or name.startswith("Dockerfile."):
-        return "dockerfile"
-    dot = name.rfind(".")
-    return LANGUAGE_BY_SUFFIX.get(name[dot:].lower(), "other") if dot >= 0 else "other"
-
 
 # --- the diff -------------------------------------------------------------------------------------
 
@@ -236,6 +200,7 @@ class Finding(BaseModel):
     fingerprint: str = ""
     reviewer: ReviewerName
     rule: str = ""  # "bandit:B602", "ruff:F401", "layers:forbidden-import", "llm", ...
+    confidence: Confidence = "medium"  # the rule's own certainty; see `Confidence`
 
 
 ToolName = Literal["read_file", "search", "run_analyzer", "list_tests", "report", "finish"]

@@ -109,7 +109,7 @@ def test_test_impact_reviewer(build_context: Any) -> None:
     head = {
         **base,
         "billing/fees.py": (
-            "FEE_CENTS = 45\n\n\ndef refund(amount):\n    return -fee(amount)\n\n\n"
+            "FEE_CENTS = 45\n\n\ndef refund(amount):\n    charged = fee(amount)\n    return -charged\n\n\n"
             "def fee(amount):\n    return amount + FEE_CENTS\n"
         ),
     }
@@ -117,8 +117,8 @@ def test_test_impact_reviewer(build_context: Any) -> None:
     result = review("test_impact", context)
     assert [(line, rule) for _, line, rule in where(result)] == [
         (1, "tests:stale-constant"),  # FEE_CENTS changed; test_fee (through fee) pins the old value
-        (4, "tests:untested-new"),  # refund: no test names it
-        (9, "tests:removed-symbol"),  # legacy() is gone; test_legacy still calls it
+        (4, "tests:untested-new"),  # refund: no test names it, and fee beside it is tested
+        (10, "tests:removed-symbol"),  # legacy() is gone; test_legacy still calls it
     ]
     assert "tests/test_fees.py::test_fee" in result.findings[0].body and "through fee" in result.findings[0].body
     assert "tests/test_fees.py::test_legacy" in result.findings[2].body
@@ -155,7 +155,8 @@ def test_test_impact_in_javascript(build_context: Any) -> None:
     }
     head = {
         **base,
-        "src/limits.js": base["src/limits.js"].replace("5", "6") + "export function clamp(n) { return n; }\n",
+        "src/limits.js": base["src/limits.js"].replace("5", "6")
+        + "export function clamp(n) {\n  if (n > MAX) return MAX;\n  return n;\n}\n",
     }
     result = review("test_impact", build_context(base, head))
     # MAX is redefined, not removed; clamp is new and untested.

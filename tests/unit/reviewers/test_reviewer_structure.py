@@ -7,8 +7,9 @@ from reviewers.analyzers.changed_file import ChangedFile, Issue
 from reviewers.analyzers.imports import ImportRef, ModuleIndex, find_cycle, js_imports, python_imports
 from reviewers.analyzers.layers import ArchitectureAnalyzer, layer_of
 from reviewers.analyzers.symbols import is_new, public_definitions, removed_definition_names, signature_changed
-from reviewers.analyzers.tests_lookup import TestIndex, distinctive, is_test_path, list_test_functions, module_tokens
+from reviewers.analyzers.tests_lookup import TestIndex, distinctive, list_test_functions, module_tokens
 from reviewers.kernel.contracts import DiffLine, FileChange, Hunk, LayerRule
+from reviewers.paths import is_test_path
 from reviewers.reviewer import MAX_FINDINGS_PER_FILE, findings_from_issues, merge_issues
 
 

@@ -1,0 +1,136 @@
+"""Tests this change deleted or weakened, read from a changed test file's diff.
+
+A deleted test matters when the code it exercised is still there: the behaviour lost its check.
+A deleted test whose subject was removed in the same change is housekeeping and says nothing. A
+weakened test is one that still exists at head but lost assertions: more assertion lines removed
+than added within it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from reviewers.analyzers.changed_file import ChangedFile, Issue
+from reviewers.analyzers.symbols import defined_at_head
+from reviewers.analyzers.tests_lookup import list_test_functions
+from reviewers.kernel.contracts import Workspace
+
+_REMOVED_TEST = re.compile(r"^\s*(?:(?:async\s+)?def\s+(?P<py>test\w*)|func\s+(?P<go>Test\w+))\s*\(")
+_ASSERTION = re.compile(
+    r"^\s*(?:assert\b|self\.assert\w*\(|expect\s*\(|pytest\.raises\b|with\s+pytest\.raises\b|t\.(?:Error|Fatal)f?\(|"
+    r"require\.\w+\(|assert\.\w+\()"
+)
+_CALLED = re.compile(r"(?<![\w.])([A-Za-z_]\w{2,})\s*\(")
+# Names a test calls that are not its subject: the language, the test framework, common helpers.
+_NOT_A_SUBJECT = frozenset(
+    {"assert", "print", "len", "str", "int", "float", "list", "dict", "set", "tuple", "range", "sorted", "open",
+     "isinstance", "type", "super", "raises", "approx", "fixture", "parametrize", "expect", "describe", "require",
+     "func", "test", "Errorf", "Fatalf", "main"}
+)  # fmt: skip
+MAX_SUBJECTS = 3
+
+
+@dataclass(frozen=True, slots=True)
+class RemovedTest:
+    name: str
+    body: list[str]  # the removed lines of its body
+    anchor: int | None  # the new-side line where it stood
+
+
+def removed_tests(file: ChangedFile) -> list[RemovedTest]:
+    """Test functions whose definition a removed line held and that the file no longer defines."""
+    at_head = {name for name, _, _ in list_test_functions(file.text, file.path)}
+    out: list[RemovedTest] = []
+    for hunk in file.change.hunks:
+        lines = list(hunk.lines)
+        for i, line in enumerate(lines):
+            match = _REMOVED_TEST.match(line.text) if line.kind == "del" else None
+            if match is None:
+                continue
+            name = match.group("py") or match.group("go")
+            if name in at_head:
+                continue
+            body: list[str] = []
+            for later in lines[i + 1 :]:
+                if later.kind != "del" or _REMOVED_TEST.match(later.text):
+                    break
+                body.append(later.text)
+            after = [ln.new_line for ln in lines[i:] if ln.new_line is not None]
+            before = [ln.new_line for ln in lines[:i] if ln.new_line is not None]
+            anchor = after[0] if after else before[-1] if before else None
+            out.append(RemovedTest(name, body, anchor if anchor and 1 <= anchor <= len(file.lines) else None))
+    return out
+
+
+def weakened_tests(file: ChangedFile) -> list[tuple[str, int, int, int]]:
+    """(test name, anchor line, assertions removed, assertions added) of tests at head that lost
+    assertions. A removed line is placed at the diff's new-side line that follows it in its hunk."""
+    spans = list_test_functions(file.text, file.path)
+    removed: dict[str, int] = {}
+    added: dict[str, int] = {}
+    anchors: dict[str, int] = {}
+
+    def owner(line: int) -> str | None:
+        return next((name for name, start, end in spans if start <= line <= end), None)
+
+    for hunk in file.change.hunks:
+        lines = list(hunk.lines)
+        in_removed_test = False  # the assertions of a deleted test are that test's, not a neighbour's
+        for i, diff_line in enumerate(lines):
+            if diff_line.kind != "del":
+                in_removed_test = False
+            elif _REMOVED_TEST.match(diff_line.text):
+                in_removed_test = True
+            if in_removed_test or not _ASSERTION.match(diff_line.text):
+                continue
+            if diff_line.kind == "add" and diff_line.new_line is not None:
+                if (name := owner(diff_line.new_line)) is not None:
+                    added[name] = added.get(name, 0) + 1
+            elif diff_line.kind == "del":
+                # the line just above a removed assertion is in its test far more often than the one below
+                nearby = [ln.new_line for ln in reversed(lines[:i]) if ln.new_line is not None]
+                nearby += [ln.new_line for ln in lines[i:] if ln.new_line is not None]
+                if nearby and (name := owner(nearby[0])) is not None:
+                    removed[name] = removed.get(name, 0) + 1
+                    anchors.setdefault(name, nearby[0])
+    return [(n, anchors[n], r, added.get(n, 0)) for n, r in removed.items() if r > added.get(n, 0)]
+
+
+def test_change_issues(file: ChangedFile, workspace: Workspace) -> list[Issue]:
+    """Deleted tests whose subject still exists at head, and tests that lost assertions."""
+    issues: list[Issue] = []
+    for test in removed_tests(file):
+        if test.anchor is None:
+            continue
+        called = [n for n in dict.fromkeys(m for t in test.body for m in _CALLED.findall(t)) if n not in _NOT_A_SUBJECT]
+        alive = [n for n in called if defined_at_head(workspace, n, outside=file.path)][:MAX_SUBJECTS]
+        if not alive:
+            continue  # its subject went with it, or we cannot tell what it tested
+        subjects = ", ".join(f"`{n}`" for n in alive)
+        issues.append(
+            Issue(
+                test.anchor,
+                "tests:test-deleted",
+                "medium",
+                f"Test {test.name} deleted while {alive[0]} still exists",
+                f"This change deletes `{test.name}`, which exercised {subjects}; that code is still in the repository, "
+                "so its behaviour is no longer checked. Keep the test, or say why it no longer applies.",
+                kind="tests-weakened",
+                confidence="medium",
+            )  # fmt: skip
+        )
+    for name, line, lost, gained in weakened_tests(file):
+        issues.append(
+            Issue(
+                line,
+                "tests:test-weakened",
+                "low",
+                f"Test {name} lost assertions",
+                f"`{name}` had {lost} assertion line(s) removed and {gained} added in this change: it now checks "
+                "less than before. If the behaviour changed, assert the new behaviour instead.",
+                kind="tests-weakened",
+                confidence="low",
+            )  # fmt: skip
+        )
+    return issues

@@ -1,0 +1,100 @@
+"""What a path names: its language, and whether it is code, configuration, documentation or a test.
+
+One module for every layer's answer. The strategy, the reviewers and the analyzers all decide what
+to read by these sets; two copies of "is this a test file" that disagree make one reviewer judge a
+file another skipped. Bottom layer: imports nothing of ours.
+"""
+
+from __future__ import annotations
+
+import re
+
+LANGUAGE_BY_SUFFIX: dict[str, str] = {
+    ".py": "python",
+    ".pyi": "python",
+    ".js": "javascript",
+    ".jsx": "javascript",
+    ".mjs": "javascript",
+    ".cjs": "javascript",
+    ".ts": "typescript",
+    ".tsx": "typescript",
+    ".go": "go",
+    ".rs": "rust",
+    ".java": "java",
+    ".kt": "kotlin",
+    ".rb": "ruby",
+    ".php": "php",
+    ".c": "c",
+    ".h": "c",
+    ".cc": "cpp",
+    ".cpp": "cpp",
+    ".hpp": "cpp",
+    ".cs": "csharp",
+    ".sh": "shell",
+    ".bash": "shell",
+    ".sql": "sql",
+    ".yml": "yaml",
+    ".yaml": "yaml",
+    ".toml": "toml",
+    ".json": "json",
+    ".ini": "ini",
+    ".cfg": "ini",
+    ".conf": "ini",
+    ".properties": "ini",
+    ".env": "dotenv",
+    ".md": "markdown",
+    ".rst": "rst",
+    ".txt": "text",
+    ".html": "html",
+    ".css": "css",
+    ".tf": "terraform",
+}
+
+CODE_LANGUAGES = frozenset(
+    {"python", "javascript", "typescript", "go", "rust", "java", "kotlin", "ruby", "php", "c", "cpp", "csharp",
+     "shell", "sql"}
+)  # fmt: skip
+CONFIG_LANGUAGES = frozenset({"yaml", "toml", "json", "ini", "dotenv", "terraform", "dockerfile"})
+DOC_LANGUAGES = frozenset({"markdown", "rst", "text"})
+
+_TEST_FILE = re.compile(
+    r"(?:^|/)(?:test_[^/]*\.py|[^/]*_test\.(?:py|go)|[^/]*\.(?:test|spec)\.[cm]?[jt]sx?|[^/]*Tests?\.(?:java|kt|cs)|"
+    r"[^/]*_spec\.rb|conftest\.py)$"
+)
+TEST_DIRECTORIES = frozenset({"tests", "test", "testing", "__tests__", "spec"})
+# Data and helpers that tests read: not tests themselves, and not product code either.
+FIXTURE_DIRECTORIES = frozenset({"fixtures", "fixture", "testdata", "test_data", "__fixtures__", "__mocks__"})
+# Python modules that are configuration written as code (Django/Flask settings, Sphinx conf).
+_SETTINGS_MODULE = re.compile(r"(?:^|/)(?:settings|[\w]+_settings|settings_[\w]+|conf|config)\.py$|(?:^|/)settings/")
+
+
+def language_of(path: str) -> str:
+    """The language of a path by its suffix (or its name, for Dockerfiles and `.env` files), or "other"."""
+    name = path.rsplit("/", 1)[-1]
+    if name == "Dockerfile" or name.startswith("Dockerfile."):
+        return "dockerfile"
+    if name == ".env" or name.startswith(".env."):
+        return "dotenv"
+    dot = name.rfind(".")
+    return LANGUAGE_BY_SUFFIX.get(name[dot:].lower(), "other") if dot >= 0 else "other"
+
+
+def is_test_path(path: str) -> bool:
+    """A test file by the usual names (`test_*.py`, `*_test.go`, `*.spec.ts`, `FooTest.java`,
+    `*_spec.rb`, `conftest.py`) or by living under a `tests/`, `test/`, `__tests__/` or `spec/` folder."""
+    return bool(_TEST_FILE.search(path)) or any(part in TEST_DIRECTORIES for part in path.split("/")[:-1])
+
+
+def is_fixture_path(path: str) -> bool:
+    return any(part in FIXTURE_DIRECTORIES for part in path.split("/")[:-1])
+
+
+def is_config_path(path: str) -> bool:
+    """Configuration: a YAML/TOML/JSON/INI/env/Terraform/Docker file, or a Python settings module."""
+    language = language_of(path)
+    return language in CONFIG_LANGUAGES or (language == "python" and bool(_SETTINGS_MODULE.search(path)))
+
+
+def is_code_path(path: str) -> bool:
+    """Product code: a programming language, not a test and not a fixture."""
+    return language_of(path) in CODE_LANGUAGES and not is_test_path(path) and not is_fixture_path(path)
