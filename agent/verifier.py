@@ -92,7 +92,8 @@ def _check(
     if fp in inputs.open_fingerprints:
         return VerifiedFinding(finding, "DUPLICATE", f"already posted on this merge request ({fp})")
     if fp in inputs.rejected_fingerprints:
-        return VerifiedFinding(finding, "FALSE_POSITIVE", f"people rejected this same finding ({fp}) before: its net vote is 👎")
+        why = f"people rejected this same finding ({fp}) before: its net vote is 👎"
+        return VerifiedFinding(finding, "FALSE_POSITIVE", why)
     head_text = tree.text(finding.path)
     anchor = anchor_evidence(finding, head_text)
     if not isinstance(anchor, Anchor):

@@ -22,10 +22,19 @@ from reviewers.contracts import Finding, SearchHit, Workspace, language_of
 
 REMOVED_SYMBOL_RULES = frozenset({"tests:removed-symbol"})
 UNTESTED_RULES = frozenset({"tests:untested-new"})
+MODEL_RULES = frozenset({"", "llm"})
+# A model's finding makes the same claims in its own words; its title says which.
+_SAYS_REMOVED = re.compile(r"\b(?:removed|deleted|no longer exists?|was dropped)\b", re.IGNORECASE)
+_SAYS_UNTESTED = re.compile(r"\b(?:untested|not tested|no tests?|without tests?|lacks? tests?)\b", re.IGNORECASE)
 MAX_DEFINITION_HITS = 200  # definitions of one name across a repository; past this, say nothing
 _BACKTICKED = re.compile(r"`([A-Za-z_][\w.]*)`")
 _IDENTIFIER = re.compile(r"^[A-Za-z_]\w*$")
 _DEFINITION_KEYWORDS = r"(def|class|function|func|fn|fun|interface|struct|enum|trait|type)"
+
+
+def _claims(finding: Finding, rules: frozenset[str], words: re.Pattern[str]) -> bool:
+    """Whether a finding makes a claim: a rule that states it, or a model's title that says it."""
+    return finding.rule in rules or (finding.rule in MODEL_RULES and bool(words.search(finding.title)))
 
 
 def claimed_symbols(finding: Finding) -> list[str]:
@@ -85,7 +94,7 @@ def _uses_module(text: str, *, finding_path: str, hit_path: str) -> bool:
 
 def removed_symbol_still_defined(finding: Finding, tree: HeadTree) -> str | None:
     """Why a "`x` was removed" claim is false: where `x` is still defined at head."""
-    if finding.rule not in REMOVED_SYMBOL_RULES:
+    if not _claims(finding, REMOVED_SYMBOL_RULES, _SAYS_REMOVED):
         return None
     symbols = claimed_symbols(finding)[:1]
     text = tree.text(finding.path)
@@ -114,7 +123,7 @@ def _test_reference(tree: HeadTree, name: str, source_path: str) -> tuple[str, i
 
 def tested_after_all(finding: Finding, tree: HeadTree) -> str | None:
     """Why a "no test exercises `f`" claim is false: a test at head names every symbol listed."""
-    if finding.rule not in UNTESTED_RULES:
+    if not _claims(finding, UNTESTED_RULES, _SAYS_UNTESTED):
         return None
     symbols = claimed_symbols(finding)
     if not symbols:

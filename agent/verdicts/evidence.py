@@ -59,7 +59,7 @@ def anchor_evidence(finding: Finding, head_text: str | None) -> Anchor | Unancho
     starts = _runs(wanted, have)
     if not starts:
         quoted = wanted[0][:80]
-        return Unanchored(f"the evidence `{quoted}` is not in {finding.path} at the head commit")
+        return Unanchored(f"evidence not found: `{quoted}` is not in {finding.path} at the head commit")
     start = min(starts, key=lambda n: (abs(n - finding.line), n))
     return Anchor(start, start + len(wanted) - 1)
 
