@@ -45,7 +45,8 @@ def hunk_around(finding: Finding, diff_index: DiffIndex) -> str:
     )
     lo, hi = max(0, at - HUNK_CONTEXT_LINES), min(len(lines), at + HUNK_CONTEXT_LINES + 1)
     body = [f"{_PREFIX[ln.kind]}{ln.text}" for ln in lines[lo:hi]]
-    return "\n".join([hunk.header or f"@@ +{hunk.new_start},{hunk.new_count} @@", *body])
+    at_line = f"@@ -{hunk.old_start},{hunk.old_count} +{hunk.new_start},{hunk.new_count} @@ {hunk.header}".rstrip()
+    return "\n".join([at_line, *body])
 
 
 def _fence(label: str, text: str) -> str:
