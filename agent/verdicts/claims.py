@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from reviewers.analyzers.tests_lookup import distinctive, is_test_path, module_tokens
 from reviewers.contracts import Finding, SearchHit, Workspace, language_of
+from reviewers.errors import InputError
 
 REMOVED_SYMBOL_RULES = frozenset({"tests:removed-symbol"})
 UNTESTED_RULES = frozenset({"tests:untested-new"})
@@ -29,6 +30,7 @@ _SAYS_UNTESTED = re.compile(r"\b(?:untested|not tested|no tests?|without tests?|
 MAX_DEFINITION_HITS = 200  # definitions of one name across a repository; past this, say nothing
 _BACKTICKED = re.compile(r"`([A-Za-z_][\w.]*)`")
 _IDENTIFIER = re.compile(r"^[A-Za-z_]\w*$")
+_IMPORT_LINE = re.compile(r"\s*(?:from|import|use|require|#include)\b|.*\brequire\(")
 _DEFINITION_KEYWORDS = r"(def|class|function|func|fn|fun|interface|struct|enum|trait|type)"
 
 
@@ -75,7 +77,7 @@ class HeadTree:
     def search(self, pattern: str) -> list[SearchHit]:
         try:
             return self.workspace.search(pattern, max_hits=MAX_DEFINITION_HITS)
-        except Exception:  # noqa: BLE001 - a search the backend refuses leaves the claim standing
+        except InputError:  # a pattern the backend refuses (or a grep that timed out) leaves the claim standing
             return []
 
 
@@ -87,9 +89,11 @@ def _definition_hits(tree: HeadTree, name: str) -> list[SearchHit]:
 
 
 def _uses_module(text: str, *, finding_path: str, hit_path: str) -> bool:
+    """Whether the changed file imports the module a definition lives in (or is that module)."""
     if hit_path == finding_path:
         return True
-    return any(re.search(rf"\b{re.escape(token)}\b", text) for token in module_tokens(hit_path))
+    imports = [line for line in text.splitlines() if _IMPORT_LINE.match(line)]
+    return any(re.search(rf"(?<![\w]){re.escape(t)}\b", line) for t in module_tokens(hit_path) for line in imports)
 
 
 def removed_symbol_still_defined(finding: Finding, tree: HeadTree) -> str | None:
