@@ -152,7 +152,7 @@ def test_a_models_findings_are_anchored_folded_and_checked(
 ) -> None:
     """A scripted model (loopback, real client) runs the analyzer, then reports: the SQL injection
     two lines off (moved onto its evidence, then folded into the analyzer's report of it), "no test
-    exercises parse_amount" (a test does), and code that is not in the file. The judge is shown
+    exercises parse_amount" (a test does), code that is not in the file, and blank evidence. The judge is shown
     the hunk and the evidence."""
     repo = git_repo(
         tmp_path / "repo",
@@ -170,6 +170,8 @@ def test_a_models_findings_are_anchored_folded_and_checked(
          "evidence": "def parse_amount(text: str) -> int:"},
         {"tool": "report", "path": "pkg/db.py", "line": 2, "severity": "high", "title": "eval of input",
          "body": "eval", "evidence": "eval(request.args['q'])"},
+        {"tool": "report", "path": "pkg/db.py", "line": 4, "severity": "high", "title": "blank", "body": "b",
+         "evidence": "   \n\t"},
         {"tool": "finish"},
     ]  # fmt: skip
     openai_server.enqueue(
@@ -201,6 +203,12 @@ def test_a_models_findings_are_anchored_folded_and_checked(
     assert (
         invented["verdict_reason"]
         == "evidence not found: `eval(request.args['q'])` is not in pkg/db.py at the head commit"
+    )
+
+    blank = only(by_model, title="blank")
+    assert (blank["verdict"], blank["verdict_reason"]) == (
+        "FALSE_POSITIVE",
+        "the finding quotes no code (its evidence is empty), so nothing anchors it",
     )
 
     judged = [r for r in openai_server.chat_requests if "code-review finding" in r.messages[0]["content"]]
