@@ -28,11 +28,12 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from agent.diff import DiffIndex
-from agent.verdicts.claims import HeadTree, removed_symbol_still_defined, sink_gets_constants, tested_after_all
+from agent.verdicts.claims import HeadTree, removed_symbol_still_defined, tested_after_all
 from agent.verdicts.duplicates import family_of, group_root_causes, rule_name
 from agent.verdicts.evidence import Anchor, anchor_evidence, anchored
 from agent.verdicts.feedback import PeopleVotes, rejected_by_people
 from agent.verdicts.judge import ModelJudgment, judge_messages
+from agent.verdicts.sinks import sink_gets_constants
 from reviewers.contracts import SEVERITY_RANK, Finding, LLMPort, Workspace
 from reviewers.errors import LLMError
 

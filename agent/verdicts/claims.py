@@ -8,15 +8,16 @@ the line that contradicts it:
 - a removed-symbol claim, when the symbol is still defined at head in a module the changed file
   uses (moved to a base class or another module it imports);
 - an untested-code claim, when a test at head names every symbol the finding lists;
-- an injection claim, when the value that reaches the sink is built from constants only.
+- an injection claim, when the value that reaches the sink is built from constants only
+  (`agent.verdicts.sinks`).
 """
 
 from __future__ import annotations
 
-import ast
 import re
 from dataclasses import dataclass, field
 
+from reviewers.analyzers.imports import python_module_name
 from reviewers.analyzers.tests_lookup import distinctive, is_test_path, module_tokens
 from reviewers.contracts import Finding, SearchHit, Workspace, language_of
 from reviewers.errors import InputError
@@ -62,6 +63,7 @@ class HeadTree:
 
     workspace: Workspace
     _texts: dict[str, str | None] = field(default_factory=dict)
+    _paths: list[str] | None = None
     _test_paths: list[str] | None = None
 
     def text(self, path: str) -> str | None:
@@ -69,9 +71,14 @@ class HeadTree:
             self._texts[path] = self.workspace.read_file(path)
         return self._texts[path]
 
+    def paths(self) -> list[str]:
+        if self._paths is None:
+            self._paths = self.workspace.list_paths()
+        return self._paths
+
     def test_paths(self) -> list[str]:
         if self._test_paths is None:
-            self._test_paths = [p for p in self.workspace.list_paths() if is_test_path(p)]
+            self._test_paths = [p for p in self.paths() if is_test_path(p)]
         return self._test_paths
 
     def search(self, pattern: str) -> list[SearchHit]:
@@ -96,6 +103,52 @@ def _uses_module(text: str, *, finding_path: str, hit_path: str) -> bool:
     return any(re.search(rf"(?<![\w]){re.escape(t)}\b", line) for t in module_tokens(hit_path) for line in imports)
 
 
+_FROM_IMPORT = re.compile(r"^\s*from\s+(\.*)([\w.]*)\s+import\s+\(?([\w\s,]+)")
+_PLAIN_IMPORT = re.compile(r"^\s*import\s+([\w.]+)")
+MAX_IMPORTED_MODULES = 30  # modules of one file read to look for an inherited or moved definition
+
+
+def _imported_modules(text: str, path: str) -> set[str]:
+    """Dotted names a Python file imports (with `from m import x`, both `m` and `m.x`)."""
+    package = python_module_name(path).split(".")[:-1]
+    out: set[str] = set()
+    for line in text.splitlines():
+        if m := _PLAIN_IMPORT.match(line):
+            out.add(m.group(1))
+        elif m := _FROM_IMPORT.match(line):
+            dots, module, names = m.groups()
+            if dots:
+                base = package[: len(package) - (len(dots) - 1)] if len(dots) - 1 <= len(package) else []
+                module = ".".join([*base, module] if module else base)
+            if module:
+                out.add(module)
+                out.update(f"{module}.{n.strip()}" for n in names.split(",") if n.strip())
+    return out
+
+
+def _imported_definition(tree: HeadTree, finding: Finding, text: str, name: str) -> SearchHit | None:
+    """The symbol's definition in a module the (Python) file imports, read directly: a workspace
+    whose search covers only part of the repository still finds a base class it imports."""
+    if language_of(finding.path) != "python":
+        return None
+    wanted = _imported_modules(text, finding.path)
+    paths = [
+        p
+        for p in tree.paths()
+        if p.endswith(".py")
+        and not is_test_path(p)
+        and any((m := python_module_name(p)) == w or m.endswith(f".{w}") for w in wanted)
+    ][:MAX_IMPORTED_MODULES]
+    definition = re.compile(
+        rf"^\s*(?:async\s+)?(?:def|class)\s+{re.escape(name)}\b|^\s*{re.escape(name)}\s*(?::[^=]*)?=(?!=)"
+    )
+    for path in paths:
+        for number, line in enumerate((tree.text(path) or "").splitlines(), start=1):
+            if definition.search(line):
+                return SearchHit(path=path, line=number, text=line)
+    return None
+
+
 def removed_symbol_still_defined(finding: Finding, tree: HeadTree) -> str | None:
     """Why a "`x` was removed" claim is false: where `x` is still defined at head."""
     if not _claims(finding, REMOVED_SYMBOL_RULES, _SAYS_REMOVED):
@@ -105,11 +158,12 @@ def removed_symbol_still_defined(finding: Finding, tree: HeadTree) -> str | None
     if not symbols or text is None:
         return None
     name = symbols[0]
-    for hit in _definition_hits(tree, name):
-        if _uses_module(text, finding_path=finding.path, hit_path=hit.path):
-            where = "in the same file" if hit.path == finding.path else f"in a module {finding.path} uses"
-            return f"`{name}` is still defined at head {where}: {hit.path}:{hit.line} `{hit.text.strip()[:80]}`"
-    return None
+    hits = [h for h in _definition_hits(tree, name) if _uses_module(text, finding_path=finding.path, hit_path=h.path)]
+    hit = hits[0] if hits else _imported_definition(tree, finding, text, name)
+    if hit is None:
+        return None
+    where = "in the same file" if hit.path == finding.path else f"in a module {finding.path} uses"
+    return f"`{name}` is still defined at head {where}: {hit.path}:{hit.line} `{hit.text.strip()[:80]}`"
 
 
 def _test_reference(tree: HeadTree, name: str, source_path: str) -> tuple[str, int, str] | None:
@@ -137,156 +191,3 @@ def tested_after_all(finding: Finding, tree: HeadTree) -> str | None:
         return None
     named = "; ".join(f"{ref[0]}:{ref[1]} uses `{name}`" for name, ref in found if ref is not None)
     return f"a test at head does reference it: {named}"
-
-
-# --- sinks that receive only constants ---------------------------------------------------------
-
-SINK_FAMILIES = frozenset({"sql", "shell", "code-exec"})
-SQL_SINKS = frozenset({"execute", "executemany", "executescript", "exec_driver_sql", "raw", "read_sql",
-                       "read_sql_query", "text", "mogrify"})  # fmt: skip
-SHELL_SINKS = frozenset({"system", "popen", "getoutput", "getstatusoutput", "create_subprocess_shell"})
-SUBPROCESS_SINKS = frozenset({"run", "call", "check_call", "check_output", "Popen"})
-CODE_SINKS = frozenset({"eval", "exec"})
-DATA_KEYWORDS = ("sql", "statement", "query", "operation", "cmd", "command", "args", "source")
-MAX_RESOLVE_DEPTH = 8  # assignments followed from the sink back to literals
-
-
-def _callee(call: ast.Call) -> str:
-    func = call.func
-    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-
-
-def _is_sink(call: ast.Call, family: str) -> bool:
-    name = _callee(call)
-    if family == "sql":
-        return name in SQL_SINKS
-    if family == "code-exec":
-        return name in CODE_SINKS
-    shell_true = any(
-        k.arg == "shell" and isinstance(k.value, ast.Constant) and k.value.value is True for k in call.keywords
-    )
-    return name in SHELL_SINKS or (name in SUBPROCESS_SINKS and shell_true)
-
-
-def _data_argument(call: ast.Call) -> ast.expr | None:
-    if call.args:
-        return call.args[0]
-    return next((k.value for k in call.keywords if k.arg in DATA_KEYWORDS), None)
-
-
-def _scope_nodes(root: ast.AST) -> list[ast.AST]:
-    nodes: list[ast.AST] = []
-    stack = list(ast.iter_child_nodes(root))
-    while stack:
-        node = stack.pop()
-        nodes.append(node)
-        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef):
-            stack.extend(ast.iter_child_nodes(node))
-    return nodes
-
-
-def _bindings(nodes: list[ast.AST]) -> dict[str, list[ast.expr]]:
-    """Name → every expression assigned to it in a scope (a loop variable gets its iterable)."""
-    out: dict[str, list[ast.expr]] = {}
-    for node in nodes:
-        if isinstance(node, ast.Assign):
-            for target in node.targets:
-                if isinstance(target, ast.Name):
-                    out.setdefault(target.id, []).append(node.value)
-        elif isinstance(node, ast.AnnAssign | ast.AugAssign) and isinstance(node.target, ast.Name) and node.value:
-            out.setdefault(node.target.id, []).append(node.value)
-        elif isinstance(node, ast.For | ast.AsyncFor | ast.comprehension) and isinstance(node.target, ast.Name):
-            out.setdefault(node.target.id, []).append(node.iter)
-    return out
-
-
-@dataclass
-class _ConstantFlow:
-    """Follows a value back through assignments; `names` collects the constants it rests on."""
-
-    local: dict[str, list[ast.expr]]
-    module: dict[str, list[ast.expr]]
-    parameters: set[str]
-    names: dict[str, int] = field(default_factory=dict)
-
-    def constant(self, expr: ast.expr, depth: int = 0) -> bool:
-        if depth > MAX_RESOLVE_DEPTH:
-            return False
-        if isinstance(expr, ast.Constant):
-            return True
-        if isinstance(expr, ast.JoinedStr):
-            return all(self.constant(v, depth + 1) for v in expr.values)
-        if isinstance(expr, ast.FormattedValue):
-            return self.constant(expr.value, depth + 1)
-        if isinstance(expr, ast.BinOp):
-            return self.constant(expr.left, depth + 1) and self.constant(expr.right, depth + 1)
-        if isinstance(expr, ast.List | ast.Tuple | ast.Set):
-            return all(self.constant(e, depth + 1) for e in expr.elts)
-        if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and not expr.keywords:
-            # "...".join(CONSTANTS) and "...".format(CONSTANT): string methods of constants
-            return self.constant(expr.func.value, depth + 1) and all(self.constant(a, depth + 1) for a in expr.args)
-        if isinstance(expr, ast.Name):
-            return self._name(expr.id, depth)
-        return False
-
-    def _name(self, name: str, depth: int) -> bool:
-        if name in self.parameters:
-            return False
-        values = self.local.get(name) or self.module.get(name)
-        if not values:
-            return False  # imported, global or built-in: not known to be constant
-        if all(self.constant(v, depth + 1) for v in values):
-            self.names.setdefault(name, min(getattr(v, "lineno", 0) for v in values))
-            return True
-        return False
-
-
-def _enclosing_scope(tree: ast.Module, line: int) -> ast.AST:
-    best: ast.AST = tree
-    for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-            end = node.end_lineno or node.lineno
-            if node.lineno <= line <= end and node.lineno >= getattr(best, "lineno", 0):
-                best = node
-    return best
-
-
-def _parameters(scope: ast.AST) -> set[str]:
-    if not isinstance(scope, ast.FunctionDef | ast.AsyncFunctionDef):
-        return set()
-    a = scope.args
-    star = [p for p in (a.vararg, a.kwarg) if p is not None]
-    return {p.arg for p in [*a.posonlyargs, *a.args, *a.kwonlyargs, *star]}
-
-
-def sink_gets_constants(finding: Finding, *, family: str | None, head_text: str | None) -> str | None:
-    """Why an injection claim is false: every sink call at the finding receives a constant value."""
-    if family not in SINK_FAMILIES or head_text is None or language_of(finding.path) != "python":
-        return None
-    try:
-        tree = ast.parse(head_text)
-    except (SyntaxError, ValueError):
-        return None
-    scope = _enclosing_scope(tree, finding.line)
-    nodes = _scope_nodes(scope)
-    local = _bindings(nodes)
-    flow = _ConstantFlow(local, _bindings(_scope_nodes(tree)) if scope is not tree else local, _parameters(scope))
-    lo, hi = finding.line, max(finding.line, finding.end_line)
-    assigned_here = {name for name, values in local.items() if any(lo <= getattr(v, "lineno", 0) <= hi for v in values)}
-    relevant: list[tuple[ast.Call, ast.expr]] = []
-    for node in nodes:
-        if not isinstance(node, ast.Call) or not _is_sink(node, family):
-            continue
-        data = _data_argument(node)
-        if data is None:
-            continue
-        on_line = node.lineno <= hi and (node.end_lineno or node.lineno) >= lo
-        fed_here = any(isinstance(n, ast.Name) and n.id in assigned_here for n in ast.walk(data))
-        if on_line or fed_here:
-            relevant.append((node, data))
-    if not relevant or not all(flow.constant(data) for _, data in relevant):
-        return None
-    call = relevant[0][0]
-    rests_on = ", ".join(f"`{n}` (line {line})" for n, line in sorted(flow.names.items(), key=lambda kv: kv[1]))
-    built = f"built only from constants: {rests_on}" if rests_on else "a literal"
-    return f"the value reaching `{_callee(call)}()` at {finding.path}:{call.lineno} is {built}"

@@ -7,12 +7,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from agent.diff import DiffIndex, parse_unified_diff
-from agent.verdicts.claims import HeadTree, claimed_symbols, sink_gets_constants
+from agent.verdicts.claims import HeadTree, claimed_symbols
 from agent.verdicts.duplicates import family_of
 from agent.verdicts.evidence import Anchor, Unanchored, anchor_evidence
 from agent.verdicts.feedback import PeopleVotes, rejected_by_people
+from agent.verdicts.sinks import sink_gets_constants
 from agent.verifier import VerifierInputs, verify_findings
-from reviewers.contracts import ChatMessage, Finding
+from reviewers.contracts import ChatMessage, Finding, SearchHit
 from reviewers.fingerprint import make_fingerprint
 from reviewers.workspace import SnapshotWorkspace
 
@@ -153,6 +154,29 @@ def test_a_removed_symbol_still_defined_in_a_module_the_file_uses_is_a_false_pos
     # the same name defined in a module db.py does not use says nothing about db.py's callers
     assert removed_symbol_still_defined(finding, HeadTree(SnapshotWorkspace({**files, "db.py": HEAD}))) is None
     assert claimed_symbols(finding) == ["close"]
+
+
+class NarrowSearch(SnapshotWorkspace):
+    """A workspace whose search sees nothing (GitLab's covers only the changed files' directories)."""
+
+    def search(self, pattern: str, *, max_hits: int = 50) -> list[SearchHit]:
+        return []
+
+
+def test_a_removed_method_inherited_from_an_imported_base_is_found_without_search() -> None:
+    from agent.verdicts.claims import removed_symbol_still_defined
+
+    client = "from .base import Base\n\n\nclass Client(Base):\n    pass\n"
+    files = {"app/llm/client.py": client, "app/llm/base.py": "class Base:\n    @property\n    def model_name(self):\n"}
+    finding = removed("model_name", path="app/llm/client.py").model_copy(
+        update={"path": "app/llm/client.py", "line": 4, "evidence": "class Client(Base):"}
+    )
+    assert removed_symbol_still_defined(finding, HeadTree(NarrowSearch(files))) == (
+        "`model_name` is still defined at head in a module app/llm/client.py uses: "
+        "app/llm/base.py:3 `def model_name(self):`"
+    )
+    elsewhere = {**files, "app/llm/client.py": "class Client:\n    pass\n"}
+    assert removed_symbol_still_defined(finding, HeadTree(NarrowSearch(elsewhere))) is None
 
 
 def test_untested_claim_is_false_when_a_test_names_every_symbol() -> None:
