@@ -78,7 +78,7 @@ def _where(finding: Finding) -> str:
 
 
 def _passed(finding: Finding, moved_from: int | None) -> str:
-    moved = f" (moved from line {moved_from}, where the model put it)" if moved_from is not None else ""
+    moved = f" (moved from line {moved_from}, where it was reported)" if moved_from is not None else ""
     return f"evidence found at {_where(finding)} at head{moved}, inside the change"
 
 
