@@ -26,10 +26,12 @@ from agent.diff import DiffIndex, parse_unified_diff, render_diff_overview
 from agent.gitrepo import open_repository
 from agent.graph import ReviewState, build_review_graph
 from agent.loaders import load_diff, load_local, load_replay
+from agent.store import rejections as store_rejections
 from agent.store import reviews as store_reviews
 from agent.store import snapshots as store_snapshots
 from agent.strategy import Strategy, StrategySource, render_s1
 from agent.strategy_model import StrategyModelSource
+from agent.verdicts.feedback import PeopleVotes
 from agent.verifier import VerifiedFinding, VerifierInputs
 from agent.workspaces.diff import DiffWorkspace
 from agent.workspaces.snapshot import SnapshotWorkspace
@@ -219,6 +221,8 @@ class Runtime:
         if self.pool is not None and context.project:
             inputs.rejected_fingerprints = store_reviews.rejected_fingerprints(self.pool, project=context.project)
             inputs.acceptance = store_reviews.acceptance_rates(self.pool, project=context.project)
+            by_rule, by_path = store_rejections.votes_by_rule_and_path(self.pool, project=context.project)
+            inputs.people_votes = PeopleVotes(by_rule=by_rule, by_path=by_path)
             if context.mr_iid is not None:
                 inputs.open_fingerprints = set(
                     store_reviews.posted_fingerprints(self.pool, project=context.project, mr_iid=context.mr_iid)

@@ -7,6 +7,7 @@ Example::
     reviewers = ["security", "code_quality", "test_impact", "architecture"]
     min_severity = "low"
     resolve_outdated = true
+    max_discussions = 10
 
     [[layers]]
     name = "core"

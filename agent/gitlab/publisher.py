@@ -8,6 +8,11 @@ line, `old_line` and `new_line` on an unchanged one, both paths always); a line 
 show, or a position GitLab rejects, becomes a thread without a position that quotes `path:line`
 and the evidence, flagged as a fallback. NEEDS_HUMAN_REVIEW findings are listed in the one summary
 note, which is created once and then edited in place. Model and reviewer text is neutralised.
+
+Each merge request gets a comment budget (`max_discussions` threads, from `.reviewloop.toml`): REAL
+findings are ranked by severity, then confidence, and those past the budget are listed briefly in
+the summary instead. Our open threads already on the merge request count against the budget
+first, so a re-run or a new push never takes the total past it.
 """
 
 from __future__ import annotations
@@ -36,6 +41,8 @@ from reviewers.kernel.errors import PositionRejectedError
 OUTDATED_MARKER = "<!-- reviewloop:outdated -->"
 MAX_SUMMARY_CHARS = 30_000  # a summary is ours plus short quoted titles; GitLab allows far more
 MAX_EVIDENCE_CHARS = 1500
+DEFAULT_MAX_DISCUSSIONS = 10  # RepoConfig's default; a wall of threads gets skimmed or muted
+CONFIDENCE_RANK = {"low": 0, "medium": 1, "high": 2}
 FEEDBACK_HINT = "React with :thumbsup: or :thumbsdown: to tell reviewloop whether this helped."
 
 
@@ -98,6 +105,7 @@ class PublishedFinding:
 class PublishResult:
     published: list[PublishedFinding] = field(default_factory=list)
     needs_human: list[int] = field(default_factory=list)  # finding ids listed in the summary
+    over_budget: list[int] = field(default_factory=list)  # REAL finding ids past the comment budget
     summary_note_id: int | None = None
     summary_created: bool = False
     summary_edited: bool = False
@@ -195,21 +203,41 @@ def threads_by_fingerprint(discussions: Sequence[Discussion], bot_id: int) -> di
     return out
 
 
+def rank_for_threads(item: FindingToPublish) -> tuple[int, int, str, int]:
+    """The order in which REAL findings get the comment budget: most severe, most confident first."""
+    f = item.finding
+    return (-SEVERITY_RANK[f.severity], -CONFIDENCE_RANK[f.confidence], f.path, f.line)
+
+
+def _listed(item: FindingToPublish, allowed_urls: Collection[str], *, with_reason: bool) -> str:
+    f = item.finding
+    title = neutralise(f.title.replace("\n", " "), allowed_urls=allowed_urls, max_chars=200)
+    line = f"- {inline_code(f'{f.path}:{f.line}')} {f.severity} · {f.category} · {title}"
+    if not with_reason:
+        return line
+    return f"{line} — {neutralise(item.reason.replace(chr(10), ' '), allowed_urls=allowed_urls, max_chars=300)}"
+
+
 def summary_body(
     summary: str,
     needs_human: Sequence[FindingToPublish],
     *,
+    over_budget: Sequence[FindingToPublish] = (),
+    max_discussions: int = DEFAULT_MAX_DISCUSSIONS,
     not_reviewed: Sequence[NotReviewed] = (),
     allowed_urls: Collection[str] = frozenset(),
 ) -> str:
     parts = [neutralise(summary, allowed_urls=allowed_urls, max_chars=MAX_SUMMARY_CHARS)]
+    if over_budget:
+        lines = [
+            f"**{len(over_budget)} more finding(s)** past this merge request's comment budget of "
+            f"{max_discussions} threads (ranked below the posted ones):"
+        ]
+        lines += [_listed(item, allowed_urls, with_reason=False) for item in over_budget]
+        parts.append("\n".join(lines))
     if needs_human:
         lines = ["**Needs a human look** (not posted as threads):"]
-        for item in needs_human:
-            f = item.finding
-            title = neutralise(f.title.replace("\n", " "), allowed_urls=allowed_urls, max_chars=200)
-            reason = neutralise(item.reason.replace("\n", " "), allowed_urls=allowed_urls, max_chars=300)
-            lines.append(f"- {inline_code(f'{f.path}:{f.line}')} {f.severity} · {f.category} · {title} — {reason}")
+        lines += [_listed(item, allowed_urls, with_reason=True) for item in needs_human]
         parts.append("\n".join(lines))
     if not_reviewed:
         lines = ["**Not reviewed:**"]
@@ -232,19 +260,17 @@ def publish_review(
     record_posted: RecordPosted,
     not_reviewed: Sequence[NotReviewed] = (),
     allowed_urls: Collection[str] = frozenset(),
+    max_discussions: int = DEFAULT_MAX_DISCUSSIONS,
 ) -> PublishResult:
     """Post what is not on the merge request yet: one thread per REAL finding (deduplicated by
-    fingerprint against `existing` from the store and the markers in our own threads), then the
-    summary note, created once and edited in place."""
+    fingerprint against `existing` from the store and the markers in our own threads) up to the
+    comment budget, then the summary note (listing the rest), created once and edited in place."""
     items = [FindingToPublish(*f) for f in findings]
     bot_id = platform.bot_user_id()
     discussions = platform.discussions(project, mr_iid)
     known = {**threads_by_fingerprint(discussions, bot_id), **existing}
     result = PublishResult()
-    real = sorted(
-        (i for i in items if i.verdict == "REAL"),
-        key=lambda i: (-SEVERITY_RANK[i.finding.severity], i.finding.path, i.finding.line),
-    )
+    real = sorted((i for i in items if i.verdict == "REAL"), key=rank_for_threads)
     for item in real:
         fp = fingerprint_of(item.finding)
         if fp in known:
@@ -253,7 +279,20 @@ def publish_review(
             result.published.append(
                 PublishedFinding(item.finding_id, fp, thread.discussion_id, thread.note_id, thread.fallback, True)
             )
+    # Our open threads on the MR (from earlier heads too: the verifier calls those DUPLICATE) use
+    # the budget first.
+    open_on_mr = {fp for d in _ours(discussions, bot_id) if not d.resolved for fp in parse_markers(d.first_note.body)}
+    occupied = open_on_mr | set(existing) | {p.fingerprint for p in result.published}
+    slots = max(0, max_discussions - len(occupied))
+    over_budget: list[FindingToPublish] = []
+    for item in real:
+        fp = fingerprint_of(item.finding)
+        if fp in known:
             continue
+        if slots == 0:
+            over_budget.append(item)
+            continue
+        slots -= 1
         posted, fallback = _post_finding(
             platform, project, mr_iid, item.finding, fp, versions, diff_index, allowed_urls
         )
@@ -264,7 +303,15 @@ def publish_review(
         )
     needs_human = [i for i in items if i.verdict == "NEEDS_HUMAN_REVIEW"]
     result.needs_human = [i.finding_id for i in needs_human]
-    body = summary_body(summary, needs_human, not_reviewed=not_reviewed, allowed_urls=allowed_urls)
+    result.over_budget = [i.finding_id for i in over_budget]
+    body = summary_body(
+        summary,
+        needs_human,
+        over_budget=over_budget,
+        max_discussions=max_discussions,
+        not_reviewed=not_reviewed,
+        allowed_urls=allowed_urls,
+    )
     _publish_summary(platform, project, mr_iid, body, _ours(discussions, bot_id), result)
     return result
 

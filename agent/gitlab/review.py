@@ -99,16 +99,18 @@ def load_gitlab_snapshot(
     return snapshot, workspace, files
 
 
-def _summary_text(state: ReviewState, verified: Sequence[VerifiedFinding]) -> str:
+def _summary_text(state: ReviewState, verified: Sequence[VerifiedFinding], *, max_discussions: int) -> str:
     real = sum(1 for v in verified if v.verdict == "REAL")
     human = sum(1 for v in verified if v.verdict == "NEEDS_HUMAN_REVIEW")
     dropped = len(verified) - real - human
+    threads = min(real, max_discussions)
+    over = f", {real - threads} more listed below (comment budget)" if real > threads else ""
     strategy = state.get("strategy", {})
     planned = ", ".join(p.get("reviewer", "") for p in strategy.get("plan", [])) or "none (nothing to review)"
     return (
         f"reviewloop reviewed this merge request at `{str(state.get('snapshot', {}).get('head_sha', ''))[:12]}`: "
-        f"{real} finding(s) posted as threads, {human} for a human to judge, {dropped} dropped by the verifier. "
-        f"Reviewers: {planned}."
+        f"{threads} finding(s) posted as threads{over}, {human} for a human to judge, {dropped} dropped by the "
+        f"verifier. Reviewers: {planned}."
     )
 
 
@@ -143,10 +145,11 @@ def make_publisher(deps: ReviewDeps, request: ReviewRequest) -> Any:
             diff_index=index,
             findings=items,
             existing=existing,
-            summary=_summary_text(state, verified),
+            summary=_summary_text(state, verified, max_discussions=context.config.max_discussions),
             record_posted=record,
             not_reviewed=snapshot.not_reviewed,
             allowed_urls=deps.allowed_urls,
+            max_discussions=context.config.max_discussions,
         )
         if result.summary_note_id is not None:
             store_reviews.record_summary_note(deps.pool, review_id, note_id=result.summary_note_id)
@@ -155,6 +158,7 @@ def make_publisher(deps: ReviewDeps, request: ReviewRequest) -> Any:
             "posted": sum(1 for p in result.published if not p.reused),
             "reused": sum(1 for p in result.published if p.reused),
             "fallbacks": sum(1 for p in result.published if p.fallback),
+            "over_budget": len(result.over_budget),
             "summary_note_id": result.summary_note_id,
             "outdated": outdated,
         }

@@ -116,6 +116,9 @@ class RepoConfig(BaseModel):
     layers: list[LayerRule] = Field(default_factory=list)
     instructions: dict[str, str] = Field(default_factory=dict)  # glob → free text for reviewers
     resolve_outdated: bool = True
+    # A merge request gets at most this many threads; the rest are counted in the summary note,
+    # because a wall of comments gets skimmed or muted.
+    max_discussions: int = Field(default=10, ge=0, le=100)
 
     def wants(self, path: str) -> bool:
         """Whether a path is in scope by the include/exclude globs."""

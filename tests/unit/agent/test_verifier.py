@@ -48,7 +48,7 @@ def test_real_when_evidence_is_at_the_changed_line() -> None:
 def test_evidence_missing_is_a_false_positive() -> None:
     [v] = verify_findings([finding(5, "eval(user_input)")], inputs())
     assert v.verdict == "FALSE_POSITIVE"
-    assert "evidence not found" in v.reason
+    assert "`eval(user_input)` is not in app.py at the head commit" in v.reason
 
 
 def test_line_far_from_the_change_is_a_false_positive() -> None:
