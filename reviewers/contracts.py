@@ -239,13 +239,15 @@ class Finding(BaseModel):
 
 
 ToolName = Literal["read_file", "search", "run_analyzer", "list_tests", "report", "finish"]
+# A step is a tool call, or a model answer that could not be used at all (it still costs its step).
+StepTool = ToolName | Literal["model_error"]
 
 
 class Step(BaseModel):
     """One step of a reviewer's loop, as the self-judgment and the traces see it."""
 
     index: int
-    tool: ToolName
+    tool: StepTool
     args: dict[str, Any] = Field(default_factory=dict)
     observation: str = ""  # short summary of what the tool returned
     valid: bool = True
