@@ -26,9 +26,9 @@ from reviewers.contracts import (
     ReviewContext,
     ReviewerName,
     ReviewerResult,
-    render_files_overview,
 )
 from reviewers.errors import ReviewloopError
+from reviewers.prompts import render_review_prefix
 
 tracer = trace.get_tracer("reviewloop.graph")
 
@@ -99,11 +99,9 @@ NETWORK_RETRY = RetryPolicy(max_attempts=3, initial_interval=0.5, retry_on=_is_r
 
 
 def shared_prefix(context: ReviewContext, strategy_text: str) -> str:
-    """The MR context every reviewer's prompt starts with, identical across reviewers (prefix cache)."""
-    return (
-        f"Merge request: {context.title}\n{context.description[:2000]}\n\nChanged files:\n"
-        f"{render_files_overview(context.files)}\n\nReview strategy:\n{strategy_text}\n"
-    )
+    """The MR context every reviewer's prompt starts with, identical across reviewers (prefix cache):
+    the reviewers' own rendering, in which the title, description and diff are fenced as data."""
+    return f"{render_review_prefix(context)}\n\nReview strategy:\n{strategy_text}\n"
 
 
 def build_review_graph(runtime: ReviewRuntime, checkpointer: BaseCheckpointSaver[Any] | None = None) -> Any:
