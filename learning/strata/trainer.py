@@ -35,7 +35,7 @@ from learning.replay import ReplayCase, ReplayEnv, ReplayEnvConfig, ReplayReward
 from learning.strata.advantages import filter_low_variance_groups, population_std
 from learning.strata.checkpoint import latest_checkpoint, read_state, restore_checkpoint, save_checkpoint
 from learning.strata.config import StrataConfig
-from learning.strata.embeddings import make_embedder
+from agent.embeddings import make_embedder
 from learning.strata.judge import make_judge
 from learning.strata.masking import stack_token_targets
 from learning.strata.policy import PolicyConfig, StrategyPolicy, StrategySampler
