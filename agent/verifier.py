@@ -125,6 +125,15 @@ def calibrate(finding: Finding, acceptance: Mapping[tuple[str, str], tuple[int, 
     return None
 
 
+def agreement_shortfall(finding: Finding) -> str | None:
+    """Why a model-only finding goes to a human for want of agreement: fewer of the review's independent
+    executions reported it than required (`agent.agreement` annotates; None when not measured)."""
+    a = finding.agreement
+    if a is None or finding.rule != "llm" or a.support >= a.required:
+        return None
+    return f"reported by {a.support} of {a.executions} independent reviews (different strategies); {a.required} needed"
+
+
 PASSED_CHECKS = "evidence found at the reported line, inside the change"
 MAX_PARALLEL_JUDGMENTS = 8  # model judgments are independent; a model server batches them
 
@@ -177,6 +186,8 @@ def verify_findings(
         reason = PASSED_CHECKS
         if judged is not None:
             verdict, reason = judged
+        if verdict == "REAL" and (short := agreement_shortfall(finding)) is not None:
+            verdict, reason = "NEEDS_HUMAN_REVIEW", short
         if verdict == "REAL":
             why = calibrate(finding, inputs.acceptance)
             if why is not None:

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypedDict, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 Category = Literal["security", "architecture", "code_quality", "test_impact"]
 CATEGORIES: tuple[Category, ...] = ("security", "architecture", "code_quality", "test_impact")
@@ -141,6 +141,22 @@ class LayerRule(BaseModel):
     may_import: list[str] = Field(default_factory=list)
 
 
+class AgreementConfig(BaseModel):
+    """How a review with a model looks for agreement: `strategies` independent executions under the
+    most different strategies it sampled, and a model-only finding needs `min_support` of them to go
+    straight to a thread (fewer: a human looks first). `strategies = 1` is a single execution."""
+
+    model_config = ConfigDict(extra="forbid")
+    strategies: int = Field(default=3, ge=1, le=8)
+    min_support: int = Field(default=2, ge=1, le=8)
+
+    @model_validator(mode="after")
+    def _support_within_executions(self) -> AgreementConfig:
+        if self.min_support > self.strategies:
+            raise ValueError(f"min_support {self.min_support} is more than the {self.strategies} strategies run")
+        return self
+
+
 class RepoConfig(BaseModel):
     """What a repository says about its own review, from `.reviewloop.toml` (all optional)."""
 
@@ -152,6 +168,7 @@ class RepoConfig(BaseModel):
     layers: list[LayerRule] = Field(default_factory=list)
     instructions: dict[str, str] = Field(default_factory=dict)  # glob → free text for reviewers
     resolve_outdated: bool = True
+    agreement: AgreementConfig = Field(default_factory=AgreementConfig)
 
     def wants(self, path: str) -> bool:
         """Whether a path is in scope by the include/exclude globs."""
@@ -222,6 +239,15 @@ class PlanItem(BaseModel):
     step_budget: int = Field(default=6, ge=1, le=30)
 
 
+class Agreement(BaseModel):
+    """How many of a review's independent executions reported a finding, of how many, and how many
+    it takes (`AgreementConfig.min_support`, at most the executions run)."""
+
+    support: int = Field(ge=1)
+    executions: int = Field(ge=2)
+    required: int = Field(ge=1)
+
+
 class Finding(BaseModel):
     """A problem a reviewer reports. Lines are new-file lines at the head commit."""
 
@@ -236,6 +262,9 @@ class Finding(BaseModel):
     fingerprint: str = ""
     reviewer: ReviewerName
     rule: str = ""  # "bandit:B602", "ruff:F401", "layers:forbidden-import", "llm", ...
+    # Set by `agent.agreement` when a review ran several executions: how many reported this finding.
+    agreement: Agreement | None = None
+
 
 
 ToolName = Literal["read_file", "search", "run_analyzer", "list_tests", "report", "finish"]

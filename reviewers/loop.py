@@ -117,9 +117,10 @@ def _run_model(
     plan: PlanItem,
     shared_prefix: str,
     analyzer_results: list[str],
+    budget: int,
 ) -> tuple[bool, str | None]:
-    """Up to `plan.step_budget` steps chosen by the model, after the analyzer steps already in
-    `steps`. Returns (whether the model answered at least once, why it stopped early)."""
+    """Up to `budget` steps chosen by the model, after the analyzer steps already in `steps`.
+    Returns (whether the model answered at least once, why it stopped early)."""
     task = render_task(
         instructions=box.spec.instructions,
         plan=plan,
@@ -132,7 +133,7 @@ def _run_model(
     messages = initial_messages(shared_prefix=shared_prefix, task=task)
     answered = False
     failed_in_a_row = 0
-    budget_end = len(steps) + plan.step_budget
+    budget_end = len(steps) + budget
     while len(steps) < budget_end:
         try:
             call = llm.complete_json(messages, ToolCall, purpose=f"reviewer.{box.spec.name}")
@@ -164,8 +165,16 @@ def _run_model(
 
 
 def run_loop(
-    spec: ReviewerSpec, context: ReviewContext, plan: PlanItem, llm: LLMPort | None, *, shared_prefix: str | None
+    spec: ReviewerSpec,
+    context: ReviewContext,
+    plan: PlanItem,
+    llm: LLMPort | None,
+    *,
+    shared_prefix: str | None,
+    model_step_budget: int | None = None,
 ) -> ReviewerResult:
+    """`model_step_budget` (default: the plan's) bounds the model's own steps; a review that runs
+    several executions splits its budget among them, while each still runs every analyzer."""
     eligible, generated = reviewable_paths(spec, context)
     targets, unmatched = plan_targets(plan, eligible)
     if spec.prefetch is not None and targets:
@@ -187,6 +196,7 @@ def run_loop(
             plan=plan,
             shared_prefix=shared_prefix or render_review_prefix(context),
             analyzer_results=analyzer_results,
+            budget=plan.step_budget if model_step_budget is None else max(1, model_step_budget),
         )
         if failure is not None:
             notes.append(failure)

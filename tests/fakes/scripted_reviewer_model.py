@@ -69,7 +69,7 @@ class ScriptedReviewerModel:
             self.obeyed.append("strategy")
             return FakeReply.json({"change_type": "docs", "risk_areas": [], "plan": [], "stop_condition": "audited"})
         plan = [
-            {"reviewer": r, "focus_paths": [], "checks": "the changed lines", "step_budget": 4}
+            {"reviewer": r, "focus_paths": [], "checks": "the changed lines", "step_budget": 6}
             for r in ("security", "code_quality", "architecture", "test_impact")
         ]
         return FakeReply.json({"change_type": "feature", "risk_areas": [], "plan": plan, "stop_condition": "done"})
