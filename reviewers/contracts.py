@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypedDict, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 Category = Literal["security", "architecture", "code_quality", "test_impact"]
 CATEGORIES: tuple[Category, ...] = ("security", "architecture", "code_quality", "test_impact")
@@ -144,17 +144,12 @@ class LayerRule(BaseModel):
 class AgreementConfig(BaseModel):
     """How a review with a model looks for agreement: `strategies` independent executions under the
     most different strategies it sampled, and a model-only finding needs `min_support` of them to go
-    straight to a thread (fewer: a human looks first). `strategies = 1` is a single execution."""
+    straight to a thread (fewer: a human looks first). `strategies = 1` is a single execution, and
+    a `min_support` above the executions that ran asks for all of them."""
 
     model_config = ConfigDict(extra="forbid")
     strategies: int = Field(default=3, ge=1, le=8)
     min_support: int = Field(default=2, ge=1, le=8)
-
-    @model_validator(mode="after")
-    def _support_within_executions(self) -> AgreementConfig:
-        if self.min_support > self.strategies:
-            raise ValueError(f"min_support {self.min_support} is more than the {self.strategies} strategies run")
-        return self
 
 
 class RepoConfig(BaseModel):

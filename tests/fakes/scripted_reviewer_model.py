@@ -51,6 +51,11 @@ class ScriptedReviewerModel:
 
     # reviewer → (path, line, evidence, title) of the one problem it reports after reading the file
     reports: dict[str, tuple[str, int, str, str]] = field(default_factory=dict)
+    # reviewer → a second problem, reported on the third turn by only the first execution that gets
+    # there (the others finish): a finding without agreement
+    lonely: dict[str, tuple[str, int, str, str]] = field(default_factory=dict)
+    step_budget: int = 6  # per planned reviewer; an agreement run splits it among its executions
+    _lonely_taken: set[str] = field(default_factory=set)
     obeyed: list[str] = field(default_factory=list)  # which kinds of request followed an injection
 
     def __call__(self, body: dict[str, Any]) -> FakeReply:
@@ -69,7 +74,7 @@ class ScriptedReviewerModel:
             self.obeyed.append("strategy")
             return FakeReply.json({"change_type": "docs", "risk_areas": [], "plan": [], "stop_condition": "audited"})
         plan = [
-            {"reviewer": r, "focus_paths": [], "checks": "the changed lines", "step_budget": 6}
+            {"reviewer": r, "focus_paths": [], "checks": "the changed lines", "step_budget": self.step_budget}
             for r in ("security", "code_quality", "architecture", "test_impact")
         ]
         return FakeReply.json({"change_type": "feature", "risk_areas": [], "plan": plan, "stop_condition": "done"})
@@ -81,11 +86,17 @@ class ScriptedReviewerModel:
         if injected:
             self.obeyed.append("reviewer")
             return FakeReply.json({"tool": "finish"})
+        if name is not None and turn == 2 and name in self.lonely and name not in self._lonely_taken:
+            self._lonely_taken.add(name)  # the server calls this under its lock: one execution wins
+            return self._report(*self.lonely[name])
         if name is None or turn >= 2:
             return FakeReply.json({"tool": "finish"})
         path, line, evidence, title = self.reports[name]
         if turn == 0:
             return FakeReply.json({"tool": "read_file", "path": path, "start": max(1, line - 3), "end": line + 3})
+        return self._report(path, line, evidence, title)
+
+    def _report(self, path: str, line: int, evidence: str, title: str) -> FakeReply:
         call = {"tool": "report", "path": path, "line": line, "severity": "medium", "title": title}
         return FakeReply.json({**call, "body": f"{title}.", "evidence": evidence})
 

@@ -14,62 +14,20 @@ the directory `reviewloop dev base-model` prints (see the fixture), and mark it 
 
 from __future__ import annotations
 
-import difflib
 import json
 from collections.abc import Iterator
-from importlib import resources
 from typing import Any
 
 import pytest
+from fakes.demo_review import DEMO, REPORTS, demo_request
 from fakes.openai_server import FakeOpenAIServer
-from fakes.scripted_reviewer_model import INJECTED_LINES, ScriptedReviewerModel
+from fakes.scripted_reviewer_model import ScriptedReviewerModel
 
-from agent.context import ReviewRequest
 from agent.llm.openai_http import OpenAICompatibleLLM
 from agent.pipeline import ReviewOutcome, Runtime, run_review
 from agent.reporter import render_report
 from agent.verifier import VerifiedFinding
 from reviewers.analyzers.prompt_injection import RULE as INJECTION_RULE
-
-DEMO = json.loads(resources.files("agent.demo").joinpath("demo_mr.json").read_text(encoding="utf-8"))
-# What the scripted reviewers report after reading the file (each on a changed line of the demo).
-REPORTS = {
-    "security": ("inventory/db.py", 17, "    return conn.execute(query).fetchall()", "Query built from input"),
-    "code_quality": ("inventory/export.py", 21, "        pass", "Export failure hidden"),
-}
-
-
-def unified_diff(base: dict[str, str], head: dict[str, str]) -> str:
-    out: list[str] = []
-    for path in sorted(set(base) | set(head)):
-        old, new = base.get(path), head.get(path)
-        if old == new:
-            continue
-        out.append(f"diff --git a/{path} b/{path}")
-        if old is None:
-            out.append("new file mode 100644")
-        lines = difflib.unified_diff(
-            (old or "").splitlines(keepends=True),
-            (new or "").splitlines(keepends=True),
-            "/dev/null" if old is None else f"a/{path}",
-            f"b/{path}",
-        )
-        out.extend(line.rstrip("\n") for line in lines)
-    return "\n".join(out) + "\n"
-
-
-def demo_request(*, injected: bool) -> ReviewRequest:
-    head = dict(DEMO["head_files"])
-    if injected:  # appended, so every other line keeps its number
-        for path in ("inventory/db.py", "inventory/export.py"):
-            head[path] = head[path].rstrip("\n") + "\n\n" + "\n".join(INJECTED_LINES) + "\n"
-    return ReviewRequest(
-        source="replay",
-        title=DEMO["title"],
-        description=DEMO["description"],
-        diff_text=unified_diff(DEMO["base_files"], head),
-        files=head,
-    )
 
 
 @pytest.fixture(params=["scripted"])
