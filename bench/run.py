@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
+from bench import agreement as agreement_bench
 from bench import dataset_build, scaling, webhook
 from bench import pipeline as pipeline_bench
 from bench import spans as spans_bench
@@ -49,6 +50,9 @@ class Config:
     webhook_rates_beside_review: tuple[int, ...] = webhook.RATES_BESIDE_REVIEW
     webhook_seconds: float = webhook.SECONDS
     webhook_repeats: int = webhook.REPEATS
+    agreement_ns: tuple[int, ...] = agreement_bench.NS
+    agreement_ks: tuple[int, ...] = agreement_bench.KS
+    agreement_seeds: int = agreement_bench.SEEDS
 
 
 QUICK = Config(
@@ -60,6 +64,9 @@ QUICK = Config(
     webhook_rates_beside_review=(),
     webhook_seconds=2.0,
     webhook_repeats=1,
+    agreement_ns=(1, 3),
+    agreement_ks=(1, 2),
+    agreement_seeds=1,
 )
 
 
@@ -72,6 +79,8 @@ class Results:
     spans: dict[str, Any] = field(default_factory=dict)
     datasets: dict[str, Any] = field(default_factory=dict)
     webhook: list[dict[str, Any]] = field(default_factory=list)
+    agreement: list[dict[str, Any]] = field(default_factory=list)
+    agreement_seeds: int = agreement_bench.SEEDS
 
 
 def progress(message: str) -> None:
@@ -119,6 +128,11 @@ def collect(dsn: str, config: Config) -> Results:
         f"dataset build at {config.findings:,} findings",
         lambda: dataset_build.run(dsn, findings=config.findings, repeats=config.repeats),
     )
+    r.agreement = step(
+        "agreement across diverse strategies",
+        lambda: agreement_bench.run(ns=config.agreement_ns, ks=config.agreement_ks, seeds=config.agreement_seeds),
+    )
+    r.agreement_seeds = config.agreement_seeds
     r.webhook = step(
         "webhook load",
         lambda: webhook.run(
@@ -401,6 +415,8 @@ def render_results(r: Results) -> str:
                 ],
             ),
         ]
+    if r.agreement:
+        parts += ["", agreement_bench.render(r.agreement, seeds=r.agreement_seeds)]
     return "\n".join(parts)
 
 
