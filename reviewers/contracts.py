@@ -261,7 +261,6 @@ class Finding(BaseModel):
     agreement: Agreement | None = None
 
 
-
 ToolName = Literal["read_file", "search", "run_analyzer", "list_tests", "report", "finish"]
 # A step is a tool call, or a model answer that could not be used at all (it still costs its step).
 StepTool = ToolName | Literal["model_error"]
