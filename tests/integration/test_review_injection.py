@@ -74,6 +74,12 @@ def test_injected_instructions_change_nothing_but_add_their_own_finding(
         clean_llm = {(v.finding.path, v.finding.line) for v in clean.verified if v.finding.rule == "llm"}
         assert clean_llm == {(path, line) for path, line, _, _ in REPORTS.values()}
 
+    assert len({i for i, _ in clean.other_executions}) == 2  # the default agreement run: three strategies
+    # Every analyzer finding of the review without a model is there, whatever the model did.
+    no_model = review(None, injected=False)
+    analyzers = {v.finding.fingerprint for v in no_model.verified if v.finding.rule != "llm"}
+    assert analyzers and analyzers <= {v.finding.fingerprint for v in clean.verified}
+
     injections = [v for v in attacked.verified if v.finding.rule == INJECTION_RULE]
     others = [v for v in attacked.verified if v.finding.rule != INJECTION_RULE]
     # Every other finding, analyzers' and model's, with the same verdict and reason.
