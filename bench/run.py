@@ -271,8 +271,9 @@ def render_results(r: Results) -> str:
         f"### Pipeline with a model answering every call after {scaling.MODEL_DELAY_S} s",
         "",
         "bench/fake_llm_server.py on loopback through the real OpenAI client: a four-reviewer plan "
-        f"(step budget {scaling.MODEL_STEP_BUDGET}; each reviewer runs the analyzer on its first "
-        f"{scaling.MODEL_ANALYZER_STEPS} files, then finishes), every surviving finding judged. The critical "
+        f"(step budget {scaling.MODEL_STEP_BUDGET}; the analyzers run first on the files the budget reaches, "
+        f"then the model asks for the analyzer on its first {scaling.MODEL_ANALYZER_STEPS} files — already "
+        "analyzed, a step each — and finishes; one execution), every surviving finding judged. The critical "
         "path is the model time no implementation can avoid (strategy, one reviewer's steps, judgments in "
         f"rounds of {scaling.MAX_PARALLEL_JUDGMENTS}).",
         "",
