@@ -22,6 +22,9 @@ from reviewers.tools import ToolCall
 MAX_DESCRIPTION_CHARS = 1500
 MAX_DIFF_CHARS = 8000  # a trimmed diff in the shared prefix; reviewers read more with read_file
 MAX_DIFF_LINE_CHARS = 200
+# What the task message shows of the analyzers' output; it is never trimmed later, so it is kept
+# short here (the findings themselves are recorded whatever the model sees of them).
+MAX_ANALYZER_CHARS = 4000
 
 TOOL_PROTOCOL = """You review one merge request as one of four specialised reviewers, using tools. Answer every
 turn with exactly one JSON object, a tool call:
@@ -114,6 +117,13 @@ def render_task(
     if repo_instructions:
         parts.append("The repository's own review instructions:\n" + "\n".join(f"- {t}" for t in repo_instructions))
     if analyzer_results:
+        shown: list[str] = []
+        for block in analyzer_results:
+            if sum(len(b) for b in shown) + len(block) > MAX_ANALYZER_CHARS:
+                shown.append(f"... and {len(analyzer_results) - len(shown)} more file(s) analyzed")
+                break
+            shown.append(block)
+        analyzer_results = shown
         parts.append(
             "The static analyzers already ran on these files and their findings are recorded; report what "
             "they missed.\n" + untrusted("Analyzer output", "\n".join(analyzer_results))

@@ -9,7 +9,7 @@ import pytest
 from reviewers import REVIEWER_DESCRIPTIONS, render_review_prefix, run_reviewer
 from reviewers.contracts import REVIEWERS, PlanItem, RepoConfig, ReviewContext
 from reviewers.errors import InputError, LLMOutputError, LLMUnavailableError
-from reviewers.prompts import TOOL_PROTOCOL
+from reviewers.prompts import MAX_ANALYZER_CHARS, TOOL_PROTOCOL, render_task
 
 A = "import os\n\ndef clean(cmd):\n    os.system(cmd)\n"
 B = "import subprocess\n\ndef pack(name):\n    subprocess.run(f'tar czf {name}.tgz {name}', shell=True)\n"
@@ -237,3 +237,13 @@ def test_entry_point_contract(context: ReviewContext) -> None:
         run_reviewer("security", context, PlanItem(reviewer="architecture"), None)
     with pytest.raises(InputError, match="unknown reviewer"):
         run_reviewer("style", context, PlanItem(reviewer="security"), None)  # type: ignore[arg-type]
+
+
+def test_the_analyzer_output_in_the_task_is_bounded() -> None:
+    blocks = [f"app/m{n}.py: 1 finding(s)\n" + "x" * 900 for n in range(20)]
+    task = render_task(
+        instructions="Review.", plan=PlanItem(reviewer="security"), targets=["app/m0.py"], repo_instructions=[],
+        analyzer_results=blocks,
+    )  # fmt: skip
+    assert len(task) < MAX_ANALYZER_CHARS + 1000 and "app/m0.py: 1 finding(s)" in task
+    assert "... and 16 more file(s) analyzed\n>>>" in task
