@@ -165,9 +165,18 @@ def build_review_graph(runtime: ReviewRuntime, checkpointer: BaseCheckpointSaver
             executions = [z]
             wanted = context.config.agreement.strategies
             if source == "model" and wanted > 1 and z.plan:
-                executions = diverse_strategies(
-                    z, llm=llm, s1=s1, files=context.files, config=context.config, n=wanted, embedder=runtime.embedder
-                )
+                try:
+                    executions = diverse_strategies(
+                        z,
+                        llm=llm,
+                        s1=s1,
+                        files=context.files,
+                        config=context.config,
+                        n=wanted,
+                        embedder=runtime.embedder,
+                    )
+                except ReviewloopError as exc:  # an embedder that cannot load: one execution, said on the span
+                    span.set_attribute("reviewloop.agreement_skipped", str(exc))
             span.set_attribute("reviewloop.executions", len(executions))
             return {
                 "executions": [e.model_dump(mode="json") for e in executions],
@@ -269,7 +278,10 @@ def findings_by_agreement(state: Mapping[str, Any], min_support: int, embedder: 
         per_execution[min(int(r.get("execution", 0)), count - 1)] += [Finding.model_validate(f) for f in r["findings"]]
     if count < 2:
         return per_execution[0]
-    return annotate_support(per_execution, min_support=min_support, embedder=embedder)
+    try:
+        return annotate_support(per_execution, min_support=min_support, embedder=embedder)
+    except ReviewloopError:  # the embedder failed: word overlap still tells close texts apart
+        return annotate_support(per_execution, min_support=min_support, embedder=None)
 
 
 def verified_from_state(state: Mapping[str, Any]) -> list[VerifiedFinding]:

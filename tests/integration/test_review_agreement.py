@@ -15,6 +15,7 @@ from fakes.scripted_reviewer_model import ScriptedReviewerModel
 from agent.context import ReviewRequest
 from agent.llm.openai_http import OpenAICompatibleLLM
 from agent.pipeline import ReviewOutcome, Runtime, run_review
+from reviewers.errors import TrainingError
 
 LONELY = {"security": ("inventory/db.py", 16, '    """Items whose name contains `name`."""', "Docstring hides SQL")}
 
@@ -66,3 +67,16 @@ def test_findings_need_the_support_of_k_executions(scripted: tuple[OpenAICompati
     }
     assert len(analyzers) == 1
     assert DEMO["title"] == outcome.snapshot.title
+
+
+def test_an_embedder_that_fails_leaves_one_execution(
+    scripted: tuple[OpenAICompatibleLLM, ScriptedReviewerModel],
+) -> None:
+    class Broken:
+        def embed(self, texts: object) -> object:
+            raise TrainingError("the MiniLM package is not installed")
+
+    llm, _ = scripted
+    outcome = run_review(Runtime(pool=None, llm=llm, embedder=Broken()), demo_request(injected=False), dsn=None)  # type: ignore[arg-type]
+    assert outcome.other_executions == [] and outcome.strategy_source == "model"
+    assert all(v.finding.agreement is None for v in outcome.verified)

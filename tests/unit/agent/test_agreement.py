@@ -130,3 +130,24 @@ def test_n_and_k_come_from_the_repository_config() -> None:
     assert parse_repo_config("[agreement]\nstrategies = 1\n").agreement.strategies == 1  # a single execution
     with pytest.raises(ConfigError, match="agreement.strategies"):
         parse_repo_config("[agreement]\nstrategies = 0\n")
+
+
+def test_an_embedder_that_fails_falls_back_to_word_overlap() -> None:
+    from agent.graph import findings_by_agreement
+    from reviewers.errors import TrainingError
+
+    class Broken:
+        def embed(self, texts: object) -> object:
+            raise TrainingError("no MiniLM here")
+
+    shell = finding(5, "Shell command built from input")
+    reworded = finding(5, "Shell command built from user input", evidence="os.system(cmd)\n")
+    state = {
+        "executions": [{}, {}],
+        "reviewer_results": [
+            {"execution": 0, "findings": [shell.model_dump(mode="json")]},
+            {"execution": 1, "findings": [reworded.model_dump(mode="json")]},
+        ],
+    }
+    [merged] = findings_by_agreement(state, 2, Broken())  # type: ignore[arg-type]
+    assert merged.agreement is not None and merged.agreement.support == 2
