@@ -1,5 +1,9 @@
 """The review graph (LangGraph): load_context → strategy → reviewers (fan-out) → verifier → reporter.
 
+With a model, the strategy node keeps several diverse strategies (`agent.agreement`), the fan-out
+runs the planned reviewers under each (one "execution" per strategy, the model's step budget shared
+among them), and the verifier counts how many executions report each model-only finding.
+
 The state holds plain data only (the snapshot, z, the reviewers' results, verdicts), so Postgres
 checkpoints it after every node and a failed or killed run resumes where it stopped: finished
 nodes, and finished reviewers of a fan-out, are not run again. Everything with side effects or
@@ -17,6 +21,8 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import RetryPolicy, Send
 from opentelemetry import trace
 
+from agent.agreement import annotate_support, diverse_strategies, execution_step_budget
+from agent.embeddings import Embedder
 from agent.strategy import Strategy, StrategySource, generate_strategy, render_s1
 from agent.verifier import VerifiedFinding, VerifierInputs, below_min_severity, verify_findings
 from reviewers.kernel.contracts import (
@@ -26,9 +32,9 @@ from reviewers.kernel.contracts import (
     ReviewContext,
     ReviewerName,
     ReviewerResult,
-    render_files_overview,
 )
 from reviewers.kernel.errors import ReviewloopError
+from reviewers.prompts import render_review_prefix
 
 tracer = trace.get_tracer("reviewloop.graph")
 
@@ -41,7 +47,8 @@ class ReviewState(TypedDict, total=False):
     strategy_source: str
     strategy_note: str | None
     model_version_id: int | None
-    reviewer_results: Annotated[list[dict[str, Any]], operator.add]
+    executions: list[dict[str, Any]]  # the strategies the reviewers run under; [strategy] without agreement
+    reviewer_results: Annotated[list[dict[str, Any]], operator.add]  # each with its "execution" index
     verdicts: list[dict[str, Any]]
     report: dict[str, Any]
 
@@ -53,6 +60,8 @@ class ReviewerTask(TypedDict):
     request: dict[str, Any]
     snapshot: dict[str, Any]
     strategy_text: str
+    execution: int
+    model_step_budget: int | None
 
 
 class ReviewRuntime(Protocol):
@@ -60,6 +69,9 @@ class ReviewRuntime(Protocol):
 
     @property
     def llm(self) -> LLMPort | None: ...
+
+    @property
+    def embedder(self) -> Embedder | None: ...
 
     def load_snapshot(self, state: ReviewState) -> dict[str, Any]: ...
 
@@ -83,7 +95,13 @@ class ReviewRuntime(Protocol):
     ) -> None: ...
 
     def run_reviewer(
-        self, name: ReviewerName, context: ReviewContext, plan: PlanItem, *, shared_prefix: str
+        self,
+        name: ReviewerName,
+        context: ReviewContext,
+        plan: PlanItem,
+        *,
+        shared_prefix: str,
+        model_step_budget: int | None = None,
     ) -> ReviewerResult: ...
 
     def verifier_inputs(self, review_id: int, context: ReviewContext) -> VerifierInputs: ...
@@ -99,11 +117,9 @@ NETWORK_RETRY = RetryPolicy(max_attempts=3, initial_interval=0.5, retry_on=_is_r
 
 
 def shared_prefix(context: ReviewContext, strategy_text: str) -> str:
-    """The MR context every reviewer's prompt starts with, identical across reviewers (prefix cache)."""
-    return (
-        f"Merge request: {context.title}\n{context.description[:2000]}\n\nChanged files:\n"
-        f"{render_files_overview(context.files)}\n\nReview strategy:\n{strategy_text}\n"
-    )
+    """The MR context every reviewer's prompt starts with, identical across reviewers (prefix cache):
+    the reviewers' own rendering, in which the title, description and diff are fenced as data."""
+    return f"{render_review_prefix(context)}\n\nReview strategy:\n{strategy_text}\n"
 
 
 def build_review_graph(runtime: ReviewRuntime, checkpointer: BaseCheckpointSaver[Any] | None = None) -> Any:
@@ -146,7 +162,24 @@ def build_review_graph(runtime: ReviewRuntime, checkpointer: BaseCheckpointSaver
             if note:  # why the model's strategy was not used, kept with the trace like a reviewer's fallback
                 span.set_attribute("reviewloop.fallback", note)
             span.set_attribute("reviewloop.planned_reviewers", [p.reviewer for p in z.plan])
+            executions = [z]
+            wanted = context.config.agreement.strategies
+            if source == "model" and wanted > 1 and z.plan:
+                try:
+                    executions = diverse_strategies(
+                        z,
+                        llm=llm,
+                        s1=s1,
+                        files=context.files,
+                        config=context.config,
+                        n=wanted,
+                        embedder=runtime.embedder,
+                    )
+                except ReviewloopError as exc:  # an embedder that cannot load: one execution, said on the span
+                    span.set_attribute("reviewloop.agreement_skipped", str(exc))
+            span.set_attribute("reviewloop.executions", len(executions))
             return {
+                "executions": [e.model_dump(mode="json") for e in executions],
                 "strategy": z.model_dump(mode="json"),
                 "strategy_source": source,
                 "strategy_note": note,
@@ -154,9 +187,10 @@ def build_review_graph(runtime: ReviewRuntime, checkpointer: BaseCheckpointSaver
             }
 
     def fan_out(state: ReviewState) -> list[Send] | str:
-        z = Strategy.model_validate(state["strategy"])
-        if not z.plan:
+        executions = [Strategy.model_validate(e) for e in state.get("executions") or [state["strategy"]]]
+        if not any(z.plan for z in executions):
             return "verifier"
+        shared = len(executions) > 1  # several executions share the model's budget of one
         return [
             Send(
                 "reviewer",
@@ -167,8 +201,11 @@ def build_review_graph(runtime: ReviewRuntime, checkpointer: BaseCheckpointSaver
                     request=state["request"],
                     snapshot=state["snapshot"],
                     strategy_text=z.render(),
+                    execution=index,
+                    model_step_budget=execution_step_budget(item.step_budget, len(executions)) if shared else None,
                 ),
             )
+            for index, z in enumerate(executions)
             for item in z.plan
         ]
 
@@ -177,23 +214,27 @@ def build_review_graph(runtime: ReviewRuntime, checkpointer: BaseCheckpointSaver
         with tracer.start_as_current_span(f"reviewer {task['reviewer']}", attributes=attrs) as span:
             context = runtime.context(task["review_id"], task["request"], task["snapshot"])
             plan = PlanItem.model_validate(task["plan"])
+            execution = task.get("execution", 0)
+            span.set_attribute("reviewloop.execution", execution)
             result = runtime.run_reviewer(
-                task["reviewer"], context, plan, shared_prefix=shared_prefix(context, task["strategy_text"])
+                task["reviewer"],
+                context,
+                plan,
+                shared_prefix=shared_prefix(context, task["strategy_text"]),
+                model_step_budget=task.get("model_step_budget"),
             )
             span.set_attribute("reviewloop.findings", len(result.findings))
             span.set_attribute("reviewloop.steps", len(result.steps))
             if result.error:
                 span.set_attribute("reviewloop.fallback", result.error)
-            return {"reviewer_results": [result.model_dump(mode="json")]}
+            return {"reviewer_results": [{**result.model_dump(mode="json"), "execution": execution}]}
 
     def verifier(state: ReviewState) -> dict[str, Any]:
         with tracer.start_as_current_span("verifier", attributes=span_attrs(state)) as span:
             review_id = state["review_id"]
             context = runtime.context(review_id, state["request"], state["snapshot"])
             inputs = runtime.verifier_inputs(review_id, context)
-            findings = [
-                Finding.model_validate(f) for r in state.get("reviewer_results", []) for f in r.get("findings", [])
-            ]
+            findings = findings_by_agreement(state, context.config.agreement.min_support, runtime.embedder)
             findings = [f for f in findings if not below_min_severity(f, context.config.min_severity)]
             verified = verify_findings(findings, inputs, runtime.llm)
             counts: dict[str, int] = {}
@@ -225,6 +266,22 @@ def build_review_graph(runtime: ReviewRuntime, checkpointer: BaseCheckpointSaver
     graph.add_edge("verifier", "reporter")
     graph.add_edge("reporter", END)
     return graph.compile(checkpointer=checkpointer)
+
+
+def findings_by_agreement(state: Mapping[str, Any], min_support: int, embedder: Embedder | None) -> list[Finding]:
+    """The reviewers' findings; with several executions, one per problem and annotated with how many
+    executions reported it (`agent.agreement`)."""
+    results = state.get("reviewer_results", [])
+    count = len(state.get("executions") or [None])
+    per_execution: list[list[Finding]] = [[] for _ in range(count)]
+    for r in results:
+        per_execution[min(int(r.get("execution", 0)), count - 1)] += [Finding.model_validate(f) for f in r["findings"]]
+    if count < 2:
+        return per_execution[0]
+    try:
+        return annotate_support(per_execution, min_support=min_support, embedder=embedder)
+    except ReviewloopError:  # the embedder failed: word overlap still tells close texts apart
+        return annotate_support(per_execution, min_support=min_support, embedder=None)
 
 
 def verified_from_state(state: Mapping[str, Any]) -> list[VerifiedFinding]:

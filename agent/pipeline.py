@@ -23,6 +23,7 @@ from psycopg_pool import ConnectionPool
 
 from agent.context import ReviewRequest, Snapshot, build_context
 from agent.diff import DiffIndex, parse_unified_diff, render_diff_overview
+from agent.embeddings import Embedder
 from agent.gitrepo import open_repository
 from agent.graph import ReviewState, build_review_graph
 from agent.loaders import load_diff, load_local, load_replay
@@ -59,8 +60,10 @@ class ReviewOutcome:
     strategy: Strategy
     strategy_source: str
     snapshot: Snapshot
-    reviewer_results: list[ReviewerResult]
+    reviewer_results: list[ReviewerResult]  # under the strategy in service (the first execution)
     report: dict[str, Any] = field(default_factory=dict)
+    # under the other strategies of an agreement run, with the index of their execution
+    other_executions: list[tuple[int, ReviewerResult]] = field(default_factory=list)
 
 
 SnapshotLoaderFn = Callable[[ReviewRequest], tuple[Snapshot, Workspace, list[FileChange]]]
@@ -82,9 +85,13 @@ class Runtime:
         model_version_id: int | None = None,
         strategy_model: StrategyModelSource | None = None,
         shadow_strategies: int = 0,
+        embedder: Embedder | None = None,
     ) -> None:
         self.pool = pool
         self._llm = llm
+        # Strategy and finding-text embeddings for agreement; None: character n-grams for strategies,
+        # word overlap for findings (no model to load).
+        self._embedder = embedder
         self.strategy_model = strategy_model
         self.shadow_strategies = shadow_strategies
         self.loaders: dict[str, SnapshotLoaderFn] = {
@@ -106,6 +113,10 @@ class Runtime:
     @property
     def llm(self) -> LLMPort | None:
         return self._llm
+
+    @property
+    def embedder(self) -> Embedder | None:
+        return self._embedder
 
     def strategy_llm(self) -> tuple[LLMPort | None, int | None]:
         """The model that writes z now and its registry version (the promoted one, if any)."""
@@ -210,9 +221,19 @@ class Runtime:
             )
 
     def run_reviewer(
-        self, name: ReviewerName, context: ReviewContext, plan: PlanItem, *, shared_prefix: str
+        self,
+        name: ReviewerName,
+        context: ReviewContext,
+        plan: PlanItem,
+        *,
+        shared_prefix: str,
+        model_step_budget: int | None = None,
     ) -> ReviewerResult:
-        return self.reviewer_fn(name, context, plan, self._llm, shared_prefix=shared_prefix)
+        if model_step_budget is None:  # a single execution: the reviewer function's own default
+            return self.reviewer_fn(name, context, plan, self._llm, shared_prefix=shared_prefix)
+        return self.reviewer_fn(
+            name, context, plan, self._llm, shared_prefix=shared_prefix, model_step_budget=model_step_budget
+        )
 
     def verifier_inputs(self, review_id: int, context: ReviewContext) -> VerifierInputs:
         with self._lock:
@@ -330,7 +351,9 @@ def run_review(
                 review_id,
                 stats={
                     "counts": _verdict_counts(outcome.verified),
-                    "steps": sum(len(r.steps) for r in outcome.reviewer_results),
+                    "steps": sum(len(r.steps) for r in outcome.reviewer_results)
+                    + sum(len(r.steps) for _, r in outcome.other_executions),
+                    "executions": 1 + len({i for i, _ in outcome.other_executions}),
                 },
                 cost_tokens=0,
                 not_reviewed=[n.model_dump() for n in outcome.snapshot.not_reviewed] + _unreached(outcome),
@@ -414,6 +437,13 @@ def _outcome(review_id: int, state: Mapping[str, Any]) -> ReviewOutcome:
         strategy=Strategy.model_validate(state["strategy"]),
         strategy_source=str(state.get("strategy_source", "rule")),
         snapshot=Snapshot.model_validate(state["snapshot"]),
-        reviewer_results=[ReviewerResult.model_validate(r) for r in state.get("reviewer_results", [])],
+        reviewer_results=[
+            ReviewerResult.model_validate(r) for r in state.get("reviewer_results", []) if not r.get("execution")
+        ],
         report=dict(state.get("report", {})),
+        other_executions=[
+            (int(r["execution"]), ReviewerResult.model_validate(r))
+            for r in state.get("reviewer_results", [])
+            if r.get("execution")
+        ],
     )

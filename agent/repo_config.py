@@ -16,6 +16,10 @@ Example::
 
     [instructions]
     "billing/*" = "Money amounts are integers in cents."
+
+    [agreement]          # with a model: independent executions under diverse strategies
+    strategies = 3       # N; 1 = a single execution
+    min_support = 2      # k: a model-only finding reported by fewer goes to a human first
 """
 
 from __future__ import annotations

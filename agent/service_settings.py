@@ -35,6 +35,10 @@ class Settings(BaseSettings):
     llm_timeout_s: float = 60.0
     llm_max_retries: int = 2
     llm_max_output_tokens: int = 1024
+    llm_context_tokens: int | None = Field(
+        default=None,
+        description="the model's context length in tokens; default: the server's max_model_len (vLLM), else learned",
+    )
 
     gitlab_url: str | None = None
     gitlab_token: SecretStr | None = None

@@ -17,7 +17,7 @@ from typing import NamedTuple
 from pydantic import ValidationError
 
 from agent.diff import DiffIndex
-from agent.llm.structured import extract_json
+from agent.llm.structured import InvalidOutput, extract_json
 from agent.store import reviews as store_reviews
 from agent.store.db import Database
 from agent.store.reviews import StrategySource
@@ -74,7 +74,7 @@ def sample_strategies(llm: LLMPort, s1: str, n: int) -> list[Strategy]:
     for text in texts:
         try:
             out.append(Strategy.model_validate(extract_json(text)))
-        except (ValueError, ValidationError):
+        except (InvalidOutput, ValueError, ValidationError):  # InvalidOutput: no JSON in the sample at all
             continue
     return out
 

@@ -22,7 +22,7 @@ human instead of straight to a thread.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Literal
@@ -45,7 +45,6 @@ CALIBRATION_MIN_VOTES = 5  # fewer votes say nothing about a reviewer's precisio
 CALIBRATION_MIN_RATE = 0.35  # below this accepted share, a finding goes to a human first
 MAX_PARALLEL_JUDGMENTS = 8  # model judgments are independent; a model server batches them
 
-SupportVerdict = Callable[[Finding], "tuple[Verdict, str] | None"]
 """Agreement across strategy executions: a verdict and reason for a finding from how many
 executions reported it, or None to leave it alone (analyzer findings, a single execution)."""
 
@@ -69,7 +68,6 @@ class VerifierInputs:
         default_factory=dict
     )  # (reviewer, category) → (acc, rej)
     people_votes: PeopleVotes = field(default_factory=PeopleVotes)  # 👎/👍 by rule and by path
-    support: SupportVerdict | None = None  # agreement across executions, when several ran
     min_severity: str = "low"
 
 
@@ -146,6 +144,15 @@ def calibrate(finding: Finding, acceptance: Mapping[tuple[str, str], tuple[int, 
     return None
 
 
+def agreement_shortfall(finding: Finding) -> str | None:
+    """Why a model-only finding goes to a human for want of agreement: fewer of the review's independent
+    executions reported it than required (`agent.agreement` annotates; None when not measured)."""
+    a = finding.agreement
+    if a is None or finding.rule != "llm" or a.support >= a.required:
+        return None
+    return f"reported by {a.support} of {a.executions} independent reviews (different strategies); {a.required} needed"
+
+
 def _judge(finding: Finding, llm: LLMPort, diff_index: DiffIndex) -> tuple[Verdict, str] | None:
     """The model's demotion of a finding, None to keep it, or a note when the model failed."""
     try:
@@ -191,11 +198,11 @@ def verify_findings(
         if demoted is not None:
             out.append(VerifiedFinding(finding, "NEEDS_HUMAN_REVIEW", demoted))
             continue
-        supported = inputs.support(finding) if inputs.support is not None else None
-        if supported is not None and supported[0] != "REAL":
-            out.append(VerifiedFinding(finding, supported[0], supported[1]))
+        short = agreement_shortfall(finding)
+        if short is not None:
+            out.append(VerifiedFinding(finding, "NEEDS_HUMAN_REVIEW", short))
             continue
-        to_judge.append((finding, f"{why}; {supported[1]}" if supported is not None else why))
+        to_judge.append((finding, why))
     judgments: list[tuple[Verdict, str] | None] = [None] * len(to_judge)
     if llm is not None and to_judge:
         with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_JUDGMENTS, len(to_judge))) as pool:

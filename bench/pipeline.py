@@ -60,6 +60,9 @@ class OneCallReviewer:
                 self.last_end = max(self.last_end, time.perf_counter())
 
 
+SINGLE_EXECUTION = "[agreement]\nstrategies = 1\n"
+
+
 def concurrency(delay_s: float = 0.5) -> dict[str, Any]:
     """Wall time of the reviewer stage with a model that takes `delay_s` per call, four reviewers."""
     from agent.llm.factory import make_llm
@@ -85,6 +88,8 @@ def concurrency(delay_s: float = 0.5) -> dict[str, Any]:
             max_output_tokens=64,
         )
         reviewer = OneCallReviewer()
+        # One execution: this measures how the reviewers of one strategy overlap (bench.agreement measures N).
+        files = {**files, ".reviewloop.toml": SINGLE_EXECUTION}
         request = ReviewRequest(source="replay", title="bench", diff_text=diff, files=files)
         start = time.perf_counter()
         outcome = run_review(Runtime(pool=None, llm=llm, reviewer_fn=reviewer), request, dsn=None, review_id=0)

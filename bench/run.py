@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
+from bench import agreement as agreement_bench
 from bench import dataset_build, noise, scaling, webhook
 from bench import pipeline as pipeline_bench
 from bench import spans as spans_bench
@@ -50,6 +51,9 @@ class Config:
     webhook_seconds: float = webhook.SECONDS
     webhook_repeats: int = webhook.REPEATS
     noise_packages: tuple[str, ...] = noise.PACKAGES
+    agreement_ns: tuple[int, ...] = agreement_bench.NS
+    agreement_ks: tuple[int, ...] = agreement_bench.KS
+    agreement_seeds: int = agreement_bench.SEEDS
 
 
 QUICK = Config(
@@ -62,6 +66,9 @@ QUICK = Config(
     webhook_seconds=2.0,
     webhook_repeats=1,
     noise_packages=noise.PACKAGES[:4],
+    agreement_ns=(1, 3),
+    agreement_ks=(1, 2),
+    agreement_seeds=1,
 )
 
 
@@ -75,6 +82,8 @@ class Results:
     datasets: dict[str, Any] = field(default_factory=dict)
     webhook: list[dict[str, Any]] = field(default_factory=list)
     noise: noise.NoiseResult | None = None
+    agreement: list[dict[str, Any]] = field(default_factory=list)
+    agreement_seeds: int = agreement_bench.SEEDS
 
 
 def progress(message: str) -> None:
@@ -122,6 +131,11 @@ def collect(dsn: str, config: Config) -> Results:
         f"dataset build at {config.findings:,} findings",
         lambda: dataset_build.run(dsn, findings=config.findings, repeats=config.repeats),
     )
+    r.agreement = step(
+        "agreement across diverse strategies",
+        lambda: agreement_bench.run(ns=config.agreement_ns, ks=config.agreement_ks, seeds=config.agreement_seeds),
+    )
+    r.agreement_seeds = config.agreement_seeds
     r.webhook = step(
         "webhook load",
         lambda: webhook.run(
@@ -275,8 +289,9 @@ def render_results(r: Results) -> str:
         f"### Pipeline with a model answering every call after {scaling.MODEL_DELAY_S} s",
         "",
         "bench/fake_llm_server.py on loopback through the real OpenAI client: a four-reviewer plan "
-        f"(step budget {scaling.MODEL_STEP_BUDGET}; each reviewer runs the analyzer on its first "
-        f"{scaling.MODEL_ANALYZER_STEPS} files, then finishes), every surviving finding judged. The critical "
+        f"(step budget {scaling.MODEL_STEP_BUDGET}; the analyzers run first on the files the budget reaches, "
+        f"then the model asks for the analyzer on its first {scaling.MODEL_ANALYZER_STEPS} files — already "
+        "analyzed, a step each — and finishes; one execution), every surviving finding judged. The critical "
         "path is the model time no implementation can avoid (strategy, one reviewer's steps, judgments in "
         f"rounds of {scaling.MAX_PARALLEL_JUDGMENTS}).",
         "",
@@ -421,6 +436,8 @@ def render_results(r: Results) -> str:
         ]
     if r.noise is not None:
         parts += ["", noise.render(r.noise)]
+    if r.agreement:
+        parts += ["", agreement_bench.render(r.agreement, seeds=r.agreement_seeds)]
     return "\n".join(parts)
 
 

@@ -153,6 +153,8 @@ def with_model(
             for r in range(repeats):
                 diff, head = synthetic_diff(changed_lines=lines, files=files, seed=seed_for(lines, r, salt=3))
                 before = dict(server.calls_by_kind)
+                # one execution, as in the earlier runs of this table (bench.agreement measures N)
+                head = {**head, ".reviewloop.toml": "[agreement]\nstrategies = 1\n"}
                 request = ReviewRequest(source="replay", title="bench", diff_text=diff, files=head)
                 started = time.perf_counter()
                 outcome = run_review(Runtime(pool=None, llm=llm), request, dsn=None, review_id=0)

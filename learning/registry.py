@@ -18,7 +18,7 @@ from typing import Any
 
 from agent.store import models as store_models
 from agent.store.db import Database
-from agent.store.models import ModelVersionRow
+from agent.store.models import Executor, ModelVersionRow
 from learning.training import read_training_file
 from reviewers.kernel.errors import InputError, TrainingError
 
@@ -49,8 +49,10 @@ def register_adapter(
     metrics: Mapping[str, Any],
     parent: int | str | None = None,
     serving_name: str | None = None,
+    executor: Executor | None = None,
 ) -> ModelVersionRow:
-    """Add a candidate version. `parent` (id or name) is the version it was trained from."""
+    """Add a candidate version. `parent` (id or name) is the version it was trained from; `executor`
+    the reviewers its training and gate ran the plans with (None: not recorded)."""
     parent_id = resolve_version(db, parent)["id"] if parent is not None else None
     version_id = store_models.register_version(
         db,
@@ -61,6 +63,7 @@ def register_adapter(
         dataset_snapshot=dataset_snapshot,
         metrics=metrics,
         parent_id=parent_id,
+        executor=executor,
     )
     return _get(db, version_id)
 

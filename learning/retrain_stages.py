@@ -337,6 +337,8 @@ def gate_stage(run: RunContext, *, vllm: VllmServer | None) -> GateOutcome:
             "stages": [r.kind for r in stages.records if r.status == "succeeded" and r.kind != "dataset"],
         },
         parent=in_service["id"] if in_service else None,
+        # RL and this gate run plans with the replay environment's analyzer-only reviewers
+        executor="analyzer-only",
     )
     gate_config = {"margin": config.margin, "min_eval_cases": config.min_eval_cases, "dataset": str(dataset_dir)}
     run_id = stages.start("eval", gate_config)

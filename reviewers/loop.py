@@ -5,15 +5,20 @@ a glob or a directory), or every changed file in diff order when it names none �
 the repository configuration wants, that exist at head, that this reviewer's analyzer reads, and
 that are not generated or minified (those are named in `error`).
 
-With a model, each step is a `ToolCall` the model writes (validated through `LLMPort.complete_json`);
-a call the tools reject is an invalid step. If the model fails (`LLMError`), the rest of the budget
-goes to the fixed executor and `error` says so.
+The analyzers always run first, with or without a model: the fixed executor spends exactly one step
+per target on `run_analyzer`, in target order, and reports the analyzer's findings as part of that
+step. So the step budget decides how many files are analyzed — a strategy that puts the risky files
+first finds more within its budget — and the static findings never depend on what a model does
+(a model that finishes at once, or is steered by text in the code to do so, loses none of them).
 
-Without a model — and as that fallback — the fixed executor spends exactly one step per target on
-`run_analyzer`, in target order, and reports the analyzer's findings as part of that step (no separate
-report steps). So the step budget decides how many files are reviewed: a strategy that puts the
-risky files first finds more within its budget. Files the budget did not reach are named in `error`.
-The loop never records more than `plan.step_budget` steps.
+With a model, it then adds: up to `plan.step_budget` more steps, each a `ToolCall` the model writes
+(validated through `LLMPort.complete_json`), starting from what the analyzers found. A call the
+tools reject is an invalid step; an answer that fails validation twice (`LLMOutputError`) is a
+failed step — each costs one step and the loop goes on with the rest of the budget. Only a model
+that cannot be reached (or refuses the request), or that fails `MAX_FAILED_STEPS_IN_A_ROW` steps in
+a row, ends the model's part early; `error` says so.
+Every tool result goes back to the model fenced as untrusted data (`reviewers.prompts`).
+Files no step reached are named in `error`.
 """
 
 from __future__ import annotations
@@ -21,13 +26,24 @@ from __future__ import annotations
 import fnmatch
 
 from reviewers.analyzers.changed_file import looks_generated
-from reviewers.kernel.contracts import LLMPort, PlanItem, ReviewContext, ReviewerResult, Step, ToolName
-from reviewers.kernel.errors import LLMError
-from reviewers.prompts import call_message, initial_messages, observation_message, render_review_prefix, render_task
+from reviewers.kernel.contracts import LLMPort, PlanItem, ReviewContext, ReviewerResult, Step, StepTool
+from reviewers.kernel.errors import LLMError, LLMOutputError
+from reviewers.prompts import (
+    call_message,
+    failed_step_messages,
+    initial_messages,
+    observation_message,
+    render_review_prefix,
+    render_task,
+)
 from reviewers.reviewer import ReviewerSpec
 from reviewers.tools import Toolbox, ToolCall, ToolOutcome
 
 MAX_NAMED_UNREVIEWED = 10  # the error names this many files, then counts the rest
+# One unusable answer is a bad turn; this many in a row is a model (or server) that cannot do the job,
+# and its remaining steps would only burn time.
+MAX_FAILED_STEPS_IN_A_ROW = 3
+STANDS = "the analyzers' findings stand"
 
 
 def _named(paths: list[str]) -> str:
@@ -67,7 +83,7 @@ def plan_targets(plan: PlanItem, eligible: list[str]) -> tuple[list[str], list[s
     return targets, unmatched
 
 
-def _step(index: int, tool: ToolName, outcome: ToolOutcome, args: dict[str, object]) -> Step:
+def _step(index: int, tool: StepTool, outcome: ToolOutcome, args: dict[str, object]) -> Step:
     return Step(
         index=index,
         tool=tool,
@@ -79,18 +95,32 @@ def _step(index: int, tool: ToolName, outcome: ToolOutcome, args: dict[str, obje
     )
 
 
-def _run_fixed(box: Toolbox, steps: list[Step], budget: int) -> None:
+def _run_analyzers(box: Toolbox, steps: list[Step], budget: int) -> list[str]:
+    """The fixed executor: one `run_analyzer` step per target while the budget lasts. Returns the
+    analyzer output, one block per file, for the model's first prompt."""
+    seen: list[str] = []
     for path in box.targets:
         if len(steps) >= budget:
-            return
+            break
         if path not in box.analyzed:
-            steps.append(_step(len(steps), "run_analyzer", box.run_analyzer(path), {"path": path}))
+            outcome = box.run_analyzer(path)
+            steps.append(_step(len(steps), "run_analyzer", outcome, {"path": path}))
+            seen.append(outcome.observation)
+    return seen
 
 
 def _run_model(
-    box: Toolbox, steps: list[Step], llm: LLMPort, *, plan: PlanItem, shared_prefix: str
+    box: Toolbox,
+    steps: list[Step],
+    llm: LLMPort,
+    *,
+    plan: PlanItem,
+    shared_prefix: str,
+    analyzer_results: list[str],
+    budget: int,
 ) -> tuple[bool, str | None]:
-    """Steps chosen by the model. Returns (whether the model answered at least once, why it failed)."""
+    """Up to `budget` steps chosen by the model, after the analyzer steps already in `steps`.
+    Returns (whether the model answered at least once, why it stopped early)."""
     task = render_task(
         instructions=box.spec.instructions,
         plan=plan,
@@ -98,32 +128,53 @@ def _run_model(
         repo_instructions=list(
             dict.fromkeys(text for path in box.targets for text in box.context.config.instructions_for(path))
         ),
+        analyzer_results=analyzer_results,
     )
     messages = initial_messages(shared_prefix=shared_prefix, task=task)
     answered = False
-    while len(steps) < plan.step_budget:
+    failed_in_a_row = 0
+    budget_end = len(steps) + budget
+    while len(steps) < budget_end:
         try:
             call = llm.complete_json(messages, ToolCall, purpose=f"reviewer.{box.spec.name}")
+        except LLMOutputError as exc:
+            # One unusable answer (an over-long title, broken JSON twice) is one lost step; the next
+            # turn may well be fine, and the rest of the budget is still the model's.
+            failed = ToolOutcome(f"model answer unusable: {exc}", valid=False)
+            steps.append(_step(len(steps), "model_error", failed, {}))
+            failed_in_a_row += 1
+            if failed_in_a_row >= MAX_FAILED_STEPS_IN_A_ROW:
+                why = f"{failed_in_a_row} unusable answers in a row"
+                return answered, f"model failed at step {len(steps)} ({why}; LLMOutputError: {exc}); {STANDS}"
+            messages += failed_step_messages(str(exc), steps_left=budget_end - len(steps))
+            continue
         except LLMError as exc:
-            return (
-                answered,
-                f"model failed at step {len(steps) + 1} ({type(exc).__name__}: {exc}); analyzers used instead",
-            )
+            # The server is gone or refuses the request: further calls would fail the same way.
+            return answered, f"model failed at step {len(steps) + 1} ({type(exc).__name__}: {exc}); {STANDS}"
         answered = True
+        failed_in_a_row = 0
         outcome = box.execute(call)
         steps.append(_step(len(steps), call.tool, outcome, call.args()))
         if call.tool == "finish":
             break
         messages += [
             call_message(call),
-            observation_message(outcome.observation, steps_left=plan.step_budget - len(steps)),
+            observation_message(call.tool, outcome.observation, steps_left=budget_end - len(steps)),
         ]
     return answered, None
 
 
 def run_loop(
-    spec: ReviewerSpec, context: ReviewContext, plan: PlanItem, llm: LLMPort | None, *, shared_prefix: str | None
+    spec: ReviewerSpec,
+    context: ReviewContext,
+    plan: PlanItem,
+    llm: LLMPort | None,
+    *,
+    shared_prefix: str | None,
+    model_step_budget: int | None = None,
 ) -> ReviewerResult:
+    """`model_step_budget` (default: the plan's) bounds the model's own steps; a review that runs
+    several executions splits its budget among them, while each still runs every analyzer."""
     eligible, generated = reviewable_paths(spec, context)
     targets, unmatched = plan_targets(plan, eligible)
     if spec.prefetch is not None and targets:
@@ -136,19 +187,22 @@ def run_loop(
     used_model = False
     if plan.focus_paths and not targets:
         notes.append(f"no focus path is a changed file the {spec.name} reviewer reads: {', '.join(unmatched)}")
+    analyzer_results = _run_analyzers(box, steps, plan.step_budget)
     if llm is not None and targets:
         used_model, failure = _run_model(
-            box, steps, llm, plan=plan, shared_prefix=shared_prefix or render_review_prefix(context)
+            box,
+            steps,
+            llm,
+            plan=plan,
+            shared_prefix=shared_prefix or render_review_prefix(context),
+            analyzer_results=analyzer_results,
+            budget=plan.step_budget if model_step_budget is None else max(1, model_step_budget),
         )
         if failure is not None:
             notes.append(failure)
-            _run_fixed(box, steps, plan.step_budget)
-    else:
-        _run_fixed(box, steps, plan.step_budget)
     unreviewed = [t for t in targets if t not in box.looked_at]
     if unreviewed:
-        why = f"step budget {plan.step_budget} used up" if len(steps) >= plan.step_budget else "the model finished"
-        notes.append(f"{why}; not reviewed: {_named(unreviewed)}")
+        notes.append(f"step budget {plan.step_budget} used up; not reviewed: {_named(unreviewed)}")
     notes += list(dict.fromkeys(box.problems))
     return ReviewerResult(
         reviewer=spec.name,

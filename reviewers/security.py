@@ -1,8 +1,9 @@
 """The security reviewer: secrets, injection, unsafe deserialization, traversal, weakened settings.
 
-Its analyzer runs, in order of precision: the secret scanner; the Python syntax-tree checks (or the
-line rules when the file is not Python that parses); the settings check; and bandit. Test files get
-only the vendor-prefix secret scan: fixtures are full of fake passwords and disabled verification.
+Its analyzer runs, in order of precision: the secret scanner; instructions addressed to AI
+reviewers (prompt injection); the Python syntax-tree checks (or the line rules when the file is not
+Python that parses); the settings check; and bandit. Test files get only the vendor-prefix secret
+scan and the words aimed at reviewers: fixtures are full of fake passwords and disabled verification.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from reviewers.analyzers.bandit import prefetch as bandit_prefetch
 from reviewers.analyzers.changed_file import ChangedFile
 from reviewers.analyzers.config_changes import security_setting_issues
 from reviewers.analyzers.patterns import line_rule_issues
+from reviewers.analyzers.prompt_injection import prompt_injection_issues
 from reviewers.analyzers.python_security import python_security_issues
 from reviewers.analyzers.secrets import secret_issues
 from reviewers.kernel.contracts import ReviewContext
@@ -36,8 +38,8 @@ def _supports(path: str) -> bool:
 def _make_analyzer(context: ReviewContext) -> Analyzer:
     def analyze(file: ChangedFile) -> Analysis:
         if is_test_path(file.path):
-            return Analysis(secret_issues(file, named_values=False))
-        analysis = Analysis(secret_issues(file))
+            return Analysis(secret_issues(file, named_values=False) + prompt_injection_issues(file, test_file=True))
+        analysis = Analysis(secret_issues(file) + prompt_injection_issues(file))
         tree_issues = python_security_issues(file)
         analysis.issues += tree_issues or []
         analysis.issues += line_rule_issues(file, python_ast_done=tree_issues is not None)

@@ -3,7 +3,10 @@
 A backend (HTTP, in-process transformers) differs only in how one call reaches the model and how it
 reads the answer; that is `_chat`, and for sampling `_sample`. The rest is here once, so the two
 cannot drift apart: the schema instruction, the validate-and-retry loop of `complete_structured`,
-the clamping of `max_tokens` to the configured cap, and the GenAI span every call runs in.
+the clamping of `max_tokens` to the configured cap, fitting the conversation into the model's
+context (`agent.llm.context_window`: trimmed before sending when the context length is known, and
+trimmed harder and retried once when the server answers that it is too long), and the GenAI span
+every call runs in.
 """
 
 from __future__ import annotations
@@ -17,11 +20,12 @@ from typing import TypeVar
 from opentelemetry.trace import Tracer
 from pydantic import BaseModel
 
+from agent.llm.context_window import TokenEstimate, fit_messages
 from agent.llm.port import ProviderName
 from agent.llm.spans import ChatCall, chat_span
 from agent.llm.structured import complete_structured, with_schema_instruction
 from reviewers.kernel.contracts import ChatMessage
-from reviewers.kernel.errors import LLMError
+from reviewers.kernel.errors import LLMContextLengthError, LLMError
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -56,7 +60,13 @@ class ChatBackend(ABC):
         seed: int | None,
         schema_in_prompt: bool,
         tracer: Tracer | None,
+        context_tokens: int | None = None,
     ) -> None:
+        if context_tokens is not None and context_tokens <= max_output_tokens:
+            raise LLMError(f"a context of {context_tokens} tokens leaves no room for {max_output_tokens} to generate")
+        self._context_tokens = context_tokens
+        self._context_discovered = context_tokens is not None
+        self._estimate = TokenEstimate()
         self._provider = provider
         self._model_name = model_name
         self._max_output_tokens = max_output_tokens
@@ -83,7 +93,7 @@ class ChatBackend(ABC):
                 temperature=self._temperature,
                 schema=schema,
             )
-            return self._chat(conversation, request)[0]
+            return self._chat_fitted(conversation, request)[0]
 
         return complete_structured(generate, prompt, schema, model_name=self._model_name)
 
@@ -94,7 +104,7 @@ class ChatBackend(ABC):
             max_tokens=min(max_tokens, self._max_output_tokens),
             temperature=self._temperature,
         )
-        return self._chat(list(messages), request)[0]
+        return self._chat_fitted(list(messages), request)[0]
 
     def sample_texts(
         self,
@@ -115,7 +125,44 @@ class ChatBackend(ABC):
             temperature=temperature,
             n=n,
         )
-        return self._sample(list(messages), request)
+        return self._sample(self._fit(list(messages), request.max_tokens), request)
+
+    # --- the context window -----------------------------------------------------------------------
+
+    @property
+    def context_tokens(self) -> int | None:
+        """The model's context length: configured, else asked of the backend once, else learned from
+        a "too long" answer; None while unknown (nothing is trimmed before the server objects)."""
+        if not self._context_discovered:
+            self._context_discovered = True
+            self._context_tokens = self._discover_context_tokens()
+        return self._context_tokens
+
+    def _fit(self, messages: list[ChatMessage], max_tokens: int) -> list[ChatMessage]:
+        limit = self.context_tokens
+        if limit is None:
+            return messages
+        return fit_messages(messages, budget_tokens=limit - max_tokens, estimate=self._estimate)
+
+    def _chat_fitted(self, messages: list[ChatMessage], request: ChatRequest) -> list[str]:
+        """`_chat` on the conversation fitted to the context; on a "too long" answer, learn the real
+        sizes from it, trim again and retry once."""
+        fitted = self._fit(messages, request.max_tokens)
+        try:
+            return self._chat(fitted, request)
+        except LLMContextLengthError as exc:
+            if exc.context_tokens is not None:
+                self._context_tokens = exc.context_tokens
+                self._context_discovered = True
+            self._estimate.learn(fitted, actual_tokens=exc.prompt_tokens)
+            refitted = self._fit(messages, request.max_tokens)
+            if self.context_tokens is None or refitted == fitted:
+                raise  # nothing more to trim: the prefix and the newest turn alone are too long
+            return self._chat(refitted, request)
+
+    def _discover_context_tokens(self) -> int | None:
+        """The context length as the backend can tell it (a server's model list, a model config)."""
+        return None
 
     # --- what a backend supplies ------------------------------------------------------------------
 

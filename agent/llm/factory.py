@@ -27,11 +27,14 @@ def make_llm(
     max_retries: int,
     max_output_tokens: int,
     schema_in_prompt: bool = True,
+    context_tokens: int | None = None,
 ) -> SamplingLLM | None:
     """The configured backend, or None when no model is configured.
 
     `schema_in_prompt=False` sends the messages exactly as given: a model fine-tuned on a prompt
     (the strategy model) must see that prompt at serving time, not one with an appended schema.
+    `context_tokens` is the model's context length when the server does not report it (vLLM does,
+    as `max_model_len` in its model list; a local model's config says it).
     """
     if base_url:
         if not model:
@@ -47,6 +50,7 @@ def make_llm(
             max_retries=max_retries,
             max_output_tokens=max_output_tokens,
             schema_in_prompt=schema_in_prompt,
+            context_tokens=context_tokens,
         )
     if model_path is not None:
         from agent.llm.transformers_local import TransformersLLM
@@ -74,4 +78,5 @@ def llm_from_settings(settings: Settings, *, adapter_path: Path | None = None) -
         timeout_s=settings.llm_timeout_s,
         max_retries=settings.llm_max_retries,
         max_output_tokens=settings.llm_max_output_tokens,
+        context_tokens=settings.llm_context_tokens,
     )

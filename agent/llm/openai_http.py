@@ -9,7 +9,10 @@ invalid).
 
 The `openai` client retries 408/409/429/5xx and connection errors itself, honouring `Retry-After`,
 `max_retries` times with exponential backoff; what is left after that becomes an
-`LLMUnavailableError` (retryable by the job queue). The body is read in chunks and refused once it
+`LLMUnavailableError` (retryable by the job queue); a 400 saying the prompt is over the model's
+context becomes an `LLMContextLengthError`, which the backend answers by trimming and retrying once
+(the context length itself comes from the server's `/v1/models`, vLLM's `max_model_len`, unless
+configured). The body is read in chunks and refused once it
 outgrows what `max_tokens` can explain, so a misbehaving server cannot make us hold megabytes.
 """
 
@@ -29,6 +32,7 @@ from opentelemetry.trace import Tracer
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agent.llm.backend import ChatBackend, ChatRequest
+from agent.llm.context_window import context_length_error
 from agent.llm.port import ProviderName
 from agent.llm.structured import check_output_size
 from reviewers.kernel.contracts import ChatMessage
@@ -114,7 +118,11 @@ def _unavailable(exc: Exception, base_url: str) -> LLMError:
         status = exc.status_code
         if status in (408, 409, 429) or status >= 500:
             return LLMUnavailableError(f"the model server at {base_url} answered {status} after retries")
-        # 4xx: our request is wrong (unknown model, prompt over the context); retrying cannot help.
+        # 4xx: our request is wrong (unknown model, prompt over the context); retrying as is cannot help,
+        # but a prompt over the context can be trimmed (`ChatBackend._chat_fitted`).
+        too_long = context_length_error(str(exc.message)) if status == 400 else None
+        if too_long is not None:
+            return too_long
         return LLMError(f"the model server at {base_url} refused the request with {status}: {exc.message[:300]}")
     return LLMUnavailableError(f"the model server at {base_url} failed: {type(exc).__name__}")
 
@@ -138,6 +146,7 @@ class OpenAICompatibleLLM(ChatBackend):
         schema_in_prompt: bool = True,
         provider_name: ProviderName = "openai",
         tracer: Tracer | None = None,
+        context_tokens: int | None = None,
     ) -> None:
         if timeout_s <= 0 or max_retries < 0 or max_output_tokens < 1:
             raise LLMError("timeout_s must be > 0, max_retries ≥ 0 and max_output_tokens ≥ 1")
@@ -150,6 +159,7 @@ class OpenAICompatibleLLM(ChatBackend):
             seed=seed,
             schema_in_prompt=schema_in_prompt,
             tracer=tracer,
+            context_tokens=context_tokens,
         )
         self._base_url = base_url
         self._timeout_s = timeout_s
@@ -164,6 +174,20 @@ class OpenAICompatibleLLM(ChatBackend):
 
     def close(self) -> None:
         self._client.close()
+
+    def _discover_context_tokens(self) -> int | None:
+        """`max_model_len` of our model in the server's model list, as vLLM reports it; None when the
+        server does not say (OpenAI does not) or cannot be asked now."""
+        try:
+            page = self._client.models.list()
+        except (openai.APIError, httpx2.HTTPError) as exc:
+            log.warning("could not ask %s for its model list: %s", self._base_url, type(exc).__name__)
+            return None
+        for item in page.data:
+            if item.id == self._model_name:
+                value = (item.model_extra or {}).get("max_model_len")
+                return value if isinstance(value, int) and value > 0 else None
+        return None
 
     # --- one request ------------------------------------------------------------------------------
 

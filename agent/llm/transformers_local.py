@@ -20,7 +20,7 @@ from opentelemetry.trace import Tracer
 from agent.llm.backend import ChatBackend, ChatRequest
 from agent.llm.structured import check_output_size
 from reviewers.kernel.contracts import ChatMessage
-from reviewers.kernel.errors import ConfigError, LLMError
+from reviewers.kernel.errors import ConfigError, LLMContextLengthError, LLMError
 
 Device = Literal["auto", "cpu", "cuda"]
 
@@ -91,6 +91,9 @@ class TransformersLLM(ChatBackend):
         )
         self._lock = threading.Lock()
 
+    def _discover_context_tokens(self) -> int | None:
+        return self._context_length  # from the model's config: trim before the prompt overflows it
+
     @property
     def model(self) -> Any:
         """The loaded (possibly peft-wrapped) model, for callers that score log-probabilities."""
@@ -138,9 +141,11 @@ class TransformersLLM(ChatBackend):
             attention_mask = encoded["attention_mask"].to(self._device)
             prompt_tokens = int(input_ids.shape[1])
             if prompt_tokens + max_tokens > self._context_length:
-                raise LLMError(
+                raise LLMContextLengthError(
                     f"the prompt has {prompt_tokens} tokens; with {max_tokens} to generate it exceeds "
-                    f"the model's context of {self._context_length}"
+                    f"the model's context of {self._context_length}",
+                    context_tokens=self._context_length,
+                    prompt_tokens=prompt_tokens,
                 )
             config = self._generation_config(max_tokens=max_tokens, temperature=request.temperature, n=request.n)
             # Fork the RNG so a seeded call neither depends on nor disturbs the caller's random state

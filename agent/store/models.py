@@ -21,6 +21,9 @@ from agent.store.db import Database, connection
 from reviewers.kernel.errors import InputError
 
 ModelStage = Literal["candidate", "production", "archived", "rejected"]
+# The reviewers a strategy model was optimised for: run by the analyzers alone (the replay
+# environment's fixed executor, as RL and the gate use it) or by a model's tool loop (production).
+Executor = Literal["analyzer-only", "model-driven"]
 TrainingKind = Literal["dataset", "sft", "dpo", "kto", "rl", "eval", "retrain"]
 RunStatus = Literal["running", "succeeded", "failed", "skipped"]
 
@@ -40,6 +43,7 @@ class ModelVersionRow(TypedDict):
     parent_id: int | None
     created_at: datetime
     promoted_at: datetime | None
+    executor: Executor | None
 
 
 class TrainingRunRow(TypedDict):
@@ -80,13 +84,15 @@ def register_version(
     dataset_snapshot: str | None = None,
     metrics: Mapping[str, Any] | None = None,
     parent_id: int | None = None,
+    executor: Executor | None = None,
 ) -> int:
-    """Add a candidate version; returns its id. Names are unique."""
+    """Add a candidate version; returns its id. Names are unique. `executor`: the reviewers it was
+    trained and gated for (None: not recorded)."""
     try:
         with connection(db) as conn:
             row = conn.execute(
                 "INSERT INTO model_versions (name, base_model, adapter_path, serving_name, dataset_snapshot,"
-                " metrics, parent_id) VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING id",
+                " metrics, parent_id, executor) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
                 (
                     name,
                     base_model,
@@ -95,6 +101,7 @@ def register_version(
                     dataset_snapshot,
                     Jsonb(json_safe(metrics or {})),
                     parent_id,
+                    executor,
                 ),
             ).fetchone()
     except InputError as exc:

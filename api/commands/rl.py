@@ -114,6 +114,7 @@ def train_rl_command(
                     base_model=result.base_model,
                     adapter_path=result.adapter_path,
                     metrics=result.metrics,
+                    executor="analyzer-only",  # the trainer's fixed executor: the replay analyzers
                 )
     except ReviewloopError as exc:
         raise fail(exc) from None

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-from learning.strata.embeddings import EmbedderConfig, EmbedderKind
+from agent.embeddings import EmbedderConfig, EmbedderKind
 from learning.strata.judge import JudgeConfig, JudgeKind
 from reviewers.kernel.errors import ConfigError
 

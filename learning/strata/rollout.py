@@ -28,17 +28,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from agent.diversity import farthest_point_sample, mean_pairwise_distance
+from agent.embeddings import Embedder
 from agent.llm.structured import InvalidOutput, parse_structured
 from agent.strategy import Strategy
 from learning.replay import Execution, ReplayCase, ReplayEnv
 from learning.replay_reward import ReplayRewardConfig, reward
 from learning.strata.advantages import strategy_advantages, top_delta_score
 from learning.strata.config import StrataConfig
-from learning.strata.embeddings import Embedder
 from learning.strata.judge import StepJudge
 from learning.strata.masking import TokenTargets, build_token_targets
 from learning.strata.policy import StrategySampler
-from learning.strata.sampling import farthest_point_sample, mean_pairwise_distance
 from reviewers.kernel.contracts import LLMPort
 from reviewers.kernel.errors import TrainingError
 

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from agent.embeddings import make_embedder
 from agent.store.db import Database
 from agent.store.models import finish_run, log_step, start_run
 from learning.replay import ReplayCase, ReplayEnv, ReplayEnvConfig
@@ -36,7 +37,6 @@ from learning.replay_reward import ReplayRewardConfig
 from learning.strata.advantages import filter_low_variance_groups, population_std
 from learning.strata.checkpoint import latest_checkpoint, read_state, restore_checkpoint, save_checkpoint
 from learning.strata.config import StrataConfig
-from learning.strata.embeddings import make_embedder
 from learning.strata.judge import make_judge
 from learning.strata.masking import stack_token_targets
 from learning.strata.policy import PolicyConfig, StrategyPolicy, StrategySampler

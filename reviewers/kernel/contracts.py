@@ -105,6 +105,17 @@ class LayerRule(BaseModel):
     may_import: list[str] = Field(default_factory=list)
 
 
+class AgreementConfig(BaseModel):
+    """How a review with a model looks for agreement: `strategies` independent executions under the
+    most different strategies it sampled, and a model-only finding needs `min_support` of them to go
+    straight to a thread (fewer: a human looks first). `strategies = 1` is a single execution, and
+    a `min_support` above the executions that ran asks for all of them."""
+
+    model_config = ConfigDict(extra="forbid")
+    strategies: int = Field(default=3, ge=1, le=8)
+    min_support: int = Field(default=2, ge=1, le=8)
+
+
 class RepoConfig(BaseModel):
     """What a repository says about its own review, from `.reviewloop.toml` (all optional)."""
 
@@ -119,6 +130,7 @@ class RepoConfig(BaseModel):
     # A merge request gets at most this many threads; the rest are counted in the summary note,
     # because a wall of comments gets skimmed or muted.
     max_discussions: int = Field(default=10, ge=0, le=100)
+    agreement: AgreementConfig = Field(default_factory=AgreementConfig)
 
     def wants(self, path: str) -> bool:
         """Whether a path is in scope by the include/exclude globs."""
@@ -189,6 +201,15 @@ class PlanItem(BaseModel):
     step_budget: int = Field(default=6, ge=1, le=30)
 
 
+class Agreement(BaseModel):
+    """How many of a review's independent executions reported a finding, of how many, and how many
+    it takes (`AgreementConfig.min_support`, at most the executions run)."""
+
+    support: int = Field(ge=1)
+    executions: int = Field(ge=2)
+    required: int = Field(ge=1)
+
+
 class Finding(BaseModel):
     """A problem a reviewer reports. Lines are new-file lines at the head commit."""
 
@@ -204,16 +225,20 @@ class Finding(BaseModel):
     reviewer: ReviewerName
     rule: str = ""  # "bandit:B602", "ruff:F401", "layers:forbidden-import", "llm", ...
     confidence: Confidence = "medium"  # the rule's own certainty; see `Confidence`
+    # Set by `agent.agreement` when a review ran several executions: how many reported this finding.
+    agreement: Agreement | None = None
 
 
 ToolName = Literal["read_file", "search", "run_analyzer", "list_tests", "report", "finish"]
+# A step is a tool call, or a model answer that could not be used at all (it still costs its step).
+StepTool = ToolName | Literal["model_error"]
 
 
 class Step(BaseModel):
     """One step of a reviewer's loop, as the self-judgment and the traces see it."""
 
     index: int
-    tool: ToolName
+    tool: StepTool
     args: dict[str, Any] = Field(default_factory=dict)
     observation: str = ""  # short summary of what the tool returned
     valid: bool = True

@@ -9,7 +9,8 @@ It lives at the bottom layer so that every layer can raise and catch it::
     │   └── ConfigError             a bad `.reviewloop.toml` or setting
     ├── LLMError                    the model could not give a usable answer
     │   ├── LLMUnavailableError     timeout, connection refused, 429/5xx after retries (retryable)
-    │   └── LLMOutputError          output failed validation twice (not retryable: fall back)
+    │   ├── LLMOutputError          output failed validation twice (not retryable: fall back)
+    │   └── LLMContextLengthError   the prompt and the answer do not fit the model's context (trim, retry once)
     ├── PlatformError               GitLab (or another host) failed
     │   ├── PlatformUnavailableError    429/5xx past the client's retry budget (retryable)
     │   └── PositionRejectedError   GitLab refused a diff position (fall back to a note)
@@ -84,6 +85,19 @@ class LLMUnavailableError(LLMError):
 
 class LLMOutputError(LLMError):
     """The model's output failed schema validation on the first try and on the retry."""
+
+
+class LLMContextLengthError(LLMError):
+    """The request does not fit the model's context (vLLM's 400 "maximum context length is N tokens").
+
+    Carries what the server said, when it said it: the context length and the prompt's size in the
+    server's own tokens, so the caller can trim to fit and try once more.
+    """
+
+    def __init__(self, message: str, *, context_tokens: int | None = None, prompt_tokens: int | None = None) -> None:
+        super().__init__(message)
+        self.context_tokens = context_tokens
+        self.prompt_tokens = prompt_tokens
 
 
 class PlatformError(ReviewloopError):

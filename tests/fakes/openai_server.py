@@ -7,6 +7,11 @@ Every request is recorded with its JSON body and headers, so a test can assert w
 schema, the retry that quotes the validation error). An empty queue answers 400 with a message
 saying so (400, because the client would retry a 5xx and hide the test's mistake).
 
+Two more behaviours of a real server, when asked for: `max_model_len` is reported in `/v1/models`
+as vLLM reports it, and a request whose prompt plus `max_tokens` passes it is refused with vLLM's
+400 and message; and `responder`, a function of the request body, answers instead of the queue
+(for concurrent callers, such as the four reviewers of one review, whose order a queue cannot know).
+
 The `openai_server` fixture lives in `fakes.openai_fixtures`: add
 `pytest_plugins = ("fakes.openai_fixtures",)` to a test module (not an import of it, which would
 bypass pytest's assertion rewriting of a plugin).
@@ -16,9 +21,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,6 +83,11 @@ class FakeOpenAIServer:
     """Start with `start()` (or as a context manager); `base_url` ends in `/v1` like vLLM's."""
 
     delay_s: float = 0.0  # added before every answer, on top of a reply's own delay
+    max_model_len: int | None = None  # vLLM's context length: reported, and enforced with its 400
+    # How the server counts prompt tokens: whitespace words (None, so a test can count by hand), or
+    # characters per token (a tokenizer that counts more than the client's estimate, to meet the 400).
+    chars_per_token: float | None = None
+    responder: Callable[[dict[str, Any]], FakeReply] | None = None  # answers instead of the queue
     requests: list[RecordedRequest] = field(default_factory=list)
     base_url: str = ""
     _queue: list[FakeReply] = field(default_factory=list)
@@ -139,8 +151,32 @@ class FakeOpenAIServer:
 
     # --- the server's side -------------------------------------------------------------------------
 
+    def prompt_tokens(self, body: dict[str, Any]) -> int:
+        texts = [str(m.get("content", "")) for m in body.get("messages", [])]
+        if self.chars_per_token is None:
+            return sum(len(t.split()) for t in texts)
+        return sum(math.ceil(len(t) / self.chars_per_token) for t in texts)
+
     async def _models(self, request: Request) -> Response:
-        return JSONResponse({"object": "list", "data": [{"id": MODEL, "object": "model", "owned_by": "fake"}]})
+        model: dict[str, Any] = {"id": MODEL, "object": "model", "owned_by": "fake"}
+        if self.max_model_len is not None:
+            model["max_model_len"] = self.max_model_len
+        return JSONResponse({"object": "list", "data": [model]})
+
+    def _too_long(self, body: dict[str, Any]) -> Response | None:
+        """vLLM's answer to a request over the context (its wording, 0.6 to 0.10)."""
+        if self.max_model_len is None:
+            return None
+        prompt = self.prompt_tokens(body)
+        completion = int(body.get("max_tokens") or 0)
+        if prompt + completion <= self.max_model_len:
+            return None
+        message = (
+            f"This model's maximum context length is {self.max_model_len} tokens. However, you requested "
+            f"{prompt + completion} tokens ({prompt} in the messages, {completion} in the completion). "
+            "Please reduce the length of the messages or completion."
+        )
+        return JSONResponse({"object": "error", "message": message, "type": "BadRequestError", "code": 400}, 400)
 
     async def _chat(self, request: Request) -> Response:
         raw = await request.body()
@@ -150,7 +186,14 @@ class FakeOpenAIServer:
             return JSONResponse({"error": {"message": "body is not JSON", "type": "invalid_request"}}, 400)
         with self._lock:
             self.requests.append(RecordedRequest(path=request.url.path, headers=dict(request.headers), body=body))
-            reply = self._queue.pop(0) if self._queue else None
+        refused = self._too_long(body)
+        if refused is not None:
+            return refused
+        with self._lock:
+            if self.responder is not None:
+                reply: FakeReply | None = self.responder(body)
+            else:
+                reply = self._queue.pop(0) if self._queue else None
         if reply is None:
             return JSONResponse({"error": {"message": "no scripted reply left", "type": "test_error"}}, 400)
         if self.delay_s + reply.delay_s > 0:
@@ -164,7 +207,7 @@ class FakeOpenAIServer:
         n = int(body.get("n") or 1)
         contents = [reply.contents[i % len(reply.contents)] for i in range(n)]
         # Token counts are whitespace words, so a test can compute them by hand.
-        prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in body.get("messages", []))
+        prompt_tokens = self.prompt_tokens(body)
         completion_tokens = sum(len(t.split()) for t in contents)
         completion = {
             "id": f"chatcmpl-{len(self.requests)}",

@@ -389,7 +389,13 @@ def test_promote_and_rollback(pool: Pool) -> None:
     v2 = models.register_version(
         pool, name="v2", base_model="tiny", adapter_path="/m/v2", serving_name="strat-v2", parent_id=v1
     )
-    v3 = models.register_version(pool, name="v3", base_model="tiny", parent_id=v2, dataset_snapshot="ds@3")
+    v3 = models.register_version(
+        pool, name="v3", base_model="tiny", parent_id=v2, dataset_snapshot="ds@3", executor="model-driven"
+    )
+    executors = {v["name"]: v["executor"] for v in models.list_versions(pool)}
+    assert executors == {"v1": None, "v2": None, "v3": "model-driven"}
+    with pytest.raises(InputError, match="model_versions_executor_check"):
+        models.register_version(pool, name="v4", base_model="tiny", executor="human")  # type: ignore[arg-type]
     with pytest.raises(InputError, match="already exists"):
         models.register_version(pool, name="v1", base_model="tiny")
     with pytest.raises(InputError, match="no parent"):

@@ -13,10 +13,10 @@ import os
 import numpy as np
 import pytest
 
+from agent.diversity import farthest_point_sample, mean_pairwise_distance
+from agent.embeddings import EmbedderConfig, StrategyEmbedder
 from agent.strategy import RiskArea, Strategy
 from learning.strata.config import StrataConfig
-from learning.strata.embeddings import EmbedderConfig, StrategyEmbedder
-from learning.strata.sampling import farthest_point_sample, mean_pairwise_distance
 from reviewers.kernel.contracts import PlanItem
 
 RANDOM_DRAWS = 500

@@ -183,7 +183,12 @@ def test_models_page_shows_versions_runs_and_gate_decisions(db_dsn: str, client:
         )
         store_models.promote(pool, base)
         cand = store_models.register_version(
-            pool, name="strategy-v2", base_model="tiny-llama", adapter_path="/models/v2", parent_id=base
+            pool,
+            name="strategy-v2",
+            base_model="tiny-llama",
+            adapter_path="/models/v2",
+            parent_id=base,
+            executor="analyzer-only",
         )
         run = store_models.start_run(pool, "eval", {"split": "held-out"})
         store_models.finish_run(
@@ -204,6 +209,9 @@ def test_models_page_shows_versions_runs_and_gate_decisions(db_dsn: str, client:
     assert '<strong class="gate">reject</strong>' in page
     assert "candidate.reward</span> 0.2" in page and "production.reward</span> 0.25" in page
     assert "3 pairs, 16 needed" in page
+    # which reviewers each version was trained for: recorded for v2, not for v1
+    assert re.search(r"strategy-v2.*?<td class=\"executor\"[^>]*>analyzer-only reviewers</td>", page, re.S)
+    assert re.search(r"strategy-v1.*?<td class=\"executor\"[^>]*>not recorded</td>", page, re.S)
 
 
 # --- votes -----------------------------------------------------------------------------------------

@@ -120,7 +120,9 @@ def test_a_failing_model_server_falls_back_and_the_review_finishes(
     assert review == {"status": "done", "strategy_source": "fallback"}
     for result in outcome.reviewer_results:
         assert not result.used_model
-        assert result.error is not None and error_type in result.error and "analyzers used instead" in result.error
+        assert (
+            result.error is not None and error_type in result.error and "the analyzers' findings stand" in result.error
+        )
     judged = rows(review_db, "SELECT verdict, verdict_reason FROM findings WHERE review_id = %s", outcome.review_id)
     real = [f for f in judged if f["verdict"] == "REAL"]
     assert real and all(f"model judgment unavailable ({error_type})" in f["verdict_reason"] for f in real)

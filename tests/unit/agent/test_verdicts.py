@@ -15,7 +15,7 @@ from agent.verdicts.sinks import sink_gets_constants
 from agent.verifier import VerifierInputs, verify_findings
 from agent.workspaces.snapshot import SnapshotWorkspace
 from reviewers.fingerprint import make_fingerprint
-from reviewers.kernel.contracts import ChatMessage, Finding, SearchHit
+from reviewers.kernel.contracts import Agreement, ChatMessage, Finding, SearchHit
 
 HEAD = """import subprocess
 
@@ -256,12 +256,14 @@ def test_low_confidence_goes_to_a_human_and_agreement_has_its_place() -> None:
     assert v.verdict == "NEEDS_HUMAN_REVIEW"
     assert v.reason.startswith("python:sql-interpolation is a low-confidence rule")
 
-    def support(finding: Finding) -> tuple[Any, str] | None:
-        return ("NEEDS_HUMAN_REVIEW", "reported by 1 of 3 executions") if finding.rule == "llm" else None
-
-    model = sql_at("WHERE name", rule="llm")
-    [m] = verify_findings([model], inputs(support=support))
-    assert (m.verdict, m.reason) == ("NEEDS_HUMAN_REVIEW", "reported by 1 of 3 executions")
+    model = sql_at("WHERE name", rule="llm").model_copy(
+        update={"agreement": Agreement(support=1, executions=3, required=2)}
+    )
+    [m] = verify_findings([model], inputs())
+    assert (m.verdict, m.reason) == (
+        "NEEDS_HUMAN_REVIEW",
+        "reported by 1 of 3 independent reviews (different strategies); 2 needed",
+    )
 
 
 # --- the judge sees the change -----------------------------------------------------------------------

@@ -82,8 +82,8 @@ def test_the_config_and_pure_modules_load_without_torch() -> None:
     # the CLI (api/) builds its options from StrataConfig and must not pull torch in at import time
     code = (
         "import sys\n"
-        "import learning.strata.config, learning.strata.sampling, learning.strata.advantages\n"
-        "import learning.strata.masking, learning.strata.judge, learning.strata.embeddings\n"
+        "import learning.strata.config, agent.diversity, learning.strata.advantages\n"
+        "import learning.strata.masking, learning.strata.judge, agent.embeddings\n"
         "heavy = [m for m in ('torch', 'transformers', 'sentence_transformers') if m in sys.modules]\n"
         "assert not heavy, heavy\n"
     )

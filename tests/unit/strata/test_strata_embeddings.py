@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-from learning.strata.embeddings import (
+from agent.embeddings import (
     EmbedderConfig,
     HashingEmbedder,
     StrategyEmbedder,

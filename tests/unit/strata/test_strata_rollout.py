@@ -13,11 +13,11 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
+from agent.embeddings import HashingEmbedder
 from agent.strategy import Strategy
 from learning.replay import ReplayEnv, ReplayEnvConfig
 from learning.replay_reward import ReplayRewardConfig
 from learning.strata.config import StrataConfig
-from learning.strata.embeddings import HashingEmbedder
 from learning.strata.judge import rule_judge
 from learning.strata.rollout import effective_m, parse_sample, rollout_groups
 from learning.strata.synthetic import SyntheticConfig, generate_replay_set, problem_paths, uninformed_strategy

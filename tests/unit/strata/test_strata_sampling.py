@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from learning.strata.sampling import farthest_point_sample, mean_pairwise_distance
+from agent.diversity import farthest_point_sample, mean_pairwise_distance
 from reviewers.kernel.errors import TrainingError
 
 R = 1 / math.sqrt(2)  # cos 45° ≈ 0.7071

@@ -1,9 +1,12 @@
-"""Farthest-point sampling of strategy candidates (StraTA's diversity step).
+"""Farthest-point sampling of strategy candidates: the most different ones, by their embeddings.
 
-For each merge request the policy samples σ·N strategy candidates and keeps N of them, greedily adding
-the candidate whose largest cosine similarity to those already kept is smallest. Diverse strategies
-give the strategy-level advantage something to tell apart; near-duplicates waste M executions each.
-With σ = 1 there are only N candidates and nothing is dropped.
+Two users, one function. StraTA's training (`learning.strata`) samples σ·N strategy candidates per
+merge request and keeps N: diverse strategies give the strategy-level advantage something to tell
+apart; near-duplicates waste M executions each. A review with a model (`agent.agreement`) keeps the N
+most different strategies it sampled, so that findings they agree on come from independent looks.
+Greedy: add the candidate whose largest cosine similarity to those already kept is smallest. With
+σ = 1 there are only N candidates and nothing is dropped. It lives in `agent/` because layers import
+downwards: the review runtime cannot import `learning/`.
 """
 
 from __future__ import annotations

