@@ -34,7 +34,7 @@ from agent.store import reviews as store_reviews
 from agent.strategy_model import StrategyModelSource
 from agent.verifier import VerifiedFinding
 from reviewers.contracts import FileChange, LLMPort, Workspace
-from reviewers.errors import PlatformError
+from reviewers.errors import InputError, PlatformError, PlatformUnavailableError
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +50,8 @@ class ReviewDeps:
     strategy_model: StrategyModelSource | None = None
     shadow_strategies: int = 0
     allowed_urls: frozenset[str] = field(default_factory=frozenset)
+    allowed_projects: frozenset[str] = field(default_factory=frozenset)
+    """REVIEWLOOP_GITLAB_PROJECTS: numeric ids and paths; empty = every project."""
 
 
 def build_deps(settings: Settings, *, pool: ConnectionPool[Any], dsn: str, llm: LLMPort | None = None) -> ReviewDeps:
@@ -66,7 +68,35 @@ def build_deps(settings: Settings, *, pool: ConnectionPool[Any], dsn: str, llm: 
         strategy_model=strategy_model_source(settings, pool, llm),
         shadow_strategies=settings.shadow_strategies,
         allowed_urls=frozenset({settings.gitlab_url}),
+        allowed_projects=frozenset(settings.gitlab_project_allowlist),
     )
+
+
+def confirm_project_allowed(platform: GitLabPlatform, project: str, allowed: frozenset[str]) -> None:
+    """Refuse (InputError, not retried) to review a project the allow-list does not name.
+
+    The job names its project by the numeric id of the hook, which the hook's secret vouched for;
+    the path beside it in the hook is only a claim. So an allow-list entry that is an id is matched
+    directly, and one that is a path is asked of GitLab (GET /projects/<path>): the project GitLab
+    has at that path must have this id. Nothing about the job's own project is read before that.
+    """
+    if not allowed or project in allowed:
+        return
+    # an operator's `reviewloop review --gitlab` may name the project by path: compare by its id
+    project_id = project if project.isdigit() else str(platform.project_id(project))
+    if project_id in allowed:
+        return
+    for entry in sorted(allowed):
+        if entry.isdigit():
+            continue
+        try:
+            if str(platform.project_id(entry)) == project_id:
+                return
+        except PlatformUnavailableError:
+            raise
+        except PlatformError:
+            continue  # a path the bot cannot see (404/403) names no project of ours
+    raise InputError(f"project {project} is not in REVIEWLOOP_GITLAB_PROJECTS; not reviewed", project=project)
 
 
 def load_gitlab_snapshot(
@@ -184,6 +214,7 @@ def review_gitlab_merge_request(
     deps: ReviewDeps, *, project: str, mr_iid: int, head_sha: str | None, event_id: int | None = None
 ) -> int:
     """Review the MR at its newest version; returns the review id. Idempotent per head commit."""
+    confirm_project_allowed(deps.platform, project, deps.allowed_projects)
     versions = deps.platform.latest_version(project, mr_iid)
     head = versions.head_sha
     if head_sha and head_sha != head:

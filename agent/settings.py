@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Literal
 
 from platformdirs import user_data_dir
-from pydantic import Field, SecretStr, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 PLACEHOLDER_SECRETS = frozenset({"changeme", "change-me", "secret", "password", "token", "xxx", ""})
@@ -41,7 +41,9 @@ class Settings(BaseSettings):
     gitlab_bot_user_id: int | None = Field(default=None, description="bot user id: its notes are ignored")
     gitlab_bot_username: str | None = Field(default=None, description="bot username (same purpose)")
     webhook_secret: SecretStr | None = None
-    project_secrets: dict[str, SecretStr] = Field(default_factory=dict, description="project id/path → secret")
+    project_secrets: dict[str, SecretStr] = Field(
+        default_factory=dict, description="numeric project id → that project's hook secret"
+    )
     gitlab_projects: str = ""
     api_tokens: str = ""
     max_webhook_bytes: int = 5 * 1024 * 1024
@@ -69,6 +71,15 @@ class Settings(BaseSettings):
     @property
     def gitlab_project_allowlist(self) -> set[str]:
         return {p.strip() for p in self.gitlab_projects.split(",") if p.strip()}
+
+    @field_validator("project_secrets")
+    @classmethod
+    def _secrets_by_project_id(cls, value: dict[str, SecretStr]) -> dict[str, SecretStr]:
+        """Keys are numeric ids: a hook's id is what its job reviews, a path in its body is only a claim."""
+        bad = sorted(key for key in value if not key.strip().isdigit())
+        if bad:
+            raise ValueError(f"REVIEWLOOP_PROJECT_SECRETS keys must be numeric project ids, not {bad}")
+        return {key.strip(): secret for key, secret in value.items()}
 
     @model_validator(mode="after")
     def _refuse_placeholder_secrets(self) -> Settings:

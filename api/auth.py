@@ -21,17 +21,30 @@ TOKEN_BYTES = 32  # 256 bits of entropy: a bearer token cannot be guessed
 
 
 def webhook_secret_for(
-    *,
-    project_id: str | None,
-    project_path: str | None,
-    project_secrets: Mapping[str, SecretStr],
-    global_secret: SecretStr | None,
+    *, project_id: int | None, project_secrets: Mapping[str, SecretStr], global_secret: SecretStr | None
 ) -> SecretStr | None:
-    """The secret this project's hook must carry: its own one if configured, else the global one."""
-    for key in (project_id, project_path):
-        if key is not None and key in project_secrets:
-            return project_secrets[key]
+    """The secret the hook of project `project_id` must carry: its own one if configured, else the global one.
+
+    Chosen by the numeric id alone: the id is what the review job targets, and a path in a hook body
+    is just a claim (issue 11: a hook naming an allowed path beside another project's id).
+    """
+    if project_id is not None and str(project_id) in project_secrets:
+        return project_secrets[str(project_id)]
     return global_secret
+
+
+def matches_any_secret(
+    presented: str | None, *, project_secrets: Mapping[str, SecretStr], global_secret: SecretStr | None
+) -> bool:
+    """Whether `presented` is one of the configured hook secrets, compared with each (no early exit).
+
+    Checked before the body is parsed, so a sender without a secret cannot make us parse anything;
+    which project the secret belongs to is checked after parsing, with `webhook_secret_for`.
+    """
+    found = False
+    for secret in (global_secret, *project_secrets.values()):
+        found = token_matches(presented, secret) or found
+    return found
 
 
 def token_matches(presented: str | None, expected: SecretStr | None) -> bool:
