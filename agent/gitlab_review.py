@@ -82,15 +82,11 @@ def confirm_project_allowed(platform: GitLabPlatform, project: str, allowed: fro
     """
     if not allowed or project in allowed:
         return
-    # an operator's `reviewloop review --gitlab` may name the project by path: compare by its id
-    project_id = project if project.isdigit() else str(platform.project_id(project))
-    if project_id in allowed:
-        return
     for entry in sorted(allowed):
         if entry.isdigit():
             continue
         try:
-            if str(platform.project_id(entry)) == project_id:
+            if str(platform.project_id(entry)) == project:
                 return
         except PlatformUnavailableError:
             raise
@@ -213,7 +209,13 @@ def _retire_outdated(
 def review_gitlab_merge_request(
     deps: ReviewDeps, *, project: str, mr_iid: int, head_sha: str | None, event_id: int | None = None
 ) -> int:
-    """Review the MR at its newest version; returns the review id. Idempotent per head commit."""
+    """Review the MR at its newest version; returns the review id. Idempotent per head commit.
+
+    `project` is a numeric id (what the webhook's job carries) or, from the command line, a path:
+    a path is turned into its id first, so reviews are stored under the id that votes join on.
+    """
+    if not project.isdigit():
+        project = str(deps.platform.project_id(project))
     confirm_project_allowed(deps.platform, project, deps.allowed_projects)
     versions = deps.platform.latest_version(project, mr_iid)
     head = versions.head_sha

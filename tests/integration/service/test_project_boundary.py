@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from fakes.gitlab_hooks import hook_headers, merge_request_hook
+from fakes.gitlab_hooks import HookEvent, emoji_hook, hook_headers, merge_request_hook, note_hook
 from fakes.gitlab_server import BOT_TOKEN, FakeGitLab
 from pydantic import SecretStr
 from service_harness import IID, PATH, PID, SECRET, LiveServer, drain_queue, post_hook, rows, scalar
@@ -113,6 +113,45 @@ def test_a_project_id_sent_as_text_is_refused_not_coerced(
     ok = post_hook(live.url, hook(gitlab, PID), hook_headers("Merge Request Hook", token="project-42-only"))
     assert ok.status_code == 202, ok.text
     assert int(scalar(service_dsn, "SELECT count(*) FROM webhook_events")) == 1
+
+
+def as_from(body: dict[str, Any], project_id: int, path: str) -> dict[str, Any]:
+    """The same hook body, "from" another project (its id and path, both consistent)."""
+    return {
+        **body,
+        "project_id": project_id,
+        "project": {**body["project"], "id": project_id, "path_with_namespace": path},
+    }
+
+
+def test_votes_and_replies_count_only_in_the_project_they_came_from(
+    service: LiveServer, service_dsn: str, gitlab: FakeGitLab
+) -> None:
+    queued = post_hook(service.url, hook(gitlab, PID), hook_headers("Merge Request Hook", token=SECRET))
+    assert queued.status_code == 202, queued.text
+    for review in review_function(service_dsn, gitlab, ""):
+        drain_queue(service_dsn, review)
+    ((finding_id, note_id, discussion_id),) = rows(
+        service_dsn, "SELECT id, note_id, discussion_id FROM findings WHERE note_id IS NOT NULL ORDER BY id LIMIT 1"
+    )
+    reply = gitlab.reply(PID, IID, discussion_id, "👎 not a problem here", user=gitlab.human)
+
+    # a hook "from" project 1, naming project 42's note and discussion ids (sequential, guessable)
+    foreign: list[tuple[dict[str, Any], HookEvent]] = [
+        (as_from(emoji_hook(gitlab, PID, IID, note_id, name="thumbsdown"), 1, "some/project"), "Emoji Hook"),
+        (as_from(note_hook(gitlab, PID, IID, reply.id), 1, "some/project"), "Note Hook"),
+    ]
+    for body, event in foreign:
+        answer = post_hook(service.url, body, hook_headers(event, token=SECRET))
+        assert answer.status_code == 200 and answer.json()["status"] == "ignored", answer.text
+    assert rows(service_dsn, "SELECT count(*) FROM feedback") == [(0,)]
+
+    # the same vote from the project the finding belongs to counts
+    own = post_hook(
+        service.url, emoji_hook(gitlab, PID, IID, note_id, name="thumbsup"), hook_headers("Emoji Hook", token=SECRET)
+    )
+    assert own.json()["status"] == "processed", own.text
+    assert rows(service_dsn, "SELECT finding_id, value FROM feedback") == [(finding_id, 1)]
 
 
 def test_project_secrets_are_keyed_by_id_only() -> None:
