@@ -46,7 +46,16 @@ class Settings(BaseSettings):
     )
     gitlab_projects: str = ""
     api_tokens: str = ""
-    max_webhook_bytes: int = 5 * 1024 * 1024
+    max_webhook_bytes: int = Field(default=5 * 1024 * 1024, gt=0, description="largest webhook body accepted")
+    max_request_bytes: int = Field(
+        default=256 * 1024,
+        gt=0,
+        description="largest body on every other route (a vote, a login): refused with 413 before it is read",
+    )
+    api_docs: bool | None = Field(
+        default=None,
+        description="serve /docs, /redoc and /openapi.json; None = only when environment is development",
+    )
 
     otlp_endpoint: str | None = Field(
         default=None,
