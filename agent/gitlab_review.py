@@ -27,13 +27,13 @@ from agent.context import (
 from agent.diff import DiffIndex
 from agent.gitlab import DiffVersions, GitLabPlatform
 from agent.graph import ReviewState
-from agent.pipeline import Runtime, run_review
+from agent.pipeline import Runtime, run_review, unreached_files
 from agent.publisher import FindingToPublish, OpenThread, PostedThread, publish_review, resolve_outdated
 from agent.settings import Settings
 from agent.store import reviews as store_reviews
 from agent.strategy_model import StrategyModelSource
 from agent.verifier import VerifiedFinding
-from reviewers.contracts import FileChange, LLMPort, Workspace
+from reviewers.contracts import FileChange, LLMPort, ReviewerResult, Workspace
 from reviewers.errors import InputError, PlatformError, PlatformUnavailableError
 
 log = logging.getLogger(__name__)
@@ -51,6 +51,7 @@ class ReviewDeps:
     shadow_strategies: int = 0
     allowed_urls: frozenset[str] = field(default_factory=frozenset)
     allowed_projects: frozenset[str] = field(default_factory=frozenset)
+    review_deadline_s: float | None = None
     """REVIEWLOOP_GITLAB_PROJECTS: numeric ids and paths; empty = every project."""
 
 
@@ -69,6 +70,7 @@ def build_deps(settings: Settings, *, pool: ConnectionPool[Any], dsn: str, llm: 
         shadow_strategies=settings.shadow_strategies,
         allowed_urls=frozenset({settings.gitlab_url}),
         allowed_projects=frozenset(settings.gitlab_project_allowlist),
+        review_deadline_s=settings.review_deadline_s,
     )
 
 
@@ -137,6 +139,11 @@ def _summary_text(state: ReviewState, verified: Sequence[VerifiedFinding]) -> st
     )
 
 
+def _cut_short(state: ReviewState) -> list[NotReviewed]:
+    results = [ReviewerResult.model_validate(r) for r in state.get("reviewer_results", [])]
+    return [NotReviewed(path=n["path"], reason=n["reason"]) for n in unreached_files(results)]
+
+
 def make_publisher(deps: ReviewDeps, request: ReviewRequest) -> Any:
     project, iid = request.project, int(request.mr_iid or 0)
 
@@ -170,7 +177,8 @@ def make_publisher(deps: ReviewDeps, request: ReviewRequest) -> Any:
             existing=existing,
             summary=_summary_text(state, verified),
             record_posted=record,
-            not_reviewed=snapshot.not_reviewed,
+            # what GitLab did not send, and what a step budget, an analyzer budget or the deadline cut short
+            not_reviewed=[*snapshot.not_reviewed, *_cut_short(state)],
             allowed_urls=deps.allowed_urls,
         )
         if result.summary_note_id is not None:
@@ -243,6 +251,7 @@ def review_gitlab_merge_request(
         publisher=make_publisher(deps, request),
         strategy_model=deps.strategy_model,
         shadow_strategies=deps.shadow_strategies,
+        review_deadline_s=deps.review_deadline_s,
     )
     review_id = store_reviews.create_review(
         deps.pool, source="gitlab", project=project, mr_iid=mr_iid, head_sha=head, previous_head_sha=previous

@@ -72,6 +72,12 @@ class Settings(BaseSettings):
     )
     max_diff_lines_per_file: int = 5000
     review_token_budget: int = 24000
+    review_deadline_s: float = Field(
+        default=900.0,
+        gt=0,
+        description="reviewers stop taking steps this long after a review starts; what they did not reach "
+        "is named in the summary's not-reviewed list",
+    )
 
     @property
     def llm_configured(self) -> bool:

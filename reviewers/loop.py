@@ -19,6 +19,7 @@ The loop never records more than `plan.step_budget` steps.
 from __future__ import annotations
 
 import fnmatch
+import time
 
 from reviewers.analyzers.changed_file import looks_generated
 from reviewers.contracts import LLMPort, PlanItem, ReviewContext, ReviewerResult, Step, ToolName
@@ -79,9 +80,13 @@ def _step(index: int, tool: ToolName, outcome: ToolOutcome, args: dict[str, obje
     )
 
 
+def past_deadline(context: ReviewContext) -> bool:
+    return context.deadline is not None and time.monotonic() >= context.deadline
+
+
 def _run_fixed(box: Toolbox, steps: list[Step], budget: int) -> None:
     for path in box.targets:
-        if len(steps) >= budget:
+        if len(steps) >= budget or past_deadline(box.context):
             return
         if path not in box.analyzed:
             steps.append(_step(len(steps), "run_analyzer", box.run_analyzer(path), {"path": path}))
@@ -101,7 +106,7 @@ def _run_model(
     )
     messages = initial_messages(shared_prefix=shared_prefix, task=task)
     answered = False
-    while len(steps) < plan.step_budget:
+    while len(steps) < plan.step_budget and not past_deadline(box.context):
         try:
             call = llm.complete_json(messages, ToolCall, purpose=f"reviewer.{box.spec.name}")
         except LLMError as exc:
@@ -146,9 +151,17 @@ def run_loop(
     else:
         _run_fixed(box, steps, plan.step_budget)
     unreviewed = [t for t in targets if t not in box.looked_at]
+    cut_short = dict(box.cut_short)
     if unreviewed:
-        why = f"step budget {plan.step_budget} used up" if len(steps) >= plan.step_budget else "the model finished"
+        if past_deadline(context):
+            why = "review deadline reached"
+            cut_short.update(dict.fromkeys(unreviewed, f"{why} before the {spec.name} reviewer got to it"))
+        elif len(steps) >= plan.step_budget:
+            why = f"step budget {plan.step_budget} used up"
+        else:
+            why = "the model finished"
         notes.append(f"{why}; not reviewed: {_named(unreviewed)}")
+    notes += [f"{path}: {why}" for path, why in box.cut_short.items()]
     notes += list(dict.fromkeys(box.problems))
     return ReviewerResult(
         reviewer=spec.name,
@@ -157,4 +170,5 @@ def run_loop(
         used_model=used_model,
         error="; ".join(notes) or None,
         unreviewed_paths=unreviewed,
+        cut_short=cut_short,
     )
