@@ -1,6 +1,7 @@
-"""Budgets that keep one merge request from holding a worker (issue 11, item 4), through the real
-review flow in a real worker against the GitLab-compatible server: an analyzer's per-line and
-per-file budgets, and the review deadline. What a budget cut short is named in the summary note.
+"""What one merge request can make a review do (issue 11, items 4 and 9), through the real review
+flow in a real worker against the GitLab-compatible server: an analyzer's per-line and per-file
+budgets and the review deadline keep it from holding a worker, and what they cut short is named in
+the summary note; a file named like an option is still linted.
 """
 
 from __future__ import annotations
@@ -64,3 +65,10 @@ def test_the_review_deadline_names_the_files_it_cut_off(service: LiveServer, ser
     for path in head:
         assert path in summary, summary
     assert "review deadline reached" in summary, summary
+
+
+def test_a_file_named_like_an_option_is_still_linted(service: LiveServer, service_dsn: str) -> None:
+    head = {"--evil.py": "def g(job):\n    try:\n        job()\n    except:\n        pass\n"}
+    _, summary = review_once(service, service_dsn, head)
+    rules = {rule for (rule,) in rows(service_dsn, "SELECT rule FROM findings WHERE path = '--evil.py'")}
+    assert "ruff:E722" in rules, (rules, summary)
