@@ -52,6 +52,11 @@ class Settings(BaseSettings):
         gt=0,
         description="largest body on every other route (a vote, a login): refused with 413 before it is read",
     )
+    trusted_proxies: str = Field(
+        default="127.0.0.1",
+        description="addresses or CIDR ranges (comma-separated, '*' = any) whose X-Forwarded-Proto/-For "
+        "headers uvicorn believes: the TLS-terminating proxy or Ingress in front of `serve`",
+    )
     api_docs: bool | None = Field(
         default=None,
         description="serve /docs, /redoc and /openapi.json; None = only when environment is development",

@@ -100,6 +100,17 @@ async def match_stored_token(conn: DbConnection, presented: str) -> str | None:
     return str(row["name"])
 
 
+async def token_hash_valid(conn: DbConnection, token_hash: str, env_tokens: list[tuple[str, str]]) -> bool:
+    """Whether the token with this sha256 is still one we accept (configured, or stored unrevoked)."""
+    configured = False
+    for _, token in env_tokens:
+        configured = hmac.compare_digest(hash_token(token), token_hash) or configured
+    if configured:
+        return True
+    cur = await conn.execute("SELECT 1 FROM api_tokens WHERE token_hash = %s AND revoked_at IS NULL", (token_hash,))
+    return await cur.fetchone() is not None
+
+
 def create_api_token(dsn: str, name: str) -> str:
     """Store a new token's hash under `name` and return the token (shown once, never stored)."""
     token = new_token()

@@ -169,7 +169,18 @@ async def serve_async(
     queue = create_queue_app(config)
     await queue.open_async(pool)
     api = create_app(settings, pool=pool, queue=queue, require_worker=worker is not None, queue_config=config)
-    server = Server(uvicorn.Config(api, host=host, port=port, log_config=None, log_level=log_level))
+    # X-Forwarded-Proto/-For are believed only from REVIEWLOOP_TRUSTED_PROXIES (the Ingress, a local
+    # proxy): the scheme decides the dashboard cookie's `Secure` flag and the client address in logs
+    uvicorn_config = uvicorn.Config(
+        api,
+        host=host,
+        port=port,
+        log_config=None,
+        log_level=log_level,
+        proxy_headers=True,
+        forwarded_allow_ips=settings.trusted_proxies,
+    )
+    server = Server(uvicorn_config)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, lambda: setattr(server, "should_exit", True))
