@@ -120,3 +120,11 @@ def create_api_token(dsn: str, name: str) -> str:
         except psycopg.errors.UniqueViolation as exc:
             raise ConfigError(f"an API token named {name!r} already exists") from exc
     return token
+
+
+def revoke_api_token(dsn: str, name: str) -> None:
+    """Mark the stored token `name` revoked (kept, for the record); unknown or already revoked: an error."""
+    with psycopg.connect(dsn) as conn:
+        cur = conn.execute("UPDATE api_tokens SET revoked_at = now() WHERE name = %s AND revoked_at IS NULL", (name,))
+        if cur.rowcount != 1:
+            raise ConfigError(f"no unrevoked API token named {name!r}")

@@ -1,4 +1,4 @@
-"""`reviewloop serve`, `reviewloop worker`, `reviewloop db upgrade`, `reviewloop tokens create`.
+"""`reviewloop serve`, `reviewloop worker`, `reviewloop db upgrade`, `reviewloop tokens create|revoke`.
 
 `serve` is the one-machine deployment: the HTTP API, and a worker in a child process (reviews in the
 API's process starve its event loop: api/worker_process.py), on the embedded Postgres unless
@@ -267,3 +267,14 @@ def tokens_create(name: Annotated[str, typer.Argument(help="who or what the toke
         token = create_api_token(dsn, name)
     typer.echo(token)
     err.print(f"token {name!r} created; it is shown only now", markup=False, highlight=False)
+
+
+@tokens_app.command("revoke")
+def tokens_revoke(name: Annotated[str, typer.Argument(help="the name the token was created under")]) -> None:
+    """Revoke a stored API token: the API refuses it at once, and its dashboard sessions end."""
+    from api.auth import revoke_api_token
+
+    with clear_errors():
+        dsn = prepare_database(Settings())
+        revoke_api_token(dsn, name)
+    err.print(f"token {name!r} revoked", markup=False, highlight=False)

@@ -313,3 +313,28 @@ def test_the_session_cookie_is_secure_behind_a_tls_proxy(live: LiveServer) -> No
         )
     cookie = next(h for h in answer.headers.get_list("set-cookie") if h.startswith(f"{SESSION_COOKIE}="))
     assert "Secure" in cookie
+
+
+def test_forms_are_small_and_urlencoded(db_dsn: str, client: httpx.Client) -> None:
+    login(client, ENV_TOKEN)
+    assert client.post("/dashboard/findings/1/vote", json={"value": 1}, headers=HTML).status_code == 415
+    big = client.post("/dashboard/findings/1/vote", data={"value": "1", "pad": "x" * 10_000}, headers=HTML)
+    assert big.status_code == 413
+
+
+def test_quality_window_bounds_the_data(db_dsn: str, client: httpx.Client) -> None:
+    outcome = review_through_pipeline(db_dsn)
+    old = datetime.now(UTC) - timedelta(weeks=30)
+    with psycopg.connect(db_dsn) as conn:
+        conn.execute("UPDATE reviews SET created_at = %s", (old,))
+        conn.execute("UPDATE findings SET created_at = %s", (old,))
+        for finding_id in finding_ids(db_dsn, outcome.review_id):
+            conn.execute(
+                "INSERT INTO feedback (finding_id, user_key, source, value) VALUES (%s, 'gitlab:1', 'emoji', 1)",
+                (finding_id,),
+            )
+    login(client, ENV_TOKEN)
+    recent = client.get("/dashboard/quality?weeks=12", headers=HTML).text
+    assert "<circle" not in recent and "No votes in this window yet." in recent and "shop/api !12" not in recent
+    wide = client.get("/dashboard/quality?weeks=52", headers=HTML).text
+    assert wide.count("<circle") == 4 and "shop/api !12" in wide
