@@ -15,7 +15,12 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 from fakes.gitlab_hooks import hook_headers
+from pydantic import SecretStr
 from service_harness import API_TOKEN, SECRET, LiveServer, post_hook, rows
+from starlette.testclient import TestClient
+
+from agent.settings import Settings
+from api.app import create_app
 
 REPLY_WITHIN_S = 5.0  # a server waiting for a declared 150 MB body would never answer in time
 DECLARED = 150 * 1024 * 1024  # the 150 MB POST of the issue
@@ -101,3 +106,16 @@ def test_deeply_nested_json_is_refused_not_a_server_error(service: LiveServer, s
     )
     assert vote.status_code in (400, 422) and "error" in vote.json(), vote.text
     assert rows(service_dsn, "SELECT count(*) FROM webhook_events") == [(0,)]
+
+
+def test_api_docs_are_off_in_production_unless_asked_for() -> None:
+    base = {"database_url": "postgresql://unused@127.0.0.1:1/unused", "webhook_secret": SecretStr("s" * 32)}
+    for environment, asked, served in (
+        ("development", None, True),
+        ("production", None, False),
+        ("production", True, True),
+    ):
+        app = create_app(Settings(environment=environment, api_docs=asked, **base))
+        client = TestClient(app)  # no lifespan: these pages need no database
+        for path in ("/docs", "/redoc", "/openapi.json"):
+            assert (client.get(path).status_code == 200) is served, (environment, asked, path)
