@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -86,8 +87,12 @@ class Runtime:
         strategy_model: StrategyModelSource | None = None,
         shadow_strategies: int = 0,
         embedder: Embedder | None = None,
+        review_deadline_s: float | None = None,
     ) -> None:
+        """`review_deadline_s`: reviewers take no step after this many seconds from the review's start
+        (Settings.review_deadline_s); the files they did not reach are named in `not_reviewed`."""
         self.pool = pool
+        self.review_deadline_s = review_deadline_s
         self._llm = llm
         # Strategy and finding-text embeddings for agreement; None: character n-grams for strategies,
         # word overlap for findings (no model to load).
@@ -172,6 +177,8 @@ class Runtime:
             workspace = self._rebuild_workspace(req, snap)
         files = parse_unified_diff(snap.diff)
         context = build_context(snap, workspace=workspace, project=req.project or None, mr_iid=req.mr_iid, files=files)
+        if self.review_deadline_s is not None:
+            context.deadline = time.monotonic() + self.review_deadline_s
         built = (context, DiffIndex(files))
         with self._lock:
             self._contexts[review_id] = built
@@ -420,12 +427,23 @@ def pending_review_id(dsn: str, runtime: Runtime, request: ReviewRequest) -> int
 
 
 def _unreached(outcome: ReviewOutcome) -> list[dict[str, str]]:
-    """Files a reviewer's step budget did not reach, once per file, so the summary can say so."""
+    return unreached_files(outcome.reviewer_results)
+
+
+def unreached_files(results: Sequence[ReviewerResult]) -> list[dict[str, str]]:
+    """Files a reviewer's step budget or the review deadline did not reach, and files an analyzer's
+    budget read only in part, once per file with every reason, so the summary can say so."""
     missed: dict[str, list[str]] = {}
-    for r in outcome.reviewer_results:
+    reasons: dict[str, list[str]] = {}
+    for r in results:
+        for path, why in r.cut_short.items():
+            reasons.setdefault(path, []).append(why)
         for path in r.unreviewed_paths:
-            missed.setdefault(path, []).append(r.reviewer)
-    return [{"path": p, "reason": f"step budget of {', '.join(rs)} used up"} for p, rs in missed.items()]
+            if path not in r.cut_short:
+                missed.setdefault(path, []).append(r.reviewer)
+    for path, reviewers in missed.items():
+        reasons.setdefault(path, []).append(f"step budget of {', '.join(reviewers)} used up")
+    return [{"path": p, "reason": "; ".join(rs)} for p, rs in reasons.items()]
 
 
 def _outcome(review_id: int, state: Mapping[str, Any]) -> ReviewOutcome:

@@ -8,7 +8,9 @@ or a quick action) but are re-fenced by us so nothing can break out of them; eve
 prose, where
 
 - `@name`, `@all`, `@here` get a zero-width joiner after the `@` (GitLab's mention pattern needs a
-  username character there), and `#12`/`!12` likewise, so no cross-reference note lands elsewhere;
+  username character there), and so do references, in this project or another: `#12`, `!12`,
+  `&12`, `$12`, `group/project#12`, `project!5`, `group/project@<sha>` — GitLab adds a "mentioned
+  in" note to whatever a reference names, so none may land in another project;
 - `&` and `<` become entities (no HTML tag, comment or entity survives; "a < b" still reads the same);
 - stray backticks and backslashes are escaped, so no code span exists that we did not emit;
 - a `/` starting a line is escaped (GitLab would run `/merge`, `/approve` as quick actions);
@@ -48,7 +50,11 @@ _LINE_START_SLASH = re.compile(r"(^|\n)([ \t]*)/")
 # are e-mail addresses, which GitLab does not treat as mentions either). `_` does not protect:
 # Markdown drops it as an emphasis delimiter ("_@all_" renders as a bare "@all").
 _MENTION_AT = re.compile(r"(?<![A-Za-z0-9])@")
-_REFERENCE = re.compile(r"(?<![A-Za-z0-9])([#!])(?=\d)")
+# Issues, merge requests, epics (`&`, escaped to `&amp;` by then) and snippets, by number, with or
+# without a project path before them: whatever precedes the sign, `group/proj#1` included (issue 11).
+_REFERENCE = re.compile(r"([#!$]|&amp;)(?=\d)")
+# A commit in another project: `group/project@9ba12248` (a bare `@` is a mention, handled above).
+_COMMIT_REFERENCE = re.compile(r"(?<=[\w.\-/])@(?=[0-9a-fA-F]{7,40}\b)")
 _URL_CHARS = r"[^\s<>()\[\]\"'`]+"
 _LINK = re.compile(
     r"(?P<image>!?)\[(?P<text>[^\]\n]*)\]\((?P<url>[^)\s]*)(?:\s+\"[^\"\n]*\")?\)"
@@ -157,6 +163,7 @@ def _plain(text: str, *, at_line_start: bool) -> str:
     text = text.replace("\\", "\\\\").replace("&", "&amp;").replace("<", "&lt;").replace("`", "\\`")
     text = _MENTION_AT.sub("@" + ZWJ, text)
     text = _REFERENCE.sub(lambda m: m.group(1) + ZWJ, text)
+    text = _COMMIT_REFERENCE.sub("@" + ZWJ, text)
     if at_line_start:
         return _LINE_START_SLASH.sub(lambda m: f"{m.group(1)}{m.group(2)}\\/", text)
     return re.sub(r"(\n)([ \t]*)/", lambda m: f"{m.group(1)}{m.group(2)}\\/", text)

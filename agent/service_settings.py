@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Literal
 
 from platformdirs import user_data_dir
-from pydantic import Field, SecretStr, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 PLACEHOLDER_SECRETS = frozenset({"changeme", "change-me", "secret", "password", "token", "xxx", ""})
@@ -45,10 +45,26 @@ class Settings(BaseSettings):
     gitlab_bot_user_id: int | None = Field(default=None, description="bot user id: its notes are ignored")
     gitlab_bot_username: str | None = Field(default=None, description="bot username (same purpose)")
     webhook_secret: SecretStr | None = None
-    project_secrets: dict[str, SecretStr] = Field(default_factory=dict, description="project id/path → secret")
+    project_secrets: dict[str, SecretStr] = Field(
+        default_factory=dict, description="numeric project id → that project's hook secret"
+    )
     gitlab_projects: str = ""
     api_tokens: str = ""
-    max_webhook_bytes: int = 5 * 1024 * 1024
+    max_webhook_bytes: int = Field(default=5 * 1024 * 1024, gt=0, description="largest webhook body accepted")
+    max_request_bytes: int = Field(
+        default=256 * 1024,
+        gt=0,
+        description="largest body on every other route (a vote, a login): refused with 413 before it is read",
+    )
+    trusted_proxies: str = Field(
+        default="127.0.0.1",
+        description="addresses or CIDR ranges (comma-separated, '*' = any) whose X-Forwarded-Proto/-For "
+        "headers uvicorn believes: the TLS-terminating proxy or Ingress in front of `serve`",
+    )
+    api_docs: bool | None = Field(
+        default=None,
+        description="serve /docs, /redoc and /openapi.json; None = only when environment is development",
+    )
 
     otlp_endpoint: str | None = Field(
         default=None,
@@ -65,6 +81,12 @@ class Settings(BaseSettings):
     )
     max_diff_lines_per_file: int = 5000
     review_token_budget: int = 24000
+    review_deadline_s: float = Field(
+        default=900.0,
+        gt=0,
+        description="reviewers stop taking steps this long after a review starts; what they did not reach "
+        "is named in the summary's not-reviewed list",
+    )
 
     @property
     def llm_configured(self) -> bool:
@@ -73,6 +95,15 @@ class Settings(BaseSettings):
     @property
     def gitlab_project_allowlist(self) -> set[str]:
         return {p.strip() for p in self.gitlab_projects.split(",") if p.strip()}
+
+    @field_validator("project_secrets")
+    @classmethod
+    def _secrets_by_project_id(cls, value: dict[str, SecretStr]) -> dict[str, SecretStr]:
+        """Keys are numeric ids: a hook's id is what its job reviews, a path in its body is only a claim."""
+        bad = sorted(key for key in value if not key.strip().isdigit())
+        if bad:
+            raise ValueError(f"REVIEWLOOP_PROJECT_SECRETS keys must be numeric project ids, not {bad}")
+        return {key.strip(): secret for key, secret in value.items()}
 
     @model_validator(mode="after")
     def _refuse_placeholder_secrets(self) -> Settings:

@@ -18,6 +18,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from agent.service_settings import Settings
 from api.auth import parse_env_tokens
+from api.body_limit import BodyLimitMiddleware, limit_by_path
 from api.db import DbPool, make_pool
 from api.deps import ServiceState
 from api.routes import dashboard, feedback, front_door, health, metrics, reviews, webhooks
@@ -84,7 +85,21 @@ def create_app(
             if own_pool:
                 await db.close()
 
-    app = FastAPI(title="reviewloop", version="0.1.0", lifespan=lifespan)
+    # the API's own description is public only where asked for: in production it would hand a
+    # stranger the map of every route (issue 11)
+    docs = settings.api_docs if settings.api_docs is not None else settings.environment == "development"
+    app = FastAPI(
+        title="reviewloop",
+        version="0.1.0",
+        lifespan=lifespan,
+        docs_url="/docs" if docs else None,
+        redoc_url="/redoc" if docs else None,
+        openapi_url="/openapi.json" if docs else None,
+    )
+    app.add_middleware(
+        BodyLimitMiddleware,
+        limit_for=limit_by_path(webhook_bytes=settings.max_webhook_bytes, other_bytes=settings.max_request_bytes),
+    )
     app.state.service = state
     if pool is not None:
         app.state.pool = pool

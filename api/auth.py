@@ -21,17 +21,30 @@ TOKEN_BYTES = 32  # 256 bits of entropy: a bearer token cannot be guessed
 
 
 def webhook_secret_for(
-    *,
-    project_id: str | None,
-    project_path: str | None,
-    project_secrets: Mapping[str, SecretStr],
-    global_secret: SecretStr | None,
+    *, project_id: int | None, project_secrets: Mapping[str, SecretStr], global_secret: SecretStr | None
 ) -> SecretStr | None:
-    """The secret this project's hook must carry: its own one if configured, else the global one."""
-    for key in (project_id, project_path):
-        if key is not None and key in project_secrets:
-            return project_secrets[key]
+    """The secret the hook of project `project_id` must carry: its own one if configured, else the global one.
+
+    Chosen by the numeric id alone: the id is what the review job targets, and a path in a hook body
+    is just a claim (issue 11: a hook naming an allowed path beside another project's id).
+    """
+    if project_id is not None and str(project_id) in project_secrets:
+        return project_secrets[str(project_id)]
     return global_secret
+
+
+def matches_any_secret(
+    presented: str | None, *, project_secrets: Mapping[str, SecretStr], global_secret: SecretStr | None
+) -> bool:
+    """Whether `presented` is one of the configured hook secrets, compared with each (no early exit).
+
+    Checked before the body is parsed, so a sender without a secret cannot make us parse anything;
+    which project the secret belongs to is checked after parsing, with `webhook_secret_for`.
+    """
+    found = False
+    for secret in (global_secret, *project_secrets.values()):
+        found = token_matches(presented, secret) or found
+    return found
 
 
 def token_matches(presented: str | None, expected: SecretStr | None) -> bool:
@@ -87,6 +100,17 @@ async def match_stored_token(conn: DbConnection, presented: str) -> str | None:
     return str(row["name"])
 
 
+async def token_hash_valid(conn: DbConnection, token_hash: str, env_tokens: list[tuple[str, str]]) -> bool:
+    """Whether the token with this sha256 is still one we accept (configured, or stored unrevoked)."""
+    configured = False
+    for _, token in env_tokens:
+        configured = hmac.compare_digest(hash_token(token), token_hash) or configured
+    if configured:
+        return True
+    cur = await conn.execute("SELECT 1 FROM api_tokens WHERE token_hash = %s AND revoked_at IS NULL", (token_hash,))
+    return await cur.fetchone() is not None
+
+
 def create_api_token(dsn: str, name: str) -> str:
     """Store a new token's hash under `name` and return the token (shown once, never stored)."""
     token = new_token()
@@ -96,3 +120,11 @@ def create_api_token(dsn: str, name: str) -> str:
         except psycopg.errors.UniqueViolation as exc:
             raise ConfigError(f"an API token named {name!r} already exists") from exc
     return token
+
+
+def revoke_api_token(dsn: str, name: str) -> None:
+    """Mark the stored token `name` revoked (kept, for the record); unknown or already revoked: an error."""
+    with psycopg.connect(dsn) as conn:
+        cur = conn.execute("UPDATE api_tokens SET revoked_at = now() WHERE name = %s AND revoked_at IS NULL", (name,))
+        if cur.rowcount != 1:
+            raise ConfigError(f"no unrevoked API token named {name!r}")

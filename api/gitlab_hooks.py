@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, TypeAdapter, ValidationError
 
 HANDLED_KINDS = frozenset({"merge_request", "note", "emoji"})
 
@@ -26,7 +26,9 @@ class HookUser(HookModel):
 
 
 class HookProject(HookModel):
-    id: int
+    # Strict: the id picks the secret and the project reviewed, so "42" (a string) is refused rather
+    # than coerced after a different secret was chosen for it (issue 11).
+    id: StrictInt
     path_with_namespace: str = ""
 
 
@@ -139,17 +141,25 @@ def parse_hook(payload: dict[str, Any]) -> MergeRequestHook | NoteHook | EmojiHo
         raise HookValidationError(f"invalid {payload.get('object_kind')} hook: {where}: {first['msg']}") from exc
 
 
-def project_keys(payload: dict[str, Any]) -> tuple[str | None, str | None]:
-    """(project id, project path) read leniently from any hook body, for choosing the secret.
+class ProjectIdError(ValueError):
+    """The body names its project by something other than a JSON integer."""
 
-    This runs before the token is checked, so it must never fail: a body without a readable
-    project simply gets the global secret.
+
+def project_keys(payload: dict[str, Any]) -> tuple[int | None, str | None]:
+    """(project id, claimed project path) of any hook body, read before the body is validated.
+
+    The id is taken as a JSON integer only (`ProjectIdError` otherwise): it alone chooses the
+    secret and the project a review targets. The path is kept for logs and the event row; it is
+    the sender's claim, never used to authenticate or authorise.
     """
     project = payload.get("project")
-    project_id: object = payload.get("project_id")
+    raw_id: object = payload.get("project_id")
     path: object = None
     if isinstance(project, dict):
-        project_id = project.get("id", project_id)
+        raw_id = project.get("id", raw_id)
         path = project.get("path_with_namespace")
-    id_text = str(project_id) if isinstance(project_id, int) and not isinstance(project_id, bool) else None
-    return id_text, path if isinstance(path, str) and path else None
+    elif project is not None:
+        raise ProjectIdError("project must be an object")
+    if raw_id is not None and (isinstance(raw_id, bool) or not isinstance(raw_id, int)):
+        raise ProjectIdError("project.id must be an integer")
+    return raw_id, path if isinstance(path, str) and path else None

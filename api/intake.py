@@ -179,11 +179,20 @@ async def enqueue_review(
     return IntakeResult("duplicate", event_id, job_id, reason=row["reason"])
 
 
+# Every vote joins through its finding's review to the project the hook came from (its id, which
+# the hook's secret vouched for): note and discussion ids are guessable, and a hook of one project
+# must not vote on another project's findings (issue 11). Reviews of GitLab MRs are stored under the
+# numeric project id (agent.gitlab.review).
 FINDING_BY_NOTE_SQL = """
-SELECT id FROM findings
- WHERE note_id = %(note_id)s
-    OR (%(by_discussion)s AND discussion_id = %(discussion_id)s)
- ORDER BY id LIMIT 1
+SELECT f.id FROM findings f JOIN reviews r ON r.id = f.review_id
+ WHERE r.source = 'gitlab' AND r.project = %(project)s
+   AND (f.note_id = %(note_id)s OR (%(by_discussion)s AND f.discussion_id = %(discussion_id)s))
+ ORDER BY f.id LIMIT 1
+"""
+FINDING_BY_DISCUSSION_SQL = """
+SELECT f.id FROM findings f JOIN reviews r ON r.id = f.review_id
+ WHERE r.source = 'gitlab' AND r.project = %(project)s AND f.discussion_id = %(discussion_id)s
+ ORDER BY f.id LIMIT 1
 """
 
 
@@ -195,7 +204,12 @@ async def _finding_for_vote(conn: DbConnection, vote: VoteOnNote, *, bot_user_id
     by_discussion = bool(vote.discussion_id and bot_user_id is not None and vote.note_author_id == bot_user_id)
     cur = await conn.execute(
         FINDING_BY_NOTE_SQL,
-        {"note_id": vote.note_id, "by_discussion": by_discussion, "discussion_id": vote.discussion_id},
+        {
+            "project": str(vote.project_id),
+            "note_id": vote.note_id,
+            "by_discussion": by_discussion,
+            "discussion_id": vote.discussion_id,
+        },
     )
     row = await cur.fetchone()
     return int(row["id"]) if row else None
@@ -206,7 +220,7 @@ async def record_vote(pool: DbPool, delivery: Delivery, vote: VoteOnNote, *, bot
     async with pool.connection() as conn, conn.transaction():
         finding_id = await _finding_for_vote(conn, vote, bot_user_id=bot_user_id)
         if finding_id is None:
-            reason = f"note {vote.note_id} is not one of our findings"
+            reason = f"note {vote.note_id} is not one of our findings in project {vote.project_id}"
             event_id = await _insert_event(conn, delivery, status="ignored", reason=reason)
             if event_id is None and delivery.idempotency_key:
                 return await _existing_by_key(conn, delivery.idempotency_key)
@@ -240,11 +254,11 @@ async def record_reply(pool: DbPool, delivery: Delivery, reply: ReplyInDiscussio
     """
     async with pool.connection() as conn, conn.transaction():
         cur = await conn.execute(
-            "SELECT id FROM findings WHERE discussion_id = %s ORDER BY id LIMIT 1", (reply.discussion_id,)
+            FINDING_BY_DISCUSSION_SQL, {"project": str(reply.project_id), "discussion_id": reply.discussion_id}
         )
         row = await cur.fetchone()
         if row is None:
-            reason = "reply is not in one of our discussions"
+            reason = f"reply is not in one of our discussions in project {reply.project_id}"
             event_id = await _insert_event(conn, delivery, status="ignored", reason=reason)
             if event_id is None and delivery.idempotency_key:
                 return await _existing_by_key(conn, delivery.idempotency_key)

@@ -26,14 +26,24 @@ DOWNVOTE_MARKS = ("👎", ":-1:", ":thumbsdown:")
 
 @dataclass(frozen=True)
 class Scope:
-    """Which hooks are ours: the allow-list (ids or paths; empty = all) and the bot's identity."""
+    """Which hooks are ours: the allow-list (ids or paths; empty = all) and the bot's identity.
+
+    An id entry is matched against the hook's numeric project id, which its secret vouched for. A
+    path entry is matched against the path the hook *claims*: that only filters, it authorises
+    nothing. The worker asks GitLab which id the allowed path has before it reads the project
+    (agent.gitlab.review.confirm_project_allowed), so a hook pairing an allowed path with another
+    project's id reviews nothing.
+    """
 
     projects: frozenset[str] = frozenset()
     bot_user_id: int | None = None
     bot_username: str | None = None
 
     def allows(self, *, project_id: int, project_path: str) -> bool:
-        return not self.projects or str(project_id) in self.projects or project_path in self.projects
+        if not self.projects or str(project_id) in self.projects:
+            return True
+        # an id entry never matches a claimed path ("42" as a path is not project 42)
+        return bool(project_path) and not project_path.isdigit() and project_path in self.projects
 
     def is_bot(self, *, user_id: int | None, username: str | None = None) -> bool:
         if self.bot_user_id is not None and user_id == self.bot_user_id:

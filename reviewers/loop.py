@@ -24,6 +24,7 @@ Files no step reached are named in `error`.
 from __future__ import annotations
 
 import fnmatch
+import time
 
 from reviewers.analyzers.changed_file import looks_generated
 from reviewers.kernel.contracts import LLMPort, PlanItem, ReviewContext, ReviewerResult, Step, StepTool
@@ -95,12 +96,16 @@ def _step(index: int, tool: StepTool, outcome: ToolOutcome, args: dict[str, obje
     )
 
 
+def past_deadline(context: ReviewContext) -> bool:
+    return context.deadline is not None and time.monotonic() >= context.deadline
+
+
 def _run_analyzers(box: Toolbox, steps: list[Step], budget: int) -> list[str]:
-    """The fixed executor: one `run_analyzer` step per target while the budget lasts. Returns the
-    analyzer output, one block per file, for the model's first prompt."""
+    """The fixed executor: one `run_analyzer` step per target while the budget and the review's
+    deadline last. Returns the analyzer output, one block per file, for the model's first prompt."""
     seen: list[str] = []
     for path in box.targets:
-        if len(steps) >= budget:
+        if len(steps) >= budget or past_deadline(box.context):
             break
         if path not in box.analyzed:
             outcome = box.run_analyzer(path)
@@ -134,7 +139,7 @@ def _run_model(
     answered = False
     failed_in_a_row = 0
     budget_end = len(steps) + budget
-    while len(steps) < budget_end:
+    while len(steps) < budget_end and not past_deadline(box.context):
         try:
             call = llm.complete_json(messages, ToolCall, purpose=f"reviewer.{box.spec.name}")
         except LLMOutputError as exc:
@@ -201,8 +206,15 @@ def run_loop(
         if failure is not None:
             notes.append(failure)
     unreviewed = [t for t in targets if t not in box.looked_at]
+    cut_short = dict(box.cut_short)
     if unreviewed:
-        notes.append(f"step budget {plan.step_budget} used up; not reviewed: {_named(unreviewed)}")
+        if past_deadline(context):
+            why = "review deadline reached"
+            cut_short.update(dict.fromkeys(unreviewed, f"{why} before the {spec.name} reviewer got to it"))
+        else:
+            why = f"step budget {plan.step_budget} used up"
+        notes.append(f"{why}; not reviewed: {_named(unreviewed)}")
+    notes += [f"{path}: {why}" for path, why in box.cut_short.items()]
     notes += list(dict.fromkeys(box.problems))
     return ReviewerResult(
         reviewer=spec.name,
@@ -211,4 +223,5 @@ def run_loop(
         used_model=used_model,
         error="; ".join(notes) or None,
         unreviewed_paths=unreviewed,
+        cut_short=cut_short,
     )

@@ -28,6 +28,7 @@ class Analysis:
 
     issues: list[Issue] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    cut_short: str | None = None  # what a budget left unread in this file, in words (named in the summary)
 
 
 Analyzer = Callable[[ChangedFile], Analysis]

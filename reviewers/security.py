@@ -17,7 +17,7 @@ from reviewers.analyzers.config_changes import security_setting_issues
 from reviewers.analyzers.patterns import line_rule_issues
 from reviewers.analyzers.prompt_injection import prompt_injection_issues
 from reviewers.analyzers.python_security import python_security_issues
-from reviewers.analyzers.secrets import secret_issues
+from reviewers.analyzers.secrets import scan_secrets, secret_issues
 from reviewers.kernel.contracts import ReviewContext
 from reviewers.kernel.errors import AnalyzerError
 from reviewers.paths import is_test_path
@@ -39,7 +39,10 @@ def _make_analyzer(context: ReviewContext) -> Analyzer:
     def analyze(file: ChangedFile) -> Analysis:
         if is_test_path(file.path):
             return Analysis(secret_issues(file, named_values=False) + prompt_injection_issues(file, test_file=True))
-        analysis = Analysis(secret_issues(file) + prompt_injection_issues(file))
+        scan = scan_secrets(file)
+        analysis = Analysis(
+            scan.issues + prompt_injection_issues(file), cut_short=scan.cut_short and f"secrets scan: {scan.cut_short}"
+        )
         tree_issues = python_security_issues(file)
         analysis.issues += tree_issues or []
         analysis.issues += line_rule_issues(file, python_ast_done=tree_issues is not None)

@@ -87,6 +87,7 @@ class Toolbox:
         self.analyzed: list[str] = []
         self.looked_at: set[str] = set()
         self.problems: list[str] = []
+        self.cut_short: dict[str, str] = {}
         self._analyzer: Analyzer | None = None
         self._tests: TestIndex | None = None
 
@@ -171,6 +172,8 @@ class Toolbox:
         self.analyzed.append(path)
         self.looked_at.add(path)
         self.problems += analysis.problems
+        if analysis.cut_short:
+            self.cut_short[path] = analysis.cut_short
         new = self._add(findings_from_issues(self.spec.name, file, analysis.issues))
         lines = [f"{f.path}:{f.line} [{f.severity}] {f.title} ({f.rule})" for f in new]
         head = f"{path}: {len(new)} finding(s)" + (

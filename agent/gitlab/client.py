@@ -115,7 +115,11 @@ class GitLabPlatform:
         if not url or not token:
             raise ConfigError("GitLab needs a URL and a token (REVIEWLOOP_GITLAB_URL, REVIEWLOOP_GITLAB_TOKEN)")
         self.url = url.rstrip("/")
-        self._gl = gitlab.Gitlab(self.url, private_token=token, retry_transient_errors=True, timeout=timeout)
+        # keep_base_url: a `Link: next` header naming another host (a proxy, a hostile redirect) must not
+        # receive the bot token; python-gitlab only warns about it otherwise (issue 11)
+        self._gl = gitlab.Gitlab(
+            self.url, private_token=token, retry_transient_errors=True, timeout=timeout, keep_base_url=True
+        )
         self._max_retries = max_retries
         self._per_page = per_page
         self.max_file_bytes = max_file_bytes

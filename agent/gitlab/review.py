@@ -29,13 +29,13 @@ from agent.gitlab.client import GitLabPlatform
 from agent.gitlab.models import DiffVersions
 from agent.gitlab.publisher import FindingToPublish, OpenThread, PostedThread, publish_review, resolve_outdated
 from agent.graph import ReviewState
-from agent.pipeline import Runtime, run_review
+from agent.pipeline import Runtime, run_review, unreached_files
 from agent.service_settings import Settings
 from agent.store import reviews as store_reviews
 from agent.strategy_model import StrategyModelSource
 from agent.verifier import VerifiedFinding
-from reviewers.kernel.contracts import FileChange, LLMPort, Workspace
-from reviewers.kernel.errors import PlatformError
+from reviewers.kernel.contracts import FileChange, LLMPort, ReviewerResult, Workspace
+from reviewers.kernel.errors import InputError, PlatformError, PlatformUnavailableError
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +51,9 @@ class ReviewDeps:
     strategy_model: StrategyModelSource | None = None
     shadow_strategies: int = 0
     allowed_urls: frozenset[str] = field(default_factory=frozenset)
+    allowed_projects: frozenset[str] = field(default_factory=frozenset)
+    review_deadline_s: float | None = None
+    """REVIEWLOOP_GITLAB_PROJECTS: numeric ids and paths; empty = every project."""
 
 
 def build_deps(settings: Settings, *, pool: ConnectionPool[Any], dsn: str, llm: LLMPort | None = None) -> ReviewDeps:
@@ -67,7 +70,32 @@ def build_deps(settings: Settings, *, pool: ConnectionPool[Any], dsn: str, llm: 
         strategy_model=strategy_model_source(settings, pool, llm),
         shadow_strategies=settings.shadow_strategies,
         allowed_urls=frozenset({settings.gitlab_url}),
+        allowed_projects=frozenset(settings.gitlab_project_allowlist),
+        review_deadline_s=settings.review_deadline_s,
     )
+
+
+def confirm_project_allowed(platform: GitLabPlatform, project: str, allowed: frozenset[str]) -> None:
+    """Refuse (InputError, not retried) to review a project the allow-list does not name.
+
+    The job names its project by the numeric id of the hook, which the hook's secret vouched for;
+    the path beside it in the hook is only a claim. So an allow-list entry that is an id is matched
+    directly, and one that is a path is asked of GitLab (GET /projects/<path>): the project GitLab
+    has at that path must have this id. Nothing about the job's own project is read before that.
+    """
+    if not allowed or project in allowed:
+        return
+    for entry in sorted(allowed):
+        if entry.isdigit():
+            continue
+        try:
+            if str(platform.project_id(entry)) == project:
+                return
+        except PlatformUnavailableError:
+            raise
+        except PlatformError:
+            continue  # a path the bot cannot see (404/403) names no project of ours
+    raise InputError(f"project {project} is not in REVIEWLOOP_GITLAB_PROJECTS; not reviewed", project=project)
 
 
 def load_gitlab_snapshot(
@@ -114,6 +142,11 @@ def _summary_text(state: ReviewState, verified: Sequence[VerifiedFinding], *, ma
     )
 
 
+def _cut_short(state: ReviewState) -> list[NotReviewed]:
+    results = [ReviewerResult.model_validate(r) for r in state.get("reviewer_results", [])]
+    return [NotReviewed(path=n["path"], reason=n["reason"]) for n in unreached_files(results)]
+
+
 def make_publisher(deps: ReviewDeps, request: ReviewRequest) -> Any:
     project, iid = request.project, int(request.mr_iid or 0)
 
@@ -147,7 +180,8 @@ def make_publisher(deps: ReviewDeps, request: ReviewRequest) -> Any:
             existing=existing,
             summary=_summary_text(state, verified, max_discussions=context.config.max_discussions),
             record_posted=record,
-            not_reviewed=snapshot.not_reviewed,
+            # what GitLab did not send, and what a step budget, an analyzer budget or the deadline cut short
+            not_reviewed=[*snapshot.not_reviewed, *_cut_short(state)],
             allowed_urls=deps.allowed_urls,
             max_discussions=context.config.max_discussions,
         )
@@ -188,7 +222,14 @@ def _retire_outdated(
 def review_gitlab_merge_request(
     deps: ReviewDeps, *, project: str, mr_iid: int, head_sha: str | None, event_id: int | None = None
 ) -> int:
-    """Review the MR at its newest version; returns the review id. Idempotent per head commit."""
+    """Review the MR at its newest version; returns the review id. Idempotent per head commit.
+
+    `project` is a numeric id (what the webhook's job carries) or, from the command line, a path:
+    a path is turned into its id first, so reviews are stored under the id that votes join on.
+    """
+    if not project.isdigit():
+        project = str(deps.platform.project_id(project))
+    confirm_project_allowed(deps.platform, project, deps.allowed_projects)
     versions = deps.platform.latest_version(project, mr_iid)
     head = versions.head_sha
     if head_sha and head_sha != head:
@@ -215,6 +256,7 @@ def review_gitlab_merge_request(
         publisher=make_publisher(deps, request),
         strategy_model=deps.strategy_model,
         shadow_strategies=deps.shadow_strategies,
+        review_deadline_s=deps.review_deadline_s,
     )
     review_id = store_reviews.create_review(
         deps.pool, source="gitlab", project=project, mr_iid=mr_iid, head_sha=head, previous_head_sha=previous

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Sequence
 from typing import Protocol
@@ -10,7 +9,7 @@ from typing import Protocol
 from agent.gitlab.models import ProjectRef
 from agent.workspaces.snapshot import MAX_SEARCH_LINE_CHARS
 from reviewers.kernel.contracts import SearchHit
-from reviewers.kernel.errors import InputError
+from reviewers.pattern_search import PatternSearch
 
 MAX_SEARCH_FILES = 200
 
@@ -69,17 +68,14 @@ class GitLabWorkspace:
         return list(dict.fromkeys([*self.changed_paths, *neighbours]))[: self.max_search_files]
 
     def search(self, pattern: str, *, max_hits: int = 50) -> list[SearchHit]:
-        try:
-            regex = re.compile(pattern)
-        except re.error as exc:
-            raise InputError(f"invalid search pattern {pattern!r}: {exc}") from exc
+        search = PatternSearch(pattern)
         hits: list[SearchHit] = []
         for path in self.search_scope():
             text = self.read_file(path)
             if text is None:
                 continue
             for number, line in enumerate(text.split("\n"), start=1):
-                if len(line) <= MAX_SEARCH_LINE_CHARS and regex.search(line):
+                if len(line) <= MAX_SEARCH_LINE_CHARS and search.matches(line):
                     hits.append(SearchHit(path=path, line=number, text=line))
                     if len(hits) >= max_hits:
                         return hits

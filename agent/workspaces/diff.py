@@ -7,11 +7,11 @@ are blank, so evidence quoted from the text lines up with the diff and with GitL
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 from agent.workspaces.snapshot import MAX_SEARCH_LINE_CHARS, reconstruct_new_side
 from reviewers.kernel.contracts import FileChange, SearchHit
+from reviewers.pattern_search import PatternSearch
 
 
 class DiffWorkspace:
@@ -38,10 +38,7 @@ class DiffWorkspace:
     def search(self, pattern: str, *, max_hits: int = 50) -> list[SearchHit]:
         """Known new-side lines matching a Python regular expression (a pattern that does not compile
         is searched as a literal), in path and line order."""
-        try:
-            regex = re.compile(pattern)
-        except re.error:
-            regex = re.compile(re.escape(pattern))
+        search = PatternSearch(pattern, literal_on_error=True)
         hits: list[SearchHit] = []
         if max_hits <= 0:
             return hits
@@ -53,7 +50,7 @@ class DiffWorkspace:
                 if line.new_line is not None
             )
             for number, text in known:
-                if len(text) <= MAX_SEARCH_LINE_CHARS and regex.search(text):
+                if len(text) <= MAX_SEARCH_LINE_CHARS and search.matches(text):
                     hits.append(SearchHit(path=path, line=number, text=text))
                     if len(hits) >= max_hits:
                         return hits

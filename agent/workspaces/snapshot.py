@@ -9,11 +9,10 @@ evidence stay exact.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 
 from reviewers.kernel.contracts import FileChange, SearchHit
-from reviewers.kernel.errors import InputError
+from reviewers.pattern_search import PatternSearch
 
 MAX_SEARCH_LINE_CHARS = 400  # a minified line is not worth matching, and long lines slow the regex engine
 
@@ -46,14 +45,11 @@ class SnapshotWorkspace:
         return sorted(self._files)
 
     def search(self, pattern: str, *, max_hits: int = 50) -> list[SearchHit]:
-        try:
-            regex = re.compile(pattern)
-        except re.error as exc:
-            raise InputError(f"invalid search pattern {pattern!r}: {exc}") from exc
+        search = PatternSearch(pattern)
         hits: list[SearchHit] = []
         for path in sorted(self._files):
             for number, text in enumerate(self._files[path].splitlines(), start=1):
-                if len(text) <= MAX_SEARCH_LINE_CHARS and regex.search(text):
+                if len(text) <= MAX_SEARCH_LINE_CHARS and search.matches(text):
                     hits.append(SearchHit(path=path, line=number, text=text))
                     if len(hits) >= max_hits:
                         return hits

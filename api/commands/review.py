@@ -16,7 +16,7 @@ from rich.progress import Progress
 
 from agent.context import ReviewRequest
 from agent.evaluation import ExpectedFinding, MatchResult, NegativeLine, match_findings, score_matches
-from agent.pipeline import Runtime, run_review
+from agent.pipeline import Runtime, run_review, unreached_files
 from agent.reporter import REPORT_FORMATS, ReportFormat, render_report, shown
 from agent.service_settings import Settings
 from agent.session import Session, llm_from_settings, open_session, strategy_model_source
@@ -97,7 +97,8 @@ def review(
         "title": outcome.snapshot.title,
         "strategy_source": outcome.strategy_source,
         "strategy_text": outcome.strategy.render(),
-        "not_reviewed": [n.model_dump() for n in outcome.snapshot.not_reviewed],
+        "not_reviewed": [n.model_dump() for n in outcome.snapshot.not_reviewed]
+        + unreached_files(outcome.reviewer_results),
     }
     _emit(render_report(outcome.verified, fmt=report_format, meta=meta, include_all=all_verdicts), output)
     if fail_on is not None:
@@ -179,6 +180,7 @@ def _run(settings: Settings, session: Session | None, request: ReviewRequest) ->
             llm=llm,
             strategy_model=source,
             shadow_strategies=settings.shadow_strategies if session else 0,
+            review_deadline_s=settings.review_deadline_s,
         )
         with Progress(console=err, transient=True) as progress:
             progress.add_task("reviewing", total=None)

@@ -1,4 +1,4 @@
-"""`reviewloop serve`, `reviewloop worker`, `reviewloop db upgrade`, `reviewloop tokens create`.
+"""`reviewloop serve`, `reviewloop worker`, `reviewloop db upgrade`, `reviewloop tokens create|revoke`.
 
 `serve` is the one-machine deployment: the HTTP API, and a worker in a child process (reviews in the
 API's process starve its event loop: api/worker_process.py), on the embedded Postgres unless
@@ -169,7 +169,18 @@ async def serve_async(
     queue = create_queue_app(config)
     await queue.open_async(pool)
     api = create_app(settings, pool=pool, queue=queue, require_worker=worker is not None, queue_config=config)
-    server = Server(uvicorn.Config(api, host=host, port=port, log_config=None, log_level=log_level))
+    # X-Forwarded-Proto/-For are believed only from REVIEWLOOP_TRUSTED_PROXIES (the Ingress, a local
+    # proxy): the scheme decides the dashboard cookie's `Secure` flag and the client address in logs
+    uvicorn_config = uvicorn.Config(
+        api,
+        host=host,
+        port=port,
+        log_config=None,
+        log_level=log_level,
+        proxy_headers=True,
+        forwarded_allow_ips=settings.trusted_proxies,
+    )
+    server = Server(uvicorn_config)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, lambda: setattr(server, "should_exit", True))
@@ -256,3 +267,14 @@ def tokens_create(name: Annotated[str, typer.Argument(help="who or what the toke
         token = create_api_token(dsn, name)
     typer.echo(token)
     err.print(f"token {name!r} created; it is shown only now", markup=False, highlight=False)
+
+
+@tokens_app.command("revoke")
+def tokens_revoke(name: Annotated[str, typer.Argument(help="the name the token was created under")]) -> None:
+    """Revoke a stored API token: the API refuses it at once, and its dashboard sessions end."""
+    from api.auth import revoke_api_token
+
+    with clear_errors():
+        dsn = prepare_database(Settings())
+        revoke_api_token(dsn, name)
+    err.print(f"token {name!r} revoked", markup=False, highlight=False)

@@ -1,31 +1,33 @@
-"""The dashboard's browser session: an API token carried in a cookie, and the CSRF token that goes with it.
+"""The dashboard's browser session: a server-side session row, and the CSRF token that goes with it.
 
 A browser cannot send `Authorization: Bearer` on a plain link, so the login form takes the API token
-once and keeps it in an HttpOnly, SameSite=Strict cookie. Every request verifies the token again,
-exactly as the bearer path does, so revoking a token ends its dashboard sessions at once and there
-is no server-side session table to keep in step.
+once, checks it, and starts a session: a random id (256 bits) goes into an HttpOnly, SameSite=Strict
+cookie, and `dashboard_sessions` keeps its sha256 (a leaked table opens nothing), the token's name,
+the token's sha256 and an expiry. Every request looks the session up and checks again that the
+token it was opened with is still valid, so revoking the token ends its sessions at once; logout
+revokes the session itself on the server (deleting the cookie alone would leave it usable, issue 11).
 
-Each login draws a fresh random nonce that travels in the cookie beside the token. The CSRF token
-that forms carry is HMAC-SHA256(key=token, nonce): per session, unforgeable without the token, and
-checked statelessly with `hmac.compare_digest`.
+The CSRF token that forms carry is HMAC-SHA256(key=session id, context): per session, unforgeable
+without the cookie, and checked statelessly with `hmac.compare_digest`.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 import hmac
 import re
 import secrets
 from dataclasses import dataclass
 
+from api.db import DbConnection
+
 SESSION_COOKIE = "rl_dashboard"
 LOGIN_COOKIE = "rl_dashboard_login"  # double-submit token of the login form (no session exists yet)
 COOKIE_PATH = "/dashboard"
-SESSION_MAX_AGE_S = 8 * 3600  # a working day; the token itself stays valid, the browser just logs in again
+SESSION_MAX_AGE_S = 8 * 3600  # a working day: the server refuses the session after it, whatever the browser keeps
 LOGIN_MAX_AGE_S = 600  # long enough to paste a token into the form
 NONCE_BYTES = 16
+SESSION_ID_BYTES = 32
 CSRF_CONTEXT = b"reviewloop-dashboard-csrf:"  # domain separation: this HMAC means nothing elsewhere
 HOME = "/dashboard"
 # Where a login may send the browser next: a dashboard path, never another host or scheme.
@@ -38,6 +40,7 @@ class Viewer:
 
     name: str
     csrf: str | None
+    session_id: str | None = None  # the cookie session this request came with (None for a bearer header)
 
     @property
     def user_key(self) -> str:
@@ -49,28 +52,47 @@ def new_nonce() -> str:
     return secrets.token_hex(NONCE_BYTES)
 
 
-def encode_session(*, token: str, nonce: str) -> str:
-    """`<nonce>.<base64url(token)>`: cookie-safe whatever characters a configured token contains."""
-    # unpadded: '=' would make the cookie a quoted string
-    return f"{nonce}.{base64.urlsafe_b64encode(token.encode()).decode().rstrip('=')}"
+def new_session_id() -> str:
+    return secrets.token_urlsafe(SESSION_ID_BYTES)
 
 
-def decode_session(value: str | None) -> tuple[str, str] | None:
-    """(nonce, token) from a session cookie; None when absent or malformed."""
-    if not value:
+def session_id_hash(session_id: str) -> str:
+    return hashlib.sha256(session_id.encode()).hexdigest()
+
+
+def csrf_token(*, session_id: str) -> str:
+    return hmac.new(session_id.encode(), CSRF_CONTEXT, hashlib.sha256).hexdigest()
+
+
+async def start_session(conn: DbConnection, *, token_name: str, token_hash: str, max_age_s: int) -> str:
+    """A new session for the token that just logged in; returns its id (for the cookie only)."""
+    session_id = new_session_id()
+    await conn.execute(
+        "INSERT INTO dashboard_sessions (id_hash, token_name, token_hash, expires_at)"
+        " VALUES (%s, %s, %s, now() + make_interval(secs => %s))",
+        (session_id_hash(session_id), token_name, token_hash, max_age_s),
+    )
+    return session_id
+
+
+async def find_session(conn: DbConnection, session_id: str | None) -> tuple[str, str] | None:
+    """(token name, token hash) of a live session: known, not expired, not revoked; else None."""
+    if not session_id or len(session_id) > 2 * SESSION_ID_BYTES:
         return None
-    nonce, sep, encoded = value.partition(".")
-    if not sep or len(nonce) != 2 * NONCE_BYTES or not all(c in "0123456789abcdef" for c in nonce):
-        return None
-    try:
-        token = base64.urlsafe_b64decode((encoded + "=" * (-len(encoded) % 4)).encode()).decode()
-    except (binascii.Error, UnicodeDecodeError, ValueError):
-        return None
-    return (nonce, token) if token else None
+    cur = await conn.execute(
+        "SELECT token_name, token_hash FROM dashboard_sessions"
+        " WHERE id_hash = %s AND revoked_at IS NULL AND expires_at > now()",
+        (session_id_hash(session_id),),
+    )
+    row = await cur.fetchone()
+    return (str(row["token_name"]), str(row["token_hash"])) if row else None
 
 
-def csrf_token(*, token: str, nonce: str) -> str:
-    return hmac.new(token.encode(), CSRF_CONTEXT + nonce.encode(), hashlib.sha256).hexdigest()
+async def end_session(conn: DbConnection, session_id: str) -> None:
+    await conn.execute(
+        "UPDATE dashboard_sessions SET revoked_at = now() WHERE id_hash = %s AND revoked_at IS NULL",
+        (session_id_hash(session_id),),
+    )
 
 
 def csrf_matches(presented: str | None, expected: str | None) -> bool:

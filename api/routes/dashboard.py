@@ -1,8 +1,8 @@
 """The dashboard: recent reviews with their findings and votes, acceptance over time, models and runs.
 
 Server-rendered HTML behind the read API's tokens: a script sends `Authorization: Bearer`, a browser
-logs in once with the token (kept in an HttpOnly, SameSite=Strict cookie, see
-`api.dashboard.session`) and its forms carry the session's CSRF token. Votes go through
+logs in once with the token and gets a server-side session (a random id in an HttpOnly,
+SameSite=Strict cookie, see `api.dashboard.session`) and its forms carry the session's CSRF token. Votes go through
 `agent.store.feedback.record_vote` with source 'dashboard', one per token name, the latest wins.
 """
 
@@ -24,7 +24,7 @@ from agent.store import models as store_models
 from agent.store import reviews as store_reviews
 from agent.store.db import Pool, open_pool
 from agent.store.feedback import VoteValue
-from api.auth import match_env_token, match_stored_token
+from api.auth import hash_token, match_env_token, match_stored_token, token_hash_valid
 from api.dashboard import pages, queries
 from api.dashboard.charts import week_range
 from api.dashboard.session import (
@@ -37,13 +37,14 @@ from api.dashboard.session import (
     Viewer,
     csrf_matches,
     csrf_token,
-    decode_session,
-    encode_session,
+    end_session,
+    find_session,
     new_nonce,
     safe_next,
+    start_session,
 )
 from api.dashboard.templating import render
-from api.deps import PoolDep, StateDep, require_api_client
+from api.deps import PoolDep, ServiceState, StateDep, require_api_client
 from reviewers.kernel.errors import InputError
 
 STORE_POOL_SIZE = 4  # page loads are few and short; the webhook path keeps the async pool to itself
@@ -101,12 +102,23 @@ async def optional_viewer(
     """A bearer header (a wrong one is a 401), else the session cookie; None when neither is valid."""
     if authorization is not None:
         return Viewer(await require_api_client(state, pool, authorization), csrf=None)
-    session = decode_session(request.cookies.get(SESSION_COOKIE))
-    if session is None:
-        return None
-    nonce, token = session
-    name = await token_name(token, state=state, pool=pool)
-    return Viewer(name, csrf=csrf_token(token=token, nonce=nonce)) if name is not None else None
+    session_id = request.cookies.get(SESSION_COOKIE)
+    async with pool.connection() as conn:
+        session = await find_session(conn, session_id)
+        if session is None or session_id is None:
+            return None
+        name, token_hash = session
+        # the token the session was opened with must still be valid: revoking it ends the session
+        if not await token_hash_valid(conn, token_hash, state.env_tokens):
+            return None
+    return Viewer(name, csrf=csrf_token(session_id=session_id), session_id=session_id)
+
+
+def secure_cookies(request: Request, state: StateDep) -> bool:
+    """`Secure` when the request came over https — behind a proxy, as the proxy's X-Forwarded-Proto
+    says when it is among REVIEWLOOP_TRUSTED_PROXIES (uvicorn's forwarded_allow_ips) — and always
+    in production, whatever the scheme looked like."""
+    return request.url.scheme == "https" or state.settings.environment == "production"
 
 
 def login_location(target: str) -> str:
@@ -170,7 +182,9 @@ def see_other(location: str) -> RedirectResponse:
 # --- login ---------------------------------------------------------------------------------------
 
 
-def login_page(request: Request, *, target: str, error: str | None, status_code: int = 200) -> HTMLResponse:
+def login_page(
+    request: Request, state: ServiceState, *, target: str, error: str | None, status_code: int = 200
+) -> HTMLResponse:
     """The form, with a fresh double-submit token in a short-lived cookie (there is no session yet)."""
     nonce = new_nonce()
     response = page(
@@ -183,14 +197,16 @@ def login_page(request: Request, *, target: str, error: str | None, status_code:
         path=COOKIE_PATH,
         httponly=True,
         samesite="strict",
-        secure=request.url.scheme == "https",
+        secure=secure_cookies(request, state),
     )
     return response
 
 
 @router.get("/login")
-async def login_form(request: Request, target: Annotated[str, Query(alias="next")] = HOME) -> HTMLResponse:
-    return login_page(request, target=target, error=None)
+async def login_form(
+    request: Request, state: StateDep, target: Annotated[str, Query(alias="next")] = HOME
+) -> HTMLResponse:
+    return login_page(request, state, target=target, error=None)
 
 
 @router.post("/login")
@@ -198,28 +214,35 @@ async def login(request: Request, state: StateDep, pool: PoolDep) -> Response:
     form = await read_form(request)
     target = form.get("next", HOME)
     if not csrf_matches(form.get("csrf"), request.cookies.get(LOGIN_COOKIE)):
-        return login_page(request, target=target, error="The form expired; try again.", status_code=403)
+        return login_page(request, state, target=target, error="The form expired; try again.", status_code=403)
     token = form.get("token", "").strip()
     name = await token_name(token, state=state, pool=pool) if token else None
     if name is None:
-        return login_page(request, target=target, error="Unknown or revoked API token.", status_code=401)
+        return login_page(request, state, target=target, error="Unknown or revoked API token.", status_code=401)
+    async with pool.connection() as conn:
+        session_id = await start_session(
+            conn, token_name=name, token_hash=hash_token(token), max_age_s=SESSION_MAX_AGE_S
+        )
     response = see_other(safe_next(target))
     response.set_cookie(
         SESSION_COOKIE,
-        encode_session(token=token, nonce=new_nonce()),
+        session_id,
         max_age=SESSION_MAX_AGE_S,
         path=COOKIE_PATH,
         httponly=True,
         samesite="strict",
-        secure=request.url.scheme == "https",
+        secure=secure_cookies(request, state),
     )
     response.delete_cookie(LOGIN_COOKIE, path=COOKIE_PATH, httponly=True, samesite="strict")
     return response
 
 
 @router.post("/logout")
-async def logout(request: Request, viewer: ViewerDep) -> Response:
+async def logout(request: Request, viewer: ViewerDep, pool: PoolDep) -> Response:
     require_csrf(viewer, await read_form(request))
+    if viewer.session_id is not None:
+        async with pool.connection() as conn:
+            await end_session(conn, viewer.session_id)  # the cookie alone would stay usable until it expired
     response = see_other(f"{COOKIE_PATH}/login")
     response.delete_cookie(SESSION_COOKIE, path=COOKIE_PATH, httponly=True, samesite="strict")
     return response

@@ -1,18 +1,46 @@
-"""POST /api/v1/findings/{id}/feedback: a vote (and comment) through the API, one per user, latest wins."""
+"""POST /api/v1/findings/{id}/feedback: a vote (and comment) through the API, one per user, latest wins.
+
+The body is read only after the bearer token was checked (a dependency, resolved before the route
+reads anything), and the body-limit middleware (api/body_limit.py) bounds it: a stranger can make
+the server neither read nor parse a large body.
+"""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, HTTPException, status
+from fastapi import APIRouter, HTTPException, Request, status
+from pydantic import ValidationError
 
 from api.deps import ApiClientDep, ConnectionDep
 from api.review_reads import store_api_vote
 from api.schemas import FeedbackIn, FeedbackOut
 
 router = APIRouter(prefix="/api/v1/findings", tags=["feedback"])
+JSON_TYPES = ("application/json",)
+# the body is parsed in the route, so its schema is declared for the OpenAPI document by hand
+FEEDBACK_BODY = {
+    "requestBody": {"required": True, "content": {"application/json": {"schema": FeedbackIn.model_json_schema()}}}
+}
 
 
-@router.post("/{finding_id}/feedback")
-async def post_feedback(finding_id: int, body: FeedbackIn, client: ApiClientDep, conn: ConnectionDep) -> FeedbackOut:
+async def read_vote(request: Request) -> FeedbackIn:
+    kind = request.headers.get("content-type", "application/json").partition(";")[0].strip().lower()
+    if kind not in JSON_TYPES and not kind.endswith("+json"):
+        raise HTTPException(status.HTTP_415_UNSUPPORTED_MEDIA_TYPE, "expected an application/json body")
+    body = await request.body()
+    try:
+        # pydantic's own JSON parser: deep nesting is a validation error ("recursion limit"), not a crash
+        return FeedbackIn.model_validate_json(body)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise HTTPException(
+            status.HTTP_422_UNPROCESSABLE_CONTENT, f"{where}: {first['msg']}" if where else first["msg"]
+        ) from exc
+
+
+@router.post("/{finding_id}/feedback", openapi_extra=FEEDBACK_BODY)
+async def post_feedback(finding_id: int, request: Request, client: ApiClientDep, conn: ConnectionDep) -> FeedbackOut:
+    body = await read_vote(request)  # after `client`: authentication before the body is read
     # the token names the integration; `user` names the person when one token serves several
     user_key = f"api:{client}" if body.user is None else f"api:{client}:{body.user}"
     async with conn.transaction():

@@ -16,9 +16,9 @@ from fastapi import APIRouter, HTTPException, Request, status
 from fastapi.responses import JSONResponse
 from psycopg_pool import PoolTimeout
 
-from api.auth import token_matches, webhook_secret_for
+from api.auth import matches_any_secret, token_matches, webhook_secret_for
 from api.deps import PoolDep, QueueDep, StateDep
-from api.gitlab_hooks import HANDLED_KINDS, HookValidationError, parse_hook, project_keys
+from api.gitlab_hooks import HANDLED_KINDS, HookValidationError, ProjectIdError, parse_hook, project_keys
 from api.intake import Delivery, IntakeResult, accept, record_event
 from api.logs import log_context
 from api.metrics import WEBHOOK_OUTCOMES, WEBHOOK_SECONDS
@@ -46,7 +46,8 @@ async def read_bounded_body(request: Request, limit: int) -> bytes:
 def decode_object(body: bytes) -> dict[str, Any] | None:
     try:
         value = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError):
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        # RecursionError: thousands of nested brackets exhaust the decoder's stack; a bad body, not a bug
         return None
     return value if isinstance(value, dict) else None
 
@@ -84,18 +85,25 @@ async def _handle(request: Request, state: StateDep, pool: PoolDep, queue: Queue
     except HTTPException as exc:
         WEBHOOK_OUTCOMES.labels("too_large").inc()
         raise exc
-    payload = decode_object(body)
-    project_id, project_path = project_keys(payload) if payload is not None else (None, None)
-    secret = webhook_secret_for(
-        project_id=project_id,
-        project_path=project_path,
-        project_secrets=settings.project_secrets,
-        global_secret=settings.webhook_secret,
-    )
-    if not token_matches(request.headers.get("x-gitlab-token"), secret):
+    presented = request.headers.get("x-gitlab-token")
+    # authentication before parsing: a sender without any of our secrets makes us parse nothing
+    if not matches_any_secret(
+        presented, project_secrets=settings.project_secrets, global_secret=settings.webhook_secret
+    ):
         raise refuse(status.HTTP_401_UNAUTHORIZED, "unauthorized", "missing or wrong X-Gitlab-Token")
+    payload = decode_object(body)
     if payload is None:
         raise refuse(status.HTTP_400_BAD_REQUEST, "invalid", "body is not a JSON object")
+    try:
+        project_id, project_path = project_keys(payload)
+    except ProjectIdError as exc:
+        raise refuse(status.HTTP_400_BAD_REQUEST, "invalid", str(exc)) from exc
+    # authorisation: the secret must be the one of the project the body names, by its id alone
+    secret = webhook_secret_for(
+        project_id=project_id, project_secrets=settings.project_secrets, global_secret=settings.webhook_secret
+    )
+    if not token_matches(presented, secret):
+        raise refuse(status.HTTP_401_UNAUTHORIZED, "unauthorized", "missing or wrong X-Gitlab-Token")
     kind = payload.get("object_kind")
     if not isinstance(kind, str) or not kind:
         raise refuse(status.HTTP_400_BAD_REQUEST, "invalid", "body has no object_kind")
@@ -104,7 +112,7 @@ async def _handle(request: Request, state: StateDep, pool: PoolDep, queue: Queue
         idempotency_key=request.headers.get("idempotency-key") or None,
         webhook_uuid=request.headers.get("x-gitlab-webhook-uuid") or None,
         payload=payload,
-        project_id=int(project_id) if project_id is not None else None,
+        project_id=project_id,
         project_path=project_path,
     )
     with log_context(project=project_path or project_id):

@@ -10,6 +10,7 @@ half checkpoint that looks complete.
 from __future__ import annotations
 
 import json
+import pickle
 import random
 import re
 import shutil
@@ -73,7 +74,7 @@ def save_checkpoint(
     policy.save(tmp)
     torch.save(optimizer.state_dict(), tmp / OPTIMIZER_FILE)
     torch.save(
-        {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()},
+        {"torch": torch.get_rng_state(), "numpy": _numpy_state_out(), "python": random.getstate()},
         tmp / RNG_FILE,
     )
     (tmp / STATE_FILE).write_text(json.dumps({**state, "step": step}, indent=2, default=str), encoding="utf-8")
@@ -101,11 +102,34 @@ def restore_checkpoint(path: Path, *, optimizer: torch.optim.Optimizer) -> dict[
 
     state = read_state(path)
     try:
+        # weights_only for both files: unpickling arbitrary objects would run code from whoever could
+        # write the checkpoint directory (issue 11); the RNG file holds tensors, numbers and tuples only
         optimizer.load_state_dict(torch.load(Path(path) / OPTIMIZER_FILE, weights_only=True))
-        rng = torch.load(Path(path) / RNG_FILE, weights_only=False)  # our own file: numpy's state is a tuple
-    except (OSError, RuntimeError, ValueError, KeyError) as exc:
-        raise TrainingError(f"checkpoint {path} is corrupt: {str(exc).splitlines()[0]}") from exc
+        rng = torch.load(Path(path) / RNG_FILE, weights_only=True)
+        numpy_state = _numpy_state_in(rng["numpy"])
+    except (OSError, RuntimeError, ValueError, KeyError, TypeError, pickle.UnpicklingError) as exc:
+        raise TrainingError(f"checkpoint {path} is corrupt or unsafe: {str(exc).splitlines()[0]}") from exc
     torch.set_rng_state(rng["torch"])
-    np.random.set_state(rng["numpy"])
+    np.random.set_state(numpy_state)
     random.setstate(rng["python"])
     return state
+
+
+def _numpy_state_out() -> dict[str, Any]:
+    """numpy's legacy RNG state as tensors and numbers (its tuple holds an ndarray, which a
+    weights_only load refuses)."""
+    import torch
+
+    name, keys, pos, has_gauss, cached = np.random.get_state(legacy=True)
+    return {
+        "name": str(name),
+        "keys": torch.from_numpy(np.asarray(keys, dtype=np.int64)),
+        "pos": int(pos),
+        "has_gauss": int(has_gauss),
+        "cached_gaussian": float(cached),
+    }
+
+
+def _numpy_state_in(saved: dict[str, Any]) -> tuple[str, Any, int, int, float]:
+    keys = saved["keys"].numpy().astype(np.uint32)
+    return (str(saved["name"]), keys, int(saved["pos"]), int(saved["has_gauss"]), float(saved["cached_gaussian"]))

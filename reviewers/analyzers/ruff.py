@@ -182,7 +182,9 @@ def _ruff_stdout(text: str, path: str) -> str:
 # Replays review the same snapshot many times; ruff's answer depends only on the text and the name.
 @functools.lru_cache(maxsize=RUFF_CACHE_SIZE)
 def _ruff_single(text: str, path: str) -> str:
-    command = _ruff_command("--stdin-filename", path, "-")
+    # one argument, `--stdin-filename=<path>`: a path such as `--evil.py` given as a separate argument
+    # is read as an option, and the file was silently not linted (issue 11)
+    command = _ruff_command(f"--stdin-filename={path}", "-")
     try:
         done = subprocess.run(command, input=text, capture_output=True, text=True, timeout=RUFF_TIMEOUT_S, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:

@@ -180,6 +180,9 @@ class ReviewContext:
     mr_iid: int | None = None
     head_sha: str | None = None
     base_sha: str | None = None
+    # time.monotonic() after which reviewers take no further step (None = no deadline): one review
+    # must not hold a worker for hours, and what the deadline cut off is named, not dropped
+    deadline: float | None = None
 
     def changed(self, path: str) -> FileChange | None:
         for f in self.files:
@@ -253,6 +256,8 @@ class ReviewerResult(BaseModel):
     used_model: bool = False
     error: str | None = None  # a stage that fell back says why
     unreviewed_paths: list[str] = Field(default_factory=list)  # focus paths the step budget did not reach
+    # path → why it was reviewed only in part or not at all (an analyzer's budget, the review deadline)
+    cut_short: dict[str, str] = Field(default_factory=dict)
 
 
 # --- the LLM port ----------------------------------------------------------------------------------

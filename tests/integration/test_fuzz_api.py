@@ -10,13 +10,17 @@ finding ids (negative, beyond bigint, not numbers). Whatever arrives:
 - the answer is never a server error (no 5xx: the database is up, so nothing may look "unavailable");
 - a request without the right token is refused and stores nothing (webhook_events, procrastinate_jobs,
   feedback): not a row, not a job;
-- a refused request (any 4xx) stores nothing either, even with the right token.
+- a refused request (any 4xx) stores nothing either, even with the right token;
+- a hook naming another project than the finding's (by id; a path is only a claim), or naming its
+  project by anything but an integer, stores no vote (issue 11);
+- a body over the limit, declared or streamed, is a 413 and stores nothing.
 """
 
 from __future__ import annotations
 
 import copy
 import json
+import uuid
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import quote
@@ -187,6 +191,7 @@ def client(db_dsn: str) -> Iterator[TestClient]:
         webhook_secret=SecretStr(SECRET),
         api_tokens=f"ci:{API_TOKEN}",
         max_webhook_bytes=MAX_BODY,
+        max_request_bytes=MAX_BODY,
         db_pool_size=4,
     )
     app = create_app(settings_, queue_config=QueueConfig(max_attempts=1))
@@ -382,7 +387,8 @@ def test_fuzzed_feedback_never_fails_and_unauthenticated_votes_store_nothing(
         seen[answer.status_code] = seen.get(answer.status_code, 0) + 1
         assert answer.status_code < 500, (answer.status_code, answer.text[:300])
         if not authenticated:
-            assert answer.status_code in (400, 401, 404, 405, 422), answer.text[:300]
+            # 413: a body over the limit is refused before the token is even looked at
+            assert answer.status_code in (400, 401, 404, 405, 413, 422), answer.text[:300]
             assert after == before
         if answer.status_code != 200:
             assert after == before, f"a refused vote ({answer.status_code}) stored rows"
@@ -391,3 +397,102 @@ def test_fuzzed_feedback_never_fails_and_unauthenticated_votes_store_nothing(
 
     one()
     assert seen.get(401, 0) > 0 and seen.get(200, 0) > 0, seen
+
+
+# --- across projects (issue 11) -------------------------------------------------------------------
+
+
+@pytest.fixture
+def our_thread(db_dsn: str, hook_templates: list[dict[str, Any]]) -> int:
+    """A finding of project 42's review posted as the note the templates' emoji and reply name."""
+    emoji = hook_templates[3]
+    with psycopg.connect(db_dsn) as conn:
+        row = conn.execute(
+            "INSERT INTO reviews (source, project, mr_iid, status) VALUES ('gitlab', %s, 7, 'done') RETURNING id",
+            (str(PID),),
+        ).fetchone()
+        assert row is not None
+        found = conn.execute(
+            "INSERT INTO findings (review_id, fingerprint, path, line, end_line, category, severity, title, body,"
+            " reviewer, verdict, verdict_reason, note_id, discussion_id) VALUES (%s, 'fp1', 'a.py', 1, 1,"
+            " 'security', 'high', 't', 'b', 'security', 'REAL', 'checked', %s, %s) RETURNING id",
+            (row[0], emoji["object_attributes"]["awardable_id"], emoji["note"]["discussion_id"]),
+        ).fetchone()
+    assert found is not None
+    return int(found[0])
+
+
+project_ids = st.one_of(
+    st.just(PID),
+    st.integers(min_value=-(2**40), max_value=2**40),
+    st.sampled_from([str(PID), float(PID), True, None, [PID], {"id": PID}]),
+)
+claimed_paths = st.sampled_from(["team/service", "other/project", "", "42", None])
+
+
+def test_fuzzed_hooks_from_other_projects_never_vote(
+    client: TestClient, store: Store, hook_templates: list[dict[str, Any]], our_thread: int
+) -> None:
+    headers = {k: header_bytes(v) for k, v in hook_headers("Emoji Hook", token=SECRET).items()}
+    seen: dict[int, int] = {}
+
+    @FUZZ
+    @given(
+        template=st.sampled_from(hook_templates[2:]),  # the reply and the emoji on our note
+        project_id=project_ids,
+        path=claimed_paths,
+        top_level_id=st.one_of(st.none(), project_ids),
+    )
+    @example(template=hook_templates[3], project_id=PID, path="team/service", top_level_id=PID)  # ours: counts
+    @example(template=hook_templates[3], project_id=1, path="team/service", top_level_id=1)  # the issue's
+    def one(template: dict[str, Any], project_id: object, path: str | None, top_level_id: object) -> None:
+        hook = copy.deepcopy(template)
+        hook["project"]["id"] = project_id
+        hook["project"]["path_with_namespace"] = path
+        if top_level_id is None:
+            hook.pop("project_id", None)
+        else:
+            hook["project_id"] = top_level_id
+        store.clear()
+        headers["Idempotency-Key"] = str(uuid.uuid4()).encode()
+        answer = client.post("/webhooks/gitlab", content=encode(hook, ascii_only=True), headers=headers)
+        seen[answer.status_code] = seen.get(answer.status_code, 0) + 1
+        assert answer.status_code < 500, answer.text[:300]
+        ours = type(project_id) is int and project_id == PID
+        if not ours:
+            assert store.counts()["feedback"] == 0, (project_id, path, answer.text[:300])
+        if answer.status_code >= 400:
+            assert store.counts() == dict.fromkeys(STORED, 0)
+
+    one()
+    assert seen.get(400, 0) > 0 and seen.get(200, 0) > 0, seen
+
+
+# --- oversized bodies -----------------------------------------------------------------------------
+
+
+def test_fuzzed_oversized_bodies_are_413_and_store_nothing(client: TestClient, store: Store, finding_id: int) -> None:
+    hook = {k: header_bytes(v) for k, v in hook_headers("Merge Request Hook", token=SECRET).items()}
+    vote = {"authorization": f"Bearer {API_TOKEN}".encode(), "content-type": b"application/json"}
+
+    @FUZZ
+    @given(
+        route=st.sampled_from(["/webhooks/gitlab", f"/api/v1/findings/{finding_id}/feedback", "/dashboard/login"]),
+        size=st.integers(min_value=MAX_BODY + 1, max_value=4 * MAX_BODY),
+        streamed=st.booleans(),
+        authenticated=st.booleans(),
+    )
+    def one(route: str, size: int, streamed: bool, authenticated: bool) -> None:
+        store.clear()
+        body = json.dumps({"value": 1, "object_kind": "merge_request", "pad": "x" * size}).encode()
+        headers = (hook if route.startswith("/webhooks") else vote) if authenticated else {}
+        content: Any = iter([body[i : i + 8192] for i in range(0, len(body), 8192)]) if streamed else body
+        answer = client.post(route, content=content, headers=headers)
+        if not streamed:  # refused by its Content-Length before anything else looks at it
+            assert answer.status_code == 413 and "exceeds" in answer.json()["error"], answer.text[:200]
+        else:  # refused while streaming, or before the body is read at all (no token, not a form)
+            assert answer.status_code in (401, 413, 415) and "error" in answer.json(), answer.text[:200]
+            assert answer.status_code == 413 or not authenticated or route.startswith("/dashboard")
+        assert store.counts() == dict.fromkeys(STORED, 0)
+
+    one()

@@ -32,7 +32,9 @@ from reviewers.kernel.errors import InputError
 MD = MarkdownIt("commonmark", {"html": True})
 # GitLab's user reference: an @ not preceded by a word character, then a username character.
 LIVE_MENTION = re.compile(r"(?<![A-Za-z0-9_])@[A-Za-z0-9_.]")
-LIVE_REFERENCE = re.compile(r"(?<![A-Za-z0-9_&])[#!]\d")
+# GitLab's references to issues, MRs, epics and snippets, in this project or another (`group/proj#1`:
+# any character may precede the sign), and commits of another project (`group/proj@<sha>`).
+LIVE_REFERENCE = re.compile(r"[#!&$]\d|[\w.\-/]@[0-9a-fA-F]{7,40}\b")
 QUICK_ACTION = re.compile(r"^[ \t]*/[a-z]", re.MULTILINE)
 
 
@@ -187,6 +189,16 @@ def test_quick_actions_are_escaped() -> None:
 
 def test_cross_references_are_broken() -> None:
     assert neutralise("fixes #12 and !3") == f"fixes #{ZWJ}12 and !{ZWJ}3"
+
+
+def test_references_into_other_projects_are_broken() -> None:
+    # issue 11: this came back unchanged, and GitLab added "mentioned in" notes in both projects
+    text = "see gitlab-org/gitlab#1 and other/proj!5, epic group&7, snippet grp/p$3, commit other/proj@9ba12248"
+    out = neutralise(text)
+    assert out != text
+    assert rendered_problems(out, set()) == []
+    assert f"gitlab-org/gitlab#{ZWJ}1" in out and f"other/proj!{ZWJ}5" in out and f"other/proj@{ZWJ}9ba12248" in out
+    assert neutralise("mail me at dev@example.com") == "mail me at dev@example.com"  # not a commit
 
 
 def test_bidi_controls_dropped() -> None:

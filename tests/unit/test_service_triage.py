@@ -8,8 +8,15 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
-from api.auth import hash_token, match_env_token, parse_env_tokens, token_matches, webhook_secret_for
-from api.gitlab_hooks import HookValidationError, parse_hook, project_keys
+from api.auth import (
+    hash_token,
+    match_env_token,
+    matches_any_secret,
+    parse_env_tokens,
+    token_matches,
+    webhook_secret_for,
+)
+from api.gitlab_hooks import HookValidationError, ProjectIdError, parse_hook, project_keys
 from api.triage import Ignore, ReplyInDiscussion, ReviewRequest, ReviewTrigger, Scope, VoteOnNote, reply_vote, triage
 
 HEAD = "a" * 40
@@ -78,6 +85,10 @@ def test_project_allow_list_by_id_or_path() -> None:
     assert decide(mr_hook(), Scope(projects=frozenset({"grp/other", "4"}))) == Ignore(
         "project grp/app is not in REVIEWLOOP_GITLAB_PROJECTS"
     )
+    # an id entry is matched by the id only: a body claiming the path "4" is not project 4
+    claimed = mr_hook()
+    claimed["project"]["path_with_namespace"] = "4"
+    assert isinstance(decide(claimed, Scope(projects=frozenset({"4"}))), Ignore)
 
 
 def emoji_hook(name: str = "thumbsup", event_type: str = "award", user_id: int = 7) -> dict[str, Any]:
@@ -164,26 +175,28 @@ def test_invalid_hooks_name_the_field() -> None:
         parse_hook({"object_kind": "emoji", "user": {"id": 1}})
 
 
-def test_project_keys_never_fail() -> None:
-    assert project_keys(mr_hook()) == ("3", "grp/app")
-    assert project_keys({"project_id": 5}) == ("5", None)
-    assert project_keys({"project": {"id": True, "path_with_namespace": 3}}) == (None, None)
-    assert project_keys({"project": "nonsense"}) == (None, None)
+def test_project_keys_take_the_id_as_an_integer_only() -> None:
+    assert project_keys(mr_hook()) == (3, "grp/app")
+    assert project_keys({"project_id": 5}) == (5, None)
     assert project_keys({}) == (None, None)
+    for bad in ({"project": {"id": True}}, {"project": {"id": "3"}}, {"project": "nonsense"}, {"project_id": 5.0}):
+        with pytest.raises(ProjectIdError):
+            project_keys(bad)
+    body = mr_hook()
+    body["project"]["id"] = "3"
+    with pytest.raises(HookValidationError, match="project.id"):
+        parse_hook(body)
 
 
 def test_secret_choice_and_comparison() -> None:
-    secrets = {"3": SecretStr("per-id"), "grp/other": SecretStr("per-path")}
+    secrets = {"3": SecretStr("per-id")}
     glob = SecretStr("global")
-    assert (
-        webhook_secret_for(project_id="3", project_path="grp/app", project_secrets=secrets, global_secret=glob)
-        == secrets["3"]
-    )
-    assert (
-        webhook_secret_for(project_id="9", project_path="grp/other", project_secrets=secrets, global_secret=glob)
-        == secrets["grp/other"]
-    )
-    assert webhook_secret_for(project_id=None, project_path=None, project_secrets=secrets, global_secret=glob) == glob
+    assert webhook_secret_for(project_id=3, project_secrets=secrets, global_secret=glob) == secrets["3"]
+    assert webhook_secret_for(project_id=9, project_secrets=secrets, global_secret=glob) == glob
+    assert webhook_secret_for(project_id=None, project_secrets=secrets, global_secret=glob) == glob
+    assert matches_any_secret("per-id", project_secrets=secrets, global_secret=glob)
+    assert matches_any_secret("global", project_secrets=secrets, global_secret=None) is False
+    assert not matches_any_secret(None, project_secrets=secrets, global_secret=glob)
     assert token_matches("global", glob)
     assert not token_matches("globa", glob)
     assert not token_matches(None, glob)

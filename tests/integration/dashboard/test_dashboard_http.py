@@ -25,7 +25,7 @@ from dashboard_harness import (
 from agent.store import models as store_models
 from agent.store.db import open_pool
 from api.auth import create_api_token
-from api.dashboard.session import SESSION_COOKIE, encode_session
+from api.dashboard.session import LOGIN_COOKIE, SESSION_COOKIE, new_session_id, session_id_hash
 
 
 @pytest.fixture
@@ -65,10 +65,11 @@ def test_a_wrong_token_is_refused_everywhere(db_dsn: str, client: httpx.Client) 
     bearer = client.get("/dashboard", headers={"Authorization": "Bearer not-the-token"})
     assert bearer.status_code == 401
 
-    # a hand-made cookie with a wrong token is no session
+    # a hand-made cookie (a guessed id, or the token itself) is no session
     with httpx.Client(base_url=str(client.base_url)) as forged:
-        forged.cookies.set(SESSION_COOKIE, encode_session(token="guess", nonce="0" * 32), path="/dashboard")
-        assert forged.get("/dashboard", headers=HTML).status_code == 303
+        for value in (new_session_id(), ENV_TOKEN):
+            forged.cookies.set(SESSION_COOKIE, value, path="/dashboard")
+            assert forged.get("/dashboard", headers=HTML).status_code == 303
 
 
 def test_the_right_token_opens_every_page(db_dsn: str, client: httpx.Client) -> None:
@@ -279,6 +280,47 @@ def test_login_needs_the_forms_token_and_logout_ends_the_session(client: httpx.C
     answer = client.post("/dashboard/logout", data={"csrf": csrf}, headers=HTML)
     assert answer.status_code == 303 and answer.headers["location"] == "/dashboard/login"
     assert client.get("/dashboard", headers=HTML).status_code == 303
+
+
+def test_sessions_live_on_the_server_and_end_there(db_dsn: str, client: httpx.Client, live: LiveServer) -> None:
+    """Issue 11: the cookie was the raw API token, still accepted after logout."""
+    login(client, ENV_TOKEN)
+    session_id = client.cookies[SESSION_COOKIE]
+    assert ENV_TOKEN not in session_id
+    stored = rows(db_dsn, "SELECT id_hash, token_name, expires_at - created_at AS lifetime FROM dashboard_sessions")
+    assert [(r["id_hash"], r["token_name"]) for r in stored] == [(session_id_hash(session_id), ENV_TOKEN_NAME)]
+    assert stored[0]["lifetime"] == timedelta(hours=8)
+
+    # logout revokes the session on the server: a copy of the cookie kept elsewhere opens nothing
+    csrf = hidden_field(client.get("/dashboard", headers=HTML).text, "csrf")
+    assert client.post("/dashboard/logout", data={"csrf": csrf}, headers=HTML).status_code == 303
+    with httpx.Client(base_url=live.url) as copy:
+        copy.cookies.set(SESSION_COOKIE, session_id, path="/dashboard")
+        assert copy.get("/dashboard", headers=HTML).status_code == 303
+        assert copy.get("/dashboard").status_code == 401
+
+    # an expired session opens nothing either, whatever the browser kept
+    login(client, ENV_TOKEN)
+    with psycopg.connect(db_dsn) as conn:
+        conn.execute("UPDATE dashboard_sessions SET expires_at = now() - interval '1 second' WHERE revoked_at IS NULL")
+    assert client.get("/dashboard", headers=HTML).status_code == 303
+
+
+def test_the_session_cookie_is_secure_behind_a_tls_proxy(live: LiveServer) -> None:
+    # the proxy (here on loopback, uvicorn's default trusted address) says the browser came over https
+    via_tls = {**HTML, "X-Forwarded-Proto": "https"}
+    with httpx.Client(base_url=live.url) as browser:
+        form = browser.get("/dashboard/login", headers=via_tls)
+        login_cookie = next(h for h in form.headers.get_list("set-cookie") if h.startswith(f"{LOGIN_COOKIE}="))
+        assert "Secure" in login_cookie
+        answer = browser.post(
+            "/dashboard/login",
+            data={"csrf": hidden_field(form.text, "csrf"), "next": "/dashboard", "token": ENV_TOKEN},
+            # a browser sends a Secure cookie back over https; this client talks plain http to the "proxy"
+            headers={**via_tls, "Cookie": f"{LOGIN_COOKIE}={hidden_field(form.text, 'csrf')}"},
+        )
+    cookie = next(h for h in answer.headers.get_list("set-cookie") if h.startswith(f"{SESSION_COOKIE}="))
+    assert "Secure" in cookie
 
 
 def test_forms_are_small_and_urlencoded(db_dsn: str, client: httpx.Client) -> None:

@@ -1,4 +1,4 @@
-"""`reviewloop db upgrade`, `reviewloop tokens create` and `reviewloop serve` as real processes."""
+"""`reviewloop db upgrade`, `reviewloop tokens create|revoke` and `reviewloop serve` as real processes."""
 
 from __future__ import annotations
 
@@ -100,6 +100,14 @@ def test_tokens_create_prints_a_token_once_and_stores_its_hash(db_dsn: str) -> N
     assert stored is not None and token not in stored[0]
     twice = cli("tokens", "create", "grafana", dsn=db_dsn)
     assert twice.returncode == 2 and "already exists" in twice.stderr and "Traceback" not in twice.stderr
+    revoked = cli("tokens", "revoke", "grafana", dsn=db_dsn)
+    assert revoked.returncode == 0 and "revoked" in revoked.stderr, revoked.stderr
+    with psycopg.connect(db_dsn) as conn:
+        assert conn.execute("SELECT revoked_at IS NOT NULL FROM api_tokens WHERE name = 'grafana'").fetchone() == (
+            True,
+        )
+    again = cli("tokens", "revoke", "grafana", dsn=db_dsn)
+    assert again.returncode == 2 and "no unrevoked API token" in again.stderr
 
 
 @pytest.mark.slow

@@ -57,7 +57,7 @@ def test_wrong_or_missing_token_is_401_and_stores_nothing(
 def test_per_project_secret_overrides_the_global_one(
     serve: Callable[..., LiveServer], service_dsn: str, fake: FakeGitLab
 ) -> None:
-    live = serve(project_secrets={PATH: SecretStr("project-only-secret")})
+    live = serve(project_secrets={str(PID): SecretStr("project-only-secret")})
     body = merge_request_hook(fake, PID, IID, action="open")
     assert post_hook(live.url, body, mr_headers(token=SECRET)).status_code == 401
     answer = post_hook(live.url, body, mr_headers(token="project-only-secret"))
