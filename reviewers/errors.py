@@ -9,7 +9,8 @@ It lives at the bottom layer so that every layer can raise and catch it::
     │   └── ConfigError             a bad `.reviewloop.toml` or setting
     ├── LLMError                    the model could not give a usable answer
     │   ├── LLMUnavailableError     timeout, connection refused, 429/5xx after retries (retryable)
-    │   └── LLMOutputError          output failed validation twice (not retryable: fall back)
+    │   ├── LLMOutputError          output failed validation twice (not retryable: fall back)
+    │   └── LLMSchemaError          a JSON schema decoding cannot be constrained to (invalid, unsatisfiable)
     ├── PlatformError               GitLab (or another host) failed
     │   ├── PlatformUnavailableError    429/5xx past the client's retry budget (retryable)
     │   └── PositionRejectedError   GitLab refused a diff position (fall back to a note)
@@ -84,6 +85,13 @@ class LLMUnavailableError(LLMError):
 
 class LLMOutputError(LLMError):
     """The model's output failed schema validation on the first try and on the retry."""
+
+
+class LLMSchemaError(LLMError):
+    """A JSON schema that constrained decoding cannot use: it does not compile, or admits no answer.
+
+    Raised before any token is generated, so a bad schema costs no model time and never hangs.
+    """
 
 
 class PlatformError(ReviewloopError):

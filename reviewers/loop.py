@@ -5,9 +5,9 @@ a glob or a directory), or every changed file in diff order when it names none �
 the repository configuration wants, that exist at head, that this reviewer's analyzer reads, and
 that are not generated or minified (those are named in `error`).
 
-With a model, each step is a `ToolCall` the model writes (validated through `LLMPort.complete_json`);
-a call the tools reject is an invalid step. If the model fails (`LLMError`), the rest of the budget
-goes to the fixed executor and `error` says so.
+With a model, each step is a `ToolCall` the model writes (validated through `LLMPort.complete_json`,
+decoded under that step's `tool_call_json_schema`); a call the tools reject is an invalid step. If
+the model fails (`LLMError`), the rest of the budget goes to the fixed executor and `error` says so.
 
 Without a model — and as that fallback — the fixed executor spends exactly one step per target on
 `run_analyzer`, in target order, and reports the analyzer's findings as part of that step (no separate
@@ -25,6 +25,7 @@ from reviewers.contracts import LLMPort, PlanItem, ReviewContext, ReviewerResult
 from reviewers.errors import LLMError
 from reviewers.prompts import call_message, initial_messages, observation_message, render_review_prefix, render_task
 from reviewers.reviewer import ReviewerSpec
+from reviewers.tool_schema import tool_call_json_schema
 from reviewers.tools import Toolbox, ToolCall, ToolOutcome
 
 MAX_NAMED_UNREVIEWED = 10  # the error names this many files, then counts the rest
@@ -103,7 +104,11 @@ def _run_model(
     answered = False
     while len(steps) < plan.step_budget:
         try:
-            call = llm.complete_json(messages, ToolCall, purpose=f"reviewer.{box.spec.name}")
+            # Decoding is held to this step's possible calls: its tools, its files, targets not analyzed yet.
+            schema = tool_call_json_schema(
+                paths=box.targets, analyzer_paths=[t for t in box.targets if t not in box.analyzed]
+            )
+            call = llm.complete_json(messages, ToolCall, purpose=f"reviewer.{box.spec.name}", json_schema=schema)
         except LLMError as exc:
             return (
                 answered,
