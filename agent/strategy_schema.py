@@ -34,10 +34,17 @@ STEP_BUDGET_RANGE = (1, 30)  # `PlanItem.step_budget` bounds
 _TEXT: dict[str, Any] = {"type": "string"}
 
 
-def _path_list(paths: list[str], max_items: int) -> dict[str, Any]:
+def _focus_paths(paths: list[str]) -> dict[str, Any]:
+    """At least one changed file when there are any: the plan names its focus, in order (which files a
+    reviewer reaches within its budget is what the strategy decides), rather than "everything"."""
     if not paths:
         return {"type": "array", "maxItems": 0}
-    return {"type": "array", "items": {"$ref": "#/$defs/path"}, "maxItems": min(max_items, len(paths))}
+    return {
+        "type": "array",
+        "items": {"$ref": "#/$defs/path"},
+        "minItems": 1,
+        "maxItems": min(MAX_FOCUS_PATHS, len(paths)),
+    }
 
 
 def _plan_item(reviewer: ReviewerName, paths: list[str]) -> dict[str, Any]:
@@ -46,7 +53,7 @@ def _plan_item(reviewer: ReviewerName, paths: list[str]) -> dict[str, Any]:
         "type": "object",
         "properties": {
             "reviewer": {"const": reviewer},
-            "focus_paths": _path_list(paths, MAX_FOCUS_PATHS),
+            "focus_paths": _focus_paths(paths),
             "checks": _TEXT,
             "step_budget": {"type": "integer", "minimum": low, "maximum": high},
         },

@@ -35,6 +35,7 @@ BASE_MODEL_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 BASE_MODEL_DIRNAME = "smollm2-135m-instruct"
 MARKER = "reviewloop-base-model.json"  # written last: its presence means the directory is complete
 GGUF_MAGIC = b"GGUF"
+GGUF_VERSIONS = (2, 3)  # what gguf 0.19's reader handles; the version is the uint32 after the magic
 HASH_CHUNK = 1 << 20
 
 
@@ -81,8 +82,12 @@ def ensure_base_model(data_dir: Path, *, out: Path | None = None, gguf: Path | N
     if not source.is_file():
         raise ConfigError(f"no GGUF file at {source}")
     with source.open("rb") as handle:
-        if handle.read(len(GGUF_MAGIC)) != GGUF_MAGIC:
-            raise ConfigError(f"{source} is not a GGUF file (it does not start with {GGUF_MAGIC.decode()})")
+        header = handle.read(len(GGUF_MAGIC) + 4)
+    if header[: len(GGUF_MAGIC)] != GGUF_MAGIC:
+        raise ConfigError(f"{source} is not a GGUF file (it does not start with {GGUF_MAGIC.decode()})")
+    version = int.from_bytes(header[len(GGUF_MAGIC) :], "little") if len(header) == len(GGUF_MAGIC) + 4 else None
+    if version not in GGUF_VERSIONS:
+        raise ConfigError(f"{source} is damaged or of an unknown GGUF version ({version}; readable: 2 and 3)")
     target = Path(out) if out is not None else base_model_path(data_dir)
     identity = {"gguf": source.name, "sha256": _sha256(source)}
     existing = _marker(target)
@@ -157,9 +162,7 @@ def _convert(source: Path, out: Path) -> None:
     try:
         with _gguf_parsed_once():
             tokenizer: Any = AutoTokenizer.from_pretrained(source.parent, gguf_file=source.name)
-            model: Any = AutoModelForCausalLM.from_pretrained(
-                source.parent, gguf_file=source.name, dtype=torch.float32
-            )
+            model: Any = AutoModelForCausalLM.from_pretrained(source.parent, gguf_file=source.name, dtype=torch.float32)
     except Exception as exc:  # gguf and transformers raise a dozen exception types on a damaged file
         raise ConfigError(f"cannot load the GGUF {source}: {type(exc).__name__}: {_first_line(exc)}") from None
     if not getattr(tokenizer, "chat_template", None):

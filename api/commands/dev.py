@@ -57,6 +57,6 @@ def base_model(
     try:
         path = ensure_base_model(Settings().data_dir, out=out, gguf=gguf)
     except ReviewloopError as exc:
-        err.print(f"reviewloop: {exc}", markup=False, highlight=False)
+        err.print(f"reviewloop: {exc}", markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
     typer.echo(str(path))

@@ -49,9 +49,11 @@ def test_admits_plans_over_the_changed_files_in_any_order_of_distinct_reviewers(
     schema = strategy_json_schema(PATHS)
     valid = [
         strategy(),
-        strategy(plan_item("security", "auth/session.py"), plan_item("test_impact")),
-        strategy(plan_item("test_impact"), plan_item("security", "auth/session.py", "docs/guide.md")),
-        strategy(*(plan_item(r) for r in ("architecture", "code_quality", "security", "test_impact"))),
+        strategy(plan_item("security", "auth/session.py"), plan_item("test_impact", "docs/guide.md")),
+        strategy(plan_item("test_impact", "docs/guide.md"), plan_item("security", "auth/session.py", "docs/guide.md")),
+        strategy(
+            *(plan_item(r, "auth/session.py") for r in ("architecture", "code_quality", "security", "test_impact"))
+        ),
     ]
     for value in valid:
         assert admitted(schema, value), value
@@ -64,12 +66,13 @@ def test_refuses_invented_paths_repeated_or_disabled_reviewers() -> None:
     refused = [
         strategy(plan_item("security", "src/invented.py")),
         strategy(risks=("../../etc/passwd",)),
-        strategy(plan_item("security"), plan_item("security")),
-        strategy(plan_item("architecture")),  # disabled by the repository
-        strategy(plan_item("security"), plan_item("test_impact"), plan_item("security")),
+        strategy(plan_item("security", "auth/session.py"), plan_item("security", "docs/guide.md")),
+        strategy(plan_item("architecture", "auth/session.py")),  # disabled by the repository
+        strategy(plan_item("security"), plan_item("test_impact", "auth/session.py"), plan_item("security")),
+        strategy(plan_item("security")),  # a plan item names its focus when files changed
         {**strategy(), "change_type": "rewrite"},
         {**strategy(), "extra": 1},
-        {**strategy(plan_item("security")), "plan": [{**plan_item("security"), "step_budget": 31}]},
+        {**strategy(), "plan": [{**plan_item("security", "auth/session.py"), "step_budget": 31}]},
     ]
     for value in refused:
         assert not admitted(schema, value), value
