@@ -35,6 +35,11 @@ class Settings(BaseSettings):
     llm_timeout_s: float = 60.0
     llm_max_retries: int = 2
     llm_max_output_tokens: int = 1024
+    llm_cpu_threads: int | None = Field(
+        default=None,
+        ge=1,
+        description="torch threads for the in-process model (None: one per core); 1 is fastest on a shared machine",
+    )
 
     gitlab_url: str | None = None
     gitlab_token: SecretStr | None = None

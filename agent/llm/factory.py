@@ -27,11 +27,13 @@ def make_llm(
     max_retries: int,
     max_output_tokens: int,
     schema_in_prompt: bool = True,
+    cpu_threads: int | None = None,
 ) -> SamplingLLM | None:
     """The configured backend, or None when no model is configured.
 
     `schema_in_prompt=False` sends the messages exactly as given: a model fine-tuned on a prompt
     (the strategy model) must see that prompt at serving time, not one with an appended schema.
+    `cpu_threads` applies to the in-process backend only (torch's threads, process-wide).
     """
     if base_url:
         if not model:
@@ -57,6 +59,7 @@ def make_llm(
             max_output_tokens=max_output_tokens,
             model_name=model or None,
             schema_in_prompt=schema_in_prompt,
+            cpu_threads=cpu_threads,
         )
     if model:
         raise ConfigError("an LLM model name is set but neither a base URL nor a local model path")
@@ -74,4 +77,5 @@ def llm_from_settings(settings: Settings, *, adapter_path: Path | None = None) -
         timeout_s=settings.llm_timeout_s,
         max_retries=settings.llm_max_retries,
         max_output_tokens=settings.llm_max_output_tokens,
+        cpu_threads=settings.llm_cpu_threads,
     )
