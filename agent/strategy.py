@@ -264,10 +264,16 @@ def generate_strategy(
 
     Returns the strategy, where it came from, and the reason for a fallback.
     """
+    # Imported here: the schema module builds on this one's `Strategy`.
+    from agent.strategy_schema import strategy_json_schema
+
     if llm is None:
         return rule_based_strategy(files, config, history), "rule", None
+    # Decoding is held to this merge request's files and the enabled reviewers; the answer still
+    # goes through `constrain_strategy`, since a server may ignore the schema.
+    schema = strategy_json_schema([f.path for f in files], reviewers=config.reviewers)
     try:
-        z = llm.complete_json(strategy_messages(s1), Strategy, purpose="strategy")
+        z = llm.complete_json(strategy_messages(s1), Strategy, purpose="strategy", json_schema=schema)
     except LLMError as exc:
         return rule_based_strategy(files, config, history), "fallback", f"strategy model failed: {exc}"
     return constrain_strategy(z, files, config), "model", None

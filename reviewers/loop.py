@@ -12,7 +12,8 @@ first finds more within its budget — and the static findings never depend on w
 (a model that finishes at once, or is steered by text in the code to do so, loses none of them).
 
 With a model, it then adds: up to `plan.step_budget` more steps, each a `ToolCall` the model writes
-(validated through `LLMPort.complete_json`), starting from what the analyzers found. A call the
+(validated through `LLMPort.complete_json` and decoded under that step's `tool_call_json_schema`:
+its tools, its files, targets not analyzed yet), starting from what the analyzers found. A call the
 tools reject is an invalid step; an answer that fails validation twice (`LLMOutputError`) is a
 failed step — each costs one step and the loop goes on with the rest of the budget. Only a model
 that cannot be reached (or refuses the request), or that fails `MAX_FAILED_STEPS_IN_A_ROW` steps in
@@ -38,6 +39,7 @@ from reviewers.prompts import (
     render_task,
 )
 from reviewers.reviewer import ReviewerSpec
+from reviewers.tool_schema import tool_call_json_schema
 from reviewers.tools import Toolbox, ToolCall, ToolOutcome
 
 MAX_NAMED_UNREVIEWED = 10  # the error names this many files, then counts the rest
@@ -141,7 +143,11 @@ def _run_model(
     budget_end = len(steps) + budget
     while len(steps) < budget_end and not past_deadline(box.context):
         try:
-            call = llm.complete_json(messages, ToolCall, purpose=f"reviewer.{box.spec.name}")
+            # Decoding is held to this step's possible calls: its tools, its files, targets not analyzed yet.
+            schema = tool_call_json_schema(
+                paths=box.targets, analyzer_paths=[t for t in box.targets if t not in box.analyzed]
+            )
+            call = llm.complete_json(messages, ToolCall, purpose=f"reviewer.{box.spec.name}", json_schema=schema)
         except LLMOutputError as exc:
             # One unusable answer (an over-long title, broken JSON twice) is one lost step; the next
             # turn may well be fine, and the rest of the budget is still the model's.

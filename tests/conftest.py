@@ -55,3 +55,19 @@ def devset_path() -> Path:
     if not DEVSET.exists():
         pytest.fail(f"the development set is missing at {DEVSET}; clone with ../shared beside the repo")
     return DEVSET
+
+
+@pytest.fixture(scope="session")
+def base_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """SmolLM2-135M-Instruct as a model directory, built once per session by `reviewloop dev base-model`
+    (through the CLI, into a data directory of the session's own). Converting the GGUF takes ~20 s of
+    CPU; tests that use it belong under `@pytest.mark.slow`."""
+    from typer.testing import CliRunner
+
+    from api.cli import app
+
+    data_dir = tmp_path_factory.mktemp("data")
+    result = CliRunner().invoke(app, ["dev", "base-model"], env={"REVIEWLOOP_DATA_DIR": str(data_dir)})
+    if result.exit_code != 0:
+        pytest.fail(f"reviewloop dev base-model failed ({result.exit_code}): {result.output[-2000:]}")
+    return Path(result.stdout.strip().splitlines()[-1])

@@ -7,15 +7,21 @@ the clamping of `max_tokens` to the configured cap, fitting the conversation int
 context (`agent.llm.context_window`: trimmed before sending when the context length is known, and
 trimmed harder and retried once when the server answers that it is too long), and the GenAI span
 every call runs in.
+
+Both backends constrain decoding to the same schema (`decoding_schema`): the caller's per-call
+narrowing (`json_schema`, e.g. the changed files as an enum) or the pydantic model's own. The
+schema instruction in the prompt stays the pydantic model's: it is short, and a narrowing such as
+the strategy's 65-way plan would cost the prompt thousands of tokens for nothing decoding does not
+already enforce.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from opentelemetry.trace import Tracer
 from pydantic import BaseModel
@@ -23,7 +29,7 @@ from pydantic import BaseModel
 from agent.llm.context_window import TokenEstimate, fit_messages
 from agent.llm.port import ProviderName
 from agent.llm.spans import ChatCall, chat_span
-from agent.llm.structured import complete_structured, with_schema_instruction
+from agent.llm.structured import complete_structured, decoding_schema, with_schema_instruction, without_length_bounds
 from reviewers.kernel.contracts import ChatMessage
 from reviewers.kernel.errors import LLMContextLengthError, LLMError
 
@@ -41,9 +47,10 @@ class ChatRequest:
     max_tokens: int  # already clamped to the backend's cap
     temperature: float
     n: int = 1
-    # The JSON a structured call asks for, for a backend that can constrain decoding to it; the
-    # answer is validated by `complete_structured` either way.
+    # The JSON a structured call asks for (`schema` names it), and the JSON schema decoding is
+    # constrained to (`decoding_schema`); the answer is validated by `complete_structured` either way.
     schema: type[BaseModel] | None = None
+    json_schema: dict[str, Any] | None = None
 
 
 class ChatBackend(ABC):
@@ -82,8 +89,16 @@ class ChatBackend(ABC):
 
     # --- the port ---------------------------------------------------------------------------------
 
-    def complete_json(self, messages: Sequence[ChatMessage], schema: type[M], *, purpose: str) -> M:
+    def complete_json(
+        self,
+        messages: Sequence[ChatMessage],
+        schema: type[M],
+        *,
+        purpose: str,
+        json_schema: Mapping[str, Any] | None = None,
+    ) -> M:
         prompt = with_schema_instruction(messages, schema) if self._schema_in_prompt else list(messages)
+        constraint = decoding_schema(schema, json_schema)
 
         def generate(conversation: list[ChatMessage], attempt: int) -> str:
             request = ChatRequest(
@@ -92,6 +107,7 @@ class ChatBackend(ABC):
                 max_tokens=self._max_output_tokens,
                 temperature=self._temperature,
                 schema=schema,
+                json_schema=constraint,
             )
             return self._chat_fitted(conversation, request)[0]
 
@@ -114,8 +130,13 @@ class ChatBackend(ABC):
         temperature: float,
         max_tokens: int,
         purpose: str = "sample",
+        json_schema: Mapping[str, Any] | None = None,
     ) -> list[str]:
-        """`n` sampled answers to one prompt, from as few calls as the backend allows."""
+        """`n` sampled answers to one prompt, from as few calls as the backend allows.
+
+        With `json_schema`, each answer is decoded under it (the caller parses and validates them);
+        without, the answers are free text.
+        """
         if n < 1:
             raise LLMError(f"n must be at least 1, got {n}")
         request = ChatRequest(
@@ -124,6 +145,7 @@ class ChatBackend(ABC):
             max_tokens=min(max_tokens, self._max_output_tokens),
             temperature=temperature,
             n=n,
+            json_schema=without_length_bounds(json_schema) if json_schema is not None else None,
         )
         return self._sample(self._fit(list(messages), request.max_tokens), request)
 

@@ -28,6 +28,7 @@ def make_llm(
     max_output_tokens: int,
     schema_in_prompt: bool = True,
     context_tokens: int | None = None,
+    cpu_threads: int | None = None,
 ) -> SamplingLLM | None:
     """The configured backend, or None when no model is configured.
 
@@ -35,6 +36,7 @@ def make_llm(
     (the strategy model) must see that prompt at serving time, not one with an appended schema.
     `context_tokens` is the model's context length when the server does not report it (vLLM does,
     as `max_model_len` in its model list; a local model's config says it).
+    `cpu_threads` applies to the in-process backend only (torch's threads, process-wide).
     """
     if base_url:
         if not model:
@@ -61,6 +63,7 @@ def make_llm(
             max_output_tokens=max_output_tokens,
             model_name=model or None,
             schema_in_prompt=schema_in_prompt,
+            cpu_threads=cpu_threads,
         )
     if model:
         raise ConfigError("an LLM model name is set but neither a base URL nor a local model path")
@@ -79,4 +82,5 @@ def llm_from_settings(settings: Settings, *, adapter_path: Path | None = None) -
         max_retries=settings.llm_max_retries,
         max_output_tokens=settings.llm_max_output_tokens,
         context_tokens=settings.llm_context_tokens,
+        cpu_threads=settings.llm_cpu_threads,
     )

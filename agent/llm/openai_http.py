@@ -22,7 +22,7 @@ import json
 import logging
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any, Literal, cast
 
@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from agent.llm.backend import ChatBackend, ChatRequest
 from agent.llm.context_window import context_length_error
 from agent.llm.port import ProviderName
-from agent.llm.structured import check_output_size
+from agent.llm.structured import check_output_size, decoding_schema
 from reviewers.kernel.contracts import ChatMessage
 from reviewers.kernel.errors import LLMError, LLMOutputError, LLMUnavailableError
 
@@ -74,21 +74,26 @@ class _Completion(BaseModel):
     usage: _Usage | None = None
 
 
-def schema_name(schema: type[BaseModel]) -> str:
+def _json_schema_name(text: str) -> str:
     """The `json_schema.name` OpenAI accepts: letters, digits, `_` and `-`, at most 64."""
-    return re.sub(r"[^A-Za-z0-9_-]", "_", schema.__name__)[:64] or "answer"
+    return re.sub(r"[^A-Za-z0-9_-]", "_", text)[:64] or "answer"
 
 
-def structured_request_fields(schema: type[BaseModel], mode: StructuredOutputMode) -> dict[str, Any]:
-    """The request fields that ask the server for `schema`-shaped JSON, by `mode`."""
-    json_schema = schema.model_json_schema()
+def schema_name(schema: type[BaseModel]) -> str:
+    return _json_schema_name(schema.__name__)
+
+
+def structured_request_fields(
+    schema: type[BaseModel], mode: StructuredOutputMode, *, json_schema: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The request fields that ask the server for JSON under `decoding_schema(schema, json_schema)`
+    (named after `schema`), by `mode`."""
+    return _schema_fields(schema_name(schema), decoding_schema(schema, json_schema), mode)
+
+
+def _schema_fields(name: str, json_schema: dict[str, Any], mode: StructuredOutputMode) -> dict[str, Any]:
     if mode == "response_format":
-        return {
-            "response_format": {
-                "type": "json_schema",
-                "json_schema": {"name": schema_name(schema), "schema": json_schema},
-            }
-        }
+        return {"response_format": {"type": "json_schema", "json_schema": {"name": name, "schema": json_schema}}}
     if mode == "structured_outputs":
         return {"extra_body": {"structured_outputs": {"json": json_schema}}}
     if mode == "guided_json":
@@ -202,8 +207,11 @@ class OpenAICompatibleLLM(ChatBackend):
         return texts[:n]
 
     def _chat(self, messages: list[ChatMessage], request: ChatRequest) -> list[str]:
-        schema = request.schema
-        extra = structured_request_fields(schema, self._structured_output) if schema is not None else {}
+        extra: dict[str, Any] = {}
+        if request.json_schema is not None:  # already `decoding_schema`'s output (the backend base)
+            title = request.json_schema.get("title") or "answer"
+            name = schema_name(request.schema) if request.schema is not None else _json_schema_name(str(title))
+            extra = _schema_fields(name, request.json_schema, self._structured_output)
         limit = self._max_output_chars * request.n * JSON_ESCAPE_FACTOR + ENVELOPE_BYTES
         with self._span(request) as call:
             body = self._post(messages, request, extra=extra, limit=limit)

@@ -2,13 +2,13 @@
 
 StraTA samples several strategy candidates per merge request; both backends serve that from one
 request (vLLM's `n`, transformers' `num_return_sequences`), so it is a method rather than a loop of
-`complete_text` calls.
+`complete_text` calls. With a `json_schema` every sample is decoded under it, as `complete_json` is.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Literal, Protocol
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, Protocol
 
 from reviewers.kernel.contracts import ChatMessage, LLMPort
 
@@ -26,4 +26,5 @@ class SamplingLLM(LLMPort, Protocol):
         temperature: float,
         max_tokens: int,
         purpose: str = "sample",
+        json_schema: Mapping[str, Any] | None = None,
     ) -> list[str]: ...

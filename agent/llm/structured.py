@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -119,6 +119,45 @@ def schema_instruction(schema: type[BaseModel]) -> str:
     """The instruction that tells a model which JSON to write (compact, so it costs few tokens)."""
     compact = json.dumps(schema.model_json_schema(), separators=(",", ":"), ensure_ascii=False)
     return f"Answer with only one JSON object, no prose, that matches this JSON schema:\n{compact}"
+
+
+# String length bounds are dropped from the schema decoding is constrained to: xgrammar (ours, and
+# vLLM's default backend) compiles `maxLength: n` into n nested states, linear in n — 7.7 s for one
+# string of 120 characters on this 2-core machine, minutes for a 2,000-character finding body — and
+# a compile runs per schema, so per merge request. The pydantic model still enforces the lengths,
+# and a call's `max_tokens` bounds the answer as a whole.
+_DECODING_DROPPED_KEYWORDS = frozenset({"maxLength", "minLength"})
+# Keywords whose value is a map from names to subschemas (not a subschema itself).
+_SCHEMA_MAPS = frozenset({"properties", "$defs", "definitions", "patternProperties", "dependentSchemas"})
+# Keywords whose value is data, never a subschema.
+_SCHEMA_DATA = frozenset({"enum", "const", "default", "examples", "required", "title", "description"})
+
+
+def without_length_bounds(node: Any) -> Any:
+    """A copy of a JSON schema (or a part of one) without `maxLength`/`minLength`."""
+    if isinstance(node, list):
+        return [without_length_bounds(item) for item in node]
+    if not isinstance(node, Mapping):
+        return node
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key in _DECODING_DROPPED_KEYWORDS:
+            continue
+        if key in _SCHEMA_DATA:
+            out[key] = value
+        elif key in _SCHEMA_MAPS and isinstance(value, Mapping):
+            out[key] = {name: without_length_bounds(sub) for name, sub in value.items()}
+        else:
+            out[key] = without_length_bounds(value)
+    return out
+
+
+def decoding_schema(schema: type[BaseModel], json_schema: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The JSON schema decoding is constrained to: `json_schema` (a per-call narrowing of `schema`)
+    or `schema`'s own, without string length bounds. Every backend sends or compiles this one."""
+    base = json_schema if json_schema is not None else schema.model_json_schema()
+    result: dict[str, Any] = without_length_bounds(base)
+    return result
 
 
 def with_schema_instruction(messages: Sequence[ChatMessage], schema: type[BaseModel]) -> list[ChatMessage]:

@@ -2,9 +2,11 @@
 
 It serves the same port as the HTTP backend so the CLI, the tests and the CPU rollouts of the
 learning code run the same agent code against a local (tiny or trained) model, optionally with a
-LoRA adapter from peft. There is no constrained decoding here: the schema goes into the prompt and
-the answer is validated like any other. torch and transformers are imported when the class is
-constructed, never when this module is imported, so `api/` can import the factory cheaply.
+LoRA adapter from peft. A structured call is decoded under its JSON schema with xgrammar
+(`agent.llm.grammar`), the engine vLLM uses, so a local model and the same model on vLLM are held to
+the same schema; the answer is then validated like any other. torch, transformers and xgrammar are
+imported when the class is constructed, never when this module is imported, so `api/` can import
+the factory cheaply.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import contextlib
 import threading
 import warnings
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from opentelemetry.trace import Tracer
 
@@ -21,6 +23,9 @@ from agent.llm.backend import ChatBackend, ChatRequest
 from agent.llm.structured import check_output_size
 from reviewers.kernel.contracts import ChatMessage
 from reviewers.kernel.errors import ConfigError, LLMContextLengthError, LLMError
+
+if TYPE_CHECKING:
+    from agent.llm.grammar import JsonSchemaGrammar
 
 Device = Literal["auto", "cpu", "cuda"]
 
@@ -42,8 +47,16 @@ class TransformersLLM(ChatBackend):
         seed: int | None = None,
         schema_in_prompt: bool = True,
         model_name: str | None = None,
+        constrained: bool = True,
+        cpu_threads: int | None = None,
         tracer: Tracer | None = None,
     ) -> None:
+        """`constrained=False` leaves structured answers unconstrained (prompt and validation only).
+
+        `cpu_threads` sets torch's intra-op threads for the whole process (None keeps torch's
+        default, one per core): on a machine other processes share, one thread can be several times
+        faster than two, which contend.
+        """
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -54,6 +67,10 @@ class TransformersLLM(ChatBackend):
             raise ConfigError(f"no LoRA adapter at {adapter_path} (adapter_config.json is missing)")
         if max_output_tokens < 1:
             raise LLMError("max_output_tokens must be at least 1")
+        if cpu_threads is not None:
+            if cpu_threads < 1:
+                raise ConfigError(f"cpu_threads must be at least 1, got {cpu_threads}")
+            torch.set_num_threads(cpu_threads)
         self._torch = torch
         if device == "auto":
             device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -78,6 +95,14 @@ class TransformersLLM(ChatBackend):
         self._pad_token_id = self._tokenizer.pad_token_id
         if self._pad_token_id is None:
             self._pad_token_id = self._tokenizer.eos_token_id
+        self._grammar: JsonSchemaGrammar | None = None
+        if constrained:
+            from agent.llm.grammar import JsonSchemaGrammar
+
+            eos = self._eos_token_id if isinstance(self._eos_token_id, list) else [self._eos_token_id]
+            self._grammar = JsonSchemaGrammar(
+                self._tokenizer, vocab_size=int(config.vocab_size), stop_token_ids=[int(t) for t in eos]
+            )
         suffix = f"+{Path(adapter_path).name}" if adapter_path is not None else ""
         super().__init__(
             provider="transformers",
@@ -127,8 +152,14 @@ class TransformersLLM(ChatBackend):
         return self._chat(messages, request)
 
     def _chat(self, messages: list[ChatMessage], request: ChatRequest) -> list[str]:
-        # No constrained decoding here: `request.schema` reaches the model through the prompt only.
+        from transformers import LogitsProcessorList
+
         max_tokens = request.max_tokens
+        # Compiled before the span and the lock: a schema that cannot constrain decoding costs no
+        # model time (`LLMSchemaError`), and a compile does not hold up another caller's generation.
+        processors: list[Any] = []
+        if self._grammar is not None and request.json_schema is not None:
+            processors.append(self._grammar.logits_processor(request.json_schema, batch_size=request.n))
         torch = self._torch
         with (
             self._span(request) as call,
@@ -158,7 +189,10 @@ class TransformersLLM(ChatBackend):
                 if self._seed is not None:
                     torch.manual_seed(self._seed)
                 output = self._model.generate(
-                    input_ids=input_ids, attention_mask=attention_mask, generation_config=config
+                    input_ids=input_ids,
+                    attention_mask=attention_mask,
+                    generation_config=config,
+                    logits_processor=LogitsProcessorList(processors),
                 )
             generated = output[:, prompt_tokens:]
             call.response_model = self._model_name

@@ -276,12 +276,24 @@ class LLMPort(Protocol):
 
     Implementations raise `LLMOutputError` when the answer fails validation after one retry that
     carries the validation error, and `LLMUnavailableError` when the server cannot be reached.
+
+    `json_schema`, when given, is what decoding is constrained to (grammar-guided in process,
+    `response_format` on a server): a narrowing of `schema` for this one call, such as the changed
+    files as an enum. It must admit only answers that `schema` accepts; `schema` still validates.
+    A schema that cannot constrain decoding raises `LLMSchemaError`.
     """
 
     @property
     def model_name(self) -> str: ...
 
-    def complete_json(self, messages: Sequence[ChatMessage], schema: type[M], *, purpose: str) -> M: ...
+    def complete_json(
+        self,
+        messages: Sequence[ChatMessage],
+        schema: type[M],
+        *,
+        purpose: str,
+        json_schema: Mapping[str, Any] | None = None,
+    ) -> M: ...
 
     def complete_text(self, messages: Sequence[ChatMessage], *, purpose: str, max_tokens: int = 512) -> str: ...
 

@@ -11,6 +11,7 @@ It lives at the bottom layer so that every layer can raise and catch it::
     │   ├── LLMUnavailableError     timeout, connection refused, 429/5xx after retries (retryable)
     │   ├── LLMOutputError          output failed validation twice (not retryable: fall back)
     │   └── LLMContextLengthError   the prompt and the answer do not fit the model's context (trim, retry once)
+    │   └── LLMSchemaError          a JSON schema decoding cannot be constrained to (invalid, unsatisfiable)
     ├── PlatformError               GitLab (or another host) failed
     │   ├── PlatformUnavailableError    429/5xx past the client's retry budget (retryable)
     │   └── PositionRejectedError   GitLab refused a diff position (fall back to a note)
@@ -98,6 +99,13 @@ class LLMContextLengthError(LLMError):
         super().__init__(message)
         self.context_tokens = context_tokens
         self.prompt_tokens = prompt_tokens
+
+
+class LLMSchemaError(LLMError):
+    """A JSON schema that constrained decoding cannot use: it does not compile, or admits no answer.
+
+    Raised before any token is generated, so a bad schema costs no model time and never hangs.
+    """
 
 
 class PlatformError(ReviewloopError):

@@ -17,6 +17,9 @@ from pydantic import BaseModel, Field
 
 from agent.llm.factory import make_llm
 from agent.llm.openai_http import OpenAICompatibleLLM
+from agent.llm.structured import decoding_schema
+from agent.strategy import Strategy
+from agent.strategy_schema import strategy_json_schema
 from reviewers.kernel.contracts import ChatMessage
 from reviewers.kernel.errors import ConfigError, LLMError, LLMOutputError, LLMUnavailableError
 
@@ -73,10 +76,12 @@ def test_valid_answer_is_validated_and_the_schema_is_sent(openai_server: FakeOpe
     result = make().complete_json(MESSAGES, Verdict, purpose="verify")
     assert result == Verdict.model_validate(VALID)
     [request] = openai_server.chat_requests
+    # The schema decoding is held to is pydantic's without string length bounds (see `decoding_schema`).
     assert request.body["response_format"] == {
         "type": "json_schema",
-        "json_schema": {"name": "Verdict", "schema": Verdict.model_json_schema()},
+        "json_schema": {"name": "Verdict", "schema": decoding_schema(Verdict)},
     }
+    assert "minLength" not in json.dumps(request.body["response_format"])
     assert request.body["model"] == "fake-model"
     assert request.body["max_tokens"] == 64
     assert request.body["temperature"] == 0.0
@@ -192,8 +197,37 @@ def test_vllm_structured_outputs_field(openai_server: FakeOpenAIServer, make: An
     openai_server.enqueue(FakeReply.json(VALID))
     make(structured_output="structured_outputs").complete_json(MESSAGES, Verdict, purpose="verify")
     [request] = openai_server.chat_requests
-    assert request.body["structured_outputs"] == {"json": Verdict.model_json_schema()}
+    assert request.body["structured_outputs"] == {"json": decoding_schema(Verdict)}
     assert "response_format" not in request.body
+
+
+def test_a_per_merge_request_strategy_schema_arrives_as_response_format(
+    openai_server: FakeOpenAIServer, make: Any
+) -> None:
+    schema = strategy_json_schema(["shop/db.py", "tests/test_db.py"], reviewers=["security", "test_impact"])
+    answer = {
+        "change_type": "feature",
+        "risk_areas": [{"path": "shop/db.py", "why": "builds SQL"}],
+        "plan": [{"reviewer": "security", "focus_paths": ["shop/db.py"], "checks": "injection", "step_budget": 4}],
+        "stop_condition": "done",
+    }
+    openai_server.enqueue(FakeReply.json(answer))
+    z = make().complete_json(MESSAGES, Strategy, purpose="strategy", json_schema=schema)
+    assert z.plan[0].focus_paths == ["shop/db.py"]
+    [request] = openai_server.chat_requests
+    sent = request.body["response_format"]
+    assert sent == {"type": "json_schema", "json_schema": {"name": "Strategy", "schema": schema}}
+    assert sent["json_schema"]["schema"]["$defs"]["path"] == {"enum": ["shop/db.py", "tests/test_db.py"]}
+    # The prompt keeps pydantic's short schema; the per-MR narrowing travels only as the constraint.
+    assert '"plan"' in request.messages[-1]["content"] and "prefixItems" not in request.messages[-1]["content"]
+
+
+def test_sampled_answers_carry_their_schema(openai_server: FakeOpenAIServer, make: Any) -> None:
+    schema = strategy_json_schema(["a.py"])
+    openai_server.enqueue(FakeReply.text("{}", "{}"))
+    make().sample_texts(MESSAGES, n=2, temperature=1.0, max_tokens=16, json_schema=schema)
+    [request] = openai_server.chat_requests
+    assert request.body["response_format"]["json_schema"] == {"name": "Strategy", "schema": schema}
 
 
 def _attrs(span: ReadableSpan) -> dict[str, Any]:

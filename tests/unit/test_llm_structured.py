@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Literal
 
 import pytest
 from pydantic import BaseModel, Field
@@ -13,6 +14,7 @@ from agent.llm.structured import (
     InvalidOutput,
     check_output_size,
     complete_structured,
+    decoding_schema,
     extract_json,
     parse_structured,
     retry_conversation,
@@ -126,7 +128,7 @@ def test_structured_request_fields_by_mode() -> None:
     class Weird_Name2(BaseModel):  # noqa: N801
         a: int
 
-    schema = Weird_Name2.model_json_schema()
+    schema = decoding_schema(Weird_Name2)
     assert schema_name(Weird_Name2) == "Weird_Name2"
     assert structured_request_fields(Weird_Name2, "response_format") == {
         "response_format": {"type": "json_schema", "json_schema": {"name": "Weird_Name2", "schema": schema}}
@@ -136,3 +138,22 @@ def test_structured_request_fields_by_mode() -> None:
     }
     assert structured_request_fields(Weird_Name2, "guided_json") == {"extra_body": {"guided_json": schema}}
     assert structured_request_fields(Weird_Name2, "prompt_only") == {}
+
+
+def test_decoding_schema_drops_string_length_bounds_and_nothing_else() -> None:
+    class Inner(BaseModel):
+        maxLength: str = Field(max_length=5)  # noqa: N815 (a property named like the keyword)
+
+    class Outer(BaseModel):
+        title: str = Field(min_length=1, max_length=200)
+        kind: Literal["maxLength", "minLength"]
+        items: list[Inner] = Field(max_length=3)
+
+    schema = decoding_schema(Outer)
+    assert schema["properties"]["title"] == {"title": "Title", "type": "string"}
+    assert schema["properties"]["kind"]["enum"] == ["maxLength", "minLength"]  # data stays
+    assert schema["properties"]["items"]["maxItems"] == 3  # only string bounds go
+    assert schema["$defs"]["Inner"]["properties"] == {"maxLength": {"title": "Maxlength", "type": "string"}}
+    # A caller's narrowing replaces pydantic's schema, stripped the same way.
+    narrowed = {"type": "object", "properties": {"a": {"type": "string", "maxLength": 3}}}
+    assert decoding_schema(Outer, narrowed) == {"type": "object", "properties": {"a": {"type": "string"}}}

@@ -61,7 +61,7 @@ class ScriptedLLM:
     def __init__(self, answer: Strategy | None) -> None:
         self.answer = answer
 
-    def complete_json(self, messages, schema, *, purpose):  # type: ignore[no-untyped-def]
+    def complete_json(self, messages, schema, *, purpose, json_schema=None):  # type: ignore[no-untyped-def]
         if self.answer is None:
             raise LLMOutputError("invalid JSON twice")
         return self.answer

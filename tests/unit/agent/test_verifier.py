@@ -86,7 +86,7 @@ class DemotingJudge:
     def __init__(self, verdict: str | None) -> None:
         self.verdict = verdict
 
-    def complete_json(self, messages, schema, *, purpose):  # type: ignore[no-untyped-def]
+    def complete_json(self, messages, schema, *, purpose, json_schema=None):  # type: ignore[no-untyped-def]
         if self.verdict is None:
             raise LLMOutputError("garbage twice")
         return schema.model_validate({"verdict": self.verdict, "reason": "judged"})

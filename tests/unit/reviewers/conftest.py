@@ -7,7 +7,7 @@ the `FileChange`s a real review would.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pytest
@@ -70,14 +70,23 @@ class ScriptedLLM:
         self.script = list(script)
         self.calls: list[list[ChatMessage]] = []
         self.purposes: list[str] = []
+        self.json_schemas: list[Mapping[str, Any] | None] = []  # what each call constrained decoding to
 
     @property
     def model_name(self) -> str:
         return "scripted"
 
-    def complete_json(self, messages: Sequence[ChatMessage], schema: type[M], *, purpose: str) -> M:
+    def complete_json(
+        self,
+        messages: Sequence[ChatMessage],
+        schema: type[M],
+        *,
+        purpose: str,
+        json_schema: Mapping[str, Any] | None = None,
+    ) -> M:
         self.calls.append(list(messages))
         self.purposes.append(purpose)
+        self.json_schemas.append(json_schema)
         answer = self.script.pop(0) if self.script else {"tool": "finish"}
         if isinstance(answer, Exception):
             raise answer

@@ -105,7 +105,9 @@ class ScriptedLLM:
     def model_name(self) -> str:
         return "scripted"
 
-    def complete_json(self, messages: Sequence[ChatMessage], schema: type[M], *, purpose: str) -> M:
+    def complete_json(
+        self, messages: Sequence[ChatMessage], schema: type[M], *, purpose: str, json_schema: Any = None
+    ) -> M:
         self.calls.append((list(messages), purpose))
         if isinstance(self.answer, Exception):
             raise self.answer

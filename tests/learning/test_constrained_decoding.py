@@ -1,0 +1,116 @@
+"""Constrained decoding in process (xgrammar) on the tiny random model: a model that writes noise
+unconstrained writes schema-valid JSON under the schema; bad schemas and short budgets fail typed."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+import jsonschema
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from pydantic import BaseModel, Field
+
+from agent.llm.transformers_local import TransformersLLM
+from agent.strategy_schema import strategy_json_schema
+from reviewers.kernel.contracts import ChatMessage
+from reviewers.kernel.errors import LLMOutputError, LLMSchemaError
+from reviewers.tool_schema import tool_call_json_schema
+
+MESSAGES: list[ChatMessage] = [{"role": "user", "content": "Pick a reviewer and the files it should read."}]
+
+
+class Pick(BaseModel):
+    reviewer: Literal["security", "architecture", "code_quality", "test_impact"]
+    paths: list[str] = Field(max_length=20)
+    budget: int = Field(ge=1, le=30)
+
+
+# The per-call narrowing: paths from this change only. No free text, so a random model cannot
+# wander inside a string and every answer ends well within the token budget.
+PICK_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "reviewer": {"enum": ["security", "test_impact"]},
+        "paths": {"type": "array", "items": {"enum": ["app/a.py", "app/b.py"]}, "minItems": 1, "maxItems": 2},
+        "budget": {"type": "integer", "minimum": 1, "maximum": 30},
+    },
+    "required": ["reviewer", "paths", "budget"],
+    "additionalProperties": False,
+}
+
+
+def _llm(model: Path, **options: Any) -> tuple[TransformersLLM, InMemorySpanExporter]:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    options.setdefault("max_output_tokens", 48)
+    return TransformersLLM(model, tracer=provider.get_tracer("test"), seed=0, **options), exporter
+
+
+def test_a_random_model_writes_valid_json_only_under_the_schema(tiny_model_dir: Path) -> None:
+    free, _ = _llm(tiny_model_dir, constrained=False)
+    with pytest.raises(LLMOutputError):
+        free.complete_json(MESSAGES, Pick, purpose="pick", json_schema=PICK_SCHEMA)
+    held, spans = _llm(tiny_model_dir)
+    pick = held.complete_json(MESSAGES, Pick, purpose="pick", json_schema=PICK_SCHEMA)
+    jsonschema.validate(pick.model_dump(), PICK_SCHEMA)
+    assert len(spans.get_finished_spans()) == 1  # valid at the first attempt
+
+
+def test_every_sample_is_decoded_under_the_schema(tiny_model_dir: Path) -> None:
+    import json
+
+    llm, _ = _llm(tiny_model_dir)
+    texts = llm.sample_texts(MESSAGES, n=3, temperature=1.0, max_tokens=48, json_schema=PICK_SCHEMA)
+    assert len(texts) == 3
+    for text in texts:
+        jsonschema.validate(json.loads(text), PICK_SCHEMA)
+    assert len(set(texts)) > 1  # sampled, not three copies of one answer
+
+
+@pytest.mark.parametrize(
+    ("schema", "reason"),
+    [
+        ({"type": "object", "properties": {"a": {"enum": []}}, "required": ["a"]}, "enum array must not be empty"),
+        ({"type": "array", "minItems": 3, "maxItems": 1}, "minItems is greater than maxItems"),
+        ({"type": "nonsense"}, 'Unsupported type "nonsense"'),
+        ({"title": "Nothing", "anyOf": []}, "Nothing admits no answer"),
+    ],
+)
+def test_a_schema_no_answer_can_satisfy_fails_typed_before_generating(
+    tiny_model_dir: Path, schema: dict[str, Any], reason: str
+) -> None:
+    llm, spans = _llm(tiny_model_dir)
+    started = time.monotonic()
+    with pytest.raises(LLMSchemaError, match=reason):
+        llm.complete_json(MESSAGES, Pick, purpose="pick", json_schema=schema)
+    assert time.monotonic() - started < 30
+    assert spans.get_finished_spans() == ()  # no model call was made
+
+
+def test_an_answer_the_budget_cuts_short_is_retried_then_a_typed_failure(tiny_model_dir: Path) -> None:
+    llm, spans = _llm(tiny_model_dir, max_output_tokens=3)
+    with pytest.raises(LLMOutputError, match="failed validation twice"):
+        llm.complete_json(MESSAGES, Pick, purpose="pick", json_schema=PICK_SCHEMA)
+    finished = spans.get_finished_spans()
+    assert [dict(s.attributes or {})["gen_ai.response.finish_reasons"] for s in finished] == [("length",)] * 2
+
+
+def test_the_review_schemas_compile_once_per_schema(tiny_model_dir: Path) -> None:
+    from agent.llm.grammar import JsonSchemaGrammar
+
+    llm, _ = _llm(tiny_model_dir)
+    grammar = JsonSchemaGrammar(
+        llm.tokenizer, vocab_size=llm.model.config.vocab_size, stop_token_ids=[llm.tokenizer.eos_token_id]
+    )
+    strategy = strategy_json_schema(["app/a.py", "app/b.py", "tests/test_a.py"])
+    tools = tool_call_json_schema(paths=["app/a.py", "app/b.py"])
+    started = time.monotonic()
+    compiled = grammar.compile(strategy)
+    grammar.compile(tools)
+    assert time.monotonic() - started < 20  # no string length bounds: ~0.1 s each when the machine is idle
+    assert grammar.compile(dict(reversed(list(strategy.items())))) is compiled  # cached by content
