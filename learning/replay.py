@@ -283,7 +283,6 @@ class ReplayEnv:
             verified = [VerifiedFinding(f, "REAL", "verifier off") for f in found]
         return Execution(strategy=z, results=results, verified=tuple(verified), added_by_safety_net=added)
 
-
     @staticmethod
     def _run_plan(
         case: ReplayCase, z: Strategy, context: ReviewContext, llm: LLMPort | None, prefix: str | None

@@ -172,7 +172,14 @@ def train_status_command(
 @app.command("eval-model")
 def eval_model_command(
     candidate: Annotated[str, typer.Option(help="candidate model version: id or name")],
-    replay: Annotated[Path, typer.Option(help="replay cases: a dataset directory or a JSONL file (eval split)")],
+    replay: Annotated[
+        Path,
+        typer.Option(
+            "--replay",
+            "--env",
+            help="replay cases (eval split): a dataset directory, or a JSONL file such as `dev make-env` writes",
+        ),
+    ],
     baseline: Annotated[
         str | None, typer.Option(help="baseline version id or name, or 'rules'; default: the one in service")
     ] = None,

@@ -66,7 +66,9 @@ class EnvGenConfig:
 def split_packages(packages: list[Package], config: EnvGenConfig) -> dict[ReplaySplit, list[Package]]:
     """Packages shuffled by the seed; the held-out share (at least one, never all) goes to eval."""
     if len(packages) < 2:
-        raise InputError(f"need at least 2 packages with {config.min_files}+ usable files to split, found {len(packages)}")
+        raise InputError(
+            f"need at least 2 packages with {config.min_files}+ usable files to split, found {len(packages)}"
+        )
     order = sorted(packages, key=lambda p: p.name)
     random.Random(config.seed).shuffle(order)
     n_eval = min(len(order) - 1, max(1, round(config.heldout_fraction * len(order))))
@@ -94,7 +96,7 @@ def generate_mr(
 ) -> ReplayCase:
     """One merge request over files of one package, with its labels."""
     count = min(len(package.files), rng.randint(config.min_files, config.max_files))
-    chosen = rng.sample(list(package.files), count)
+    candidates = rng.sample(list(package.files), len(package.files))
     n_defects = rng.randint(0, config.max_defects)
     n_decoys = rng.randint(0, config.max_decoys)
     roles: list[tuple[PlantRole, PlantTemplate] | None] = [("defect", rng.choice(DEFECTS)) for _ in range(n_defects)]
@@ -103,10 +105,14 @@ def generate_mr(
     rng.shuffle(roles)
     changed: list[tuple[str, str, str]] = []
     plants: list[tuple[str, Plant]] = []
-    for source, role in zip(chosen, roles, strict=True):
-        edited = _edit_file(source, role, rng)
+    # A file no edit fits is skipped and the next one takes its role, so the count holds where it can.
+    for source in candidates:
+        if not roles:
+            break
+        edited = _edit_file(source, roles[-1], rng)
         if edited is None:
             continue
+        roles.pop()
         text, planted = edited
         changed.append((source.path, source.text, text))
         if planted is not None:

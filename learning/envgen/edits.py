@@ -105,9 +105,7 @@ def _same_tree_after_rename(original: str, edited: str, *, fn: FunctionNode, old
     except SyntaxError:
         return False
     before = ast.parse(original)
-    target = next(
-        n for n in _functions(before) if n.lineno == fn.lineno and n.col_offset == fn.col_offset
-    )
+    target = next(n for n in _functions(before) if n.lineno == fn.lineno and n.col_offset == fn.col_offset)
     _Renamer(old, new).visit(target)
     return ast.dump(before) == ast.dump(after)
 
@@ -256,7 +254,28 @@ def _checked(text: str) -> str | None:
     return text
 
 
+_NOTES = (
+    "# Kept small on purpose: callers rely on its behaviour.",
+    "# See the module docstring for the conventions used here.",
+    "# Order matters below: later definitions build on earlier ones.",
+)
+
+
+def add_comment(text: str, rng: random.Random) -> str | None:
+    """An explanatory comment above one function or class (the edit that fits any module with a definition)."""
+    tree = ast.parse(text)
+    defs = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)]
+    if not defs:
+        return None
+    node = rng.choice(defs)
+    at = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+    lines = text.splitlines(keepends=True)
+    lines.insert(at - 1, f"{_indent_of(lines[at - 1])}{rng.choice(_NOTES)}\n")
+    return _checked("".join(lines))
+
+
 BENIGN_EDITS: dict[str, Edit] = {
+    "comment": add_comment,
     "rename-local": rename_local,
     "docstring": add_docstring,
     "debug-log": add_debug_log,

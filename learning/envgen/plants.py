@@ -157,9 +157,7 @@ def plant(text: str, template: PlantTemplate, role: PlantRole, rng: random.Rando
     taken = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | {
         n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
     }
-    fn = next(
-        (name for _ in range(20) if (name := f"_{rng.choice(_VERBS)}_{rng.choice(_NOUNS)}") not in taken), None
-    )
+    fn = next((name for _ in range(20) if (name := f"_{rng.choice(_VERBS)}_{rng.choice(_NOUNS)}") not in taken), None)
     if fn is None:
         return None
     noun = fn.split("_")[-1].upper()

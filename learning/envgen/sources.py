@@ -42,10 +42,11 @@ def _usable(text: str) -> bool:
     if not MIN_LINES <= lines <= MAX_LINES or "\t" in text or "\r" in text:
         return False  # tabs and CR line ends would make our 4-space insertions inconsistent
     try:
-        ast.parse(text)
+        tree = ast.parse(text)
     except (SyntaxError, ValueError):
         return False
-    return True
+    # Every benign edit and every plant anchors on a definition.
+    return any(isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) for n in tree.body)
 
 
 def _read(path: Path) -> str | None:
