@@ -14,7 +14,15 @@ from typing import TYPE_CHECKING
 
 from agent.store.db import Database
 from learning.configs import KTOTrainingConfig
-from learning.training import HeldOut, TrainResult, TrlMethod, completion_logprob, held_out_loss, run_trl_trainer
+from learning.training import (
+    CausalLM,
+    HeldOut,
+    TrainResult,
+    TrlMethod,
+    completion_logprob,
+    held_out_loss,
+    run_trl_trainer,
+)
 from reviewers.errors import TrainingError
 
 if TYPE_CHECKING:
@@ -82,7 +90,7 @@ def desirability_gap(held_out: HeldOut) -> float | None:
     rows = held_out.evaluation
     if len(rows) == 0 or len(set(rows["label"])) < 2:
         return None
-    model = held_out.trainer.model
+    model: CausalLM = held_out.trainer.model
     was_training = model.training
     model.eval()
     try:
