@@ -117,6 +117,8 @@ def train_rl_command(
                 )
     except ReviewloopError as exc:
         raise fail(exc) from None
+    if not result.main_process:
+        return  # another rank of `accelerate launch`: rank 0 reports
     table = Table("measure", "before", "after", title=f"held-out replay ({result.metrics.get('eval_cases', 0)} MRs)")
     for mode in ("greedy", "sampled"):
         for key in ("mean_reward", "f1", "mean_steps", "valid_share"):
