@@ -70,7 +70,9 @@ class TeamProfile(BaseModel):
         return "accepted" if category in self.accept_categories else None
 
     def vote_on(self, finding: Finding) -> Vote | None:
-        return self.vote(path=finding.path, category=finding.category, kind=finding_kind(finding))
+        return self.vote(
+            path=finding.path, category=finding.category, kind=finding_kind(rule=finding.rule, title=finding.title)
+        )
 
     @classmethod
     def sample(cls, seed: int) -> TeamProfile:
@@ -87,9 +89,9 @@ class TeamProfile(BaseModel):
         )
 
 
-def finding_kind(finding: Finding) -> str | None:
+def finding_kind(*, rule: str, title: str) -> str | None:
     """The planted kind a reported finding is about, read from its rule and title (None: none known)."""
-    text = f"{finding.rule} {finding.title}".lower()
+    text = f"{rule} {title}".lower()
     return next((kind for word, kind in _KIND_BY_RULE_WORD.items() if word.lower() in text), None)
 
 

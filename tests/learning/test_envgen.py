@@ -194,3 +194,35 @@ def test_cases_read_back_as_replay_cases(env_file: Path) -> None:
     first = json.loads(env_file.read_text().splitlines()[0])
     case = ReplayCase.model_validate(first)
     assert case.s1 and case.s1.startswith("title: ") and case.split == "train"
+
+
+@pytest.mark.slow
+def test_the_profile_votes_through_the_feedback_path(env_file: Path, db_dsn: str) -> None:
+    """A synthesised MR reviewed by the real pipeline into Postgres; the profile's votes land in the
+    feedback table and come out of the dataset builder's reader as the labels of those findings."""
+    from agent.context import ReviewRequest
+    from agent.pipeline import Runtime, run_review
+    from agent.session import prepare_database
+    from agent.store.db import open_pool
+    from learning.envgen.votes import cast_profile_votes
+    from learning.episodes import episodes_from_rows, read_review_rows
+    from learning.reward import RewardConfig
+
+    case = next(c for c in read_jsonl_cases(env_file) if any(not f.kind.startswith("decoy:") for f in c.findings))
+    team = TeamProfile(accept_categories=["security"], reject_categories=["code_quality"])
+    prepare_database(db_dsn)  # the review graph's checkpoint tables
+    with open_pool(db_dsn, max_size=2) as pool:
+        request = ReviewRequest(
+            source="diff", project=f"envgen/{case.package}", mr_iid=1, title=case.title,
+            description=case.description, diff_text=case.diff, files=case.files,
+        )  # fmt: skip
+        outcome = run_review(Runtime(pool=pool, llm=None), request, dsn=db_dsn)
+        posted = [v.finding for v in outcome.verified if v.verdict == "REAL"]
+        votes = cast_profile_votes(pool, outcome.review_id, team)
+        rows = read_review_rows(pool, since=None)
+    assert posted and votes.accepted + votes.rejected + votes.abstained == len(posted)
+    [episode] = [e for e in episodes_from_rows(rows, config=RewardConfig()).episodes if not e.is_shadow]
+    labels = {(f.path, f.line, f.category): f.label for f in episode.findings}
+    for finding in posted:
+        expected = {"security": "accepted", "code_quality": "rejected"}.get(finding.category, "unknown")
+        assert labels[(finding.path, finding.line, finding.category)] == expected
