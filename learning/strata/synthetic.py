@@ -285,6 +285,17 @@ class SyntheticConfig:
             raise ConfigError(f"file_kind has {len(DECOYS)} decoy kinds: at most that many decoys per case")
 
 
+def vocabulary_words() -> list[str]:
+    """Every name and directory word generated paths can use, train and held-out alike: text for a tiny
+    model's tokenizer corpus, so held-out names are words it can spell (a real tokenizer knows English
+    words; knowing the words says nothing about which file holds a problem)."""
+    words = set(NAME_POOL) | set(HELDOUT_NAME_POOL)
+    for layout in (TRAIN_LAYOUT, HELDOUT_LAYOUT):
+        for pattern in (layout.source, layout.same_kind, layout.docs, layout.tests, layout.config):
+            words.update(w for w in pattern.replace("/", " ").replace(".", " ").split() if "{" not in w)
+    return sorted(words)
+
+
 def fake_token(rng: random.Random) -> str:
     """A GitHub-shaped token (known prefix, 36 characters) that is random, not anyone's credential."""
     return "ghp_" + "".join(rng.choice(string.ascii_letters + string.digits) for _ in range(36))
