@@ -57,6 +57,7 @@ class ReplayFinding(BaseModel):
     severity: Severity
     label: LabeledAs
     fingerprint: str = ""
+    kind: str = ""  # what was planted here, for synthesised cases (learning/envgen): "sql-injection", "decoy:…"
 
 
 class ReplayCase(BaseModel):
@@ -72,6 +73,10 @@ class ReplayCase(BaseModel):
     s1: str | None = None  # the exact s1 the model saw, when the snapshot kept it
     findings: list[ReplayFinding] = Field(default_factory=list)
     split: ReplaySplit | None = None
+    package: str | None = None  # the source package of a synthesised case: the unit of its train/eval split
+    review_budget: int | None = Field(
+        default=None, ge=1, description="reviewer steps for the whole review (one file per step); None: no limit"
+    )
 
     def snapshot(self) -> dict[str, Any]:
         """The snapshot mapping the dataset builder renders prompts from."""
@@ -259,13 +264,32 @@ class ReplayEnv:
                 update={"plan": [p.model_copy(update={"step_budget": min(p.step_budget, cap)}) for p in z.plan]}
             )
         prefix = render_review_prefix(context) if llm is not None else None
-        results = tuple(run_reviewer(p.reviewer, context, p, llm, shared_prefix=prefix) for p in z.plan)
+        results = self._run_plan(case, z, context, llm, prefix)
         found = [f for r in results for f in r.findings if not below_min_severity(f, context.config.min_severity)]
         if self.config.verify:
             verified = verify_findings(found, VerifierInputs(workspace=context.workspace, diff_index=ready.diff_index))
         else:
             verified = [VerifiedFinding(f, "REAL", "verifier off") for f in found]
         return Execution(strategy=z, results=results, verified=tuple(verified), added_by_safety_net=added)
+
+    @staticmethod
+    def _run_plan(
+        case: ReplayCase, z: Strategy, context: ReviewContext, llm: LLMPort | None, prefix: str | None
+    ) -> tuple[ReviewerResult, ...]:
+        """Run the plan in order; a case's `review_budget` is shared by all its reviewers, first come first
+        served, so a plan that spends steps on the wrong reviewer or files has none left for the right ones."""
+        left = case.review_budget
+        results: list[ReviewerResult] = []
+        for item in z.plan:
+            if left is not None:
+                if left < 1:
+                    break
+                item = item.model_copy(update={"step_budget": min(item.step_budget, left)})
+            result = run_reviewer(item.reviewer, context, item, llm, shared_prefix=prefix)
+            results.append(result)
+            if left is not None:
+                left -= len(result.steps)
+        return tuple(results)
 
 
 def accepted_expected(case: ReplayCase) -> list[ExpectedFinding]:

@@ -14,7 +14,15 @@ from typing import TYPE_CHECKING
 
 from agent.store.db import Database
 from learning.train_configs import KTOTrainingConfig
-from learning.training import HeldOut, TrainResult, TrlMethod, held_out_loss, run_trl_trainer
+from learning.training import (
+    CausalLM,
+    HeldOut,
+    TrainResult,
+    TrlMethod,
+    completion_logprob,
+    held_out_loss,
+    run_trl_trainer,
+)
 from reviewers.kernel.errors import TrainingError
 
 if TYPE_CHECKING:
@@ -76,5 +84,25 @@ def _check_labels(dataset_dir: Path, train: Dataset) -> None:
         )
 
 
+def desirability_gap(held_out: HeldOut) -> float | None:
+    """Mean log p(completion | prompt) of the held-out desirable strategies minus that of the undesirable
+    ones: what KTO should widen (None unless the held-out split has both kinds)."""
+    rows = held_out.evaluation
+    if len(rows) == 0 or len(set(rows["label"])) < 2:
+        return None
+    model: CausalLM = held_out.trainer.model
+    was_training = model.training
+    model.eval()
+    try:
+        scores: dict[bool, list[float]] = {True: [], False: []}
+        for row in rows:
+            scores[bool(row["label"])].append(
+                completion_logprob(model, held_out.tokenizer, row["prompt"], row["completion"])
+            )
+    finally:
+        model.train(was_training)
+    return sum(scores[True]) / len(scores[True]) - sum(scores[False]) / len(scores[False])
+
+
 def _measure(held_out: HeldOut, prefix: str) -> dict[str, float | None]:
-    return {f"{prefix}eval_loss": held_out_loss(held_out)}
+    return {f"{prefix}eval_loss": held_out_loss(held_out), f"{prefix}eval_desirable_gap": desirability_gap(held_out)}

@@ -109,6 +109,7 @@ class RLResult:
     adapter_path: str | None  # None when the whole model was trained
     metrics: dict[str, Any]
     step_metrics: list[dict[str, Any]]
+    main_process: bool = True  # False on the other ranks of a data-parallel run: they save and report nothing
 
 
 def measure_policy(
@@ -190,6 +191,12 @@ def train_rl(
     policy = trainer.policy
     if policy is None:  # train() always loads it
         raise TrainingError("the trainer has no policy after training")
+    if not trainer.dp.is_main:  # rank 0 holds the same weights and does the measuring and saving
+        return RLResult(
+            out_dir=out_dir, run_id=None, steps=outcome.steps, resumed_from=outcome.resumed_from,
+            uses_lora=policy.is_peft, base_model=str(base_model), adapter_path=None, metrics={},
+            step_metrics=outcome.step_metrics, main_process=False,
+        )  # fmt: skip
     if eval_cases:
         metrics |= _flatten("after", measure_policy(policy, eval_cases, env=env, config=config))
     metrics |= {"steps": outcome.steps, "train_cases": len(train_cases), "eval_cases": len(eval_cases)}

@@ -118,6 +118,8 @@ def train_rl_command(
                 )
     except ReviewloopError as exc:
         raise fail(exc) from None
+    if not result.main_process:
+        return  # another rank of `accelerate launch`: rank 0 reports
     table = Table("measure", "before", "after", title=f"held-out replay ({result.metrics.get('eval_cases', 0)} MRs)")
     for mode in ("greedy", "sampled"):
         for key in ("mean_reward", "f1", "mean_steps", "valid_share"):
@@ -173,7 +175,14 @@ def train_status_command(
 @app.command("eval-model")
 def eval_model_command(
     candidate: Annotated[str, typer.Option(help="candidate model version: id or name")],
-    replay: Annotated[Path, typer.Option(help="replay cases: a dataset directory or a JSONL file (eval split)")],
+    replay: Annotated[
+        Path,
+        typer.Option(
+            "--replay",
+            "--env",
+            help="replay cases (eval split): a dataset directory, or a JSONL file such as `dev make-env` writes",
+        ),
+    ],
     baseline: Annotated[
         str | None, typer.Option(help="baseline version id or name, or 'rules'; default: the one in service")
     ] = None,

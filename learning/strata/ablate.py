@@ -13,7 +13,10 @@ top-δ score is the reward itself: `plain_mean` cannot differ from `full`; and t
 steps always follow the plan, so the judge flags none and `no_judge` cannot differ either. They are
 run anyway, to show it.
 
-Measured (2 shared CPU cores, one seed, 30 steps, 16 held-out MRs; reward of a perfect strategy ≈ 1.03):
+Measured when every case sat at one module name (name_pool 1, held-out paths = training paths, so one
+constant plan was optimal; 2 shared CPU cores, one seed, 30 steps, 16 held-out MRs; reward of a perfect
+strategy ≈ 1.03). Held-out cases now use names and a layout training never shows (synthetic.py), where
+the tiny model does not generalise in 30 steps (tests/learning/test_strata_rl.py); rerun for new numbers:
 
     ablation    sampled before→after   greedy before→after  diversity
     full          0.370 → 0.979          0.669 → 1.028        0.164

@@ -8,6 +8,10 @@ with a known prefix); the other files gain harmless changes. The planted lines a
 accepted findings. Under a small step budget (`ReplayEnvConfig.step_budget_cap`) a strategy finds a
 problem only by focusing its file first.
 
+Held-out cases are drawn from names and a directory layout that no training case uses (`app/oak.js`
+beside `doc/oak.md`, where training had `src/alder.js` beside `docs/alder.md`): a constant plan, or
+one that remembers training paths, earns nothing there; only reading s1 carries over.
+
 The problem files are knowable from s1, by the signals the config names:
 - `file_kind`: the decoys are documentation, tests and deploy config; the problems are in the source
   file (the lesson: read the code before the docs);
@@ -40,8 +44,27 @@ NAME_POOL: tuple[str, ...] = (
     "alder", "birch", "cedar", "maple", "rowan", "hazel", "larch", "aspen",
     "holly", "willow", "spruce", "poplar",
 )  # fmt: skip
-SOURCE_DIRECTORY = "src"
-SAME_KIND_DIRECTORY: dict[Language, str] = {"javascript": "lib", "go": "pkg", "python": "app"}
+# Held-out merge requests use other names (and another layout, below): a policy that memorised where
+# the problem sat in training, rather than reading s1, gains nothing on them.
+HELDOUT_NAME_POOL: tuple[str, ...] = (
+    "oak", "elm", "pine", "beech", "yew", "fir", "juniper", "cypress",
+    "linden", "sequoia", "hemlock", "tamarack",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where a merge request's files live: the source directory and the decoys' path patterns."""
+
+    source: str
+    same_kind: str  # directory of every file when s1's signal is not file_kind
+    docs: str
+    tests: str
+    config: str
+
+
+TRAIN_LAYOUT = Layout("src", "lib", "docs/{name}.md", "tests/{name}.test.{ext}", "deploy/{name}.yml")
+HELDOUT_LAYOUT = Layout("app", "modules", "doc/{name}.md", "test/{name}.spec.{ext}", "config/{name}.yaml")
 SUFFIX: dict[Language, str] = {"javascript": "js", "go": "go", "python": "py"}
 FUNCTION_NAMES = ("loadRecord", "syncState", "buildReport", "fetchItems", "applyChange", "readEntry", "storeValue")
 ARG_NAMES = ("value", "name", "entry", "target", "label", "input")
@@ -179,19 +202,18 @@ HARMLESS: dict[Language, tuple[Template, ...]] = {
 }
 # Decoys of the file_kind signal: (path pattern, old lines, added lines); `{name}`, `{fn}`, `{col}` filled in.
 DecoyKind = Literal["docs", "tests", "config"]
-DECOYS: dict[DecoyKind, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
+# Decoys of the file_kind signal: (old lines, added lines); `{name}`, `{fn}`, `{col}` filled in, the path
+# from the layout.
+DECOYS: dict[DecoyKind, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "docs": (
-        "docs/{name}.md",
         ("# {name}", "", "Helpers of the {name} module."),
         ("", "## Usage", "", "Call `{fn}` with the {col} of an account."),
     ),
     "tests": (
-        "tests/{name}.test.{ext}",
         ("// tests of the {name} module", 'test("version", () => expect(version()).toBe("1.0"));'),
         ('test("{fn}", () => expect({fn}([])).toEqual([]));',),
     ),
     "config": (
-        "deploy/{name}.yml",
         ("name: {name}", "replicas: 2"),
         ("retries: 3", "log_format: json"),
     ),
@@ -217,10 +239,17 @@ class SyntheticConfig:
     files_per_case: int = field(default=3, metadata={"help": "changed files per merge request"})
     problems_per_case: int = field(default=1, metadata={"help": "files with a planted problem per merge request"})
     name_pool: int = field(
-        default=1,
+        default=4,
         metadata={
-            "help": "how many neutral module names the cases draw from; more names make the policy copy the"
-            " right one from s1, which a tiny model learns far more slowly than where to look"
+            "help": "how many neutral module names each split draws from (train and eval from disjoint pools"
+            " when heldout_unseen); more names make the policy copy the right one from s1"
+        },
+    )
+    heldout_unseen: bool = field(
+        default=True,
+        metadata={
+            "help": "eval cases use names and a directory layout no train case uses, so what is measured is"
+            " reading s1, not remembering a path"
         },
     )
     languages: tuple[Language, ...] = field(
@@ -244,6 +273,8 @@ class SyntheticConfig:
         names_needed = self.problems_per_case if "file_kind" in self.signals else self.files_per_case
         if not names_needed <= self.name_pool <= len(NAME_POOL):
             raise ConfigError(f"name_pool must be in [{names_needed}, {len(NAME_POOL)}], got {self.name_pool}")
+        if len(HELDOUT_NAME_POOL) < len(NAME_POOL):
+            raise ConfigError("the held-out name pool must be as large as the training one")
         if self.n_train < 1 or self.n_eval < 1:
             raise ConfigError("both splits need at least one case")
         if not self.languages or any(lang not in PROBLEMS for lang in self.languages):
@@ -252,6 +283,17 @@ class SyntheticConfig:
             raise ConfigError("signals must name file_kind, description and/or size")
         if "file_kind" in self.signals and self.files_per_case - self.problems_per_case > len(DECOYS):
             raise ConfigError(f"file_kind has {len(DECOYS)} decoy kinds: at most that many decoys per case")
+
+
+def vocabulary_words() -> list[str]:
+    """Every name and directory word generated paths can use, train and held-out alike: text for a tiny
+    model's tokenizer corpus, so held-out names are words it can spell (a real tokenizer knows English
+    words; knowing the words says nothing about which file holds a problem)."""
+    words = set(NAME_POOL) | set(HELDOUT_NAME_POOL)
+    for layout in (TRAIN_LAYOUT, HELDOUT_LAYOUT):
+        for pattern in (layout.source, layout.same_kind, layout.docs, layout.tests, layout.config):
+            words.update(w for w in pattern.replace("/", " ").replace(".", " ").split() if "{" not in w)
+    return sorted(words)
 
 
 def fake_token(rng: random.Random) -> str:
@@ -291,25 +333,31 @@ def _code_file(
     return old, new, line
 
 
-def _decoy_file(kind: DecoyKind, name: str, language: Language, rng: random.Random) -> tuple[str, list[str], list[str]]:
-    pattern, old, added = DECOYS[kind]
+def _decoy_file(
+    kind: DecoyKind, name: str, language: Language, layout: Layout, rng: random.Random
+) -> tuple[str, list[str], list[str]]:
+    old, added = DECOYS[kind]
+    pattern = {"docs": layout.docs, "tests": layout.tests, "config": layout.config}[kind]
     values = {"name": name, "fn": rng.choice(FUNCTION_NAMES), "col": rng.choice(COLUMNS), "ext": SUFFIX[language]}
     old_lines = [line.format(**values) for line in old]
     return pattern.format(**values), old_lines, old_lines + [line.format(**values) for line in added]
 
 
-def generate_case(case_id: str, config: SyntheticConfig, rng: random.Random) -> ReplayCase:
-    """One merge request: problem files and decoys in random diff order, labels on the planted lines."""
+def generate_case(case_id: str, config: SyntheticConfig, rng: random.Random, *, heldout: bool = False) -> ReplayCase:
+    """One merge request: problem files and decoys in random diff order, labels on the planted lines.
+    `heldout` draws names and layout from the held-out pools (when the config keeps them apart)."""
+    unseen = heldout and config.heldout_unseen
+    pool, layout = (HELDOUT_NAME_POOL, HELDOUT_LAYOUT) if unseen else (NAME_POOL, TRAIN_LAYOUT)
     language = rng.choice(config.languages)
     file_kind = "file_kind" in config.signals
     n_decoys = config.files_per_case - config.problems_per_case
     # With file_kind, the decoys document, test and deploy the module the source files belong to.
-    names = rng.sample(NAME_POOL[: config.name_pool], config.problems_per_case if file_kind else config.files_per_case)
+    names = rng.sample(pool[: config.name_pool], config.problems_per_case if file_kind else config.files_per_case)
     padding = SIZE_PADDING_LINES if "size" in config.signals else 0
     changed: list[tuple[str, list[str], list[str]]] = []
     findings = []
     problems: list[str] = []
-    directory = SOURCE_DIRECTORY if file_kind else SAME_KIND_DIRECTORY[language]
+    directory = layout.source if file_kind else layout.same_kind
     for name in names[: config.problems_per_case]:
         path = f"{directory}/{name}.{SUFFIX[language]}"
         template = rng.choice(PROBLEMS[language])
@@ -321,7 +369,7 @@ def generate_case(case_id: str, config: SyntheticConfig, rng: random.Random) -> 
         problems.append(path)
         changed.append((path, old, new))
     if file_kind:
-        changed += [_decoy_file(kind, names[0], language, rng) for kind in rng.sample(list(DECOYS), n_decoys)]
+        changed += [_decoy_file(kind, names[0], language, layout, rng) for kind in rng.sample(list(DECOYS), n_decoys)]
     else:
         for name in names[config.problems_per_case :]:
             old, new, _ = _code_file(language, rng.choice(HARMLESS[language]), padding=0, rng=rng)
@@ -351,7 +399,7 @@ def generate_replay_set(config: SyntheticConfig | None = None) -> list[ReplayCas
     cases = []
     for i in range(config.n_train + config.n_eval):
         split: Literal["train", "eval"] = "train" if i < config.n_train else "eval"
-        case = generate_case(f"synthetic-{config.seed}-{i:04d}", config, rng)
+        case = generate_case(f"synthetic-{config.seed}-{i:04d}", config, rng, heldout=split == "eval")
         cases.append(case.model_copy(update={"split": split}))
     return cases
 

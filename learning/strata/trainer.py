@@ -37,6 +37,7 @@ from learning.replay_reward import ReplayRewardConfig
 from learning.strata.advantages import filter_low_variance_groups, population_std
 from learning.strata.checkpoint import latest_checkpoint, read_state, restore_checkpoint, save_checkpoint
 from learning.strata.config import StrataConfig
+from learning.strata.distributed import DataParallel
 from learning.strata.judge import make_judge
 from learning.strata.masking import stack_token_targets
 from learning.strata.policy import PolicyConfig, StrategyPolicy, StrategySampler
@@ -105,6 +106,19 @@ class TrainOutcome:
     step_metrics: list[dict[str, Any]]
 
 
+@dataclass(frozen=True)
+class _RankRollouts:
+    """One rank's rollouts of a step, as much as the step's metrics and the group filter need."""
+
+    scores: list[list[float]]
+    rewards: list[float]
+    diversity: list[float]
+    steps_run: int
+    flagged: int
+    valid: int
+    candidates: int
+
+
 class _RunLog:
     """Step metrics to the logger and, with a store, to the run's training_runs row."""
 
@@ -139,6 +153,9 @@ def learning_rate_at(step: int, *, peak: float, warmup: int) -> float:
     return peak if warmup <= 0 else peak * min(1.0, (step + 1) / warmup)
 
 
+RANK_SEED_STRIDE = 1_000_003  # rank r samples with seed + r·stride: ranks must not draw the same samples
+
+
 def rollout_seed(seed: int, step: int) -> int:
     return seed * 7919 + step
 
@@ -162,6 +179,7 @@ class StrataTrainer:
         sampler: StrategySampler | None = None,
         vllm_config: VLLMConfig | None = None,
         on_step_end: StepHook | None = None,
+        data_parallel: DataParallel | None = None,
     ) -> None:
         if not config.fixed_executor:
             raise TrainingError(
@@ -188,6 +206,13 @@ class StrataTrainer:
         self.judge = make_judge(config.judge_config())
         self.policy: StrategyPolicy | None = None
         self._prompts: dict[str, list[int]] = {}
+        # Under `accelerate launch` each process is one rank (learning/strata/distributed.py).
+        self.dp = data_parallel or DataParallel.from_environment()
+        if self.dp.world_size > self.train_config.mrs_per_step:
+            raise ConfigError(
+                f"mrs_per_step ({self.train_config.mrs_per_step}) must be at least the number of processes"
+                f" ({self.dp.world_size}): every rank rolls out its share of each step's merge requests"
+            )
 
     # --- set-up ---------------------------------------------------------------------------------
 
@@ -260,43 +285,65 @@ class StrataTrainer:
 
         started = time.monotonic()
         policy = self._require_policy()
-        cases = batch_for_step(self.train_cases, step, size=self.train_config.mrs_per_step, seed=self.config.seed)
-        groups = self.rollout(cases, seed=rollout_seed(self.config.seed, step))
-        kept = filter_low_variance_groups([g.scores for g in groups], self.config.keep_ratio)
-        rewards = [r for g in groups for r in g.rewards]
-        steps_run = sum(e.n_steps for g in groups for s in g.strategies for e in s.executions)
-        flagged = sum(f for g in groups for s in g.strategies for f in s.flagged)
+        everyone = batch_for_step(self.train_cases, step, size=self.train_config.mrs_per_step, seed=self.config.seed)
+        cases = self.dp.shard(everyone)
+        groups = self.rollout(cases, seed=rollout_seed(self.config.seed, step) + RANK_SEED_STRIDE * self.dp.rank)
         candidates = [c for g in groups for c in g.candidates]
+        mine = _RankRollouts(
+            scores=[g.scores for g in groups],
+            rewards=[r for g in groups for r in g.rewards],
+            diversity=[g.diversity for g in groups],
+            steps_run=sum(e.n_steps for g in groups for s in g.strategies for e in s.executions),
+            flagged=sum(f for g in groups for s in g.strategies for f in s.flagged),
+            valid=sum(c.strategy is not None for c in candidates),
+            candidates=len(candidates),
+        )
+        every = self.dp.gather(mine)
+        # The filter ranks all the step's groups, in the order one process would hold them.
+        all_scores = self.dp.unshard([e.scores for e in every])
+        kept_all = filter_low_variance_groups(all_scores, self.config.keep_ratio)
+        kept = [g // self.dp.world_size for g in kept_all if g % self.dp.world_size == self.dp.rank]
+        rewards = [r for e in every for r in e.rewards]
+        steps_run = sum(e.steps_run for e in every)
+        candidates_total = sum(e.candidates for e in every)
         metrics: dict[str, Any] = {
             "step": step + 1,
             "reward_mean": float(np.mean(rewards)),
             "reward_std": population_std(rewards),
-            "score_std_mean": float(np.mean([population_std(g.scores) for g in groups])),
-            "strategy_diversity": float(np.mean([g.diversity for g in groups])),
-            "valid_share": sum(c.strategy is not None for c in candidates) / len(candidates),
-            "judge_flag_rate": flagged / steps_run if steps_run else 0.0,
-            "groups_kept": len(kept),
-            "groups": len(groups),
+            "score_std_mean": float(np.mean([population_std(scores) for scores in all_scores])),
+            "strategy_diversity": float(np.mean([d for e in every for d in e.diversity])),
+            "valid_share": sum(e.valid for e in every) / candidates_total,
+            "judge_flag_rate": sum(e.flagged for e in every) / steps_run if steps_run else 0.0,
+            "groups_kept": len(kept_all),
+            "groups": len(all_scores),
         }
         rows = [
             (groups[i].prompt_ids, s, t)
             for i in kept
             for s, t in zip(groups[i].strategies, groups[i].token_targets(), strict=True)
         ]
-        if not rows:
+        row_counts = self.dp.gather(len(rows))
+        if not sum(row_counts):
             # Every group had (near) zero reward spread: nothing to learn from this batch.
             metrics |= {"skipped": True, "seconds": round(time.monotonic() - started, 3)}
             return metrics
         prompts = [r[0] for r in rows]
         completions = [r[1].sample.completion_ids for r in rows]
-        _, advantages = stack_token_targets([r[2] for r in rows])
-        size = self.train_config.minibatch_size or len(rows)
-        old_logprobs, entropy = self._old_logprobs(policy, prompts, completions, size=size)
-        token_adv = torch.as_tensor(advantages, dtype=torch.float32, device=old_logprobs.device)
-        token_adv = token_adv[:, : old_logprobs.shape[1]]
+        size = self.train_config.minibatch_size or max(row_counts)
+        # Every rank takes part in every update (collectives must match), even with no rows of its own.
+        updates_per_epoch = -(-max(row_counts) // size)
+        if rows:
+            _, advantages = stack_token_targets([r[2] for r in rows])
+            old_logprobs, entropy, entropy_tokens = self._old_logprobs(policy, prompts, completions, size=size)
+            token_adv = torch.as_tensor(advantages, dtype=torch.float32, device=old_logprobs.device)
+            token_adv = token_adv[:, : old_logprobs.shape[1]]
+        else:
+            entropy, entropy_tokens = 0.0, 0.0
+        entropy_parts = self.dp.gather((entropy * entropy_tokens, entropy_tokens))
         loss_cfg = self.config.loss_config()
         from learning.strata.loss import ppo_clip_loss
 
+        params = policy.trainable_parameters()
         losses, norms, clips, kls = [], [], [], []
         order = list(range(len(rows)))
         shuffle = random.Random(rollout_seed(self.config.seed, step))
@@ -306,36 +353,47 @@ class StrataTrainer:
         policy.model.train()
         for _ in range(self.train_config.ppo_epochs):
             shuffle.shuffle(order)
-            for start in range(0, len(order), size):
-                idx = order[start : start + size]
-                now = policy.score(
-                    [prompts[i] for i in idx], [completions[i] for i in idx], temperature=self.config.temperature
-                )
-                width = now.mask.shape[1]  # the minibatch's longest completion
-                loss, stats = ppo_clip_loss(
-                    now.logprobs,
-                    old_logprobs[idx, :width],
-                    token_adv[idx, :width],
-                    now.mask,
-                    eps_low=loss_cfg.eps_low,
-                    eps_high=loss_cfg.eps_high,
-                )
+            for update in range(updates_per_epoch):
+                idx = order[update * size : (update + 1) * size]
                 optimizer.zero_grad(set_to_none=True)
-                loss.backward()  # type: ignore[no-untyped-call]
-                norm = torch.nn.utils.clip_grad_norm_(policy.trainable_parameters(), self.train_config.max_grad_norm)
+                tokens, part = 0.0, (0.0, 0.0, 0.0)
+                if idx:
+                    now = policy.score(
+                        [prompts[i] for i in idx], [completions[i] for i in idx], temperature=self.config.temperature
+                    )
+                    width = now.mask.shape[1]  # the minibatch's longest completion
+                    loss, stats = ppo_clip_loss(
+                        now.logprobs,
+                        old_logprobs[idx, :width],
+                        token_adv[idx, :width],
+                        now.mask,
+                        eps_low=loss_cfg.eps_low,
+                        eps_high=loss_cfg.eps_high,
+                    )
+                    tokens = float(now.mask.sum())
+                # Each rank's token-mean, weighted by its share of the update's tokens and summed over
+                # ranks, is the token-mean over all of them: one process's loss on the same rollouts.
+                total = self.dp.sum(tokens)
+                if idx:
+                    (loss * (tokens / total)).backward()  # type: ignore[no-untyped-call]
+                    part = (float(loss.detach()), stats.clip_fraction, stats.approx_kl)
+                self.dp.sum_gradients(params)
+                norm = torch.nn.utils.clip_grad_norm_(params, self.train_config.max_grad_norm)
                 optimizer.step()
-                losses.append(float(loss.detach()))
+                summed = self.dp.gather(tuple(v * tokens / total for v in part))
+                losses.append(sum(p[0] for p in summed))
+                clips.append(sum(p[1] for p in summed))
+                kls.append(sum(p[2] for p in summed))
                 norms.append(float(norm))
-                clips.append(stats.clip_fraction)
-                kls.append(stats.approx_kl)
         policy.model.eval()
+        entropy_weight = sum(w for _, w in entropy_parts)
         metrics |= {
             "loss": float(np.mean(losses)),
             "grad_norm": float(np.mean(norms)),
             "clip_fraction": float(np.mean(clips)),
             "approx_kl": float(np.mean(kls)),
-            "entropy": entropy,
-            "trained_rollouts": len(rows),
+            "entropy": sum(v for v, _ in entropy_parts) / entropy_weight if entropy_weight else 0.0,
+            "trained_rollouts": sum(row_counts),
             "learning_rate": lr,
             "skipped": False,
             "seconds": round(time.monotonic() - started, 3),
@@ -344,8 +402,9 @@ class StrataTrainer:
 
     def _old_logprobs(
         self, policy: StrategyPolicy, prompts: Sequence[list[int]], completions: Sequence[list[int]], *, size: int
-    ) -> tuple[Any, float]:
-        """Log-probabilities under the policy before this step's updates (B, C), and their mean entropy."""
+    ) -> tuple[Any, float, float]:
+        """Log-probabilities under the policy before this step's updates (B, C), their mean entropy, and the
+        number of tokens that mean is over."""
         import torch
 
         policy.model.eval()  # no dropout: the old log-probabilities and the ratio's numerator match
@@ -362,7 +421,7 @@ class StrataTrainer:
                 chunks.append(torch.nn.functional.pad(scored.logprobs, (0, width - scored.logprobs.shape[1])))
                 entropies.append(float(scored.entropy) if scored.entropy is not None else 0.0)
                 weights.append(float(scored.mask.sum()))
-        return torch.cat(chunks), float(np.average(entropies, weights=weights))
+        return torch.cat(chunks), float(np.average(entropies, weights=weights)), float(sum(weights))
 
     # --- the run ---------------------------------------------------------------------------------
 
@@ -383,6 +442,7 @@ class StrataTrainer:
         if checkpoint is None:
             torch.manual_seed(self.config.seed)  # a resumed run restores the RNG states instead
         self.policy = self.load_policy(checkpoint)
+        self.dp.broadcast_parameters(self.policy.trainable_parameters())
         self._prompts = {}
         optimizer = self._optimizer(self.policy)
         start, run_id, history, resumed_from = 0, None, [], None
@@ -391,11 +451,13 @@ class StrataTrainer:
             start = resumed_from = int(state["step"])
             run_id = state.get("run_id")
             history = list(state.get("step_metrics") or [])
-        if self.db is not None and run_id is None:
+        main = self.dp.is_main  # rank 0 alone records, checkpoints and measures
+        if self.db is not None and run_id is None and main:
             run_id = start_run(self.db, "rl", self._state(None, []) | {"out_dir": str(self.out_dir)})
-        runlog = _RunLog(self.db, run_id)
-        if on_start is not None:
+        runlog = _RunLog(self.db if main else None, run_id)
+        if on_start is not None and main:
             on_start(self.policy, start)
+        self.dp.barrier()
         self._sync_sampler(start)
         step = start
         try:
@@ -405,7 +467,7 @@ class StrataTrainer:
                 history.append(metrics)
                 runlog.log(metrics)
                 done = step + 1
-                if done % self.train_config.checkpoint_every == 0 or done == self.config.max_steps:
+                if main and (done % self.train_config.checkpoint_every == 0 or done == self.config.max_steps):
                     save_checkpoint(
                         self.out_dir,
                         step=done,
@@ -414,10 +476,11 @@ class StrataTrainer:
                         state=self._state(run_id, history),
                         keep=self.train_config.keep_checkpoints,
                     )
-                if self.on_step_end is not None:
+                self.dp.barrier()  # no rank reads a checkpoint directory while rank 0 writes it
+                if self.on_step_end is not None and main:
                     self.on_step_end(done, metrics)
         except BaseException as exc:
-            if self.db is not None and run_id is not None:
+            if self.db is not None and run_id is not None and main:
                 reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
                 finish_run(self.db, run_id, status="failed", reason=f"stopped after step {step}: {reason}")
             raise

@@ -105,7 +105,11 @@ def test_our_containers_run_real_reviewloop_commands(ours: list[Container]) -> N
     problems = []
     for container in ours:
         command = container.spec.get("command")
-        assert command in (None, ["reviewloop"]), f"{container}: keep the image's `reviewloop` entrypoint"
+        # the entrypoint, or the same command line started once per GPU by `accelerate launch -m api`
+        data_parallel = (
+            command is not None and command[:2] == ["accelerate", "launch"] and command[-2:] == ["-m", "api"]
+        )
+        assert command in (None, ["reviewloop"]) or data_parallel, f"{container}: keep the `reviewloop` entrypoint"
         args = container.spec.get("args")
         assert args, f"{container}: name the reviewloop subcommand in args"
         problem = check_invocation([str(a) for a in args], commands, str(container))
@@ -331,6 +335,22 @@ def test_retrain_cronjob(docs: list[Doc]) -> None:
     }
     pvc = find(docs, "PersistentVolumeClaim", claims["models"])
     assert pvc.body["spec"]["accessModes"] == ["ReadWriteMany"], "retrain and vLLM may be on different nodes"
+
+
+def test_data_parallel_rl_starts_one_process_per_requested_gpu(docs: list[Doc]) -> None:
+    doc = find(docs, "CronJob", "reviewloop-rl-multigpu")
+    assert doc.body["spec"]["suspend"] is True, "started by hand, never on its own"
+    spec = pod_spec(doc)
+    [rl] = spec["containers"]
+    command = [str(c) for c in rl["command"]]
+    assert "--multi_gpu" in command
+    processes = int(command[command.index("--num_processes") + 1])
+    assert processes > 1 and int(rl["resources"]["limits"]["nvidia.com/gpu"]) == processes
+    assert rl["args"][:2] == ["train", "rl"]
+    [make_env] = spec["initContainers"]
+    assert make_env["args"][:2] == ["dev", "make-env"]
+    replay = rl["args"][rl["args"].index("--replay") + 1]
+    assert replay == make_env["args"][make_env["args"].index("--out") + 1], "RL trains on the environment built"
 
 
 def test_collector_config_in_the_configmap_is_deploy_otel_collector_yaml(docs: list[Doc]) -> None:

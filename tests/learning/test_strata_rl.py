@@ -5,12 +5,12 @@ started by a short supervised pass on *uninformed* strategies (security on one c
 random): it learns to write valid strategy JSON, not where the problems are. RL must find that out
 from the reward: the planted problem is in the source file, the decoys are docs, tests and deploy
 config, and only one file per reviewer fits in the step budget. Reward is measured on held-out merge
-requests before and after, greedily (what serving and the gate see) and by sampling at the training
-temperature (what RL optimises).
+requests whose names and layout no training one has, before and after, greedily (what serving and the
+gate see) and by sampling at the training temperature (what RL optimises).
 
 Then: an interrupted run resumes from its checkpoint and ends where an uninterrupted one ends, with
-its step metrics in `training_runs`; and the gate refuses a worse model and promotes a better one,
-through real model versions in Postgres.
+its step metrics in `training_runs`; and the gate refuses a worse model and decides on the held-out
+numbers, through real model versions in Postgres.
 """
 
 from __future__ import annotations
@@ -30,11 +30,17 @@ from agent.store.db import open_pool
 from agent.store.models import get_run, get_version, list_runs, production_version, register_version
 from agent.strategy import STRATEGY_SYSTEM_PROMPT, Strategy
 from api.cli import app
-from learning.gate import run_gate
+from learning.gate import gate_decision, run_gate
 from learning.replay import ReplayEnv, ReplayEnvConfig, load_replay_cases, write_jsonl_cases
 from learning.strata.checkpoint import list_checkpoints
 from learning.strata.policy import PolicyConfig, StrategyPolicy
-from learning.strata.synthetic import SyntheticConfig, generate_replay_set, problem_paths, uninformed_strategy
+from learning.strata.synthetic import (
+    SyntheticConfig,
+    generate_replay_set,
+    problem_paths,
+    uninformed_strategy,
+    vocabulary_words,
+)
 from learning.strata.warm_start import WarmStartConfig, compact_strategy_json, warm_start
 from learning.tiny_model import build_tiny_model
 from learning.train_rl import load_rl_config, train_rl
@@ -43,6 +49,7 @@ from reviewers.kernel.contracts import PlanItem
 pytestmark = pytest.mark.slow
 
 WARM_START_STEPS = 150
+NAME_POOL_SIZE = 12  # training spreads the problem over 12 names; held-out cases use 12 others, in another layout
 RL_CONFIG: dict[str, dict[str, Any]] = {
     "strata": {
         "sigma": 2,
@@ -62,11 +69,9 @@ RL_CONFIG: dict[str, dict[str, Any]] = {
     "env": {"step_budget_cap": 1},
     "eval": {"samples": 4},
 }
-# Held-out gains the run must show over the warm start. Greedy decoding is what serving and the gate
-# use; sampling at the training temperature is what RL optimises. Observed on this seed: greedy
-# 0.67 → 1.03, sampled 0.37 → 0.98 (a perfect strategy earns about 1.03 here).
-MIN_GREEDY_GAIN = 0.2
-MIN_SAMPLED_GAIN = 0.3
+# What RL must keep on the held-out names and layout, which it does not generalise to (see below).
+MIN_UNSEEN_VALID_SHARE = 0.75
+MAX_UNSEEN_GREEDY_DROP = 0.1
 
 
 @dataclass
@@ -91,13 +96,16 @@ def setup(tmp_path_factory: pytest.TempPathFactory, threads: None) -> Setup:
     work = tmp_path_factory.mktemp("strata")
     # the CPU demo's set (learning/strata/ablate.py): one language, one module name, so the lesson is
     # where to look first; copying names or extensions from s1 takes a 64-wide random model far longer
-    cases = generate_replay_set(SyntheticConfig(n_train=32, n_eval=16, languages=("javascript",), seed=0))
+    cases = generate_replay_set(
+        SyntheticConfig(n_train=32, n_eval=16, languages=("javascript",), name_pool=NAME_POOL_SIZE, seed=0)
+    )
     replay = write_jsonl_cases(work / "replay.jsonl", cases)
     env = ReplayEnv(ReplayEnvConfig(step_budget_cap=1))
     rng = random.Random(0)
     train = [c for c in cases if c.split == "train"]
     examples = [(env.reset(c), compact_strategy_json(uninformed_strategy(c, rng, max_focus=1))) for c in train]
     corpus = [s1 for s1, _ in examples] + [text for _, text in examples] + [STRATEGY_SYSTEM_PROMPT] * 3
+    corpus += [" ".join(vocabulary_words())] * 3  # held-out names are words it can spell, never seen in a case
     base = build_tiny_model(work / "base", seed=0, corpus=corpus, vocab_size=1024)
     policy = StrategyPolicy.load(base, config=PolicyConfig(use_lora=False, device="cpu"))
     losses = warm_start(policy, examples, WarmStartConfig(steps=WARM_START_STEPS))
@@ -130,17 +138,19 @@ def _changed_tensors(before: Path, after: Path) -> int:
     return sum(1 for k in a if not torch.equal(a[k], b[k]))
 
 
-def test_rl_raises_held_out_reward_over_the_warm_start(setup: Setup, trained: Mapping[str, Any]) -> None:
+def test_rl_on_held_out_names_and_layout(setup: Setup, trained: Mapping[str, Any]) -> None:
+    """The held-out split (names and a layout no training MR has): measured and printed; asserted not to
+    collapse. A 64-wide random model does not carry the lesson to paths it never saw within 30 steps
+    (observed: greedy 0.263 → 0.309, sampled 0.177 → 0.117), nor to new merge requests of the training
+    layout once the problem is spread over 12 names (greedy 0.200 → 0.137, sampled 0.148 → 0.134; the
+    old single-name set's gains came from one constant plan): an honest null, recorded, not tuned away.
+    The real-model run belongs to `make bench-learning`."""
     m = trained["metrics"]
-    print("\nheld-out (16 MRs)      before   after")
+    print("\nheld-out, unseen names and layout (16 MRs)   before   after")
     for key in ("sampled_mean_reward", "sampled_valid_share", "greedy_mean_reward", "greedy_f1", "greedy_valid_share"):
         print(f"{key:22s} {m[f'before_{key}']:7.3f} {m[f'after_{key}']:7.3f}")
-    greedy_gain = m["after_greedy_mean_reward"] - m["before_greedy_mean_reward"]
-    sampled_gain = m["after_sampled_mean_reward"] - m["before_sampled_mean_reward"]
-    assert greedy_gain >= MIN_GREEDY_GAIN, f"RL raised held-out greedy reward by only {greedy_gain:.3f}"
-    assert sampled_gain >= MIN_SAMPLED_GAIN, f"RL raised held-out sampled reward by only {sampled_gain:.3f}"
-    assert m["after_greedy_valid_share"] == 1.0 and m["after_sampled_valid_share"] >= 0.8
-    assert m["after_greedy_f1"] > m["before_greedy_f1"]
+    assert m["after_greedy_valid_share"] >= MIN_UNSEEN_VALID_SHARE
+    assert m["after_greedy_mean_reward"] >= m["before_greedy_mean_reward"] - MAX_UNSEEN_GREEDY_DROP
     assert _changed_tensors(setup.warm, trained["out"]) > 0
     assert trained["uses_lora"] is False and trained["kind"] == "rl"
 
@@ -235,7 +245,7 @@ def _bad_policy(setup: Setup) -> Path:
     return setup.work / "bad"
 
 
-def test_gate_refuses_a_worse_model_and_promotes_a_better_one(
+def test_gate_refuses_a_worse_model_and_decides_on_held_out_numbers(
     setup: Setup, trained: Mapping[str, Any], db_dsn: str
 ) -> None:
     bad = _bad_policy(setup)
@@ -269,10 +279,22 @@ def test_gate_refuses_a_worse_model_and_promotes_a_better_one(
             max_new_tokens=config.strata.max_new_tokens,
         )
         print(f"gate: {report.decision.reason}")
-        assert report.decision.promote and report.promoted_id == trained_id
+        # On names and a layout it never saw, the RL model is not reliably better (observed 0.309 vs 0.372):
+        # the gate must decide on those held-out numbers, and its decision must take effect.
+        cand, base = report.candidate_numbers, report.baseline_numbers
+        assert cand.cases == base.cases == len(cases)
+        assert report.decision.reward_delta == pytest.approx(cand.mean_reward - base.mean_reward)
+        assert report.decision.promote == gate_decision(cand, base, margin=0.02).promote
         serving = production_version(pool)
-        assert serving is not None and serving["id"] == trained_id
-        assert report.candidate_numbers.mean_reward > report.baseline_numbers.mean_reward + 0.02
+        trained_row = get_version(pool, trained_id)
+        assert trained_row is not None
+        if report.decision.promote:
+            assert report.promoted_id == trained_id and serving is not None and serving["id"] == trained_id
+        else:
+            assert report.promoted_id is None and serving is None and trained_row["stage"] == "rejected"
         evals = list_runs(pool, kind="eval")
-        assert [r["metrics"]["decision"] for r in evals] == ["promote", "refuse"]
+        assert [r["metrics"]["decision"] for r in evals] == [
+            "promote" if report.decision.promote else "refuse",
+            "refuse",
+        ]
         assert evals[0]["model_version_id"] == trained_id and evals[0]["metrics"]["candidate"]["cases"] == len(cases)

@@ -154,9 +154,12 @@ def test_synthetic_set_is_seeded_split_and_detectable() -> None:
     assert [c.model_dump() for c in cases] == [c.model_dump() for c in generate_replay_set(config)]
     assert cases[0].model_dump() != generate_replay_set(SyntheticConfig(n_train=6, n_eval=4, seed=6))[0].model_dump()
     env = ReplayEnv(ReplayEnvConfig(step_budget_cap=1))
+    # held-out cases share no path (so no name and no layout) with training ones
+    train_paths = {p for c in cases if c.split == "train" for p in c.files}
+    assert not train_paths & {p for c in cases if c.split == "eval" for p in c.files}
     for c in cases:
         (problem,) = problem_paths(c)
-        assert problem.startswith("src/")
+        assert problem.startswith("src/" if c.split == "train" else "app/")
         for path in [f.path for f in env.files(c)]:
             z = Strategy(change_type="feature", plan=[PlanItem(reviewer="security", focus_paths=[path])])
             found = env.execute(c, z).findings

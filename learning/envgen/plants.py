@@ -1,0 +1,205 @@
+"""Planted defects and their decoys: the labeled part of a synthesised merge request.
+
+A plant is a small private helper added to a real module (private, so the test-impact reviewer does
+not ask for its tests). A *defect* carries a pattern a reviewer targets — SQL built by an f-string
+from a parameter, a shell command from a parameter, `yaml.load` without a safe loader, `pickle.loads`
+or `eval` on input, a hard-coded token, a mutable default argument, a bare `except:` — and its line
+is the label. A *decoy* looks the same at a glance but is safe (a parameterised query, a command as a
+constant list, `yaml.safe_load`, `json.loads`, `ast.literal_eval`, a token from the environment, a
+`None` default, a named exception); posting on it is a false alarm, so its line is a negative label.
+"""
+
+from __future__ import annotations
+
+import ast
+import random
+import string
+from dataclasses import dataclass
+from typing import Literal
+
+from learning.envgen.edits import after_imports
+from reviewers.kernel.contracts import Category, Severity
+
+PlantRole = Literal["defect", "decoy"]
+
+
+@dataclass(frozen=True)
+class PlantTemplate:
+    """Lines of a helper; `{fn}`, `{arg}`, `{col}`, `{table}`, `{const}`, `{token}` are filled in.
+    `line` indexes the line that carries the pattern (the label); `imports` are modules it needs."""
+
+    kind: str
+    category: Category
+    severity: Severity
+    lines: tuple[str, ...]
+    line: int
+    imports: tuple[str, ...] = ()
+    sink: str = ""  # text the labeled line contains at head, after filling (checked by tests)
+
+
+DEFECTS: tuple[PlantTemplate, ...] = (
+    PlantTemplate("sql-injection", "security", "high", (
+        "def {fn}(connection, {arg}):",
+        "    cursor = connection.cursor()",
+        "    cursor.execute(f\"SELECT id, {col} FROM {table} WHERE {col} = '{{{arg}}}'\")",
+        "    return cursor.fetchall()",
+    ), 2, sink="cursor.execute(f\""),
+    PlantTemplate("shell-injection", "security", "high", (
+        "def {fn}({arg}):",
+        '    return subprocess.run(f"tar -czf {table}.tgz {{{arg}}}", shell=True, check=False)',
+    ), 1, ("subprocess",), sink="shell=True"),
+    PlantTemplate("unsafe-yaml", "security", "high", (
+        "def {fn}({arg}):",
+        "    return yaml.load({arg})",
+    ), 1, ("yaml",), sink="yaml.load("),
+    PlantTemplate("unsafe-pickle", "security", "high", (
+        "def {fn}({arg}):",
+        "    return pickle.loads({arg})",
+    ), 1, ("pickle",), sink="pickle.loads("),
+    PlantTemplate("code-exec", "security", "high", (
+        "def {fn}({arg}):",
+        "    return eval({arg})",
+    ), 1, sink="eval("),
+    PlantTemplate("hardcoded-secret", "security", "critical", (
+        '{const} = "{token}"',
+        "",
+        "",
+        "def {fn}():",
+        '    return {{"Authorization": f"token {{{const}}}"}}',
+    ), 0, sink='= "ghp_'),
+    PlantTemplate("mutable-default", "code_quality", "medium", (
+        "def {fn}({arg}, seen=[]):",
+        "    seen.append({arg})",
+        "    return len(seen)",
+    ), 0, sink="seen=[]"),
+    PlantTemplate("bare-except", "code_quality", "medium", (
+        "def {fn}({arg}):",
+        "    try:",
+        "        return int({arg})",
+        "    except:",
+        "        return None",
+    ), 3, sink="except:"),
+)  # fmt: skip
+
+DECOYS: tuple[PlantTemplate, ...] = (
+    PlantTemplate("sql-injection", "security", "high", (
+        "def {fn}(connection, {arg}):",
+        "    cursor = connection.cursor()",
+        '    cursor.execute("SELECT id, {col} FROM {table} WHERE {col} = %s", ({arg},))',
+        "    return cursor.fetchall()",
+    ), 2, sink="cursor.execute(\"SELECT"),
+    PlantTemplate("shell-injection", "security", "high", (
+        "def {fn}():",
+        '    return subprocess.run(["tar", "-czf", "{table}.tgz", "build"], check=False)',
+    ), 1, ("subprocess",), sink="subprocess.run(["),
+    PlantTemplate("unsafe-yaml", "security", "high", (
+        "def {fn}({arg}):",
+        "    return yaml.safe_load({arg})",
+    ), 1, ("yaml",), sink="yaml.safe_load("),
+    PlantTemplate("unsafe-pickle", "security", "high", (
+        "def {fn}({arg}):",
+        "    return json.loads({arg})",
+    ), 1, ("json",), sink="json.loads("),
+    PlantTemplate("code-exec", "security", "high", (
+        "def {fn}({arg}):",
+        "    return ast.literal_eval({arg})",
+    ), 1, ("ast",), sink="literal_eval("),
+    PlantTemplate("hardcoded-secret", "security", "critical", (
+        '{const} = os.environ.get("{env}", "")',
+        "",
+        "",
+        "def {fn}():",
+        '    return {{"Authorization": f"token {{{const}}}"}}',
+    ), 0, ("os",), sink="os.environ.get("),
+    PlantTemplate("mutable-default", "code_quality", "medium", (
+        "def {fn}({arg}, seen=None):",
+        "    seen = [] if seen is None else seen",
+        "    seen.append({arg})",
+        "    return len(seen)",
+    ), 0, sink="seen=None"),
+    PlantTemplate("bare-except", "code_quality", "medium", (
+        "def {fn}({arg}):",
+        "    try:",
+        "        return int({arg})",
+        "    except ValueError:",
+        "        return None",
+    ), 3, sink="except ValueError:"),
+)  # fmt: skip
+
+KINDS: tuple[str, ...] = tuple(t.kind for t in DEFECTS)
+_VERBS = ("load", "fetch", "export", "parse", "collect", "resolve", "read", "sync")
+_NOUNS = ("rows", "entries", "records", "archive", "payload", "settings", "report", "items")
+_ARGS = ("value", "name", "raw", "source", "text", "key")
+_COLUMNS = ("email", "owner", "status", "region", "slug")
+_TABLES = ("accounts", "jobs", "events", "uploads", "orders")
+
+
+@dataclass(frozen=True)
+class Plant:
+    role: PlantRole
+    template: PlantTemplate
+    anchor: str  # the unique first line of the helper, to find it at head
+    sink: str
+
+    @property
+    def kind(self) -> str:
+        return self.template.kind
+
+
+def fake_token(rng: random.Random) -> str:
+    """A GitHub-shaped token (known prefix, 36 characters) that is random, not anyone's credential."""
+    return "ghp_" + "".join(rng.choice(string.ascii_letters + string.digits) for _ in range(36))
+
+
+def plant(text: str, template: PlantTemplate, role: PlantRole, rng: random.Random) -> tuple[str, Plant] | None:
+    """Insert the helper before a random top-level definition (or at the end); None if it cannot parse."""
+    tree = ast.parse(text)
+    taken = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | {
+        n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+    }
+    fn = next((name for _ in range(20) if (name := f"_{rng.choice(_VERBS)}_{rng.choice(_NOUNS)}") not in taken), None)
+    if fn is None:
+        return None
+    noun = fn.split("_")[-1].upper()
+    values = {
+        "fn": fn,
+        "arg": rng.choice(_ARGS),
+        "col": rng.choice(_COLUMNS),
+        "table": rng.choice(_TABLES),
+        "const": f"_{noun}_TOKEN",
+        "env": f"{noun}_TOKEN",
+        "token": fake_token(rng),
+    }
+    if values["const"] in taken:
+        return None
+    block = [line.format(**values) for line in template.lines]
+    lines = text.splitlines(keepends=True)
+    defs = [n for n in tree.body[1:] if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)]
+    if defs:
+        target = rng.choice(defs)
+        at = min([target.lineno, *(d.lineno for d in target.decorator_list)]) - 1
+        insertion = [f"{line}\n" if line else "\n" for line in block] + ["\n", "\n"]
+    else:
+        at = len(lines)
+        if lines and not lines[-1].endswith("\n"):
+            lines[-1] += "\n"
+        insertion = ["\n", "\n"] + [f"{line}\n" if line else "\n" for line in block]
+    lines[at:at] = insertion
+    imported = {a.name for n in tree.body if isinstance(n, ast.Import) for a in n.names if a.asname is None}
+    missing = [m for m in template.imports if m not in imported]
+    header = after_imports(tree)
+    lines[header:header] = [f"import {m}\n" for m in missing]
+    edited = "".join(lines)
+    try:
+        ast.parse(edited)
+    except SyntaxError:
+        return None
+    sink = template.sink.format(**values) if "{" in template.sink else template.sink
+    return edited, Plant(role=role, template=template, anchor=block[0], sink=sink)
+
+
+def labeled_line(text: str, item: Plant) -> int:
+    """The 1-based line at head that carries the plant's pattern."""
+    lines = text.splitlines()
+    start = lines.index(item.anchor)
+    return start + item.template.line + 1

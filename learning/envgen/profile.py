@@ -1,0 +1,111 @@
+"""A team profile: what one team accepts and rejects when a review posts on its merge requests.
+
+Teams differ: one wants every injection pointed out but is tired of comments on its vendored code;
+another rejects code-quality remarks altogether. The profile is the environment's stand-in for such a
+team. It decides the labels of the planted defects (a defect the team would reject is labeled
+rejected: posting it costs reward) and it votes on what a review actually posts, so the votes can go
+through the real feedback → dataset path. A profile is seeded (the same seed, the same team) or read
+from a JSON file; a file naming an unknown category or kind is refused with one line.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import random
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from learning.envgen.plants import KINDS
+from reviewers.kernel.contracts import CATEGORIES, Finding
+from reviewers.kernel.errors import InputError
+
+Vote = Literal["accepted", "rejected"]
+# Paths a team commonly asks reviews to leave alone (generated, vendored, compatibility shims).
+_PATH_HABITS = ("*/compat*", "*/_vendor/*", "*/tests/*", "*/testing/*", "*/_internal/*", "*/utils/*")
+# A finding's rule, as the analyzers write it, to the planted kind it reports.
+_KIND_BY_RULE_WORD = {
+    "sql": "sql-injection", "B608": "sql-injection", "shell": "shell-injection", "B602": "shell-injection",
+    "B605": "shell-injection", "yaml": "unsafe-yaml", "B506": "unsafe-yaml", "pickle": "unsafe-pickle",
+    "B301": "unsafe-pickle", "deserial": "unsafe-pickle", "eval": "code-exec", "B307": "code-exec",
+    "code-exec": "code-exec", "secret": "hardcoded-secret", "token": "hardcoded-secret", "B006": "mutable-default",
+    "E722": "bare-except",
+}  # fmt: skip
+
+
+class TeamProfile(BaseModel):
+    """What the team accepts (`accept_categories`) and rejects (categories, kinds, path patterns)."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str = "team"
+    accept_categories: list[str] = Field(default_factory=lambda: ["security", "code_quality"])
+    reject_categories: list[str] = Field(default_factory=list)
+    reject_kinds: list[str] = Field(default_factory=list)
+    reject_paths: list[str] = Field(default_factory=list, description="fnmatch patterns of paths not to comment on")
+
+    @field_validator("accept_categories", "reject_categories")
+    @classmethod
+    def _known_categories(cls, value: list[str]) -> list[str]:
+        unknown = sorted(set(value) - set(CATEGORIES))
+        if unknown:
+            raise ValueError(f"unknown categories {', '.join(unknown)} (known: {', '.join(CATEGORIES)})")
+        return value
+
+    @field_validator("reject_kinds")
+    @classmethod
+    def _known_kinds(cls, value: list[str]) -> list[str]:
+        unknown = sorted(set(value) - set(KINDS))
+        if unknown:
+            raise ValueError(f"unknown kinds {', '.join(unknown)} (known: {', '.join(KINDS)})")
+        return value
+
+    def vote(self, *, path: str, category: str, kind: str | None) -> Vote | None:
+        """The team's vote on a comment: rejected by any reject rule, accepted by its category, else none."""
+        if category in self.reject_categories or (kind is not None and kind in self.reject_kinds):
+            return "rejected"
+        if any(fnmatch.fnmatch(path, pattern) for pattern in self.reject_paths):
+            return "rejected"
+        return "accepted" if category in self.accept_categories else None
+
+    def vote_on(self, finding: Finding) -> Vote | None:
+        return self.vote(
+            path=finding.path, category=finding.category, kind=finding_kind(rule=finding.rule, title=finding.title)
+        )
+
+    @classmethod
+    def sample(cls, seed: int) -> TeamProfile:
+        """A seeded team: always wants security; may reject code quality, one kind, and a path habit."""
+        rng = random.Random(seed)
+        reject_categories = ["code_quality"] if rng.random() < 0.3 else []
+        accept = ["security"] + ([] if reject_categories else ["code_quality"])
+        return cls(
+            name=f"team-{seed}",
+            accept_categories=accept,
+            reject_categories=reject_categories,
+            reject_kinds=rng.sample([k for k in KINDS if k not in ("sql-injection", "shell-injection")], 1),
+            reject_paths=rng.sample(_PATH_HABITS, rng.randint(0, 2)),
+        )
+
+
+def finding_kind(*, rule: str, title: str) -> str | None:
+    """The planted kind a reported finding is about, read from its rule and title (None: none known)."""
+    text = f"{rule} {title}".lower()
+    return next((kind for word, kind in _KIND_BY_RULE_WORD.items() if word.lower() in text), None)
+
+
+def load_profile(path: Path) -> TeamProfile:
+    """A profile from a JSON file; anything wrong is one InputError line."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputError(f"cannot read profile {path}: {exc.strerror or exc}") from exc
+    except ValueError as exc:
+        raise InputError(f"profile {path} is not JSON: {exc}") from exc
+    try:
+        return TeamProfile.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "(root)"
+        raise InputError(f"profile {path}: {where}: {first['msg'].removeprefix('Value error, ')}") from exc
