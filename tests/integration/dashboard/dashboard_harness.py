@@ -29,13 +29,20 @@ diff --git a/shop/orders.py b/shop/orders.py
 new file mode 100644
 --- /dev/null
 +++ b/shop/orders.py
-@@ -0,0 +1,6 @@
+@@ -0,0 +1,13 @@
 +import sqlite3
 +
 +
 +def find_orders(conn: sqlite3.Connection, customer: str) -> list[tuple[str, int]]:
 +    query = f"SELECT id, total FROM orders WHERE customer = '{customer}'"
 +    return conn.execute(query).fetchall()
++
++
++def order_total(conn: sqlite3.Connection, order_id: int) -> int:
++    try:
++        return int(conn.execute("SELECT total FROM orders WHERE id = ?", (order_id,)).fetchone()[0])
++    except:
++        return 0
 """
 
 

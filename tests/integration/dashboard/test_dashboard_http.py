@@ -151,7 +151,7 @@ def test_quality_page_charts_acceptance_and_counts_comments(db_dsn: str, client:
                 db_dsn, "SELECT id FROM findings WHERE review_id = %s AND category = %s", outcome.review_id, cat
             )
         )
-        for cat in ("security", "test_impact")
+        for cat in ("security", "code_quality")
     )
     with psycopg.connect(db_dsn) as conn:
         for finding_id, value in ((security, 1), (tests, -1)):
@@ -162,9 +162,9 @@ def test_quality_page_charts_acceptance_and_counts_comments(db_dsn: str, client:
     login(client, ENV_TOKEN)
     page = client.get("/dashboard/quality?weeks=4", headers=HTML)
     assert page.status_code == 200
-    # one dot per (series, week with votes): security 100 %, test_impact 0 %, in both charts
+    # one dot per (series, week with votes): security 100 %, code_quality 0 %, in both charts
     notes = re.findall(r"<circle [^>]*><title>([^<]*)</title>", page.text)
-    assert sorted(n.split(",")[0] for n in notes) == ["security", "security", "test_impact", "test_impact"]
+    assert sorted(n.split(",")[0] for n in notes) == ["code_quality", "code_quality", "security", "security"]
     assert any("1 accepted, 0 rejected (100%)" in n for n in notes)
     assert any("0 accepted, 1 rejected (0%)" in n for n in notes)
     assert re.search(r"<td>security · security</td><td class=\"num\">1</td><td class=\"num\">0</td>", page.text)

@@ -74,12 +74,15 @@ def test_tools_without_a_path_to_take_are_left_out() -> None:
 
 
 def test_the_loop_sends_each_step_its_schema(build_context: Any, scripted_llm: Any) -> None:
-    context: ReviewContext = build_context({}, {"app/a.py": A, "app/b.py": B})
-    llm = scripted_llm([{"tool": "run_analyzer", "path": "app/a.py"}, {"tool": "finish"}])
-    run_reviewer("security", context, PlanItem(reviewer="security", step_budget=4), llm)
+    """The analyzer pass takes the first two files (the plan's budget of 2); the model's steps are
+    decoded under a schema that offers run_analyzer only for the file not analyzed yet."""
+    files = {"app/a.py": A, "app/b.py": B, "app/c.py": A.replace("a", "c")}
+    context: ReviewContext = build_context({}, files)
+    llm = scripted_llm([{"tool": "run_analyzer", "path": "app/c.py"}, {"tool": "finish"}])
+    run_reviewer("security", context, PlanItem(reviewer="security", step_budget=2), llm)
     first, second = llm.json_schemas
-    assert first == tool_call_json_schema(paths=["app/a.py", "app/b.py"])
-    # After a.py was analyzed, only b.py is left for run_analyzer; the other tools keep both.
-    assert second == tool_call_json_schema(paths=["app/a.py", "app/b.py"], analyzer_paths=["app/b.py"])
-    assert not admitted(second, {"tool": "run_analyzer", "path": "app/a.py"})
+    assert first == tool_call_json_schema(paths=list(files), analyzer_paths=["app/c.py"])
+    # After c.py was analyzed, run_analyzer has no file left; the other tools keep all three.
+    assert second == tool_call_json_schema(paths=list(files), analyzer_paths=[])
+    assert not admitted(second, {"tool": "run_analyzer", "path": "app/c.py"})
     assert admitted(second, {"tool": "read_file", "path": "app/a.py", "start": 1, "end": 4})
