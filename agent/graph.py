@@ -7,7 +7,7 @@ among them), and the verifier counts how many executions report each model-only 
 The state holds plain data only (the snapshot, z, the reviewers' results, verdicts), so Postgres
 checkpoints it after every node and a failed or killed run resumes where it stopped: finished
 nodes, and finished reviewers of a fan-out, are not run again. Everything with side effects or
-network access is reached through the `ReviewRuntime` port, which `agent.pipeline` implements.
+network access is reached through the `ReviewRuntime` port, which `agent.runtime` implements.
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ class ReviewerTask(TypedDict):
 
 
 class ReviewRuntime(Protocol):
-    """The ports the graph's nodes use; `agent.pipeline.Runtime` is the production implementation."""
+    """The ports the graph's nodes use; `agent.runtime.Runtime` is the production implementation."""
 
     @property
     def llm(self) -> LLMPort | None: ...

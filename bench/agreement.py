@@ -26,7 +26,8 @@ from agent.agreement import annotate_support
 from agent.context import ReviewRequest
 from agent.diff import DiffIndex, parse_unified_diff
 from agent.llm.openai_http import OpenAICompatibleLLM
-from agent.pipeline import ReviewOutcome, Runtime, run_review
+from agent.pipeline import ReviewOutcome, run_review
+from agent.runtime import Runtime
 from agent.strategy import Strategy
 from agent.verifier import VerifierInputs, verify_findings
 from agent.workspaces.snapshot import SnapshotWorkspace

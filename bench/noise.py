@@ -36,7 +36,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from agent.context import ReviewRequest
-from agent.pipeline import Runtime, run_review
+from agent.pipeline import run_review
+from agent.runtime import Runtime
 from bench.report import provenance, render_provenance
 from reviewers.analyzers.imports import ModuleIndex, imports_of
 from reviewers.kernel.contracts import SEVERITY_RANK, Finding

@@ -14,7 +14,8 @@ import time
 from typing import Any
 
 from agent.context import ReviewRequest
-from agent.pipeline import Runtime, run_review
+from agent.pipeline import run_review
+from agent.runtime import Runtime
 from bench.synthetic import synthetic_diff
 from reviewers import run_reviewer
 from reviewers.kernel.contracts import LLMPort, PlanItem, ReviewContext, ReviewerName, ReviewerResult

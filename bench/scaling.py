@@ -21,7 +21,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from agent.context import ReviewRequest
-from agent.pipeline import Runtime, run_review
+from agent.pipeline import run_review
+from agent.runtime import Runtime
 from bench.pipeline import SIZES, review_once
 from bench.synthetic import synthetic_diff
 from reviewers.kernel.contracts import LLMPort

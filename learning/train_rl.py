@@ -23,7 +23,8 @@ from learning.replay import ReplayCase, ReplayEnv, ReplayEnvConfig, load_replay_
 from learning.replay_reward import ReplayRewardConfig
 from learning.strata.config import AblationName, StrataConfig
 from learning.strata.policy import PolicyConfig
-from learning.strata.trainer import RLTrainConfig, StepHook, StrataTrainer
+from learning.strata.run_config import RLTrainConfig
+from learning.strata.trainer import StepHook, StrataTrainer
 from learning.strata.vllm_backend import VLLMConfig
 from reviewers.kernel.errors import ConfigError, TrainingError
 

@@ -56,8 +56,8 @@ def main() -> int:
     from learning.replay import ReplayEnv, ReplayEnvConfig, load_replay_cases, write_jsonl_cases
     from learning.strata.ablate import demo_config
     from learning.strata.policy import PolicyConfig, StrategyPolicy
+    from learning.strata.run_config import RLTrainConfig
     from learning.strata.synthetic import SyntheticConfig, generate_replay_set
-    from learning.strata.trainer import RLTrainConfig
     from learning.strata.vllm_backend import VLLMConfig, VLLMSampler, require_vllm
     from learning.train_rl import train_rl
 

@@ -29,7 +29,8 @@ from agent.gitlab.client import GitLabPlatform
 from agent.gitlab.models import DiffVersions
 from agent.gitlab.publisher import FindingToPublish, OpenThread, PostedThread, publish_review, resolve_outdated
 from agent.graph import ReviewState
-from agent.pipeline import Runtime, run_review, unreached_files
+from agent.pipeline import run_review, unreached_files
+from agent.runtime import Runtime
 from agent.service_settings import Settings
 from agent.store import reviews as store_reviews
 from agent.strategy_model import StrategyModelSource

@@ -16,8 +16,9 @@ from rich.progress import Progress
 
 from agent.context import ReviewRequest
 from agent.evaluation import ExpectedFinding, MatchResult, NegativeLine, match_findings, score_matches
-from agent.pipeline import Runtime, run_review, unreached_files
+from agent.pipeline import run_review, unreached_files
 from agent.reporter import REPORT_FORMATS, ReportFormat, render_report, shown
+from agent.runtime import Runtime
 from agent.service_settings import Settings
 from agent.session import Session, llm_from_settings, open_session, strategy_model_source
 from api.cli import app

@@ -41,8 +41,8 @@ from agent.strategy import STRATEGY_SYSTEM_PROMPT
 from learning.replay import ReplayEnv, ReplayEnvConfig, write_jsonl_cases
 from learning.strata.config import AblationName, StrataConfig
 from learning.strata.policy import PolicyConfig, StrategyPolicy
+from learning.strata.run_config import RLTrainConfig
 from learning.strata.synthetic import SyntheticConfig, generate_replay_set, uninformed_strategy
-from learning.strata.trainer import RLTrainConfig
 from learning.strata.warm_start import WarmStartConfig, compact_strategy_json, warm_start
 from learning.train_rl import EvalConfig, RLRunConfig, train_rl
 

@@ -23,9 +23,9 @@ import logging
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -41,59 +41,17 @@ from learning.strata.distributed import DataParallel
 from learning.strata.judge import make_judge
 from learning.strata.masking import stack_token_targets
 from learning.strata.policy import PolicyConfig, StrategyPolicy, StrategySampler
-from learning.strata.rollout import DEFAULT_INVALID_REWARD, MRGroup, rollout_groups
+from learning.strata.rollout import MRGroup, rollout_groups
 from reviewers.kernel.errors import ConfigError, TrainingError
 
 if TYPE_CHECKING:
     from learning.strata.vllm_backend import VLLMConfig, VLLMSampler
+from learning.strata.run_config import RLTrainConfig
+from learning.strata.schedule import batch_for_step, learning_rate_at, rollout_seed
 
 log = logging.getLogger(__name__)
 
 StepHook = Callable[[int, Mapping[str, Any]], None]
-
-
-@dataclass(frozen=True)
-class RLTrainConfig:
-    """The optimisation knobs of a StraTA run (the method's own constants are in StrataConfig)."""
-
-    mrs_per_step: int = field(default=4, metadata={"help": "merge requests rolled out per optimizer step"})
-    ppo_epochs: int = field(default=2, metadata={"help": "passes of the clipped loss over each step's rollouts"})
-    minibatch_size: int | None = field(
-        default=None, metadata={"help": "rollouts per gradient update within a pass; None = all of them"}
-    )
-    max_grad_norm: float = field(default=1.0, metadata={"help": "gradient clipping norm"})
-    warmup_steps: int = field(
-        default=0,
-        metadata={
-            "help": "steps over which the learning rate rises linearly to its value: Adam's first updates move"
-            " every weight by about the learning rate whatever the gradient, which can wreck a small model"
-        },
-    )
-    weight_decay: float = field(default=0.0, metadata={"help": "AdamW weight decay"})
-    invalid_reward: float = field(
-        default=DEFAULT_INVALID_REWARD, metadata={"help": "reward of a completion that is not a valid strategy"}
-    )
-    checkpoint_every: int = field(default=10, metadata={"help": "save a checkpoint every this many steps"})
-    keep_checkpoints: int = field(default=2, metadata={"help": "how many recent checkpoints to keep"})
-    cpu_threads: int | None = field(
-        default=None, metadata={"help": "torch threads on the CPU; None keeps torch's default (1 is best when busy)"}
-    )
-    generation_backend: Literal["transformers", "vllm"] = field(
-        default="transformers",
-        metadata={"help": "who samples the strategies: 'transformers' (CPU or GPU) or 'vllm' (GPU, colocated)"},
-    )
-
-    def __post_init__(self) -> None:
-        if self.warmup_steps < 0:
-            raise ConfigError(f"warmup_steps must be >= 0, got {self.warmup_steps}")
-        if self.mrs_per_step < 1 or self.ppo_epochs < 1 or self.checkpoint_every < 1 or self.keep_checkpoints < 1:
-            raise ConfigError(f"mrs_per_step, ppo_epochs, checkpoint_every and keep_checkpoints must be >= 1: {self}")
-        if self.minibatch_size is not None and self.minibatch_size < 1:
-            raise ConfigError(f"minibatch_size must be >= 1 or None, got {self.minibatch_size}")
-        if self.max_grad_norm <= 0:
-            raise ConfigError(f"max_grad_norm must be positive, got {self.max_grad_norm}")
-        if self.generation_backend not in ("transformers", "vllm"):
-            raise ConfigError(f"generation_backend must be 'transformers' or 'vllm', got {self.generation_backend!r}")
 
 
 @dataclass
@@ -132,32 +90,7 @@ class _RunLog:
             log_step(self.db, self.run_id, metrics)
 
 
-def batch_for_step(cases: Sequence[ReplayCase], step: int, *, size: int, seed: int) -> list[ReplayCase]:
-    """The merge requests of step `step` (0-based): consecutive slices of a per-epoch shuffle.
-
-    A function of the step alone, so a resumed run draws exactly what the uninterrupted one would.
-    """
-    if not cases:
-        raise TrainingError("no training cases")
-    out = []
-    for k in range(step * size, (step + 1) * size):
-        epoch, pos = divmod(k, len(cases))
-        order = list(range(len(cases)))
-        random.Random(seed * 1_000_003 + epoch).shuffle(order)
-        out.append(cases[order[pos]])
-    return out
-
-
-def learning_rate_at(step: int, *, peak: float, warmup: int) -> float:
-    """Linear warm-up over the first `warmup` steps (0-based `step`), then constant."""
-    return peak if warmup <= 0 else peak * min(1.0, (step + 1) / warmup)
-
-
 RANK_SEED_STRIDE = 1_000_003  # rank r samples with seed + r·stride: ranks must not draw the same samples
-
-
-def rollout_seed(seed: int, step: int) -> int:
-    return seed * 7919 + step
 
 
 class StrataTrainer:

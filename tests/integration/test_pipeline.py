@@ -14,7 +14,8 @@ from psycopg.rows import dict_row
 
 from agent.context import ReviewRequest
 from agent.llm.factory import make_llm
-from agent.pipeline import Runtime, run_review
+from agent.pipeline import run_review
+from agent.runtime import Runtime
 from agent.session import prepare_database
 from agent.shadow import run_shadow_reviews
 from agent.store.db import open_pool

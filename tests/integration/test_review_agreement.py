@@ -14,7 +14,8 @@ from fakes.scripted_reviewer_model import ScriptedReviewerModel
 
 from agent.context import ReviewRequest
 from agent.llm.openai_http import OpenAICompatibleLLM
-from agent.pipeline import ReviewOutcome, Runtime, run_review
+from agent.pipeline import ReviewOutcome, run_review
+from agent.runtime import Runtime
 from reviewers.kernel.errors import TrainingError
 
 LONELY = {"security": ("inventory/db.py", 16, '    """Items whose name contains `name`."""', "Docstring hides SQL")}

@@ -24,8 +24,9 @@ from fakes.openai_server import FakeOpenAIServer
 from fakes.scripted_reviewer_model import ScriptedReviewerModel
 
 from agent.llm.openai_http import OpenAICompatibleLLM
-from agent.pipeline import ReviewOutcome, Runtime, run_review
+from agent.pipeline import ReviewOutcome, run_review
 from agent.reporter import render_report
+from agent.runtime import Runtime
 from agent.verifier import VerifiedFinding
 from reviewers.analyzers.prompt_injection import RULE as INJECTION_RULE
 

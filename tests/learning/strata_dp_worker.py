@@ -24,7 +24,8 @@ from agent.strategy import Strategy
 from learning.replay import ReplayEnvConfig, load_replay_cases
 from learning.strata.config import StrataConfig
 from learning.strata.policy import PolicyConfig
-from learning.strata.trainer import RLTrainConfig, StrataTrainer
+from learning.strata.run_config import RLTrainConfig
+from learning.strata.trainer import StrataTrainer
 from learning.strata.warm_start import compact_strategy_json
 from reviewers.kernel.contracts import PlanItem
 

@@ -201,7 +201,8 @@ def test_the_profile_votes_through_the_feedback_path(env_file: Path, db_dsn: str
     """A synthesised MR reviewed by the real pipeline into Postgres; the profile's votes land in the
     feedback table and come out of the dataset builder's reader as the labels of those findings."""
     from agent.context import ReviewRequest
-    from agent.pipeline import Runtime, run_review
+    from agent.pipeline import run_review
+    from agent.runtime import Runtime
     from agent.session import prepare_database
     from agent.store.db import open_pool
     from learning.envgen.votes import cast_profile_votes

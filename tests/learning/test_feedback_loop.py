@@ -14,7 +14,8 @@ from psycopg.rows import dict_row
 
 from agent.context import ReviewRequest
 from agent.evaluation import ExpectedFinding, match_findings
-from agent.pipeline import Runtime, run_review
+from agent.pipeline import run_review
+from agent.runtime import Runtime
 from agent.session import prepare_database
 from agent.store import feedback as store_feedback
 from agent.store.db import open_pool

@@ -38,7 +38,8 @@ from psycopg.rows import dict_row
 
 from agent.context import ReviewRequest
 from agent.evaluation import ExpectedFinding, match_findings
-from agent.pipeline import Runtime, run_review
+from agent.pipeline import run_review
+from agent.runtime import Runtime
 from agent.session import prepare_database
 from agent.store import feedback as store_feedback
 from agent.store.db import Pool, open_pool
@@ -190,7 +191,7 @@ def rl_changes() -> dict[str, Any]:
     from learning.replay import ReplayEnvConfig
     from learning.strata.config import StrataConfig
     from learning.strata.policy import PolicyConfig
-    from learning.strata.trainer import RLTrainConfig
+    from learning.strata.run_config import RLTrainConfig
     from learning.train_rl import EvalConfig, RLRunConfig
 
     return {

@@ -13,7 +13,8 @@ from psycopg.rows import dict_row
 from pydantic import SecretStr
 
 from agent.context import ReviewRequest
-from agent.pipeline import ReviewOutcome, Runtime, run_review
+from agent.pipeline import ReviewOutcome, run_review
+from agent.runtime import Runtime
 from agent.service_settings import Settings
 from agent.session import prepare_database
 from agent.store.db import open_pool

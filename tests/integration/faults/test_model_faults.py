@@ -22,7 +22,8 @@ from psycopg.rows import dict_row
 
 from agent.context import ReviewRequest
 from agent.llm.factory import make_llm
-from agent.pipeline import ReviewOutcome, Runtime, run_review
+from agent.pipeline import ReviewOutcome, run_review
+from agent.runtime import Runtime
 from agent.session import prepare_database
 from agent.store.db import open_pool
 from agent.tracing import setup_tracing, shutdown_tracing

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from learning.replay import ReplayCase
-from learning.strata.trainer import batch_for_step, learning_rate_at, rollout_seed
+from learning.strata.schedule import batch_for_step, learning_rate_at, rollout_seed
 from reviewers.kernel.errors import TrainingError
 
 

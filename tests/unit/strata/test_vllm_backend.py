@@ -9,8 +9,9 @@ import pytest
 from learning.replay import ReplayEnvConfig
 from learning.strata.config import StrataConfig
 from learning.strata.policy import PolicyConfig, StrategyPolicy
+from learning.strata.run_config import RLTrainConfig
 from learning.strata.synthetic import SyntheticConfig, generate_replay_set
-from learning.strata.trainer import RLTrainConfig, StrataTrainer
+from learning.strata.trainer import StrataTrainer
 from learning.strata.vllm_backend import VLLMConfig, require_vllm, vllm_available, vllm_parameter_names
 from learning.tiny_model import build_tiny_model
 from reviewers.kernel.errors import ConfigError, TrainingError
