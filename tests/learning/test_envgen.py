@@ -18,7 +18,8 @@ from api.cli import app
 from learning.envgen.edits import BENIGN_EDITS, add_docstring, add_return_hint, rename_local, reorder_imports
 from learning.envgen.plants import DECOYS, DEFECTS
 from learning.envgen.profile import TeamProfile
-from learning.replay import ReplayCase, ReplayEnv, match_labeled, read_jsonl_cases
+from learning.replay import ReplayCase, ReplayEnv, read_jsonl_cases
+from learning.replay_reward import match_labeled
 from reviewers.kernel.contracts import PlanItem
 
 runner = CliRunner()
