@@ -17,7 +17,8 @@ from pathlib import Path
 
 from agent.diff import parse_unified_diff
 from reviewers.kernel.contracts import FileChange, SearchHit
-from reviewers.kernel.errors import RepositoryError
+from reviewers.kernel.errors import InputError, RepositoryError
+from reviewers.pattern_search import SEARCH_TIME_BUDGET_S
 
 __all__ = ["GitRepository", "GitWorkspace", "open_repository"]
 
@@ -191,18 +192,30 @@ class GitWorkspace:
 
     def search(self, pattern: str, *, max_hits: int = 50) -> list[SearchHit]:
         """Lines matching an extended regular expression in the text files at head, at most
-        `max_hits`, in path order. A pattern git rejects as a regex is searched as a literal string."""
+        `max_hits`, in path order. A pattern git rejects as a regex is searched as a literal string.
+
+        The pattern is the model's (a prompt injection can write it), and git's regex engine has
+        backreferences: `(.*)(.*)(.*)(.*)\\4\\3\\2\\1c` takes seconds on forty short lines and grows
+        with every group. So a regex search gets the same budget as the other workspaces' searches
+        (`reviewers.pattern_search`) and one that runs out is an `InputError`, an invalid step.
+        """
         if max_hits <= 0:
             return []
-        hits, bad_regex = self._grep(pattern, max_hits=max_hits, mode="-E")
+        hits, bad_regex = self._grep(pattern, max_hits=max_hits, mode="-E", budget_s=SEARCH_TIME_BUDGET_S)
         if bad_regex:
             hits, failed = self._grep(pattern, max_hits=max_hits, mode="-F")
             if failed:
                 raise RepositoryError(f"git grep failed for {pattern!r} in {self.repo.root}")
         return hits
 
-    def _grep(self, pattern: str, *, max_hits: int, mode: str) -> tuple[list[SearchHit], bool]:
-        """Streams `git grep` and stops it once `max_hits` lines came back; the flag says git refused."""
+    def _grep(
+        self, pattern: str, *, max_hits: int, mode: str, budget_s: float | None = None
+    ) -> tuple[list[SearchHit], bool]:
+        """Streams `git grep` and stops it once `max_hits` lines came back; the flag says git refused.
+
+        With `budget_s`, a grep still running after that many seconds is the pattern's fault
+        (`InputError`); without it, only one stuck for GIT_TIMEOUT_S is stopped (`RepositoryError`).
+        """
         command = ["git", "--no-pager", *_SAFE_CONFIG, "grep", "-n", "-I", "-z", "--no-color", mode]
         command += ["-e", pattern, self.head_sha, "--"]
         prefix = self.head_sha + ":"
@@ -220,7 +233,7 @@ class GitWorkspace:
                 timed_out.set()
                 proc.kill()
 
-            timer = threading.Timer(GIT_TIMEOUT_S, stop_stuck_grep)
+            timer = threading.Timer(GIT_TIMEOUT_S if budget_s is None else budget_s, stop_stuck_grep)
             timer.start()
             try:
                 for raw in proc.stdout or ():
@@ -236,6 +249,8 @@ class GitWorkspace:
             finally:
                 timer.cancel()
             returncode = proc.wait()
+        if timed_out.is_set() and budget_s is not None:
+            raise InputError(f"search pattern {pattern!r} ran out of its {budget_s:g} s budget; use a simpler one")
         if timed_out.is_set():
             raise RepositoryError(f"git grep timed out after {GIT_TIMEOUT_S:.0f}s in {self.repo.root}")
         # 0: matches, 1: none, killed by us: enough matches; 128 (or anything else): git refused.

@@ -2,6 +2,10 @@
 
 Secrets are compared with `hmac.compare_digest` only, never logged, and never stored in plain text:
 API tokens live in `api_tokens` as sha256 hashes, or in `REVIEWLOOP_API_TOKENS` ("name:token,...").
+
+A stored token may be scoped to projects (`api_tokens.projects`, GitLab's numeric ids as
+`reviews.project` holds them): it reaches those projects' reviews and findings only. A stored
+token without projects, and every token from the environment, is an admin token (every project).
 """
 
 from __future__ import annotations
@@ -9,7 +13,8 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 import psycopg
 from pydantic import SecretStr
@@ -18,6 +23,22 @@ from api.db import DbConnection
 from reviewers.kernel.errors import ConfigError
 
 TOKEN_BYTES = 32  # 256 bits of entropy: a bearer token cannot be guessed
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who presented an API token: its name, and the projects it reaches (None: every project)."""
+
+    name: str
+    projects: frozenset[str] | None = None
+
+    @property
+    def project_list(self) -> list[str] | None:
+        """The scope as a SQL parameter (`r.project = ANY(...)`); None for an admin token."""
+        return None if self.projects is None else sorted(self.projects)
+
+    def reaches(self, project: str) -> bool:
+        return self.projects is None or project in self.projects
 
 
 def webhook_secret_for(
@@ -88,35 +109,63 @@ def match_env_token(presented: str, tokens: list[tuple[str, str]]) -> str | None
     return found
 
 
-async def match_stored_token(conn: DbConnection, presented: str) -> str | None:
-    """The name of the unrevoked stored token whose hash equals the presented token's hash."""
-    digest = hash_token(presented)
+async def match_stored_token(conn: DbConnection, presented: str) -> Principal | None:
+    """The unrevoked stored token whose hash equals the presented token's hash, with its scope."""
+    return await stored_principal(conn, hash_token(presented))
+
+
+async def stored_principal(conn: DbConnection, token_hash: str) -> Principal | None:
     cur = await conn.execute(
-        "SELECT name, token_hash FROM api_tokens WHERE token_hash = %s AND revoked_at IS NULL", (digest,)
+        "SELECT name, token_hash, projects FROM api_tokens WHERE token_hash = %s AND revoked_at IS NULL",
+        (token_hash,),
     )
     row = await cur.fetchone()
-    if row is None or not hmac.compare_digest(str(row["token_hash"]), digest):
+    if row is None or not hmac.compare_digest(str(row["token_hash"]), token_hash):
         return None
-    return str(row["name"])
+    projects = row["projects"]
+    return Principal(str(row["name"]), None if projects is None else frozenset(str(p) for p in projects))
 
 
-async def token_hash_valid(conn: DbConnection, token_hash: str, env_tokens: list[tuple[str, str]]) -> bool:
-    """Whether the token with this sha256 is still one we accept (configured, or stored unrevoked)."""
-    configured = False
-    for _, token in env_tokens:
-        configured = hmac.compare_digest(hash_token(token), token_hash) or configured
-    if configured:
-        return True
-    cur = await conn.execute("SELECT 1 FROM api_tokens WHERE token_hash = %s AND revoked_at IS NULL", (token_hash,))
-    return await cur.fetchone() is not None
+async def principal_for_hash(
+    conn: DbConnection, token_hash: str, env_tokens: list[tuple[str, str]]
+) -> Principal | None:
+    """The token with this sha256 if we still accept it (configured, or stored unrevoked), with its
+    scope as it is now: a dashboard session keeps the hash only, so a changed scope applies at once."""
+    configured: str | None = None
+    for name, token in env_tokens:
+        if hmac.compare_digest(hash_token(token), token_hash) and configured is None:
+            configured = name
+    if configured is not None:
+        return Principal(configured)  # a token from the environment is an admin token
+    return await stored_principal(conn, token_hash)
 
 
-def create_api_token(dsn: str, name: str) -> str:
-    """Store a new token's hash under `name` and return the token (shown once, never stored)."""
+def parse_project_ids(projects: Iterable[str]) -> list[str] | None:
+    """`--project` values → the scope to store (None: none given, an admin token).
+
+    Numeric GitLab ids only, as `reviews.project` holds them: a path would match no review and
+    leave a token that silently reaches nothing.
+    """
+    out: list[str] = []
+    for project in projects:
+        value = project.strip()
+        if not value.isascii() or not value.isdigit() or int(value) <= 0:
+            raise ConfigError(f"--project must be a numeric GitLab project id, got {project!r}")
+        out.append(str(int(value)))
+    return sorted(set(out), key=int) if out else None
+
+
+def create_api_token(dsn: str, name: str, *, projects: Iterable[str] = ()) -> str:
+    """Store a new token's hash under `name` and return the token (shown once, never stored); with
+    `projects`, the token reaches those projects only, else every project (an admin token)."""
+    scope = parse_project_ids(projects)
     token = new_token()
     with psycopg.connect(dsn) as conn:
         try:
-            conn.execute("INSERT INTO api_tokens (name, token_hash) VALUES (%s, %s)", (name, hash_token(token)))
+            conn.execute(
+                "INSERT INTO api_tokens (name, token_hash, projects) VALUES (%s, %s, %s)",
+                (name, hash_token(token), scope),
+            )
         except psycopg.errors.UniqueViolation as exc:
             raise ConfigError(f"an API token named {name!r} already exists") from exc
     return token

@@ -14,7 +14,7 @@ import procrastinate
 from fastapi import Depends, Header, HTTPException, Request, status
 
 from agent.service_settings import Settings
-from api.auth import match_env_token, match_stored_token
+from api.auth import Principal, match_env_token, match_stored_token
 from api.db import DbConnection, DbPool
 from api.triage import Scope
 
@@ -58,23 +58,25 @@ ConnectionDep = Annotated[DbConnection, Depends(get_connection)]
 
 async def require_api_client(
     state: StateDep, pool: PoolDep, authorization: Annotated[str | None, Header()] = None
-) -> str:
-    """The name of the API token presented as `Authorization: Bearer <token>`; 401 otherwise."""
+) -> Principal:
+    """The API token presented as `Authorization: Bearer <token>`, with the projects it reaches;
+    401 otherwise. Every route that reads or writes a project's data checks that scope."""
     scheme, _, token = (authorization or "").partition(" ")
     token = token.strip()
     if scheme.lower() != "bearer" or not token:
         raise HTTPException(
             status.HTTP_401_UNAUTHORIZED, "a bearer token is required", headers={"WWW-Authenticate": "Bearer"}
         )
-    name = match_env_token(token, state.env_tokens)
-    if name is None:
-        async with pool.connection() as conn:
-            name = await match_stored_token(conn, token)
-    if name is None:
+    env_name = match_env_token(token, state.env_tokens)
+    if env_name is not None:
+        return Principal(env_name)  # a token from the environment is an admin token
+    async with pool.connection() as conn:
+        principal = await match_stored_token(conn, token)
+    if principal is None:
         raise HTTPException(
             status.HTTP_401_UNAUTHORIZED, "unknown or revoked token", headers={"WWW-Authenticate": "Bearer"}
         )
-    return name
+    return principal
 
 
-ApiClientDep = Annotated[str, Depends(require_api_client)]
+ApiClientDep = Annotated[Principal, Depends(require_api_client)]

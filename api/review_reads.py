@@ -15,6 +15,7 @@ SELECT r.id, r.source, r.project, r.mr_iid, r.title, r.head_sha, r.status, r.str
   FROM reviews r
  WHERE (%(project)s::text IS NULL OR r.project = %(project)s)
    AND (%(mr_iid)s::int IS NULL OR r.mr_iid = %(mr_iid)s)
+   AND (%(scope)s::text[] IS NULL OR r.project = ANY(%(scope)s))
  ORDER BY r.id DESC
  LIMIT %(limit)s OFFSET %(offset)s
 """
@@ -22,13 +23,21 @@ COUNT_SQL = """
 SELECT count(*) AS n FROM reviews r
  WHERE (%(project)s::text IS NULL OR r.project = %(project)s)
    AND (%(mr_iid)s::int IS NULL OR r.mr_iid = %(mr_iid)s)
+   AND (%(scope)s::text[] IS NULL OR r.project = ANY(%(scope)s))
 """
 
 
 async def list_reviews(
-    conn: DbConnection, *, limit: int, offset: int, project: str | None = None, mr_iid: int | None = None
+    conn: DbConnection,
+    *,
+    limit: int,
+    offset: int,
+    project: str | None = None,
+    mr_iid: int | None = None,
+    scope: list[str] | None = None,
 ) -> ReviewPage:
-    params = {"project": project, "mr_iid": mr_iid, "limit": limit, "offset": offset}
+    """A page of reviews, newest first; `scope` (a token's projects, None: all) bounds what is seen."""
+    params = {"project": project, "mr_iid": mr_iid, "limit": limit, "offset": offset, "scope": scope}
     cur = await conn.execute(LIST_SQL, params)
     items = [ReviewSummary.model_validate(row) for row in await cur.fetchall()]
     cur = await conn.execute(COUNT_SQL, params)
@@ -36,8 +45,13 @@ async def list_reviews(
     return ReviewPage(items=items, total=int(row["n"]) if row else 0, limit=limit, offset=offset)
 
 
-async def get_review(conn: DbConnection, review_id: int) -> ReviewDetail | None:
-    cur = await conn.execute("SELECT * FROM reviews WHERE id = %s", (review_id,))
+async def get_review(conn: DbConnection, review_id: int, *, scope: list[str] | None = None) -> ReviewDetail | None:
+    """The review with its findings and votes; None when there is none, or it is outside `scope`
+    (the same answer, so review ids tell a scoped token nothing about other projects)."""
+    cur = await conn.execute(
+        "SELECT * FROM reviews WHERE id = %s AND (%s::text[] IS NULL OR project = ANY(%s))",
+        (review_id, scope, scope),
+    )
     review = await cur.fetchone()
     if review is None:
         return None
@@ -56,10 +70,21 @@ async def get_review(conn: DbConnection, review_id: int) -> ReviewDetail | None:
 
 
 async def store_api_vote(
-    conn: DbConnection, *, finding_id: int, user_key: str, value: int, comment: str | None
+    conn: DbConnection,
+    *,
+    finding_id: int,
+    user_key: str,
+    value: int,
+    comment: str | None,
+    scope: list[str] | None = None,
 ) -> FeedbackOut | None:
-    """Upsert one vote per (finding, user); None when the finding does not exist."""
-    cur = await conn.execute("SELECT 1 FROM findings WHERE id = %s", (finding_id,))
+    """Upsert one vote per (finding, user); None (nothing stored) when the finding does not exist or
+    its review's project is outside `scope`: a scoped token cannot tell the two apart."""
+    cur = await conn.execute(
+        "SELECT 1 FROM findings f JOIN reviews r ON r.id = f.review_id"
+        " WHERE f.id = %s AND (%s::text[] IS NULL OR r.project = ANY(%s))",
+        (finding_id, scope, scope),
+    )
     if await cur.fetchone() is None:
         return None
     cur = await conn.execute(

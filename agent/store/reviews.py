@@ -376,16 +376,26 @@ def get_review(db: Database, review_id: int) -> ReviewDetail | None:
     return cast(ReviewDetail, {**review, "findings": details})
 
 
-def list_reviews(db: Database, *, limit: int = 50, offset: int = 0, project: str | None = None) -> list[ReviewSummary]:
-    """Newest first, with finding counts; the snapshot and strategy stay out (see get_review)."""
+def list_reviews(
+    db: Database,
+    *,
+    limit: int = 50,
+    offset: int = 0,
+    project: str | None = None,
+    projects: Sequence[str] | None = None,
+) -> list[ReviewSummary]:
+    """Newest first, with finding counts; the snapshot and strategy stay out (see get_review).
+    `projects` (an API token's scope; None: every project) bounds the list beside `project`."""
     if limit < 1 or offset < 0:
         raise InputError(f"invalid page: limit {limit}, offset {offset}")
+    scope = None if projects is None else list(projects)
     with connection(db) as conn, conn.cursor(row_factory=dict_row) as cur:
         rows = cur.execute(
             f"SELECT {_SUMMARY_COLUMNS} FROM reviews r"
             " WHERE (%(project)s::text IS NULL OR r.project = %(project)s)"
+            " AND (%(projects)s::text[] IS NULL OR r.project = ANY(%(projects)s))"
             " ORDER BY r.created_at DESC, r.id DESC LIMIT %(limit)s OFFSET %(offset)s",
-            {"project": project, "limit": limit, "offset": offset},
+            {"project": project, "projects": scope, "limit": limit, "offset": offset},
         ).fetchall()
     return [cast(ReviewSummary, row) for row in rows]
 

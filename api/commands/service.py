@@ -258,15 +258,26 @@ def db_upgrade() -> None:
 
 
 @tokens_app.command("create")
-def tokens_create(name: Annotated[str, typer.Argument(help="who or what the token is for")]) -> None:
-    """Create an API token and print it once; only its hash is stored."""
+def tokens_create(
+    name: Annotated[str, typer.Argument(help="who or what the token is for")],
+    project: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--project",
+            help="numeric GitLab project id the token is limited to (repeatable); without it: every project",
+        ),
+    ] = None,
+) -> None:
+    """Create an API token and print it once; only its hash is stored. With --project the token reads
+    and votes on those projects' reviews only; without it, it is an admin token (every project)."""
     from api.auth import create_api_token
 
     with clear_errors():
         dsn = prepare_database(Settings())
-        token = create_api_token(dsn, name)
+        token = create_api_token(dsn, name, projects=project or ())
     typer.echo(token)
-    err.print(f"token {name!r} created; it is shown only now", markup=False, highlight=False)
+    reach = f"projects {', '.join(project)}" if project else "every project (an admin token)"
+    err.print(f"token {name!r} created for {reach}; it is shown only now", markup=False, highlight=False)
 
 
 @tokens_app.command("revoke")

@@ -54,13 +54,25 @@ def verdict_counts(db: Database, review_ids: Sequence[int]) -> dict[int, dict[Ve
     return out
 
 
-def review_of_finding(db: Database, finding_id: int) -> int | None:
+def review_of_finding(db: Database, finding_id: int, *, projects: Sequence[str] | None = None) -> int | None:
+    """The review of the finding; None when there is none or its project is outside `projects`."""
     with connection(db) as conn:
-        row = conn.execute("SELECT review_id FROM findings WHERE id = %s", (finding_id,)).fetchone()
+        row = conn.execute(
+            "SELECT f.review_id FROM findings f JOIN reviews r ON r.id = f.review_id"
+            " WHERE f.id = %s AND (%s::text[] IS NULL OR r.project = ANY(%s))",
+            (finding_id, _scope(projects), _scope(projects)),
+        ).fetchone()
     return int(row[0]) if row else None
 
 
-def weekly_acceptance(db: Database, *, since: datetime) -> list[WeeklyAcceptance]:
+def _scope(projects: Sequence[str] | None) -> list[str] | None:
+    """An API token's projects as a `text[]` parameter; None (every project) stays None."""
+    return None if projects is None else list(projects)
+
+
+def weekly_acceptance(
+    db: Database, *, since: datetime, projects: Sequence[str] | None = None
+) -> list[WeeklyAcceptance]:
     """Per week (of the finding), reviewer and category: findings whose net vote is > 0 and < 0.
 
     The net vote is the same one the verifier's calibration and the learning code use (the sum of
@@ -73,16 +85,19 @@ def weekly_acceptance(db: Database, *, since: datetime) -> list[WeeklyAcceptance
             " SELECT f.id, f.reviewer, f.category,"
             " date_trunc('week', f.created_at AT TIME ZONE 'UTC')::date AS week, sum(fb.value) AS score"
             " FROM findings f JOIN reviews r ON r.id = f.review_id JOIN feedback fb ON fb.finding_id = f.id"
-            " WHERE f.created_at >= %s AND NOT r.is_shadow GROUP BY f.id)"
+            " WHERE f.created_at >= %s AND NOT r.is_shadow"
+            " AND (%s::text[] IS NULL OR r.project = ANY(%s)) GROUP BY f.id)"
             " SELECT week, reviewer, category, count(*) FILTER (WHERE score > 0)::int,"
             " count(*) FILTER (WHERE score < 0)::int FROM scored"
             " GROUP BY week, reviewer, category ORDER BY week, reviewer, category",
-            (since,),
+            (since, _scope(projects), _scope(projects)),
         ).fetchall()
     return [WeeklyAcceptance(week, str(rev), str(cat), int(acc), int(rej)) for week, rev, cat, acc, rej in rows]
 
 
-def comment_volume(db: Database, *, since: datetime, limit: int) -> list[MergeRequestVolume]:
+def comment_volume(
+    db: Database, *, since: datetime, limit: int, projects: Sequence[str] | None = None
+) -> list[MergeRequestVolume]:
     """Merge requests reviewed since `since`, most recently reviewed first, with their finding counts."""
     with connection(db) as conn:
         rows = conn.execute(
@@ -90,9 +105,9 @@ def comment_volume(db: Database, *, since: datetime, limit: int) -> list[MergeRe
             " count(DISTINCT r.id)::int, count(f.id)::int, count(f.id) FILTER (WHERE f.verdict = 'REAL')::int,"
             " count(f.id) FILTER (WHERE f.posted_at IS NOT NULL)::int, max(r.created_at)"
             " FROM reviews r LEFT JOIN findings f ON f.review_id = r.id"
-            " WHERE r.created_at >= %s AND NOT r.is_shadow"
+            " WHERE r.created_at >= %s AND NOT r.is_shadow AND (%s::text[] IS NULL OR r.project = ANY(%s))"
             " GROUP BY r.project, r.mr_iid, solo ORDER BY max(r.created_at) DESC LIMIT %s",
-            (since, limit),
+            (since, _scope(projects), _scope(projects), limit),
         ).fetchall()
     return [
         MergeRequestVolume(str(p), mr, solo, int(n_rev), int(n_f), int(n_real), int(n_posted), last)

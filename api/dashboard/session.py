@@ -41,6 +41,11 @@ class Viewer:
     name: str
     csrf: str | None
     session_id: str | None = None  # the cookie session this request came with (None for a bearer header)
+    projects: frozenset[str] | None = None  # the token's projects (None: an admin token, every project)
+
+    @property
+    def project_list(self) -> list[str] | None:
+        return None if self.projects is None else sorted(self.projects)
 
     @property
     def user_key(self) -> str:

@@ -24,7 +24,7 @@ from agent.store import models as store_models
 from agent.store import reviews as store_reviews
 from agent.store.db import Pool, open_pool
 from agent.store.feedback import VoteValue
-from api.auth import hash_token, match_env_token, match_stored_token, token_hash_valid
+from api.auth import hash_token, match_env_token, match_stored_token, principal_for_hash
 from api.dashboard import pages, queries
 from api.dashboard.charts import week_range
 from api.dashboard.session import (
@@ -92,7 +92,8 @@ async def token_name(token: str, *, state: StateDep, pool: PoolDep) -> str | Non
     name = match_env_token(token, state.env_tokens)
     if name is None:
         async with pool.connection() as conn:
-            name = await match_stored_token(conn, token)
+            principal = await match_stored_token(conn, token)
+        name = None if principal is None else principal.name
     return name
 
 
@@ -101,17 +102,20 @@ async def optional_viewer(
 ) -> Viewer | None:
     """A bearer header (a wrong one is a 401), else the session cookie; None when neither is valid."""
     if authorization is not None:
-        return Viewer(await require_api_client(state, pool, authorization), csrf=None)
+        client = await require_api_client(state, pool, authorization)
+        return Viewer(client.name, csrf=None, projects=client.projects)
     session_id = request.cookies.get(SESSION_COOKIE)
     async with pool.connection() as conn:
         session = await find_session(conn, session_id)
         if session is None or session_id is None:
             return None
         name, token_hash = session
-        # the token the session was opened with must still be valid: revoking it ends the session
-        if not await token_hash_valid(conn, token_hash, state.env_tokens):
+        # the token the session was opened with must still be valid (revoking it ends the session),
+        # and its projects, read now, bound what the session sees
+        holder = await principal_for_hash(conn, token_hash, state.env_tokens)
+        if holder is None:
             return None
-    return Viewer(name, csrf=csrf_token(session_id=session_id), session_id=session_id)
+    return Viewer(name, csrf=csrf_token(session_id=session_id), session_id=session_id, projects=holder.projects)
 
 
 def secure_cookies(request: Request, state: StateDep) -> bool:
@@ -256,7 +260,11 @@ async def recent_reviews(
     viewer: ViewerDep, store: StoreDep, page_no: Annotated[int, Query(alias="page", ge=1, le=10_000)] = 1
 ) -> HTMLResponse:
     reviews = await asyncio.to_thread(
-        store_reviews.list_reviews, store, limit=PAGE_SIZE + 1, offset=(page_no - 1) * PAGE_SIZE
+        store_reviews.list_reviews,
+        store,
+        limit=PAGE_SIZE + 1,
+        offset=(page_no - 1) * PAGE_SIZE,
+        projects=viewer.project_list,
     )
     has_more = len(reviews) > PAGE_SIZE
     reviews = reviews[:PAGE_SIZE]
@@ -276,7 +284,8 @@ async def recent_reviews(
 @router.get("/reviews/{review_id}")
 async def review_detail(review_id: int, viewer: ViewerDep, store: StoreDep) -> HTMLResponse:
     review = await asyncio.to_thread(store_reviews.get_review, store, review_id)
-    if review is None:
+    # outside the token's projects reads as absent, as on the read API: ids are no oracle
+    if review is None or not (viewer.projects is None or review["project"] in viewer.projects):
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"review {review_id} not found")
     return page(
         "dashboard/review.html",
@@ -294,7 +303,8 @@ async def vote(finding_id: int, request: Request, viewer: ViewerDep, store: Stor
     value = VOTE_VALUES.get(form.get("value", ""))
     if value is None:
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, "value must be 1, -1 or 0")
-    review_id = await asyncio.to_thread(queries.review_of_finding, store, finding_id)
+    # a finding outside the token's projects is "not found": nothing is stored
+    review_id = await asyncio.to_thread(queries.review_of_finding, store, finding_id, projects=viewer.project_list)
     if review_id is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"finding {finding_id} not found")
     try:
@@ -313,8 +323,9 @@ async def quality(
     today = datetime.now(UTC).date()
     week_list = week_range(last=today, count=weeks)
     since = pages.window_start(today, weeks=week_list)
-    rows = await asyncio.to_thread(queries.weekly_acceptance, store, since=since)
-    volumes = await asyncio.to_thread(queries.comment_volume, store, since=since, limit=VOLUME_ROWS)
+    scope = viewer.project_list
+    rows = await asyncio.to_thread(queries.weekly_acceptance, store, since=since, projects=scope)
+    volumes = await asyncio.to_thread(queries.comment_volume, store, since=since, limit=VOLUME_ROWS, projects=scope)
     return page(
         "dashboard/quality.html",
         viewer=viewer,

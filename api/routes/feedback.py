@@ -42,10 +42,16 @@ async def read_vote(request: Request) -> FeedbackIn:
 async def post_feedback(finding_id: int, request: Request, client: ApiClientDep, conn: ConnectionDep) -> FeedbackOut:
     body = await read_vote(request)  # after `client`: authentication before the body is read
     # the token names the integration; `user` names the person when one token serves several
-    user_key = f"api:{client}" if body.user is None else f"api:{client}:{body.user}"
+    user_key = f"api:{client.name}" if body.user is None else f"api:{client.name}:{body.user}"
     async with conn.transaction():
+        # a finding outside the token's projects is "not found", as the read API answers for its review
         stored = await store_api_vote(
-            conn, finding_id=finding_id, user_key=user_key, value=body.value, comment=body.comment
+            conn,
+            finding_id=finding_id,
+            user_key=user_key,
+            value=body.value,
+            comment=body.comment,
+            scope=client.project_list,
         )
     if stored is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"finding {finding_id} not found")

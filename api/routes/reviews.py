@@ -23,14 +23,15 @@ async def reviews(
     project: str | None = None,
     mr_iid: int | None = None,
 ) -> ReviewPage:
-    del client  # authenticated; the read API is the same for every token
-    return await list_reviews(conn, limit=limit, offset=offset, project=project, mr_iid=mr_iid)
+    return await list_reviews(
+        conn, limit=limit, offset=offset, project=project, mr_iid=mr_iid, scope=client.project_list
+    )
 
 
 @router.get("/{review_id}")
 async def review(review_id: int, client: ApiClientDep, conn: ConnectionDep) -> ReviewDetail:
-    del client
-    found = await get_review(conn, review_id)
+    # outside the token's projects reads as absent (404, not 403): ids are no oracle for other projects
+    found = await get_review(conn, review_id, scope=client.project_list)
     if found is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"review {review_id} not found")
     return found

@@ -1,16 +1,20 @@
 """The model's `search` tool with a catastrophic pattern (issue 11, item 6): `(a|a)*$` passes the
 nested-quantifier filter and backtracks exponentially on a run of a's. The search now runs on an
 engine with a time budget and the call is refused as an invalid step, on the workspace the worker
-uses (GitLab over real HTTP, the GitLab-compatible server) and on the in-memory ones."""
+uses (GitLab over real HTTP, the GitLab-compatible server), on the in-memory ones, and on a local
+repository searched with `git grep`, whose engine has backreferences to backtrack on."""
 
 from __future__ import annotations
 
+import subprocess
 import time
+from pathlib import Path
 
 from fakes.gitlab_server import BOT_TOKEN, FakeGitLab
 
 from agent.diff import parse_unified_diff
 from agent.gitlab.client import GitLabPlatform
+from agent.gitrepo import open_repository
 from agent.workspaces.diff import DiffWorkspace
 from agent.workspaces.snapshot import SnapshotWorkspace
 from reviewers.kernel.contracts import ReviewContext, Workspace
@@ -22,14 +26,17 @@ EVIL = r"(a|a)*$"
 # 40 lines each taking Python's re ~2^24 steps: minutes in all before, one budget now
 HOSTILE = "".join("a" * 24 + "b\n" for _ in range(40))
 PATCH = "--- /dev/null\n+++ b/trap.txt\n@@ -0,0 +1,40 @@\n" + "".join(f"+{line}\n" for line in HOSTILE.splitlines())
+# git's own regex engine is not fooled by EVIL, but backreferences make it try every split of a line:
+# ~5 s over HOSTILE before (unbounded, growing with every group), one budget now
+GIT_EVIL = r"(.*)(.*)(.*)(.*)\4\3\2\1c"
 SLACK_S = 30.0  # wall time on a loaded two-core machine; the budget itself is CPU-bound matching
 
 
-def search_with(workspace: Workspace) -> None:
+def search_with(workspace: Workspace, evil: str = EVIL) -> None:
     files = parse_unified_diff(PATCH)
     box = Toolbox(SECURITY, ReviewContext(title="t", description="", files=files, workspace=workspace), ["trap.txt"])
     started = time.monotonic()
-    outcome = box.search(EVIL)
+    outcome = box.search(evil)
     elapsed = time.monotonic() - started
     assert not outcome.valid and "budget" in outcome.observation, outcome.observation
     assert elapsed < SEARCH_TIME_BUDGET_S + SLACK_S, elapsed
@@ -49,3 +56,13 @@ def test_a_catastrophic_search_pattern_is_refused_on_the_gitlab_workspace() -> N
 def test_a_catastrophic_search_pattern_is_refused_on_the_local_workspaces() -> None:
     search_with(SnapshotWorkspace({"trap.txt": HOSTILE}))
     search_with(DiffWorkspace(parse_unified_diff(PATCH)))
+
+
+def test_a_catastrophic_search_pattern_is_refused_on_a_local_repository(tmp_path: Path) -> None:
+    (tmp_path / "trap.txt").write_text(HOSTILE)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid", "-c", "commit.gpgsign=false"]
+    subprocess.run([*git, "init", "-q"], cwd=tmp_path, check=True)
+    subprocess.run([*git, "add", "trap.txt"], cwd=tmp_path, check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "trap"], cwd=tmp_path, check=True)
+    repo = open_repository(tmp_path)
+    search_with(repo.workspace(repo.resolve("HEAD")), evil=GIT_EVIL)

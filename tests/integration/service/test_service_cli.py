@@ -110,6 +110,19 @@ def test_tokens_create_prints_a_token_once_and_stores_its_hash(db_dsn: str) -> N
     assert again.returncode == 2 and "no unrevoked API token" in again.stderr
 
 
+def test_tokens_create_with_projects_makes_a_scoped_token(db_dsn: str) -> None:
+    made = cli("tokens", "create", "team", "--project", "42", "--project", "7", dsn=db_dsn)
+    assert made.returncode == 0, made.stderr
+    assert "projects 42, 7" in made.stderr
+    bad = cli("tokens", "create", "other", "--project", "team/service", dsn=db_dsn)
+    assert bad.returncode == 2 and "numeric GitLab project id" in bad.stderr and "Traceback" not in bad.stderr
+    admin = cli("tokens", "create", "ops", dsn=db_dsn)
+    assert admin.returncode == 0 and "every project" in admin.stderr, admin.stderr
+    with psycopg.connect(db_dsn) as conn:
+        stored = conn.execute("SELECT name, projects FROM api_tokens ORDER BY id").fetchall()
+    assert stored == [("team", ["7", "42"]), ("ops", None)]
+
+
 @pytest.mark.slow
 def test_serve_without_worker_answers_and_stops_on_sigterm(db_dsn: str, tmp_path: Path) -> None:
     port = free_port()
