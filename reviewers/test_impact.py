@@ -40,6 +40,7 @@ from reviewers.analyzers.symbols import (
 from reviewers.analyzers.test_changes import test_change_issues
 from reviewers.analyzers.tests_lookup import TestIndex, TestReference, distinctive, list_test_functions, module_tokens
 from reviewers.kernel.contracts import ReviewContext
+from reviewers.kernel.errors import InputError
 from reviewers.paths import is_code_path, is_test_path, language_of
 from reviewers.reviewer import Analysis, Analyzer, ReviewerSpec
 
@@ -136,7 +137,11 @@ class TestImpactAnalyzer:
         generic name (`run`) counts in another file only where that file names its module too."""
         name = re.escape(definition.name)
         tokens = [re.compile(rf"\b{re.escape(t)}\b") for t in module_tokens(path)]
-        for hit in self.context.workspace.search(rf"\b{name}\b", max_hits=50):
+        try:
+            hits = self.context.workspace.search(rf"\b{name}\b", max_hits=50)
+        except InputError:
+            return True  # the repository could not be searched: assume it is used, claim nothing
+        for hit in hits:
             if is_test_path(hit.path) or re.match(rf"\s*(async +)?(def|class|function|func) +{name}\b", hit.text):
                 continue
             if hit.path == path:
@@ -282,8 +287,13 @@ class TestImpactAnalyzer:
         for name in sorted(n for n in gone_definition_names(file) if not n.startswith("_")):
             stale = self.stale(self.index.references(file.path, name))
             anchor = self._anchor_for_removal(file, name) if stale else None
-            if anchor is None or defined_at_head(self.context.workspace, name, outside=file.path):
-                continue  # nothing uses it, or it moved to another module or a base class
+            if anchor is None:
+                continue  # nothing uses it
+            try:
+                if defined_at_head(self.context.workspace, name, outside=file.path):
+                    continue  # it moved to another module or a base class
+            except InputError:
+                continue  # the head tree could not be searched: no claim we cannot check
             issues.append(
                 Issue(
                     anchor,

@@ -15,6 +15,7 @@ from reviewers.analyzers.changed_file import ChangedFile, Issue
 from reviewers.analyzers.symbols import defined_at_head
 from reviewers.analyzers.tests_lookup import list_test_functions
 from reviewers.kernel.contracts import Workspace
+from reviewers.kernel.errors import InputError
 
 _REMOVED_TEST = re.compile(r"^\s*(?:(?:async\s+)?def\s+(?P<py>test\w*)|func\s+(?P<go>Test\w+))\s*\(")
 _ASSERTION = re.compile(
@@ -104,7 +105,10 @@ def test_change_issues(file: ChangedFile, workspace: Workspace) -> list[Issue]:
         if test.anchor is None:
             continue
         called = [n for n in dict.fromkeys(m for t in test.body for m in _CALLED.findall(t)) if n not in _NOT_A_SUBJECT]
-        alive = [n for n in called if defined_at_head(workspace, n, outside=file.path)][:MAX_SUBJECTS]
+        try:
+            alive = [n for n in called if defined_at_head(workspace, n, outside=file.path)][:MAX_SUBJECTS]
+        except InputError:
+            continue  # the head tree could not be searched: no claim we cannot check
         if not alive:
             continue  # its subject went with it, or we cannot tell what it tested
         subjects = ", ".join(f"`{n}`" for n in alive)
