@@ -40,7 +40,9 @@ MAX_COMPILE_THREADS = 8  # xgrammar's default; fewer on a smaller machine
 
 
 def _canonical(schema: Mapping[str, Any]) -> str:
-    return json.dumps(schema, sort_keys=True, separators=COMPACT_SEPARATORS, ensure_ascii=False)
+    # Not key-sorted: xgrammar emits an object's properties in the schema's order, and that order is
+    # the plan a model writes in (reasons before decisions); sorting would reorder every answer.
+    return json.dumps(schema, separators=COMPACT_SEPARATORS, ensure_ascii=False)
 
 
 class SchemaLogitsProcessor(LogitsProcessor):
