@@ -7,8 +7,8 @@ merge requests are ordered by their first review and the latest `eval_fraction` 
 eval split, so the eval set measures the future and no MR sits on both sides. An eval merge request
 whose diff a train one also has (the same change pushed again under another MR, a cherry-pick) is
 dropped from every eval kind: the gate would otherwise score a model on a change it trained on.
-Identical examples are kept once, and an eval example whose prompt also appears in train is dropped. `<out>/card.json` and
-`<out>/README.md` say what went in.
+Identical examples are kept once, and an eval example whose prompt also appears in train is dropped.
+`<out>/card.json` and `<out>/README.md` say what went in.
 """
 
 from __future__ import annotations

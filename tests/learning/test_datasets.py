@@ -283,13 +283,13 @@ def test_an_eval_merge_request_whose_diff_train_has_is_dropped(db_dsn: str, tmp_
     change it trained on. MR 3, a change train never saw, stays."""
     ids = populate(db_dsn)
     with open_pool(db_dsn, max_size=2) as pool:
-        again = snapshot("Order lookup, again", "cherry-picked", {"shop/db.py": ["def q(c):", "    return c"]}, "9" * 40)
+        again = snapshot(
+            "Order lookup, again", "cherry-picked", {"shop/db.py": ["def q(c):", "    return c"]}, "9" * 40
+        )
         assert again["diff"] == snapshot("", "", {"shop/db.py": ["def q(c):", "    return c"]}, "")["diff"]
         ids["PD"] = insert_review(
             pool,
-            ReviewSpec(
-                z("feature", "security"), findings=[FindingSpec("shop/db.py", 2, votes=[("gitlab:1", 1)])]
-            ),
+            ReviewSpec(z("feature", "security"), findings=[FindingSpec("shop/db.py", 2, votes=[("gitlab:1", 1)])]),
             project="acme/shop",
             mr_iid=6,
             head_sha="9" * 40,
