@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Any, Protocol, TypedDict, cast
+from typing import TYPE_CHECKING, Annotated, Any, Protocol, TypedDict, cast
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
@@ -35,6 +35,9 @@ from reviewers.kernel.contracts import (
 )
 from reviewers.kernel.errors import ReviewloopError
 from reviewers.prompts import render_review_prefix
+
+if TYPE_CHECKING:
+    from agent.strategy_model import StrategyModel
 
 tracer = trace.get_tracer("reviewloop.graph")
 
@@ -81,7 +84,7 @@ class ReviewRuntime(Protocol):
 
     def diff_overview(self, context: ReviewContext) -> str: ...
 
-    def strategy_llm(self) -> tuple[LLMPort | None, int | None]: ...
+    def strategy_llm(self) -> StrategyModel: ...
 
     def save_strategy(
         self,
@@ -151,9 +154,17 @@ def build_review_graph(runtime: ReviewRuntime, checkpointer: BaseCheckpointSaver
                 history=runtime.history(context),
                 diff_overview=runtime.diff_overview(context),
             )
-            llm, version_id = runtime.strategy_llm()
+            writer = runtime.strategy_llm()
+            llm, version_id = writer.llm, writer.version_id
             history = runtime.history(context)
-            z, source, note = generate_strategy(llm, s1=s1, files=context.files, config=context.config, history=history)
+            z, source, note = generate_strategy(
+                llm,
+                s1=s1,
+                files=context.files,
+                config=context.config,
+                history=history,
+                decisions_only=writer.decisions_only,
+            )
             version_id = version_id if source == "model" else None
             runtime.save_strategy(review_id, z, source, note, model_version_id=version_id, s1=s1)
             if version_id is not None:

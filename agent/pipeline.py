@@ -152,7 +152,7 @@ def _run_shadows(runtime: Runtime, pool: ConnectionPool[Any], request: ReviewReq
         config=context.config,
         diff_overview=runtime.diff_overview(context),
     )
-    llm, _ = runtime.strategy_llm()
+    llm = runtime.strategy_llm().llm
     run_shadow_reviews(
         pool,
         parent_review_id=outcome.review_id,

@@ -22,7 +22,7 @@ from agent.store import rejections as store_rejections
 from agent.store import reviews as store_reviews
 from agent.store import snapshots as store_snapshots
 from agent.strategy import S1_DIFF_OVERVIEW_LINES, Strategy, StrategySource
-from agent.strategy_model import StrategyModelSource
+from agent.strategy_model import StrategyModel, StrategyModelSource
 from agent.verdicts.feedback import PeopleVotes
 from agent.verifier import VerifiedFinding, VerifierInputs
 from agent.workspaces.diff import DiffWorkspace
@@ -105,12 +105,12 @@ class Runtime:
     def embedder(self) -> Embedder | None:
         return self._embedder
 
-    def strategy_llm(self) -> tuple[LLMPort | None, int | None]:
-        """The model that writes z now and its registry version (the promoted one, if any)."""
+    def strategy_llm(self) -> StrategyModel:
+        """The model that writes z now, its registry version (the promoted one, if any) and how it is asked."""
         if self.strategy_model is None:
-            return self._llm, self.model_version_id
-        current = self.strategy_model.current()
-        return current.llm, current.version_id
+            name = self._llm.model_name if self._llm is not None else "rules"
+            return StrategyModel(self._llm, self.model_version_id, name)
+        return self.strategy_model.current()
 
     # --- context -------------------------------------------------------------------------------
 

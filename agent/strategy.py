@@ -9,10 +9,11 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from agent.llm.structured import InvalidOutput, parse_structured
 from agent.risk import change_signals
 from reviewers.kernel.contracts import ChatMessage, FileChange, LLMPort, PlanItem, RepoConfig, render_files_overview
 from reviewers.kernel.errors import LLMError
@@ -22,6 +23,7 @@ from reviewers.prompts import untrusted
 ChangeType = Literal["feature", "bugfix", "refactor", "docs", "tests", "config", "dependency", "mixed"]
 MAX_RISK_AREAS = 5
 MAX_PLAN = 4
+DEFAULT_STOP_CONDITION = "all planned reviewers finished"
 
 
 class RiskArea(BaseModel):
@@ -35,7 +37,7 @@ class Strategy(BaseModel):
     change_type: ChangeType
     risk_areas: list[RiskArea] = Field(default_factory=list, max_length=MAX_RISK_AREAS)
     plan: list[PlanItem] = Field(default_factory=list, max_length=MAX_PLAN)
-    stop_condition: str = Field(default="all planned reviewers finished", max_length=200)
+    stop_condition: str = Field(default=DEFAULT_STOP_CONDITION, max_length=200)
 
     @field_validator("plan")
     @classmethod
@@ -249,7 +251,87 @@ def constrain_strategy(strategy: Strategy, files: Sequence[FileChange], config: 
     return strategy.model_copy(update={"plan": plan, "risk_areas": risks})
 
 
+# --- validity: one rule for the gate, RL's reward and SFT's valid share -----------------------------
+
+
+def parse_valid_strategy(text: str) -> Strategy:
+    """The strategy a model's answer holds, or `InvalidOutput` saying why it holds none.
+
+    The answer is parsed the way serving parses it (`parse_structured`: the first JSON object, in a
+    fence or in prose, validated by `Strategy`), so a text the gate or RL calls valid is one serving
+    would take.
+    """
+    return parse_structured(text, Strategy)
+
+
+def safety_net_reviewers(strategy: Strategy, files: Sequence[FileChange], config: RepoConfig) -> list[str]:
+    """Reviewers `constrain_strategy` would add to `strategy` because it left them out (security on a
+    code change): a plan serving completes is not the model's plan."""
+    written = {p.reviewer for p in strategy.plan}
+    return [p.reviewer for p in constrain_strategy(strategy, files, config).plan if p.reviewer not in written]
+
+
+class StrategyCheck(NamedTuple):
+    """A model answer checked against one merge request: `strategy` when it parsed (even if not
+    valid), `reason` why it is not a valid plan (None: valid)."""
+
+    strategy: Strategy | None
+    reason: str | None
+
+    @property
+    def valid(self) -> bool:
+        return self.reason is None
+
+
+def check_strategy(strategy: Strategy | None, files: Sequence[FileChange], config: RepoConfig) -> StrategyCheck:
+    """`check_valid_strategy` for an already parsed answer (None: it did not parse)."""
+    if strategy is None:
+        return StrategyCheck(None, "the answer holds no strategy")
+    added = safety_net_reviewers(strategy, files, config)
+    if added:
+        return StrategyCheck(strategy, f"the plan leaves out {', '.join(added)}, which serving adds back")
+    return StrategyCheck(strategy, None)
+
+
+def check_valid_strategy(text: str, files: Sequence[FileChange], config: RepoConfig) -> StrategyCheck:
+    """Is `text` a valid strategy for this merge request? The one rule the evaluation gate's valid
+    share and StraTA's invalid penalty both apply, so they cannot disagree: it parses
+    (`parse_valid_strategy`), and it plans every reviewer serving's safety net would otherwise add."""
+    try:
+        strategy = parse_valid_strategy(text)
+    except InvalidOutput as exc:
+        return StrategyCheck(None, exc.reason)
+    return check_strategy(strategy, files, config)
+
+
 StrategySource = Literal["model", "rule", "fallback"]
+
+
+def model_strategy(
+    llm: LLMPort,
+    *,
+    s1: str,
+    files: Sequence[FileChange],
+    config: RepoConfig,
+    decisions_only: bool = False,
+    max_focus_paths: int | None = None,
+) -> Strategy:
+    """z as the model writes it, decoded under this merge request's schema (`LLMError` when it fails
+    twice); not yet held to the change (`constrain_strategy`).
+
+    `decisions_only` decodes under the decisions-only schema (`agent.strategy_schema.strategy_schema`)
+    for a model whose plans run with the analyzers alone, which never read the free text.
+    """
+    # Imported here: the schema module builds on this one's `Strategy`.
+    from agent.strategy_schema import MAX_FOCUS_PATHS, strategy_schema
+
+    schema = strategy_schema(
+        [f.path for f in files],
+        reviewers=config.reviewers,
+        decisions_only=decisions_only,
+        max_focus_paths=max_focus_paths or MAX_FOCUS_PATHS,
+    )
+    return llm.complete_json(strategy_messages(s1), Strategy, purpose="strategy", json_schema=schema)
 
 
 def generate_strategy(
@@ -259,21 +341,18 @@ def generate_strategy(
     files: Sequence[FileChange],
     config: RepoConfig,
     history: Mapping[str, float] | None = None,
+    decisions_only: bool = False,
 ) -> tuple[Strategy, StrategySource, str | None]:
     """z from the model when one is configured, else (or when its output fails twice) from the rules.
 
     Returns the strategy, where it came from, and the reason for a fallback.
     """
-    # Imported here: the schema module builds on this one's `Strategy`.
-    from agent.strategy_schema import strategy_json_schema
-
     if llm is None:
         return rule_based_strategy(files, config, history), "rule", None
     # Decoding is held to this merge request's files and the enabled reviewers; the answer still
     # goes through `constrain_strategy`, since a server may ignore the schema.
-    schema = strategy_json_schema([f.path for f in files], reviewers=config.reviewers)
     try:
-        z = llm.complete_json(strategy_messages(s1), Strategy, purpose="strategy", json_schema=schema)
+        z = model_strategy(llm, s1=s1, files=files, config=config, decisions_only=decisions_only)
     except LLMError as exc:
         return rule_based_strategy(files, config, history), "fallback", f"strategy model failed: {exc}"
     return constrain_strategy(z, files, config), "model", None

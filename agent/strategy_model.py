@@ -5,7 +5,9 @@ since the last review, the new one is loaded: by name from an OpenAI-compatible 
 adapters (vLLM multi-LoRA: the adapter was loaded there under its `serving_name`), or in process
 through transformers (base model + LoRA adapter). Loaded local models are cached by (base,
 adapter), so a rollback to a previous version is instant too. A trained version is asked with
-exactly the prompt it was trained on (`strategy_messages(s1)`), so no schema text is appended.
+exactly the prompt it was trained on (`strategy_messages(s1)`), so no schema text is appended. A
+version whose plans were trained and gated with the analyzers alone (`executor` `analyzer-only`) is
+asked under the decisions-only schema, as the gate asked it (learning/gate.py).
 Without a production version, the configured model (or none: the rule-based strategy) is used.
 """
 
@@ -27,6 +29,7 @@ class StrategyModel:
     llm: LLMPort | None
     version_id: int | None
     name: str
+    decisions_only: bool = False  # decode under the decisions-only strategy schema
 
 
 @dataclass(frozen=True)
@@ -54,7 +57,8 @@ class StrategyModelSource:
         if version is None:
             name = self.default.model_name if self.default is not None else "rules"
             return StrategyModel(self.default, None, name)
-        return StrategyModel(self._load(version), version["id"], version["name"])
+        decisions_only = version["executor"] == "analyzer-only"
+        return StrategyModel(self._load(version), version["id"], version["name"], decisions_only)
 
     def _load(self, version: store_models.ModelVersionRow) -> LLMPort:
         o = self.options

@@ -11,6 +11,14 @@ Everything the schema admits also validates as a `Strategy` (the schema is a nar
 widening); the answer is still validated by pydantic and still passes `constrain_strategy`, because
 a server may ignore the schema.
 
+`strategy_schema(..., decisions_only=True)` keeps only what decides a review run by the analyzers
+alone (no model in the reviewers, the executor RL and the gate use for `analyzer-only` versions):
+the change type and at most one reviewer with its focus paths and step budget. The free-text fields
+are pinned (no risk areas, empty checks, the default stop condition): that executor never reads
+them, and a small model decoded under the full schema can write a string that never closes before
+its token budget ends, losing a plan whose decisions were fine. Pinned rather than left out, so the
+answer keeps the full schema's shape and order, the shape the model was trained to write.
+
 Reviewers cannot be kept distinct with `uniqueItems`: xgrammar (0.2.8, also vLLM's engine) accepts
 `["a","a"]` under it. So the plan is spelled out as `anyOf` over every ordered selection of distinct
 reviewers: 65 alternatives for the four reviewers, which compile in about 0.1 s.
@@ -22,7 +30,7 @@ from collections.abc import Sequence
 from itertools import permutations
 from typing import Any, get_args
 
-from agent.strategy import MAX_PLAN, MAX_RISK_AREAS, ChangeType
+from agent.strategy import DEFAULT_STOP_CONDITION, MAX_PLAN, MAX_RISK_AREAS, ChangeType
 from reviewers.kernel.contracts import REVIEWERS, ReviewerName
 
 MAX_FOCUS_PATHS = 20  # `PlanItem.focus_paths` max_length
@@ -117,6 +125,64 @@ def strategy_json_schema(
             "risk_areas": risk_areas,
             "plan": _plan(wanted),
             "stop_condition": _TEXT,
+        },
+        "required": ["change_type", "risk_areas", "plan", "stop_condition"],
+        "additionalProperties": False,
+        "$defs": defs,
+    }
+
+
+def _decisions_plan_item(reviewer: ReviewerName, paths: list[str], max_focus_paths: int) -> dict[str, Any]:
+    low, high = STEP_BUDGET_RANGE
+    focus = _focus_paths(paths)
+    if paths:
+        focus["maxItems"] = max(1, min(focus["maxItems"], max_focus_paths))
+    return {
+        "type": "object",
+        "properties": {
+            "reviewer": {"const": reviewer},
+            "focus_paths": focus,
+            "checks": {"const": ""},
+            "step_budget": {"type": "integer", "minimum": low, "maximum": high},
+        },
+        "required": ["reviewer", "focus_paths", "checks", "step_budget"],
+        "additionalProperties": False,
+    }
+
+
+def strategy_schema(
+    changed_paths: Sequence[str],
+    *,
+    reviewers: Sequence[ReviewerName] = REVIEWERS,
+    decisions_only: bool = False,
+    max_focus_paths: int = MAX_FOCUS_PATHS,
+) -> dict[str, Any]:
+    """The strategy schema for a merge request: the full one (`strategy_json_schema`), or with
+    `decisions_only` the change type and at most one reviewer with at most `max_focus_paths` focus
+    paths (the files its step budget can reach), no free text (see the module docstring)."""
+    if not decisions_only:
+        return strategy_json_schema(changed_paths, reviewers=reviewers)
+    if max_focus_paths < 1:
+        raise ValueError(f"max_focus_paths must be at least 1, got {max_focus_paths}")
+    full = strategy_json_schema(changed_paths, reviewers=reviewers)  # validates the reviewers
+    paths = list(dict.fromkeys(p for p in changed_paths if p))
+    wanted = list(dict.fromkeys(reviewers))
+    defs: dict[str, Any] = {f"plan_{r}": _decisions_plan_item(r, paths, max_focus_paths) for r in wanted}
+    if "path" in full["$defs"]:
+        defs["path"] = full["$defs"]["path"]
+    one: list[dict[str, Any]] = [{"type": "array", "maxItems": 0}]  # the empty plan: a docs-only change
+    one += [
+        {"type": "array", "prefixItems": [{"$ref": f"#/$defs/plan_{r}"}], "items": False, "minItems": 1, "maxItems": 1}
+        for r in wanted
+    ]
+    return {
+        "title": "Strategy",
+        "type": "object",
+        "properties": {
+            "change_type": full["properties"]["change_type"],
+            "risk_areas": {"type": "array", "maxItems": 0},
+            "plan": {"anyOf": one},
+            "stop_condition": {"const": DEFAULT_STOP_CONDITION},
         },
         "required": ["change_type", "risk_areas", "plan", "stop_condition"],
         "additionalProperties": False,

@@ -4,9 +4,11 @@ Each kind is a Hugging Face `DatasetDict` (`train`, `eval`) saved under `<out>/<
 conversational formats TRL's trainers take directly (prompt = the strategy chat messages over s1,
 completion/chosen/rejected = the assistant's z JSON). The split is by time and by merge request:
 merge requests are ordered by their first review and the latest `eval_fraction` of them form the
-eval split, so the eval set measures the future and no MR sits on both sides. Identical examples are
-kept once, and an eval example whose prompt also appears in train is dropped. `<out>/card.json` and
-`<out>/README.md` say what went in.
+eval split, so the eval set measures the future and no MR sits on both sides. An eval merge request
+whose diff a train one also has (the same change pushed again under another MR, a cherry-pick) is
+dropped from every eval kind: the gate would otherwise score a model on a change it trained on.
+Identical examples are kept once, and an eval example whose prompt also appears in train is dropped.
+`<out>/card.json` and `<out>/README.md` say what went in.
 """
 
 from __future__ import annotations
@@ -259,6 +261,17 @@ def split_merge_requests(
     return assignment, split_at
 
 
+def drop_seen_diffs(train: Sequence[Episode], evaluation: Sequence[Episode]) -> tuple[list[Episode], int]:
+    """The eval episodes whose diff no train episode has, and how many merge requests were dropped."""
+    seen = {_diff(e) for e in train}
+    kept = [e for e in evaluation if _diff(e) not in seen]
+    return kept, len({e.mr_key for e in evaluation} - {e.mr_key for e in kept})
+
+
+def _diff(e: Episode) -> str:
+    return str(e.snapshot.get("diff") or "").strip()
+
+
 def _row_key(row: Row, columns: Sequence[str]) -> str:
     return json.dumps([row[c] for c in columns], sort_keys=True, ensure_ascii=False)
 
@@ -334,6 +347,9 @@ def build_datasets(
     )
     by_split: dict[Split, list[Episode]] = {s: [e for e in built.episodes if assignment[e.mr_key] == s] for s in SPLITS}
     dropped: dict[str, int] = {f"skipped: {why}": n for why, n in built.skipped.items()}
+    by_split["eval"], leaked = drop_seen_diffs(by_split["train"], by_split["eval"])
+    if leaked:
+        dropped["eval merge requests whose diff train has"] = leaked
     rows_by_kind: dict[DatasetKind, dict[Split, list[Row]]] = {}
     for kind in DATASET_KINDS:
         per_split = {s: _rows_for(kind, by_split[s], config) for s in SPLITS}

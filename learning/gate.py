@@ -1,8 +1,14 @@
 """The evaluation gate: a candidate strategy model goes into service only if it beats the baseline.
 
-Both are evaluated on the held-out replay split the same way serving would use them: greedy decoding
-of the strategy prompt, the output validated, an invalid answer replaced by the rule-based strategy
-(serving's fallback), the strategy executed in the replay environment. The numbers are mean reward,
+Both are evaluated on the held-out replay split the same way serving would use them: the version is
+loaded in process (the transformers backend, base model and adapter), asked with the strategy prompt
+under the merge request's JSON schema (grammar-constrained greedy decoding, one retry with the
+validation error: `agent.strategy.model_strategy`), an answer that still fails replaced by the
+rule-based strategy (serving's fallback), and the strategy executed in the replay environment. A
+version whose plans run with the analyzers alone (`executor` `analyzer-only`, what RL and this gate
+execute with) is decoded under the decisions-only schema: that executor never reads free text, so
+the version is judged on its decisions. What counts as valid is `agent.strategy.check_strategy`, the
+rule StraTA's invalid penalty applies too. The numbers are mean reward,
 precision/recall/F1 of the posted findings against the accepted ones (the evaluation's matching
 rule), cost (reviewer steps) and the share of valid model answers. The candidate is promoted when its
 mean reward beats the baseline's by `margin`, its F1 is not worse by more than `margin`, and its
@@ -23,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from agent.evaluation import match_findings, score_matches
-from agent.llm.structured import InvalidOutput, parse_structured
+from agent.llm.structured import InvalidOutput
 from agent.store.db import Database
 from agent.store.models import (
     ModelVersionRow,
@@ -33,11 +39,11 @@ from agent.store.models import (
     reject_version,
     start_run,
 )
-from agent.strategy import Strategy, rule_based_strategy
+from agent.strategy import Strategy, check_strategy, model_strategy, parse_valid_strategy, rule_based_strategy
 from learning.registry import resolve_version
 from learning.replay import ReplayCase, ReplayEnv, accepted_expected
 from learning.replay_reward import ReplayRewardConfig, reward
-from reviewers.kernel.errors import InputError, TrainingError
+from reviewers.kernel.errors import InputError, LLMError, TrainingError
 
 if TYPE_CHECKING:
     from learning.strata.policy import Device, StrategyPolicy
@@ -82,7 +88,7 @@ def rule_strategies(cases: Sequence[ReplayCase], env: ReplayEnv) -> list[list[St
 
 def parse_strategy(text: str) -> Strategy | None:
     try:
-        return parse_structured(text, Strategy)
+        return parse_valid_strategy(text)
     except InvalidOutput:
         return None
 
@@ -126,8 +132,10 @@ def evaluate_strategies(
 ) -> PolicyEvaluation:
     """Execute every strategy on its case and aggregate.
 
-    An invalid strategy (None) is replaced by the rule-based one, as serving does, unless
-    `invalid_reward` is given: then it is not executed and scores that (how training sees it).
+    Validity is `check_strategy` (RL's rule). An answer that did not parse (None) is replaced by the
+    rule-based strategy and a plan that leaves out a reviewer is completed by `constrain_strategy`, as
+    serving does, unless `invalid_reward` is given: then an invalid one is not executed and scores
+    that (how training sees it).
     """
     if len(cases) != len(strategies) or not cases:
         raise TrainingError(f"{len(cases)} cases but {len(strategies)} strategy lists")
@@ -138,11 +146,12 @@ def evaluate_strategies(
     for case, options in zip(cases, strategies, strict=True):
         for z in options:
             total += 1
-            if z is None and invalid_reward is not None:
+            ok = check_strategy(z, env.files(case), case.repo_config()).valid
+            if not ok and invalid_reward is not None:
                 rewards.append(invalid_reward)
                 steps.append(0)
                 continue
-            valid += z is not None
+            valid += ok
             execution = env.execute(
                 case, z if z is not None else rule_based_strategy(env.files(case), case.repo_config())
             )
@@ -203,14 +212,51 @@ def describe(ref: VersionRef) -> str:
     return RULES if ref is None else f"{ref['name']} (id {ref['id']})"
 
 
-def load_version_policy(row: ModelVersionRow, *, device: Device = "auto") -> StrategyPolicy:
-    """A version's model: its adapter over its base model, or a full model directory."""
-    from learning.strata.policy import PolicyConfig, StrategyPolicy
+def decides_only(row: ModelVersionRow) -> bool:
+    """Whether a version is judged on its decisions alone: its plans run with the analyzers only."""
+    return row.get("executor") == "analyzer-only"
 
-    adapter = Path(row["adapter_path"]) if row["adapter_path"] else None
-    return StrategyPolicy.load(
-        Path(row["base_model"]), adapter=adapter, config=PolicyConfig(use_lora=False, device=device)
+
+def served_strategies(
+    row: ModelVersionRow,
+    cases: Sequence[ReplayCase],
+    env: ReplayEnv,
+    *,
+    device: Device = "auto",
+    max_new_tokens: int = DEFAULT_EVAL_MAX_NEW_TOKENS,
+) -> list[list[Strategy | None]]:
+    """Per case, the strategy the version writes as serving asks for it (None where it failed twice).
+
+    The in-process backend (base model + adapter) decodes greedily under the case's schema: the
+    decisions-only one for an analyzer-only version, with the focus paths capped at what the
+    environment's step budget cap lets a reviewer reach.
+    """
+    from agent.llm.transformers_local import TransformersLLM
+
+    llm = TransformersLLM(
+        Path(row["base_model"]),
+        adapter_path=Path(row["adapter_path"]) if row["adapter_path"] else None,
+        device=device,
+        max_output_tokens=max_new_tokens,
+        schema_in_prompt=False,  # a trained version is asked with exactly its training prompt
+        model_name=row["name"],
     )
+    decisions = decides_only(row)
+    out: list[list[Strategy | None]] = []
+    for case in cases:
+        try:
+            z: Strategy | None = model_strategy(
+                llm,
+                s1=env.reset(case),
+                files=env.files(case),
+                config=case.repo_config(),
+                decisions_only=decisions,
+                max_focus_paths=env.config.step_budget_cap,
+            )
+        except LLMError:
+            z = None
+        out.append([z])
+    return out
 
 
 def evaluate_version(
@@ -222,12 +268,11 @@ def evaluate_version(
     device: Device = "auto",
     max_new_tokens: int = DEFAULT_EVAL_MAX_NEW_TOKENS,
 ) -> PolicyEvaluation:
-    """A version's numbers as serving would produce them (greedy, rule fallback)."""
+    """A version's numbers as serving would produce them (`served_strategies`, rule fallback)."""
     if ref is None:
         strategies = rule_strategies(cases, env)
-        return evaluate_strategies(cases, strategies, env=env, reward_config=reward_config)
-    policy = load_version_policy(ref, device=device)
-    strategies = model_strategies(policy, cases, env, max_new_tokens=max_new_tokens)
+    else:
+        strategies = served_strategies(ref, cases, env, device=device, max_new_tokens=max_new_tokens)
     return evaluate_strategies(cases, strategies, env=env, reward_config=reward_config)
 
 

@@ -10,8 +10,9 @@ model plus the LoRA adapters trained so far, each on the base with the earlier o
 The last stage, `gate_stage`, combines the stages' adapters into one adapter on the original base
 (learning/adapters.py) and registers it as a candidate version. The held-out replay merge requests
 are then reviewed under the candidate and under the version in service — the rule-based strategy
-when none is — by the one evaluation gate (learning/gate.py: greedy decoding, an invalid answer
-replaced by the rules), whose rule decides. The decision goes into the eval row's metrics as
+when none is — by the one evaluation gate (learning/gate.py: each version asked as serving asks it,
+in process under the merge request's schema with one retry, the decisions-only schema for the
+analyzer-only candidate; an answer that still fails replaced by the rules), whose rule decides. The decision goes into the eval row's metrics as
 `decision` ("promote"/"keep") and `promoted` (whether it is in service now), which the dashboard
 shows. A kept candidate is rejected. A promoted one is loaded into vLLM first when vLLM serves (the
 registry must never name an adapter the server does not have), then put in service in the

@@ -21,11 +21,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import ValidationError
-
+from agent.llm.structured import InvalidOutput
 from agent.store.db import Database
 from agent.store.models import TrainingKind, finish_run, log_step, start_run
-from agent.strategy import Strategy
+from agent.strategy import parse_valid_strategy
 from learning.datasets import DatasetKind, load_dataset, read_card
 from learning.train_configs import TrainConfig
 from reviewers.kernel.errors import TrainingError
@@ -413,9 +412,11 @@ def generate_completions(
 
 
 def is_valid_strategy(text: str) -> bool:
+    """Whether `text` holds a strategy, parsed as serving, the gate and RL parse it
+    (`agent.strategy.parse_valid_strategy`; no merge request here to check the plan against)."""
     try:
-        Strategy.model_validate_json(text.strip())
-    except ValidationError:
+        parse_valid_strategy(text)
+    except InvalidOutput:
         return False
     return True
 

@@ -7,7 +7,8 @@ normalise the scores across the N strategies into advantages (learning/strata/ad
 
 Two choices are ours and documented here:
 
-- An unparseable or invalid completion is not executed and gets `invalid_reward` (a penalty) for
+- What is valid is `agent.strategy.check_valid_strategy`, the rule the evaluation gate counts with.
+  An unparseable or invalid completion is not executed and gets `invalid_reward` (a penalty) for
   each of its executions. Executing the rule-based fallback in its place, as serving does, would
   credit the invalid text with the rules' reward and teach the policy that invalid output is fine.
 - A strategy that leaves out a reviewer serving's safety net then adds (security on a code change,
@@ -30,8 +31,7 @@ import numpy as np
 
 from agent.diversity import farthest_point_sample, mean_pairwise_distance
 from agent.embeddings import Embedder
-from agent.llm.structured import InvalidOutput, parse_structured
-from agent.strategy import Strategy
+from agent.strategy import Strategy, check_valid_strategy
 from learning.replay import Execution, ReplayCase, ReplayEnv
 from learning.replay_reward import ReplayRewardConfig, reward
 from learning.strata.advantages import strategy_advantages, top_delta_score
@@ -39,7 +39,7 @@ from learning.strata.config import StrataConfig
 from learning.strata.judge import StepJudge
 from learning.strata.masking import TokenTargets, build_token_targets
 from learning.strata.policy import StrategySampler
-from reviewers.kernel.contracts import LLMPort
+from reviewers.kernel.contracts import FileChange, LLMPort, RepoConfig
 from reviewers.kernel.errors import TrainingError
 
 log = logging.getLogger(__name__)
@@ -50,12 +50,17 @@ DecodeFn = Callable[[Sequence[int]], str]  # token ids → text (the policy's `d
 
 @dataclass(frozen=True)
 class StrategySample:
-    """One sampled completion and what it parsed into (None when invalid, with the reason)."""
+    """One sampled completion, what it parsed into (None when it did not parse), and why it is not a
+    valid strategy for its merge request (None: valid)."""
 
     completion_ids: list[int]
     text: str
     strategy: Strategy | None
     error: str | None = None
+
+    @property
+    def valid(self) -> bool:
+        return self.error is None
 
     @property
     def embedding_text(self) -> str:
@@ -107,11 +112,11 @@ class MRGroup:
         ]
 
 
-def parse_sample(completion_ids: list[int], text: str) -> StrategySample:
-    try:
-        return StrategySample(completion_ids, text, parse_structured(text, Strategy))
-    except InvalidOutput as exc:
-        return StrategySample(completion_ids, text, None, exc.reason)
+def parse_sample(
+    completion_ids: list[int], text: str, files: Sequence[FileChange], config: RepoConfig
+) -> StrategySample:
+    check = check_valid_strategy(text, files, config)
+    return StrategySample(completion_ids, text, check.strategy, check.reason)
 
 
 def effective_m(config: StrataConfig, *, fixed_executor: bool) -> int:
@@ -132,7 +137,7 @@ def execute_strategy(
 ) -> StrategyRollout:
     """Run a kept strategy M times (once with a fixed executor), judge, reward, and score it."""
     m = effective_m(config, fixed_executor=executor_llm is None)
-    if sample.strategy is None:
+    if sample.strategy is None or not sample.valid:
         rollout = StrategyRollout(sample, [], [invalid_reward] * m, [0] * m)
     else:
         executions, rewards, flagged = [], [], []
@@ -153,7 +158,7 @@ def execute_strategy(
 
 
 def _first_valid(samples: Sequence[StrategySample]) -> int:
-    return next((i for i, s in enumerate(samples) if s.strategy is not None), 0)
+    return next((i for i, s in enumerate(samples) if s.valid), 0)
 
 
 def rollout_groups(
@@ -183,7 +188,8 @@ def rollout_groups(
     )
     groups = []
     for case, prompt, completions in zip(cases, prompts, sampled, strict=True):
-        candidates = [parse_sample(ids, decode(ids)) for ids in completions]
+        files, repo_config = env.files(case), case.repo_config()
+        candidates = [parse_sample(ids, decode(ids), files, repo_config) for ids in completions]
         embeddings = np.asarray(embedder.embed([c.embedding_text for c in candidates]), dtype=np.float64)
         kept = farthest_point_sample(embeddings, config.n_strategies, first=_first_valid(candidates))
         strategies = [

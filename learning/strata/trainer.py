@@ -228,7 +228,7 @@ class StrataTrainer:
             diversity=[g.diversity for g in groups],
             steps_run=sum(e.n_steps for g in groups for s in g.strategies for e in s.executions),
             flagged=sum(f for g in groups for s in g.strategies for f in s.flagged),
-            valid=sum(c.strategy is not None for c in candidates),
+            valid=sum(c.valid for c in candidates),
             candidates=len(candidates),
         )
         every = self.dp.gather(mine)

@@ -277,6 +277,39 @@ def test_snapshot_id_is_stable(db_dsn: str, tmp_path: Path) -> None:
     assert first.snapshot_id == second.snapshot_id
 
 
+def test_an_eval_merge_request_whose_diff_train_has_is_dropped(db_dsn: str, tmp_path: Path) -> None:
+    """MR 6 re-submits MR 1's change under another title (a cherry-pick): it is the newest, so the
+    time split holds it out, and it is dropped from every eval kind rather than scoring a model on a
+    change it trained on. MR 3, a change train never saw, stays."""
+    ids = populate(db_dsn)
+    with open_pool(db_dsn, max_size=2) as pool:
+        again = snapshot(
+            "Order lookup, again", "cherry-picked", {"shop/db.py": ["def q(c):", "    return c"]}, "9" * 40
+        )
+        assert again["diff"] == snapshot("", "", {"shop/db.py": ["def q(c):", "    return c"]}, "")["diff"]
+        ids["PD"] = insert_review(
+            pool,
+            ReviewSpec(z("feature", "security"), findings=[FindingSpec("shop/db.py", 2, votes=[("gitlab:1", 1)])]),
+            project="acme/shop",
+            mr_iid=6,
+            head_sha="9" * 40,
+            snapshot=again,
+            created_at=JAN + timedelta(days=20),
+        )
+    config = DatasetConfig(reward=FeedbackRewardConfig(alpha=1.0, beta=0.01), eval_fraction=0.5)
+    card = build_datasets(db_dsn, tmp_path / "ds", config=config)
+    assert card.merge_requests == {"train": 2, "eval": 2}  # MRs 1, 2 | 3, 6
+    assert card.dropped["eval merge requests whose diff train has"] == 1
+    for kind in ("strategy_sft", "strategy_kto", "replay"):
+        dd = load_dataset(tmp_path / "ds", kind)  # type: ignore[arg-type]
+        assert set(dd["eval"]["mr"]) == {"acme/shop!3"}, kind
+        train_diffs = {json.dumps(p) for p in dd["train"]["prompt"]}
+        assert not train_diffs & {json.dumps(p) for p in dd["eval"]["prompt"]}, kind
+    replay = load_dataset(tmp_path / "ds", "replay")
+    assert not set(replay["train"]["diff"]) & set(replay["eval"]["diff"])
+    assert ids["PD"] not in replay["eval"]["review_id"]
+
+
 def test_empty_database_is_one_clear_error(db_dsn: str, tmp_path: Path) -> None:
     with pytest.raises(TrainingError, match="no finished reviews with a strategy"):
         build_datasets(db_dsn, tmp_path / "ds")

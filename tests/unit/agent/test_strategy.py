@@ -2,7 +2,16 @@ import pytest
 from pydantic import ValidationError
 
 from agent.diff import parse_unified_diff
-from agent.strategy import Strategy, constrain_strategy, generate_strategy, render_s1, rule_based_strategy
+from agent.strategy import (
+    Strategy,
+    check_strategy,
+    check_valid_strategy,
+    constrain_strategy,
+    generate_strategy,
+    parse_valid_strategy,
+    render_s1,
+    rule_based_strategy,
+)
 from reviewers.kernel.contracts import ChatMessage, PlanItem, RepoConfig
 from reviewers.kernel.errors import LLMOutputError
 
@@ -93,3 +102,22 @@ def test_a_model_cannot_plan_security_away_from_a_code_change() -> None:
     assert [p.reviewer for p in nothing.plan] == ["security"]
     docs_only = constrain_strategy(Strategy(change_type="docs"), parse_unified_diff(DOCS_ONLY), RepoConfig())
     assert docs_only.plan == []  # nothing for security to read
+
+
+def test_one_validity_rule_for_the_gate_and_rl() -> None:
+    """`check_valid_strategy`: the answer parses as serving parses it (fences and prose around the JSON
+    are fine) and plans every reviewer serving's safety net would otherwise add."""
+    code, docs, config = parse_unified_diff(DIFF), parse_unified_diff(DOCS_ONLY), RepoConfig()
+    security = '{"change_type": "feature", "plan": [{"reviewer": "security", "focus_paths": ["auth/session.py"]}]}'
+    assert check_valid_strategy(f"Here it is:\n```json\n{security}\n```", code, config).valid
+    assert parse_valid_strategy(security).plan[0].reviewer == "security"
+    quality = security.replace('"security"', '"code_quality"')
+    check = check_valid_strategy(quality, code, config)
+    assert check.strategy is not None and check.strategy.plan[0].reviewer == "code_quality"
+    assert not check.valid and check.reason == "the plan leaves out security, which serving adds back"
+    # nothing to add: security disabled, or no code changed
+    assert check_valid_strategy(quality, code, RepoConfig(reviewers=["code_quality"])).valid
+    assert check_valid_strategy('{"change_type": "docs", "plan": []}', docs, config).valid
+    bad = check_valid_strategy('{"change_type": "novel"}', code, config)
+    assert bad.strategy is None and bad.reason is not None and "change_type" in bad.reason
+    assert check_strategy(None, code, config).reason == "the answer holds no strategy"

@@ -8,8 +8,8 @@ import jsonschema
 import pytest
 
 from agent.diff import parse_unified_diff
-from agent.strategy import MAX_PLAN, MAX_RISK_AREAS, RiskArea, Strategy, generate_strategy
-from agent.strategy_schema import MAX_FOCUS_PATHS, STEP_BUDGET_RANGE, strategy_json_schema
+from agent.strategy import DEFAULT_STOP_CONDITION, MAX_PLAN, MAX_RISK_AREAS, RiskArea, Strategy, generate_strategy
+from agent.strategy_schema import MAX_FOCUS_PATHS, STEP_BUDGET_RANGE, strategy_json_schema, strategy_schema
 from reviewers.kernel.contracts import PlanItem, RepoConfig
 
 PATHS = ["auth/session.py", "docs/guide.md"]
@@ -117,3 +117,27 @@ def test_generate_strategy_asks_for_the_merge_requests_schema() -> None:
     z, source, _ = generate_strategy(llm, s1="s1", files=files, config=config)
     assert source == "model" and z.plan[0].focus_paths == ["auth/session.py"]
     assert llm.json_schemas == [strategy_json_schema(["auth/session.py"], reviewers=["security", "code_quality"])]
+
+
+def test_the_decisions_only_schema_admits_one_reviewer_and_no_free_text() -> None:
+    schema = strategy_schema(PATHS, reviewers=["security", "test_impact"], decisions_only=True, max_focus_paths=1)
+    item = {"reviewer": "security", "focus_paths": ["auth/session.py"], "checks": "", "step_budget": 3}
+    one = {"change_type": "feature", "risk_areas": [], "plan": [item], "stop_condition": DEFAULT_STOP_CONDITION}
+    assert admitted(schema, one) and admitted(schema, {**one, "change_type": "docs", "plan": []})
+    assert Strategy.model_validate(one).model_dump(mode="json") == one  # a Strategy, in the full schema's order
+    refused = [
+        {**one, "plan": one["plan"] * 2},  # one reviewer
+        {**one, "plan": [{**one["plan"][0], "reviewer": "test_impact"}, one["plan"][0]]},
+        {**one, "plan": [{**one["plan"][0], "checks": "look closely"}]},  # no free text
+        {**one, "risk_areas": [{"path": "auth/session.py", "why": "sessions"}]},
+        {**one, "stop_condition": "when done"},
+        {k: v for k, v in one.items() if k != "risk_areas"},
+        {**one, "plan": [{**one["plan"][0], "focus_paths": PATHS}]},  # at most max_focus_paths
+        {**one, "plan": [{**one["plan"][0], "focus_paths": ["not/changed.py"]}]},
+        {**one, "plan": [{**one["plan"][0], "reviewer": "architecture"}]},  # not enabled
+    ]
+    for value in refused:
+        assert not admitted(schema, value), value
+    assert strategy_schema(PATHS) == strategy_json_schema(PATHS)  # the full schema by default
+    with pytest.raises(ValueError, match="max_focus_paths"):
+        strategy_schema(PATHS, decisions_only=True, max_focus_paths=0)

@@ -52,12 +52,22 @@ def case() -> object:
     return generate_replay_set(SyntheticConfig(n_train=1, n_eval=1, seed=3))[0]
 
 
-def test_parse_sample_keeps_the_reason_of_invalid_output() -> None:
-    good = parse_sample([1, 2], '{"change_type": "docs"}')
-    assert good.strategy is not None and good.strategy.change_type == "docs" and good.error is None
-    bad = parse_sample([3], '{"change_type": "novel"}')
-    assert bad.strategy is None and bad.error is not None and "change_type" in bad.error
-    assert parse_sample([4], "no json here").error == "the answer holds no JSON object"
+def test_parse_sample_keeps_the_reason_of_invalid_output(case: object) -> None:
+    from learning.replay import ReplayCase
+
+    assert isinstance(case, ReplayCase)
+    files, config = ReplayEnv().files(case), case.repo_config()
+    source = next(f.path for f in files if f.path in problem_paths(case))
+    good = parse_sample([1, 2], focus(source), files, config)
+    assert good.strategy is not None and good.strategy.plan[0].focus_paths == [source] and good.valid
+    bad = parse_sample([3], '{"change_type": "novel"}', files, config)
+    assert bad.strategy is None and bad.error is not None and "change_type" in bad.error and not bad.valid
+    assert parse_sample([4], "no json here", files, config).error == "the answer holds no JSON object"
+    # a plan serving's safety net would complete (no security on a code change) is parsed, not valid:
+    # the gate counts it the same way (`agent.strategy.check_valid_strategy`)
+    empty = parse_sample([5], '{"change_type": "docs"}', files, config)
+    assert empty.strategy is not None and empty.strategy.change_type == "docs"
+    assert not empty.valid and empty.error == "the plan leaves out security, which serving adds back"
 
 
 def test_rewards_advantages_and_targets_by_hand(case: object) -> None:
@@ -91,8 +101,9 @@ def test_rewards_advantages_and_targets_by_hand(case: object) -> None:
     # a fixed executor runs each strategy once: M = 3 executions would be three copies of one
     assert effective_m(config, fixed_executor=True) == 1
     assert [s.rewards for s in group.strategies] == [[pytest.approx(hit)], [-0.05], [INVALID], [INVALID]]
-    # the empty plan was completed by serving's safety net: scored like an invalid strategy
-    assert group.strategies[3].executions[0].added_by_safety_net == ("security",)
+    # the empty plan is one serving's safety net would complete: invalid, not executed, scored as such
+    assert group.strategies[3].executions == [] and group.strategies[3].sample.strategy is not None
+    assert group.strategies[3].sample.error == "the plan leaves out security, which serving adds back"
     scores = np.array([hit, -0.05, INVALID, INVALID])
     expected = (scores - scores.mean()) / (scores.std() + 1e-6)
     assert group.advantages == pytest.approx(expected.tolist())
