@@ -21,9 +21,12 @@ MAX_EVIDENCE_CHARS = 1500
 _PREFIX = {"add": "+", "del": "-", "context": " "}
 
 
+MAX_REASON_CHARS = 160  # a sentence; a small model left unbounded writes until max_tokens cuts it off
+
+
 class ModelJudgment(BaseModel):
     verdict: Literal["REAL", "FALSE_POSITIVE", "NEEDS_HUMAN_REVIEW"]
-    reason: str = Field(max_length=300)
+    reason: str = Field(max_length=MAX_REASON_CHARS)
 
 
 def _hunk_for(hunks: tuple[Hunk, ...], line: int) -> Hunk | None:
