@@ -154,11 +154,16 @@ def agreement_shortfall(finding: Finding) -> str | None:
 
 
 def _judge(finding: Finding, llm: LLMPort, diff_index: DiffIndex) -> tuple[Verdict, str] | None:
-    """The model's demotion of a finding, None to keep it, or a note when the model failed."""
+    """The model's demotion of a finding, None to keep it, or what stands when the model failed: an
+    analyzer's finding stays REAL with a note (static findings never depend on the model), a model's
+    own finding goes to a human (nothing but the model vouches for it)."""
     try:
         judged = llm.complete_json(judge_messages(finding, diff_index), ModelJudgment, purpose="verify")
     except LLMError as exc:
-        return "REAL", f"model judgment unavailable ({type(exc).__name__})"
+        failed = f"model judgment unavailable ({type(exc).__name__})"
+        if finding.rule == "llm":
+            return "NEEDS_HUMAN_REVIEW", f"{failed}: a model's finding no judgment confirmed goes to a human"
+        return "REAL", failed
     if judged.verdict == "REAL":  # the model may only demote
         return None
     if finding.rule != "llm" and judged.verdict == "FALSE_POSITIVE":

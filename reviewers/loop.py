@@ -16,8 +16,9 @@ With a model, it then adds: up to `plan.step_budget` more steps, each a `ToolCal
 its tools, its files, targets not analyzed yet), starting from what the analyzers found. A call the
 tools reject is an invalid step; an answer that fails validation twice (`LLMOutputError`) is a
 failed step — each costs one step and the loop goes on with the rest of the budget. Only a model
-that cannot be reached (or refuses the request), or that fails `MAX_FAILED_STEPS_IN_A_ROW` steps in
-a row, ends the model's part early; `error` says so.
+that cannot be reached (or refuses the request), that fails `MAX_FAILED_STEPS_IN_A_ROW` steps in
+a row, or that repeats a call it already made (a small model loops: the same observation comes back
+and it asks again) ends the model's part early; `error` says so.
 Every tool result goes back to the model fenced as untrusted data (`reviewers.prompts`).
 Files no step reached are named in `error`.
 """
@@ -140,6 +141,7 @@ def _run_model(
     messages = initial_messages(shared_prefix=shared_prefix, task=task)
     answered = False
     failed_in_a_row = 0
+    made: set[tuple[str, tuple[tuple[str, str], ...]]] = set()  # the calls so far, to stop a loop
     budget_end = len(steps) + budget
     while len(steps) < budget_end and not past_deadline(box.context):
         try:
@@ -164,6 +166,10 @@ def _run_model(
             return answered, f"model failed at step {len(steps) + 1} ({type(exc).__name__}: {exc}); {STANDS}"
         answered = True
         failed_in_a_row = 0
+        signature = (call.tool, tuple(sorted((k, repr(v)) for k, v in call.args().items())))
+        if signature in made:
+            return answered, f"model repeated its {call.tool} call at step {len(steps) + 1}; its steps end there"
+        made.add(signature)
         outcome = box.execute(call)
         steps.append(_step(len(steps), call.tool, outcome, call.args()))
         if call.tool == "finish":
