@@ -191,7 +191,8 @@ def run_loop(
     model_step_budget: int | None = None,
 ) -> ReviewerResult:
     """`model_step_budget` (default: the plan's) bounds the model's own steps; a review that runs
-    several executions splits its budget among them, while each still runs every analyzer."""
+    several executions splits its budget among them, while each still runs every analyzer. 0 runs
+    the analyzers only (a reviewer the model's plan left out, run for its static findings)."""
     eligible, generated = reviewable_paths(spec, context)
     targets, unmatched = plan_targets(plan, eligible)
     if spec.prefetch is not None and targets:
@@ -205,7 +206,7 @@ def run_loop(
     if plan.focus_paths and not targets:
         notes.append(f"no focus path is a changed file the {spec.name} reviewer reads: {', '.join(unmatched)}")
     analyzer_results = _run_analyzers(box, steps, plan.step_budget)
-    if llm is not None and targets:
+    if llm is not None and targets and model_step_budget != 0:
         used_model, failure = _run_model(
             box,
             steps,
