@@ -22,6 +22,7 @@ human instead of straight to a thread.
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -210,8 +211,16 @@ def verify_findings(
         to_judge.append((finding, why))
     judgments: list[tuple[Verdict, str] | None] = [None] * len(to_judge)
     if llm is not None and to_judge:
+        # Each judgment runs in the caller's context (a copy per thread), so its span joins the review's trace.
+        contexts = [contextvars.copy_context() for _ in to_judge]
         with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_JUDGMENTS, len(to_judge))) as pool:
-            judgments = list(pool.map(lambda item: _judge(item[0], llm, inputs.diff_index), to_judge))
+            judgments = list(
+                pool.map(
+                    lambda ctx, item: ctx.run(_judge, item[0], llm, inputs.diff_index),
+                    contexts,
+                    to_judge,
+                )
+            )
     for (finding, why), judged in zip(to_judge, judgments, strict=True):
         verdict: Verdict = "REAL"
         reason = why
