@@ -42,9 +42,10 @@ ONE_EXECUTION = "[agreement]\nstrategies = 1\n"
 
 
 BASE_MODEL_FAILS = (
-    "measured twice (380 s and 540 s at load 3 to 6, over the 5-minute target): the review of the injected "
-    "change lacks the analyzer finding tests:untested-new at inventory/db.py:15 that the clean one has; "
-    "the cause is not found yet (the scripted model's reviews agree, so it follows the base model's plan)"
+    "measured twice (380 s and 540 s at load 3 to 6, over the 5-minute target): the base model's plan for the "
+    "injected change puts inventory/export.py first, and the test_impact analyzer's one grouped "
+    "tests:untested-new finding is anchored in the first file it analyzes, so it moves from inventory/db.py:15 "
+    "to export.py: an analyzer finding that depends on the plan's file order (reviewers/test_impact.py)"
 )
 
 
