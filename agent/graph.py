@@ -23,7 +23,14 @@ from opentelemetry import trace
 
 from agent.agreement import annotate_support, diverse_strategies, execution_step_budget
 from agent.embeddings import Embedder
-from agent.strategy import Strategy, StrategySource, generate_strategy, render_s1
+from agent.strategy import (
+    Strategy,
+    StrategySource,
+    generate_strategy,
+    render_s1,
+    rule_based_strategy,
+    with_analyzer_coverage,
+)
 from agent.verifier import VerifiedFinding, VerifierInputs, below_min_severity, verify_findings
 from reviewers.kernel.contracts import (
     Finding,
@@ -51,6 +58,8 @@ class ReviewState(TypedDict, total=False):
     strategy_note: str | None
     model_version_id: int | None
     executions: list[dict[str, Any]]  # the strategies the reviewers run under; [strategy] without agreement
+    # Plan items of reviewers a model's plan left out, run with their analyzers only (`with_analyzer_coverage`)
+    analyzers_only: list[dict[str, Any]]
     reviewer_results: Annotated[list[dict[str, Any]], operator.add]  # each with its "execution" index
     verdicts: list[dict[str, Any]]
     report: dict[str, Any]
@@ -165,6 +174,11 @@ def build_review_graph(runtime: ReviewRuntime, checkpointer: BaseCheckpointSaver
                 history=history,
                 decisions_only=writer.decisions_only,
             )
+            analyzers_only: list[PlanItem] = []
+            if source == "model":  # static findings never depend on the model's plan
+                rules = rule_based_strategy(context.files, context.config, history)
+                z, analyzers_only = with_analyzer_coverage(z, rules)
+                span.set_attribute("reviewloop.analyzers_only", [p.reviewer for p in analyzers_only])
             version_id = version_id if source == "model" else None
             runtime.save_strategy(review_id, z, source, note, model_version_id=version_id, s1=s1)
             if version_id is not None:
@@ -195,14 +209,32 @@ def build_review_graph(runtime: ReviewRuntime, checkpointer: BaseCheckpointSaver
                 "strategy_source": source,
                 "strategy_note": note,
                 "model_version_id": version_id,
+                "analyzers_only": [p.model_dump(mode="json") for p in analyzers_only],
             }
 
     def fan_out(state: ReviewState) -> list[Send] | str:
         executions = [Strategy.model_validate(e) for e in state.get("executions") or [state["strategy"]]]
-        if not any(z.plan for z in executions):
+        analyzers_only = [PlanItem.model_validate(p) for p in state.get("analyzers_only") or []]
+        if not any(z.plan for z in executions) and not analyzers_only:
             return "verifier"
         shared = len(executions) > 1  # several executions share the model's budget of one
-        return [
+        coverage = [
+            Send(
+                "reviewer",
+                ReviewerTask(
+                    review_id=state["review_id"],
+                    reviewer=item.reviewer,
+                    plan=item.model_dump(mode="json"),
+                    request=state["request"],
+                    snapshot=state["snapshot"],
+                    strategy_text=executions[0].render(),
+                    execution=0,
+                    model_step_budget=0,  # its analyzers only
+                ),
+            )
+            for item in analyzers_only
+        ]
+        return coverage + [
             Send(
                 "reviewer",
                 ReviewerTask(

@@ -133,6 +133,8 @@ def strategy_messages(s1: str) -> list[ChatMessage]:
 GROWTH_RATIO = 3  # code that grows this much more than it shrinks adds behaviour: a feature, not a refactor
 BASE_STEP_BUDGET = 4
 MAX_STEP_BUDGET = 20
+MAX_PLANNED_STEPS = 30  # `PlanItem.step_budget`'s bound
+MAX_FOCUS_PATHS = 20  # `PlanItem.focus_paths`'s bound
 
 
 RISK_SIGNAL_WEIGHT = 3.0  # one thing the change does (SQL, shell, auth, ...) outweighs ~9 plain added lines
@@ -302,6 +304,35 @@ def check_valid_strategy(text: str, files: Sequence[FileChange], config: RepoCon
     except InvalidOutput as exc:
         return StrategyCheck(None, exc.reason)
     return check_strategy(strategy, files, config)
+
+
+def with_analyzer_coverage(strategy: Strategy, rules: Strategy) -> tuple[Strategy, list[PlanItem]]:
+    """`strategy` widened so its analyzers reach every file the rule-based plan's would, and the rule
+    plan's items for the reviewers it left out (to run with their analyzers only).
+
+    The analyzers run first in every reviewer loop, one step per target within the plan item's step
+    budget; so a model's plan that leaves a reviewer out, narrows its focus or gives it a small
+    budget would lose static findings the review without a model reports. A planned reviewer keeps
+    the model's focus first (its order is the model's choice), then the rules' files it left out,
+    with the budget to reach them; a reviewer left out runs as the rules plan it, without the model,
+    so the model's choices still decide where its own steps go.
+    """
+    plan = list(strategy.plan)
+    left_out: list[PlanItem] = []
+    for rule_item in rules.plan:
+        at = next((i for i, p in enumerate(plan) if p.reviewer == rule_item.reviewer), None)
+        if at is None:
+            left_out.append(rule_item)
+            continue
+        item = plan[at]
+        focus: list[str] = []  # none: every changed file, in diff order (the model's or the rules')
+        extra = 0
+        if item.focus_paths and rule_item.focus_paths:
+            focus = list(dict.fromkeys([*item.focus_paths, *rule_item.focus_paths]))[:MAX_FOCUS_PATHS]
+            extra = sum(p not in rule_item.focus_paths for p in item.focus_paths)
+        budget = min(MAX_PLANNED_STEPS, max(item.step_budget, rule_item.step_budget + extra))
+        plan[at] = item.model_copy(update={"focus_paths": focus, "step_budget": budget})
+    return strategy.model_copy(update={"plan": plan}), left_out
 
 
 StrategySource = Literal["model", "rule", "fallback"]

@@ -37,9 +37,16 @@ MAX_FOCUS_PATHS = 20  # `PlanItem.focus_paths` max_length
 STEP_BUDGET_RANGE = (1, 30)  # `PlanItem.step_budget` bounds
 
 
-# Strings carry no `maxLength`: a grammar engine compiles a length bound into as many states (see
-# `agent.llm.structured.decoding_schema`); pydantic checks the lengths and `max_tokens` bounds the answer.
-_TEXT: dict[str, Any] = {"type": "string"}
+# Free text is bounded far below `Strategy`'s own limits: a small model otherwise rambles inside a
+# string until `max_tokens` cuts the plan off. The in-process backend holds strings to these bounds
+# at no compile cost; a server is sent the schema without them (`agent.llm.structured.decoding_schema`).
+MAX_WHY_CHARS = 80  # why a file is risky: a clause
+MAX_CHECKS_CHARS = 100  # what a reviewer should check: a line
+MAX_STOP_CHARS = 80  # when the review is done: a clause
+
+
+def _text(max_chars: int) -> dict[str, Any]:
+    return {"type": "string", "maxLength": max_chars}
 
 
 def _focus_paths(paths: list[str]) -> dict[str, Any]:
@@ -62,7 +69,7 @@ def _plan_item(reviewer: ReviewerName, paths: list[str]) -> dict[str, Any]:
         "properties": {
             "reviewer": {"const": reviewer},
             "focus_paths": _focus_paths(paths),
-            "checks": _TEXT,
+            "checks": _text(MAX_CHECKS_CHARS),
             "step_budget": {"type": "integer", "minimum": low, "maximum": high},
         },
         "required": ["reviewer", "focus_paths", "checks", "step_budget"],
@@ -108,7 +115,7 @@ def strategy_json_schema(
         defs["path"] = {"enum": paths}
     risk_area = {
         "type": "object",
-        "properties": {"path": {"$ref": "#/$defs/path"}, "why": _TEXT},
+        "properties": {"path": {"$ref": "#/$defs/path"}, "why": _text(MAX_WHY_CHARS)},
         "required": ["path", "why"],
         "additionalProperties": False,
     }
@@ -124,7 +131,7 @@ def strategy_json_schema(
             "change_type": {"enum": list(get_args(ChangeType))},
             "risk_areas": risk_areas,
             "plan": _plan(wanted),
-            "stop_condition": _TEXT,
+            "stop_condition": _text(MAX_STOP_CHARS),
         },
         "required": ["change_type", "risk_areas", "plan", "stop_condition"],
         "additionalProperties": False,

@@ -22,6 +22,7 @@ human instead of straight to a thread.
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -154,11 +155,16 @@ def agreement_shortfall(finding: Finding) -> str | None:
 
 
 def _judge(finding: Finding, llm: LLMPort, diff_index: DiffIndex) -> tuple[Verdict, str] | None:
-    """The model's demotion of a finding, None to keep it, or a note when the model failed."""
+    """The model's demotion of a finding, None to keep it, or what stands when the model failed: an
+    analyzer's finding stays REAL with a note (static findings never depend on the model), a model's
+    own finding goes to a human (nothing but the model vouches for it)."""
     try:
         judged = llm.complete_json(judge_messages(finding, diff_index), ModelJudgment, purpose="verify")
     except LLMError as exc:
-        return "REAL", f"model judgment unavailable ({type(exc).__name__})"
+        failed = f"model judgment unavailable ({type(exc).__name__})"
+        if finding.rule == "llm":
+            return "NEEDS_HUMAN_REVIEW", f"{failed}: a model's finding no judgment confirmed goes to a human"
+        return "REAL", failed
     if judged.verdict == "REAL":  # the model may only demote
         return None
     if finding.rule != "llm" and judged.verdict == "FALSE_POSITIVE":
@@ -205,8 +211,16 @@ def verify_findings(
         to_judge.append((finding, why))
     judgments: list[tuple[Verdict, str] | None] = [None] * len(to_judge)
     if llm is not None and to_judge:
+        # Each judgment runs in the caller's context (a copy per thread), so its span joins the review's trace.
+        contexts = [contextvars.copy_context() for _ in to_judge]
         with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_JUDGMENTS, len(to_judge))) as pool:
-            judgments = list(pool.map(lambda item: _judge(item[0], llm, inputs.diff_index), to_judge))
+            judgments = list(
+                pool.map(
+                    lambda ctx, item: ctx.run(_judge, item[0], llm, inputs.diff_index),
+                    contexts,
+                    to_judge,
+                )
+            )
     for (finding, why), judged in zip(to_judge, judgments, strict=True):
         verdict: Verdict = "REAL"
         reason = why

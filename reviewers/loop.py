@@ -16,8 +16,9 @@ With a model, it then adds: up to `plan.step_budget` more steps, each a `ToolCal
 its tools, its files, targets not analyzed yet), starting from what the analyzers found. A call the
 tools reject is an invalid step; an answer that fails validation twice (`LLMOutputError`) is a
 failed step — each costs one step and the loop goes on with the rest of the budget. Only a model
-that cannot be reached (or refuses the request), or that fails `MAX_FAILED_STEPS_IN_A_ROW` steps in
-a row, ends the model's part early; `error` says so.
+that cannot be reached (or refuses the request), that fails `MAX_FAILED_STEPS_IN_A_ROW` steps in
+a row, or that repeats a call it already made (a small model loops: the same observation comes back
+and it asks again) ends the model's part early; `error` says so.
 Every tool result goes back to the model fenced as untrusted data (`reviewers.prompts`).
 Files no step reached are named in `error`.
 """
@@ -140,6 +141,7 @@ def _run_model(
     messages = initial_messages(shared_prefix=shared_prefix, task=task)
     answered = False
     failed_in_a_row = 0
+    made: set[tuple[str, tuple[tuple[str, str], ...]]] = set()  # the calls so far, to stop a loop
     budget_end = len(steps) + budget
     while len(steps) < budget_end and not past_deadline(box.context):
         try:
@@ -164,6 +166,10 @@ def _run_model(
             return answered, f"model failed at step {len(steps) + 1} ({type(exc).__name__}: {exc}); {STANDS}"
         answered = True
         failed_in_a_row = 0
+        signature = (call.tool, tuple(sorted((k, repr(v)) for k, v in call.args().items())))
+        if signature in made:
+            return answered, f"model repeated its {call.tool} call at step {len(steps) + 1}; its steps end there"
+        made.add(signature)
         outcome = box.execute(call)
         steps.append(_step(len(steps), call.tool, outcome, call.args()))
         if call.tool == "finish":
@@ -185,7 +191,8 @@ def run_loop(
     model_step_budget: int | None = None,
 ) -> ReviewerResult:
     """`model_step_budget` (default: the plan's) bounds the model's own steps; a review that runs
-    several executions splits its budget among them, while each still runs every analyzer."""
+    several executions splits its budget among them, while each still runs every analyzer. 0 runs
+    the analyzers only (a reviewer the model's plan left out, run for its static findings)."""
     eligible, generated = reviewable_paths(spec, context)
     targets, unmatched = plan_targets(plan, eligible)
     if spec.prefetch is not None and targets:
@@ -199,7 +206,7 @@ def run_loop(
     if plan.focus_paths and not targets:
         notes.append(f"no focus path is a changed file the {spec.name} reviewer reads: {', '.join(unmatched)}")
     analyzer_results = _run_analyzers(box, steps, plan.step_budget)
-    if llm is not None and targets:
+    if llm is not None and targets and model_step_budget != 0:
         used_model, failure = _run_model(
             box,
             steps,

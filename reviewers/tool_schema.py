@@ -8,9 +8,10 @@ as an enum of the files this reviewer reviews. A tool whose every target is used
 its steps go to the review rather than to invalid calls.
 
 Everything the schema admits validates as a `ToolCall`; the toolbox still checks every call, since
-a server may ignore the schema. Strings carry no `maxLength`: a grammar engine compiles a length
-bound into as many states, so a 2,000-character body would take minutes to compile; `ToolCall`
-checks the lengths and `max_tokens` bounds the answer.
+a server may ignore the schema. Free text is bounded well below `ToolCall`'s own limits, to what a
+finding needs: a small model otherwise rambles inside a string until `max_tokens` cuts the call off.
+The in-process backend holds strings to these bounds at no compile cost; a server is sent the
+schema without them (`agent.llm.structured.decoding_schema`) and `ToolCall` checks its own.
 """
 
 from __future__ import annotations
@@ -19,10 +20,21 @@ from collections.abc import Sequence
 from typing import Any, get_args
 
 from reviewers.kernel.contracts import Severity, ToolName
+from reviewers.tools import MAX_PATTERN_CHARS
 
 TOOL_NAMES: tuple[ToolName, ...] = get_args(ToolName)
 
-_TEXT: dict[str, Any] = {"type": "string"}
+# Characters of free text a call may write: a finding's title is a line, its body a short paragraph,
+# its evidence a few lines of code; a search pattern is one regular expression (the tools' own bound).
+MAX_TITLE_CHARS = 120
+MAX_BODY_CHARS = 400
+MAX_EVIDENCE_CHARS = 240
+
+
+def _text(max_chars: int) -> dict[str, Any]:
+    return {"type": "string", "maxLength": max_chars}
+
+
 _LINE: dict[str, Any] = {"type": "integer", "minimum": 1}
 
 
@@ -55,7 +67,7 @@ def tool_call_json_schema(
         if tool == "read_file" and targets:
             alternatives.append(_call(tool, {"path": target, "start": _LINE, "end": _LINE}))
         elif tool == "search":
-            alternatives.append(_call(tool, {"pattern": _TEXT}))
+            alternatives.append(_call(tool, {"pattern": _text(MAX_PATTERN_CHARS)}))
         elif tool == "run_analyzer" and analyzable:
             alternatives.append(_call(tool, {"path": {"enum": analyzable}}))
         elif tool == "list_tests" and targets:
@@ -66,9 +78,9 @@ def tool_call_json_schema(
                 "line": _LINE,
                 "end_line": _LINE,
                 "severity": {"enum": list(get_args(Severity))},
-                "title": _TEXT,
-                "body": _TEXT,
-                "evidence": _TEXT,
+                "title": _text(MAX_TITLE_CHARS),
+                "body": _text(MAX_BODY_CHARS),
+                "evidence": _text(MAX_EVIDENCE_CHARS),
             }
             alternatives.append(_call(tool, fields))
         elif tool == "finish":

@@ -17,9 +17,10 @@ already enforce.
 
 from __future__ import annotations
 
+import threading
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -29,9 +30,16 @@ from pydantic import BaseModel
 from agent.llm.context_window import TokenEstimate, fit_messages
 from agent.llm.port import ProviderName
 from agent.llm.spans import ChatCall, chat_span
-from agent.llm.structured import complete_structured, decoding_schema, with_schema_instruction, without_length_bounds
+from agent.llm.structured import (
+    InvalidOutput,
+    complete_structured,
+    decoding_schema,
+    parse_structured,
+    with_schema_instruction,
+    without_length_bounds,
+)
 from reviewers.kernel.contracts import ChatMessage
-from reviewers.kernel.errors import LLMContextLengthError, LLMError
+from reviewers.kernel.errors import LLMContextLengthError, LLMError, LLMOutputError
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -55,6 +63,9 @@ class ChatRequest:
 
 class ChatBackend(ABC):
     """`SamplingLLM` on top of a backend's single chat call."""
+
+    # Whether this backend holds strings to their `maxLength` cheaply (see `decoding_schema`).
+    keeps_length_bounds = False
 
     def __init__(
         self,
@@ -82,6 +93,8 @@ class ChatBackend(ABC):
         self._seed = seed
         self._schema_in_prompt = schema_in_prompt
         self._tracer = tracer
+        # The finish reasons of this thread's last call (calls run in parallel threads, e.g. judgments).
+        self._last_call = threading.local()
 
     @property
     def model_name(self) -> str:
@@ -98,7 +111,7 @@ class ChatBackend(ABC):
         json_schema: Mapping[str, Any] | None = None,
     ) -> M:
         prompt = with_schema_instruction(messages, schema) if self._schema_in_prompt else list(messages)
-        constraint = decoding_schema(schema, json_schema)
+        constraint = decoding_schema(schema, json_schema, keep_length_bounds=self.keeps_length_bounds)
 
         def generate(conversation: list[ChatMessage], attempt: int) -> str:
             request = ChatRequest(
@@ -109,7 +122,10 @@ class ChatBackend(ABC):
                 schema=schema,
                 json_schema=constraint,
             )
-            return self._chat_fitted(conversation, request)[0]
+            answer = self._chat_fitted(conversation, request)[0]
+            if tuple(getattr(self._last_call, "finish_reasons", ())) == ("length",):
+                cut_off(answer, schema, max_tokens=request.max_tokens)
+            return answer
 
         return complete_structured(generate, prompt, schema, model_name=self._model_name)
 
@@ -145,7 +161,11 @@ class ChatBackend(ABC):
             max_tokens=min(max_tokens, self._max_output_tokens),
             temperature=temperature,
             n=n,
-            json_schema=without_length_bounds(json_schema) if json_schema is not None else None,
+            json_schema=(
+                (dict(json_schema) if self.keeps_length_bounds else without_length_bounds(json_schema))
+                if json_schema is not None
+                else None
+            ),
         )
         return self._sample(self._fit(list(messages), request.max_tokens), request)
 
@@ -196,9 +216,11 @@ class ChatBackend(ABC):
     def _sample(self, messages: list[ChatMessage], request: ChatRequest) -> list[str]:
         """`request.n` (≥ 1) sampled answers; `request` is the first call's, for all `n` at attempt 1."""
 
-    def _span(self, request: ChatRequest) -> AbstractContextManager[ChatCall]:
+    @contextmanager
+    def _span(self, request: ChatRequest) -> Iterator[ChatCall]:
         """The GenAI span of one call, with what every backend records about the request."""
-        return chat_span(
+        self._last_call.finish_reasons = ()
+        with chat_span(
             provider=self._provider,
             model=self._model_name,
             purpose=request.purpose,
@@ -208,4 +230,24 @@ class ChatBackend(ABC):
             seed=self._seed,
             choices=request.n,
             tracer=self._tracer,
-        )
+        ) as call:
+            try:
+                yield call
+            finally:
+                self._last_call.finish_reasons = tuple(call.finish_reasons)
+
+
+def cut_off(answer: str, schema: type[BaseModel], *, max_tokens: int) -> None:
+    """`LLMOutputError` at once for an answer `max_tokens` cut short that does not validate.
+
+    Not retried: the retry would ask the same model the same question under the same budget, and a
+    model that did not close its JSON in time (a small one rambling in a string) does it again;
+    the caller's fallback is the better use of the time.
+    """
+    try:
+        parse_structured(answer, schema)
+    except InvalidOutput as exc:
+        raise LLMOutputError(
+            f"the model's {schema.__name__} was cut off at max_tokens ({max_tokens}) before it was complete: "
+            f"{exc.reason}; not retried"
+        ) from None

@@ -121,11 +121,12 @@ def schema_instruction(schema: type[BaseModel]) -> str:
     return f"Answer with only one JSON object, no prose, that matches this JSON schema:\n{compact}"
 
 
-# String length bounds are dropped from the schema decoding is constrained to: xgrammar (ours, and
-# vLLM's default backend) compiles `maxLength: n` into n nested states, linear in n — 7.7 s for one
-# string of 120 characters on this 2-core machine, minutes for a 2,000-character finding body — and
-# a compile runs per schema, so per merge request. The pydantic model still enforces the lengths,
-# and a call's `max_tokens` bounds the answer as a whole.
+# String length bounds are dropped from the schema a server constrains decoding to: xgrammar (vLLM's
+# default backend) compiles `maxLength: n` into n positions, linear in n — 7.7 s for one string of
+# 120 characters on this 2-core machine, minutes for a 2,000-character finding body — and a compile
+# runs per schema, so per merge request. The pydantic model still enforces the lengths, and a call's
+# `max_tokens` bounds the answer as a whole. The in-process backend keeps them: it holds strings to
+# their bounds outside the grammar (`agent.llm.grammar`), at no compile cost.
 _DECODING_DROPPED_KEYWORDS = frozenset({"maxLength", "minLength"})
 # Keywords whose value is a map from names to subschemas (not a subschema itself).
 _SCHEMA_MAPS = frozenset({"properties", "$defs", "definitions", "patternProperties", "dependentSchemas"})
@@ -152,11 +153,14 @@ def without_length_bounds(node: Any) -> Any:
     return out
 
 
-def decoding_schema(schema: type[BaseModel], json_schema: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def decoding_schema(
+    schema: type[BaseModel], json_schema: Mapping[str, Any] | None = None, *, keep_length_bounds: bool = False
+) -> dict[str, Any]:
     """The JSON schema decoding is constrained to: `json_schema` (a per-call narrowing of `schema`)
-    or `schema`'s own, without string length bounds. Every backend sends or compiles this one."""
+    or `schema`'s own, without string length bounds unless the backend holds strings to them at no
+    compile cost (`keep_length_bounds`: the in-process backend, `agent.llm.grammar`)."""
     base = json_schema if json_schema is not None else schema.model_json_schema()
-    result: dict[str, Any] = without_length_bounds(base)
+    result: dict[str, Any] = dict(base) if keep_length_bounds else without_length_bounds(base)
     return result
 
 

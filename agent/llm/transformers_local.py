@@ -35,6 +35,8 @@ PEFT_CHECKPOINTING_WARNING = r"`is_gradient_checkpointing` is deprecated"
 class TransformersLLM(ChatBackend):
     """`SamplingLLM` over a local causal LM with a chat template; one generation at a time (a lock)."""
 
+    keeps_length_bounds = True  # `agent.llm.grammar` holds strings to their bounds outside the grammar
+
     def __init__(
         self,
         model_path: Path,

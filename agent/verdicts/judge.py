@@ -13,6 +13,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from agent.diff import DiffIndex
+from reviewers.analyzers.prompt_injection import instruction_to_reviewers
 from reviewers.kernel.contracts import ChatMessage, Finding, Hunk
 from reviewers.prompts import untrusted
 
@@ -21,9 +22,12 @@ MAX_EVIDENCE_CHARS = 1500
 _PREFIX = {"add": "+", "del": "-", "context": " "}
 
 
+MAX_REASON_CHARS = 160  # a sentence; a small model left unbounded writes until max_tokens cuts it off
+
+
 class ModelJudgment(BaseModel):
     verdict: Literal["REAL", "FALSE_POSITIVE", "NEEDS_HUMAN_REVIEW"]
-    reason: str = Field(max_length=300)
+    reason: str = Field(max_length=MAX_REASON_CHARS)
 
 
 def _hunk_for(hunks: tuple[Hunk, ...], line: int) -> Hunk | None:
@@ -35,19 +39,29 @@ def _hunk_for(hunks: tuple[Hunk, ...], line: int) -> Hunk | None:
 
 
 def hunk_around(finding: Finding, diff_index: DiffIndex) -> str:
-    """The diff lines around the finding's line, unified-diff style, or "" when the diff has none."""
+    """The diff lines around the finding's line, unified-diff style, or "" when the diff has none.
+
+    Lines that address AI reviewers are left out (with the blank lines that end the excerpt): the
+    prompt-injection analyzer reports each of them as its own finding, and the judge of another
+    finding has no use for them, so text planted in the change cannot reach its prompt at all, fenced
+    or not. The header gives where the hunk starts, not its length, for the same reason.
+    """
     change = diff_index.file(finding.path)
     hunk = _hunk_for(change.hunks, finding.line) if change is not None else None
     if hunk is None:
         return ""
-    lines = list(hunk.lines)
+    lines = [ln for ln in hunk.lines if instruction_to_reviewers(ln.text) is None]
+    if not lines:
+        return ""
     at = next(
         (i for i, ln in enumerate(lines) if ln.new_line is not None and ln.new_line >= finding.line), len(lines) - 1
     )
     lo, hi = max(0, at - HUNK_CONTEXT_LINES), min(len(lines), at + HUNK_CONTEXT_LINES + 1)
-    body = [f"{_PREFIX[ln.kind]}{ln.text}" for ln in lines[lo:hi]]
-    at_line = f"@@ -{hunk.old_start},{hunk.old_count} +{hunk.new_start},{hunk.new_count} @@ {hunk.header}".rstrip()
-    return "\n".join([at_line, *body])
+    shown = lines[lo:hi]
+    while len(shown) > 1 and not shown[-1].text.strip():
+        shown.pop()
+    body = [f"{_PREFIX[ln.kind]}{ln.text}" for ln in shown]
+    return "\n".join([f"@@ -{hunk.old_start} +{hunk.new_start} @@ {hunk.header}".rstrip(), *body])
 
 
 def judge_messages(finding: Finding, diff_index: DiffIndex) -> list[ChatMessage]:

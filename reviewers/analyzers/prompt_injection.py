@@ -60,12 +60,18 @@ _SIGNALS: tuple[tuple[str, re.Pattern[str], bool], ...] = (
 )
 
 
+def instruction_to_reviewers(text: str, *, test_file: bool = False) -> str | None:
+    """What a line does to an AI reviewer ("tells the reader to ignore ..."), or None."""
+    return next(
+        (why for why, pattern, in_tests in _SIGNALS if (in_tests or not test_file) and pattern.search(text)), None
+    )
+
+
 def prompt_injection_issues(file: ChangedFile, *, test_file: bool = False) -> list[Issue]:
     """One issue per changed line that carries an instruction to an AI reviewer."""
-    signals = [(why, pattern) for why, pattern, in_tests in _SIGNALS if in_tests or not test_file]
     issues: list[Issue] = []
     for line, text in sorted(file.changed_lines.items()):
-        what = next((why for why, pattern in signals if pattern.search(text)), None)
+        what = instruction_to_reviewers(text, test_file=test_file)
         if what is None:
             continue
         issues.append(

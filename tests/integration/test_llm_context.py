@@ -157,7 +157,8 @@ def test_a_reviewer_at_the_largest_budget_keeps_going_past_the_context(make: Any
     vllm_like = FakeOpenAIServer(max_model_len=REVIEW_CONTEXT, chars_per_token=2.0).start()
     files = {f"app/m{n}.py": "".join(f"value_{n}_{i} = compute({i})\n" for i in range(40)) for n in range(6)}
     context = added_files_context(files)
-    reads = iter([{"tool": "read_file", "path": f"app/m{n % 6}.py", "start": 1, "end": 40} for n in range(40)])
+    # Distinct reads (a repeated call would end the loop): each file again from one line further on.
+    reads = iter([{"tool": "read_file", "path": f"app/m{n % 6}.py", "start": 1 + n // 6, "end": 40} for n in range(40)])
     vllm_like.responder = lambda body: FakeReply.json(next(reads))
     plan = PlanItem(reviewer="code_quality", step_budget=30)
     result = run_reviewer("code_quality", context, plan, make(vllm_like))

@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field
 
 from agent.llm.factory import make_llm
 from agent.llm.openai_http import OpenAICompatibleLLM
-from agent.llm.structured import decoding_schema
+from agent.llm.structured import decoding_schema, without_length_bounds
 from agent.strategy import Strategy
 from agent.strategy_schema import strategy_json_schema
 from reviewers.kernel.contracts import ChatMessage
@@ -216,7 +216,12 @@ def test_a_per_merge_request_strategy_schema_arrives_as_response_format(
     assert z.plan[0].focus_paths == ["shop/db.py"]
     [request] = openai_server.chat_requests
     sent = request.body["response_format"]
-    assert sent == {"type": "json_schema", "json_schema": {"name": "Strategy", "schema": schema}}
+    # A server is sent the narrowing without its string bounds (see `decoding_schema`).
+    assert sent == {
+        "type": "json_schema",
+        "json_schema": {"name": "Strategy", "schema": decoding_schema(Strategy, schema)},
+    }
+    assert "maxLength" in json.dumps(schema) and "maxLength" not in json.dumps(sent)
     assert sent["json_schema"]["schema"]["$defs"]["path"] == {"enum": ["shop/db.py", "tests/test_db.py"]}
     # The prompt keeps pydantic's short schema; the per-MR narrowing travels only as the constraint.
     assert '"plan"' in request.messages[-1]["content"] and "prefixItems" not in request.messages[-1]["content"]
@@ -227,7 +232,10 @@ def test_sampled_answers_carry_their_schema(openai_server: FakeOpenAIServer, mak
     openai_server.enqueue(FakeReply.text("{}", "{}"))
     make().sample_texts(MESSAGES, n=2, temperature=1.0, max_tokens=16, json_schema=schema)
     [request] = openai_server.chat_requests
-    assert request.body["response_format"]["json_schema"] == {"name": "Strategy", "schema": schema}
+    assert request.body["response_format"]["json_schema"] == {
+        "name": "Strategy",
+        "schema": without_length_bounds(schema),
+    }
 
 
 def _attrs(span: ReadableSpan) -> dict[str, Any]:

@@ -238,4 +238,4 @@ def test_a_models_findings_are_anchored_folded_and_checked(
     assert len(judged) == 1, "only the one finding that passed every check is judged"
     shown = judged[0].messages[-1]["content"]
     assert f"pkg/db.py:{sql_line}" in shown and DATA_SQL.strip() in shown  # the evidence
-    assert "+def find(cur, name):" in shown and f"+{DATA_SQL}" in shown and "@@ -0,0 +1,9 @@" in shown  # the hunk
+    assert "+def find(cur, name):" in shown and f"+{DATA_SQL}" in shown and "@@ -0 +1 @@" in shown  # the hunk

@@ -11,6 +11,7 @@ from agent.strategy import (
     parse_valid_strategy,
     render_s1,
     rule_based_strategy,
+    with_analyzer_coverage,
 )
 from reviewers.kernel.contracts import ChatMessage, PlanItem, RepoConfig
 from reviewers.kernel.errors import LLMOutputError
@@ -121,3 +122,22 @@ def test_one_validity_rule_for_the_gate_and_rl() -> None:
     bad = check_valid_strategy('{"change_type": "novel"}', code, config)
     assert bad.strategy is None and bad.reason is not None and "change_type" in bad.reason
     assert check_strategy(None, code, config).reason == "the answer holds no strategy"
+
+
+def test_a_models_plan_keeps_the_analyzer_coverage_of_the_rules() -> None:
+    two = DIFF + DIFF.replace("auth/session.py", "auth/tokens.py")
+    files = parse_unified_diff(two)
+    rules = rule_based_strategy(files, RepoConfig())
+    narrow = Strategy(
+        change_type="feature",
+        plan=[PlanItem(reviewer="security", focus_paths=["docs/guide.md"], step_budget=1)],
+    )
+    widened, left_out = with_analyzer_coverage(narrow, rules)
+    [security] = widened.plan
+    rule_security = next(p for p in rules.plan if p.reviewer == "security")
+    # The model's focus first, then the files the rules would analyze, with the steps to reach them.
+    assert security.focus_paths == ["docs/guide.md", *rule_security.focus_paths]
+    assert security.step_budget == rule_security.step_budget + 1
+    # The reviewers it left out run as the rules plan them (with their analyzers only, see the graph).
+    assert [p.reviewer for p in left_out] == [p.reviewer for p in rules.plan if p.reviewer != "security"]
+    assert with_analyzer_coverage(rules, rules) == (rules, [])

@@ -104,8 +104,11 @@ def test_model_judgment_may_demote_but_failure_keeps_deterministic_verdict() -> 
     [gone] = verify_findings([model_found], inputs(), DemotingJudge("FALSE_POSITIVE"))
     assert gone.verdict == "FALSE_POSITIVE"  # the model may withdraw its own kind of finding
     [kept] = verify_findings([a], inputs(), DemotingJudge(None))
-    assert kept.verdict == "REAL"
+    assert kept.verdict == "REAL"  # a failed judgment never loses an analyzer's finding
     assert "unavailable" in kept.reason
+    [unconfirmed] = verify_findings([model_found], inputs(), DemotingJudge(None))
+    assert unconfirmed.verdict == "NEEDS_HUMAN_REVIEW"  # nothing but the model vouches for its own finding
+    assert unconfirmed.reason.startswith("model judgment unavailable (LLMOutputError)")
     # the model cannot promote a finding whose evidence is missing
     [fp] = verify_findings([finding(5, "not there")], inputs(), DemotingJudge("REAL"))
     assert fp.verdict == "FALSE_POSITIVE"

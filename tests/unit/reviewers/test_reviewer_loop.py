@@ -84,7 +84,7 @@ def test_a_model_adds_to_what_the_analyzers_found(context: ReviewContext, script
             {"tool": "read_file", "path": "app/a.py", "start": 1, "end": 4},
             {"tool": "run_analyzer", "path": "app/b.py"},
             report,
-            report,  # the same problem again: valid, nothing new
+            report,  # the same call again: the model loops, and its steps end
             {"tool": "finish"},
         ]
     )
@@ -106,7 +106,8 @@ def test_a_model_adds_to_what_the_analyzers_found(context: ReviewContext, script
 
     llm = scripted_llm([{"tool": "read_file", "path": "app/a.py", "start": 1, "end": 4}, report, report])
     more = security(context, llm, step_budget=3)
-    assert [(s.tool, s.new_findings) for s in more.steps][3:] == [("read_file", 0), ("report", 1), ("report", 0)]
+    assert [(s.tool, s.new_findings) for s in more.steps][3:] == [("read_file", 0), ("report", 1)]
+    assert more.error == "model repeated its report call at step 6; its steps end there"
     assert ("app/a.py", 3, "llm") in {(f.path, f.line, f.rule) for f in more.findings}
     # The analyzers' output opens the model's conversation, fenced; each tool result follows its call.
     last = llm.calls[-1]
@@ -148,9 +149,18 @@ def test_invalid_calls_are_recorded_and_cost_their_step(context: ReviewContext, 
 
 
 def test_the_budget_bounds_a_model_that_never_finishes(context: ReviewContext, scripted_llm: Any) -> None:
-    llm = scripted_llm([{"tool": "search", "pattern": "import"}] * 50)
+    llm = scripted_llm([{"tool": "search", "pattern": f"import|x{i}"} for i in range(50)])
     result = security(context, llm, step_budget=3)
     assert len(result.steps) == 3 + 3 and len(llm.calls) == 3
+
+
+def test_a_model_that_repeats_a_call_ends_its_steps(context: ReviewContext, scripted_llm: Any) -> None:
+    read = {"tool": "read_file", "path": "app/a.py", "start": 1, "end": 4}
+    llm = scripted_llm([read, {"tool": "search", "pattern": "os"}, dict(read), {"tool": "finish"}])
+    result = security(context, llm, step_budget=6)
+    assert [s.tool for s in result.steps[3:]] == ["read_file", "search"]  # the repeat is not run
+    assert len(llm.calls) == 3 and result.used_model
+    assert result.error == "model repeated its read_file call at step 6; its steps end there"
 
 
 def test_a_failed_step_costs_one_step_not_the_loop(context: ReviewContext, scripted_llm: Any) -> None:
