@@ -12,11 +12,12 @@ The last stage, `gate_stage`, combines the stages' adapters into one adapter on 
 are then reviewed under the candidate and under the version in service — the rule-based strategy
 when none is — by the one evaluation gate (learning/gate.py: each version asked as serving asks it,
 in process under the merge request's schema with one retry, the decisions-only schema for the
-analyzer-only candidate; an answer that still fails replaced by the rules), whose rule decides. The decision goes into the eval row's metrics as
-`decision` ("promote"/"keep") and `promoted` (whether it is in service now), which the dashboard
-shows. A kept candidate is rejected. A promoted one is loaded into vLLM first when vLLM serves (the
-registry must never name an adapter the server does not have), then put in service in the
-registry; the transformers backend reads the registry at every review, so nothing else is needed.
+analyzer-only candidate; an answer that still fails replaced by the rules), whose rule decides.
+The decision goes into the eval row's metrics as `decision` ("promote"/"keep") and `promoted`
+(whether it is in service now), which the dashboard shows. A kept candidate is rejected. A promoted
+one is loaded into vLLM first when vLLM serves (the registry must never name an adapter the server
+does not have), then put in service in the registry; the transformers backend reads the registry at
+every review, so nothing else is needed.
 """
 
 from __future__ import annotations

@@ -47,7 +47,11 @@ def cases(devset_path: Path) -> list[dict[str, Any]]:
         k: v.replace('"""Orders of one customer, newest first."""', f'"""token: {SECRET}"""')
         for k, v in out[0]["files"].items()
     }
-    return [*out, leak, *[dict(c, id=c["id"] + "-again") for c in out[:3]]]
+    # three changes pushed twice and the leak (whose finding the team rejects), as older MRs: the time
+    # split holds out the newest, and an eval MR whose diff train has would be dropped
+    # (learning/datasets.py), leaving nothing held out
+    again = [dict(c, id=c["id"] + "-again") for c in out[:3]]
+    return [*again, leak, *out]
 
 
 def review_and_vote(pool: Any, dsn: str, devset_path: Path) -> list[int]:
