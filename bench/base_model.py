@@ -337,7 +337,8 @@ def main(argv: list[str] | None = None) -> int:
         database="none (`run_review` without a store)",
         load_before=load_before,
     )
-    section = render_provenance(prov) + "\n\n" + render(result)
+    heading, _, rest = render_provenance(prov).partition("\n")
+    section = f"{heading} · base-model benchmark alone\n{rest}\n\n{render(result)}"
     print(section)
     if args.append is not None:
         existing = args.append.read_text(encoding="utf-8") if args.append.exists() else ""
