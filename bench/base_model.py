@@ -305,7 +305,12 @@ def run(
                     load_1min=os.getloadavg()[0],
                 )
             )
-            progress(f"base model: N = {n} took {wall:.0f} s, {len(runs[-1].calls)} model calls")
+            done = runs[-1]
+            progress(
+                f"base model: N = {n} took {wall:.0f} s, {len(done.calls)} model calls, "
+                f"{sum(c.input_tokens for c in done.calls):,} in / {sum(c.output_tokens for c in done.calls):,} "
+                f"out tokens, {sum(c.latency_s for c in done.calls):.0f} s in the model"
+            )
     provider.shutdown()
     return BaseModelResult(
         rows=summarize(runs),
