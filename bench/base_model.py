@@ -329,11 +329,17 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(description="Tokens, calls and wall time of reviews by the base model.")
     parser.add_argument("--repeats", type=int, default=REPEATS)
+    parser.add_argument("--n", type=int, action="append", default=None, help=f"N to run (repeatable; default {NS})")
     parser.add_argument("--model-path", type=Path, default=None, help="a model directory (default: build one)")
     parser.add_argument("--append", type=Path, default=None, help="a results file to append the section to")
     args = parser.parse_args(argv)
     load_before, started_at, started = os.getloadavg(), datetime.now(UTC), time.perf_counter()
-    result = run(repeats=args.repeats, model_path=args.model_path, progress=lambda m: print(m, flush=True))
+    result = run(
+        ns=tuple(args.n or NS),
+        repeats=args.repeats,
+        model_path=args.model_path,
+        progress=lambda m: print(m, flush=True),
+    )
     prov = provenance(
         started=started_at,
         duration_s=time.perf_counter() - started,
