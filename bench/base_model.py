@@ -6,8 +6,8 @@ base-model`) into `TransformersLLM`, xgrammar-constrained like production, and r
 the demo merge request (agent/demo) as a replay, with `[agreement] strategies = N` in its files.
 Tokens and calls are read from the GenAI spans every model call already writes (`agent.llm.spans`,
 `gen_ai.usage.*`, the tokenizer's own counts), collected in memory through the backend's `tracer`
-seam; nothing is re-tokenised. Model time is the sum of those spans (generation is serialised by the
-backend's lock); the rest of the wall time is grammar compiles, analyzers and the pipeline's own work.
+seam; nothing is re-tokenised. A span's latency includes the wait for the backend's lock (one
+generation at a time), so their sum exceeds the wall time when reviewers queue for the model.
 
     python -m bench.base_model                 # N = 1 and 3 on the demo MR, one run each
     python -m bench.base_model --repeats 3     # medians of three
@@ -149,8 +149,8 @@ def render(result: BaseModelResult) -> str:
         f"`{result.model}` loaded by `TransformersLLM` (xgrammar-constrained decoding, at most "
         f"{result.max_output_tokens} output tokens a call, torch threads: {threads}), N diverse strategies, "
         f"a review deadline of {REVIEW_DEADLINE_S:g} s. Calls and tokens come from the GenAI spans of the "
-        "model calls (the tokenizer's counts); model time is their summed latency (one generation at a time), "
-        "the rest of the wall time is grammar compiles, analyzers and the pipeline. "
+        "model calls (the tokenizer's counts). Summed call latency adds up those spans, which include the wait "
+        "for the backend's one-generation lock: above the wall time, calls queued behind each other. "
         f"{'/'.join(str(r) for r in runs)} run(s) per row; figures are medians.",
         "",
         table(
@@ -162,7 +162,7 @@ def render(result: BaseModelResult) -> str:
                 "failed calls",
                 "input tokens",
                 "output tokens",
-                "model time (s)",
+                "summed call latency (s)",
                 "wall (s)",
                 "wall runs (s)",
                 "posted (REAL)",
@@ -309,7 +309,7 @@ def run(
             progress(
                 f"base model: N = {n} took {wall:.0f} s, {len(done.calls)} model calls, "
                 f"{sum(c.input_tokens for c in done.calls):,} in / {sum(c.output_tokens for c in done.calls):,} "
-                f"out tokens, {sum(c.latency_s for c in done.calls):.0f} s in the model"
+                f"out tokens, {sum(c.latency_s for c in done.calls):.0f} s summed call latency"
             )
     provider.shutdown()
     return BaseModelResult(
