@@ -3,7 +3,9 @@
 It serves requests on parallel threads, as a real model server batches them, so the benchmark
 measures our concurrency and not the fake's. The answer is chosen by the JSON schema's name. With
 `analyzer_steps`, a reviewer's first steps run the analyzer on the files its prompt lists (as a
-model following the plan would), so analyzers do real work under the model's delays.
+model following the plan would), so analyzers do real work under the model's delays. `GET /v1/models`
+lists the one model it serves without a `max_model_len` (as OpenAI answers, unlike vLLM), so the
+backend's context-length lookup gets an answer instead of a 501 and, as before, trims nothing.
 """
 
 from __future__ import annotations
@@ -30,8 +32,9 @@ def _reviewer_targets(messages: list[dict[str, Any]]) -> list[str]:
 
 
 class DelayedLLMServer:
-    def __init__(self, *, delay_s: float, strategy: BaseModel, analyzer_steps: int = 0) -> None:
+    def __init__(self, *, delay_s: float, strategy: BaseModel, analyzer_steps: int = 0, model: str = "bench") -> None:
         self.delay_s = delay_s
+        self.model = model
         self.strategy_json = strategy.model_dump_json()
         self.analyzer_steps = analyzer_steps
         self.calls = 0
@@ -73,6 +76,24 @@ class DelayedLLMServer:
             def log_message(self, *args: Any) -> None:
                 pass
 
+            def do_GET(self) -> None:  # noqa: N802 - the http.server API
+                if self.path.rstrip("/") != "/v1/models":
+                    self.send_error(404)
+                    return
+                listing = {
+                    "object": "list",
+                    "data": [{"id": owner.model, "object": "model", "created": 0, "owned_by": "bench"}],
+                }
+                self._send_json(listing)
+
+            def _send_json(self, payload: dict[str, Any]) -> None:
+                data = json.dumps(payload).encode()
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
             def do_POST(self) -> None:  # noqa: N802 - the http.server API
                 length = int(self.headers.get("content-length", "0"))
                 body = json.loads(self.rfile.read(length) or b"{}")
@@ -92,12 +113,7 @@ class DelayedLLMServer:
                     ],
                     "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
                 }
-                data = json.dumps(payload).encode()
-                self.send_response(200)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                self._send_json(payload)
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         threading.Thread(target=self._server.serve_forever, daemon=True).start()

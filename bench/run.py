@@ -1,7 +1,8 @@
 """`make bench`: every benchmark, judged against the targets, appended to bench/RESULTS.md.
 
-    python -m bench.run             # the full run (about 8 minutes on 2 cores), appends its section
-    python -m bench.run --quick     # small sizes, one repeat: a smoke test, printed, not appended
+    python -m bench.run             # the full run (about 8 minutes on 2 cores, then the base model's
+                                    # reviews: about 10 more), appends its section
+    python -m bench.run --quick     # small sizes, one repeat, no base model: a smoke test, printed, not appended
 
 Postgres comes from `bench.database` (the server the environment names, else an embedded one in
 a temporary directory). Figures are medians of REPEATS runs; ratios compare runs of the same
@@ -16,12 +17,13 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
 from bench import agreement as agreement_bench
+from bench import base_model as base_model_bench
 from bench import dataset_build, noise, scaling, webhook
 from bench import pipeline as pipeline_bench
 from bench import spans as spans_bench
@@ -54,6 +56,9 @@ class Config:
     agreement_ns: tuple[int, ...] = agreement_bench.NS
     agreement_ks: tuple[int, ...] = agreement_bench.KS
     agreement_seeds: int = agreement_bench.SEEDS
+    base_model_ns: tuple[int, ...] = base_model_bench.NS  # empty: the base model is not loaded
+    base_model_repeats: int = base_model_bench.REPEATS
+    base_model_path: Path | None = None  # None: `reviewloop dev base-model`'s directory, built if missing
 
 
 QUICK = Config(
@@ -69,6 +74,7 @@ QUICK = Config(
     agreement_ns=(1, 3),
     agreement_ks=(1, 2),
     agreement_seeds=1,
+    base_model_ns=(),
 )
 
 
@@ -84,6 +90,7 @@ class Results:
     noise: noise.NoiseResult | None = None
     agreement: list[dict[str, Any]] = field(default_factory=list)
     agreement_seeds: int = agreement_bench.SEEDS
+    base_model: base_model_bench.BaseModelResult | None = None
 
 
 def progress(message: str) -> None:
@@ -150,6 +157,20 @@ def collect(dsn: str, config: Config) -> Results:
         f"noise on released code ({len(config.noise_packages)} packages)",
         lambda: noise.run(config.noise_packages, progress=False),
     )
+    # Last: loading the model sets torch's threads for the whole process, and would share the
+    # machine with the timings above.
+    if config.base_model_ns:
+        r.base_model = step(
+            "the base model reviewing the demo merge request",
+            lambda: base_model_bench.run(
+                ns=config.base_model_ns,
+                repeats=config.base_model_repeats,
+                model_path=config.base_model_path,
+                progress=progress,
+            ),
+        )
+    else:
+        r.base_model = base_model_bench.BaseModelResult(skipped="`--quick` does not load the base model")
     return r
 
 
@@ -438,6 +459,8 @@ def render_results(r: Results) -> str:
         parts += ["", noise.render(r.noise)]
     if r.agreement:
         parts += ["", agreement_bench.render(r.agreement, seeds=r.agreement_seeds)]
+    if r.base_model is not None:
+        parts += ["", base_model_bench.render(r.base_model)]
     return "\n".join(parts)
 
 
@@ -447,10 +470,15 @@ def _runs(values: list[float]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Run every benchmark and append the results.")
-    parser.add_argument("--quick", action="store_true", help="small sizes, one repeat; printed, not appended")
+    parser.add_argument(
+        "--quick", action="store_true", help="small sizes, one repeat, no base model; printed, not appended"
+    )
     parser.add_argument("--results", type=Path, default=None, help=f"file to append to (default {RESULTS})")
+    parser.add_argument(
+        "--base-model", type=Path, default=None, help="the base model's directory (default: build it once)"
+    )
     args = parser.parse_args(argv)
-    config = QUICK if args.quick else Config()
+    config = replace(QUICK if args.quick else Config(), base_model_path=args.base_model)
     results_path = args.results or (None if args.quick else RESULTS)
     os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
     load_before = os.getloadavg()
