@@ -105,15 +105,20 @@ def past_deadline(context: ReviewContext) -> bool:
 
 def _run_analyzers(box: Toolbox, steps: list[Step], budget: int) -> list[str]:
     """The fixed executor: one `run_analyzer` step per target while the budget and the review's
-    deadline last. Returns the analyzer output, one block per file, for the model's first prompt."""
+    deadline last. Returns the analyzer output, one block per file, for the model's first prompt.
+
+    The plan's order chooses which targets the budget reaches; they are analyzed in the change's own
+    order, so what an analyzer reports once per merge request (test impact's grouped untested-code
+    finding, placed at the first file that has some) does not move with the order a model wrote."""
     seen: list[str] = []
-    for path in box.targets:
+    chosen = [p for p in box.targets if p not in box.analyzed][: max(0, budget - len(steps))]
+    in_diff = {f.path: i for i, f in enumerate(box.context.files)}
+    for path in sorted(chosen, key=lambda p: in_diff.get(p, len(in_diff))):
         if len(steps) >= budget or past_deadline(box.context):
             break
-        if path not in box.analyzed:
-            outcome = box.run_analyzer(path)
-            steps.append(_step(len(steps), "run_analyzer", outcome, {"path": path}))
-            seen.append(outcome.observation)
+        outcome = box.run_analyzer(path)
+        steps.append(_step(len(steps), "run_analyzer", outcome, {"path": path}))
+        seen.append(outcome.observation)
     return seen
 
 

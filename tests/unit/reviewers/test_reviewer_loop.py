@@ -51,7 +51,20 @@ def test_focus_order_decides_what_the_budget_reaches(context: ReviewContext) -> 
     directory = security(context, focus_paths=["app/"], step_budget=5)
     assert [s.args["path"] for s in directory.steps] == ["app/a.py", "app/b.py"]
     glob = security(context, focus_paths=["docs/*", "app/*.py"], step_budget=5)
-    assert [s.args["path"] for s in glob.steps] == ["docs/readme.md", "app/a.py", "app/b.py"]
+    assert [s.args["path"] for s in glob.steps] == ["app/a.py", "app/b.py", "docs/readme.md"]  # diff order
+
+
+def test_the_plans_order_picks_the_files_and_the_change_orders_the_analyzers(context: ReviewContext) -> None:
+    """Which files the budget reaches is the plan's choice; they are analyzed in the change's order,
+    so a once-per-change analyzer finding does not move with the order a model wrote its focus in."""
+    forward = security(context, focus_paths=["app/a.py", "app/b.py"], step_budget=2)
+    backward = security(context, focus_paths=["app/b.py", "app/a.py"], step_budget=2)
+    assert (
+        [s.args["path"] for s in backward.steps] == [s.args["path"] for s in forward.steps] == ["app/a.py", "app/b.py"]
+    )
+    assert sorted(lines(backward)) == sorted(lines(forward)) == [("app/a.py", 4), ("app/b.py", 4)]
+    two_of_three = security(context, focus_paths=["docs/readme.md", "app/b.py", "app/a.py"], step_budget=2)
+    assert [s.args["path"] for s in two_of_three.steps] == ["app/b.py", "docs/readme.md"]
 
 
 def test_focus_on_nothing_reviewable_and_config_exclusions(build_context: Any, context: ReviewContext) -> None:
