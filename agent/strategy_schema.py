@@ -11,6 +11,12 @@ Everything the schema admits also validates as a `Strategy` (the schema is a nar
 widening); the answer is still validated by pydantic and still passes `constrain_strategy`, because
 a server may ignore the schema.
 
+`decisions_only=True` keeps only the decisions (change type, one reviewer, its focus paths in order)
+and drops every free-text field (`checks`, `risk_areas`, `stop_condition`) and the step budget, which
+take their defaults (the review budget caps the steps anyway): a small model then writes a plan in a
+few dozen tokens, and the decisions are what training must learn. `max_focus_paths` caps the focus
+list (at the review budget: a reviewer reads one file per step, so a longer list is never reached).
+
 Reviewers cannot be kept distinct with `uniqueItems`: xgrammar (0.2.8, also vLLM's engine) accepts
 `["a","a"]` under it. So the plan is spelled out as `anyOf` over every ordered selection of distinct
 reviewers: 65 alternatives for the four reviewers, which compile in about 0.1 s.
@@ -34,7 +40,7 @@ STEP_BUDGET_RANGE = (1, 30)  # `PlanItem.step_budget` bounds
 _TEXT: dict[str, Any] = {"type": "string"}
 
 
-def _focus_paths(paths: list[str]) -> dict[str, Any]:
+def _focus_paths(paths: list[str], cap: int = MAX_FOCUS_PATHS) -> dict[str, Any]:
     """At least one changed file when there are any: the plan names its focus, in order (which files a
     reviewer reaches within its budget is what the strategy decides), rather than "everything"."""
     if not paths:
@@ -43,17 +49,27 @@ def _focus_paths(paths: list[str]) -> dict[str, Any]:
         "type": "array",
         "items": {"$ref": "#/$defs/path"},
         "minItems": 1,
-        "maxItems": min(MAX_FOCUS_PATHS, len(paths)),
+        "maxItems": max(1, min(MAX_FOCUS_PATHS, cap, len(paths))),
     }
 
 
-def _plan_item(reviewer: ReviewerName, paths: list[str]) -> dict[str, Any]:
+def _plan_item(reviewer: ReviewerName, paths: list[str], *, decisions_only: bool = False, cap: int) -> dict[str, Any]:
     low, high = STEP_BUDGET_RANGE
+    if decisions_only:
+        return {
+            "type": "object",
+            "properties": {
+                "reviewer": {"const": reviewer},
+                "focus_paths": _focus_paths(paths, cap),
+            },
+            "required": ["reviewer", "focus_paths"],
+            "additionalProperties": False,
+        }
     return {
         "type": "object",
         "properties": {
             "reviewer": {"const": reviewer},
-            "focus_paths": _focus_paths(paths),
+            "focus_paths": _focus_paths(paths, cap),
             "checks": _TEXT,
             "step_budget": {"type": "integer", "minimum": low, "maximum": high},
         },
@@ -82,8 +98,18 @@ def _plan(reviewers: list[ReviewerName]) -> dict[str, Any]:
     return {"anyOf": choices}
 
 
+def _one_reviewer_plan(reviewers: list[ReviewerName]) -> dict[str, Any]:
+    """Exactly one reviewer (decisions only): which one is the decision."""
+    return {"type": "array", "items": {"anyOf": [{"$ref": f"#/$defs/plan_{r}"} for r in reviewers]},
+            "minItems": 1, "maxItems": 1}  # fmt: skip
+
+
 def strategy_json_schema(
-    changed_paths: Sequence[str], *, reviewers: Sequence[ReviewerName] = REVIEWERS
+    changed_paths: Sequence[str],
+    *,
+    reviewers: Sequence[ReviewerName] = REVIEWERS,
+    decisions_only: bool = False,
+    max_focus_paths: int = MAX_FOCUS_PATHS,
 ) -> dict[str, Any]:
     """The schema of a strategy for a merge request that changes `changed_paths`.
 
@@ -95,7 +121,11 @@ def strategy_json_schema(
     unknown = [r for r in wanted if r not in REVIEWERS]
     if unknown:
         raise ValueError(f"unknown reviewers: {', '.join(unknown)}")
-    defs: dict[str, Any] = {f"plan_{r}": _plan_item(r, paths) for r in wanted}
+    if max_focus_paths < 1:
+        raise ValueError(f"max_focus_paths must be >= 1, got {max_focus_paths}")
+    defs: dict[str, Any] = {
+        f"plan_{r}": _plan_item(r, paths, decisions_only=decisions_only, cap=max_focus_paths) for r in wanted
+    }
     if paths:
         defs["path"] = {"enum": paths}
     risk_area = {
@@ -109,6 +139,17 @@ def strategy_json_schema(
         if paths
         else {"type": "array", "maxItems": 0}
     )
+    if decisions_only:
+        if not wanted:
+            raise ValueError("decisions_only needs at least one reviewer to choose")
+        return {
+            "title": "Strategy",
+            "type": "object",
+            "properties": {"change_type": {"enum": list(get_args(ChangeType))}, "plan": _one_reviewer_plan(wanted)},
+            "required": ["change_type", "plan"],
+            "additionalProperties": False,
+            "$defs": defs,
+        }
     return {
         "title": "Strategy",
         "type": "object",
