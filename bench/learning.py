@@ -225,14 +225,14 @@ class Bench:
         if not examples:
             self.results["notes"].append("SFT and DPO had no data: every sample of every training MR scored the same.")
             return self.save_adapter(policy, "sft")
-        warm_start(policy, examples, WarmStartConfig(steps=self.config.sft_steps, batch_size=4, learning_rate=5e-4))
+        warm_start(policy, examples, WarmStartConfig(steps=self.config.sft_steps, batch_size=4, learning_rate=2e-3))
         sft_dir = self.save_adapter(policy, "sft")
         self.record("sft", policy)
         pairs = []
         for x, s in informative:
             ranked = sorted(s, key=lambda p: p[1])
             pairs.append(PreferencePair(policy.prompt_ids(self.env.reset(x)), ranked[-1][0], ranked[0][0]))
-        train_dpo_pairs(policy, pairs, DPOLoopConfig(steps=self.config.dpo_steps, batch_size=2))
+        train_dpo_pairs(policy, pairs, DPOLoopConfig(steps=self.config.dpo_steps, batch_size=2, learning_rate=1e-3))
         self.log(f"DPO on {len(pairs)} pairs")
         del sft_dir
         return self.save_adapter(policy, "dpo")
@@ -245,7 +245,7 @@ class Bench:
     def rl_config(self, *, seed: int, steps: int, ablation: AblationName) -> tuple[StrataConfig, RLTrainConfig]:
         strata = StrataConfig(
             sigma=2, n_strategies=2, m_executions=1, keep_ratio=0.5, temperature=1.0, max_new_tokens=MAX_NEW_TOKENS,
-            embedder="hashing", learning_rate=5e-4, max_steps=steps, seed=seed,
+            embedder="hashing", learning_rate=1e-3, max_steps=steps, seed=seed,
         )  # fmt: skip
         train = RLTrainConfig(
             mrs_per_step=2, ppo_epochs=1, checkpoint_every=steps, keep_checkpoints=1, cpu_threads=1,
