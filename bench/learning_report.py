@@ -125,24 +125,30 @@ def render_markdown(results: Mapping[str, Any]) -> str:
                 f" {_fmt(s['decoy_posts'], 2)} | {_fmt(s['acceptance'], 2)} | {_fmt(s['valid'], 2)} |"
             )
     full = _stage_runs(results, "rl", "greedy")
+    if len(full) > 1:
+        seeds = ", ".join(f"{np.mean([o['reward'] for o in run]):.3f}" for run in full)
+        lines += ["", f"RL held-out greedy reward per seed (0, 1, …): {seeds}."]
     ablations = results.get("ablations", {})
     if ablations and full:
         lines += [
             "",
             "Ablations at equal compute (same steps, merge requests per step and trained strategies per"
-            " merge request; greedy held-out reward; effect = ablation − full, paired per MR):",
+            " merge request), one seed (0); greedy held-out reward; effect = ablation − full, paired per MR, against"
+            " full with the same seed and against the mean of full's seeds. The intervals resample merge requests,"
+            " not seeds: the spread between full's seeds above is the yardstick for a one-seed effect.",
             "",
-            "| ablation | reward | effect vs full | note |",
-            "|---|---|---|---|",
+            "| ablation | reward | effect vs full seed 0 | effect vs full (seed mean) | note |",
+            "|---|---|---|---|---|",
         ]
         for name, entry in ablations.items():
             runs = entry.get("greedy") or []
             if runs:
                 s = summarize(runs)
-                effect = _fmt(paired_difference(runs, full))
-                lines.append(f"| {name} | {_fmt(s['reward'])} | {effect} | {entry.get('note', '')} |")
+                same_seed = _fmt(paired_difference(runs, full[:1]))
+                mean_seeds = _fmt(paired_difference(runs, full))
+                lines.append(f"| {name} | {_fmt(s['reward'])} | {same_seed} | {mean_seeds} | {entry.get('note', '')} |")
             else:
-                lines.append(f"| {name} | not run | | {entry.get('note', '')} |")
+                lines.append(f"| {name} | not run | | | {entry.get('note', '')} |")
     collapse = results.get("collapse")
     if collapse:
         lines += ["", f"Collapse watch ({collapse.get('steps', '?')} steps = 3× the RL steps, seed 0): "

@@ -71,8 +71,9 @@ def test_markdown_has_every_stage_ablation_and_note() -> None:
     assert text.startswith(SECTION_TITLE)
     assert "| base | greedy | 1 | 0.250 [0.000, 0.500] |" in text
     assert "| rl | greedy | 2 | 0.500 [0.250, 0.750] |" in text
-    assert "| no_fps | 0.250 [0.000, 0.500] | -0.250 [-0.250, -0.250] |" in text
-    assert "| plain_mean | not run | | identical by construction |" in text
+    assert "| no_fps | 0.250 [0.000, 0.500] | -0.250 [-0.250, -0.250] | -0.250 [-0.250, -0.250] |" in text
+    assert "| plain_mean | not run | | | identical by construction |" in text
+    assert "per seed (0, 1, …): 0.500, 0.500." in text
     assert "test box" in text and "2.0 min" in text and "a note" in text
 
 
