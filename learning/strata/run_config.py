@@ -40,6 +40,21 @@ class RLTrainConfig:
         default="transformers",
         metadata={"help": "who samples the strategies: 'transformers' (CPU or GPU) or 'vllm' (GPU, colocated)"},
     )
+    constrained_decoding: bool = field(
+        default=False,
+        metadata={
+            "help": "sample each merge request's strategies under its JSON schema (xgrammar, transformers only):"
+            " an untrained small model writes valid plans only so; the sampled tokens are scored unmasked"
+            " (learning/strata/constrained.py says why)"
+        },
+    )
+    decisions_only: bool = field(
+        default=False,
+        metadata={
+            "help": "with constrained_decoding: the decisions-only schema (one reviewer, focus paths capped at"
+            " the review budget, no free text), so a small model writes a plan in a few dozen tokens"
+        },
+    )
 
     def __post_init__(self) -> None:
         if self.warmup_steps < 0:
@@ -50,5 +65,10 @@ class RLTrainConfig:
             raise ConfigError(f"minibatch_size must be >= 1 or None, got {self.minibatch_size}")
         if self.max_grad_norm <= 0:
             raise ConfigError(f"max_grad_norm must be positive, got {self.max_grad_norm}")
+        if self.constrained_decoding and self.generation_backend == "vllm":
+            raise ConfigError(
+                "constrained_decoding needs generation_backend 'transformers': the vLLM sampler sends its batch"
+                " without a per-merge-request schema"
+            )
         if self.generation_backend not in ("transformers", "vllm"):
             raise ConfigError(f"generation_backend must be 'transformers' or 'vllm', got {self.generation_backend!r}")

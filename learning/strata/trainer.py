@@ -139,6 +139,7 @@ class StrataTrainer:
         self.judge = make_judge(config.judge_config())
         self.policy: StrategyPolicy | None = None
         self._prompts: dict[str, list[int]] = {}
+        self._grammar: Any = None  # compiled lazily for constrained_decoding (agent/llm/grammar.py)
         # Under `accelerate launch` each process is one rank (learning/strata/distributed.py).
         self.dp = data_parallel or DataParallel.from_environment()
         if self.dp.world_size > self.train_config.mrs_per_step:
@@ -191,12 +192,25 @@ class StrataTrainer:
 
     # --- one step -------------------------------------------------------------------------------
 
+    def _sampler_for(self, cases: Sequence[ReplayCase]) -> StrategySampler:
+        policy = self._require_policy()
+        if self._external_sampler is not None:
+            return self._external_sampler
+        if self.train_config.constrained_decoding:
+            from learning.strata.constrained import ConstrainedSampler, case_schema, make_grammar
+
+            if self._grammar is None:
+                self._grammar = make_grammar(policy)
+            schemas = [case_schema(c, self.env, decisions_only=self.train_config.decisions_only) for c in cases]
+            return ConstrainedSampler(policy, self._grammar, schemas)
+        return self._vllm or policy
+
     def rollout(self, cases: Sequence[ReplayCase], *, seed: int) -> list[MRGroup]:
         policy = self._require_policy()
         return rollout_groups(
             cases,
             [self.prompt_ids(c) for c in cases],
-            sampler=self._external_sampler or self._vllm or policy,
+            sampler=self._sampler_for(cases),
             decode=policy.decode,
             env=self.env,
             embedder=self.embedder,

@@ -1,0 +1,430 @@
+"""`make bench-learning`: does the strategy model learn? base → SFT → DPO → StraTA RL on SmolLM2-135M.
+
+    python -m bench.learning [--out DIR] [--budget-minutes M] [--steps S] [--seeds K] ...
+    python -m bench.learning --report-only DIR/results.json
+
+Merge requests come from learning/envgen over the Python packages installed beside this interpreter;
+the held-out ones are from packages no training merge request touches. Every stage is a LoRA
+adapter on the real base model (`reviewloop dev base-model`), trained on the CPU and evaluated on
+the held-out MRs greedily and by sampling, with strategies decoded under each MR's decisions-only
+schema (one reviewer, its focus paths in order; learning/strata/constrained.py):
+
+- SFT: rejection sampling on the training split: K constrained samples of the base model per MR,
+  replayed; the best of each MR (where they differ) is the target. The replay labels are the team
+  profile's votes on the planted findings; the votes → feedback → dataset path (learning/envgen/votes.py)
+  needs a full pipeline run per MR in Postgres, which the CPU budget here does not hold.
+- DPO: (best, worst) of the same samples, on top of the SFT adapter (learning/strata/preference.py).
+- RL: StraTA from the DPO adapter, several seeds; ablations at equal compute; seed 0 runs on to 3× the
+  steps as the collapse watch (reward std, entropy, gradient-norm spikes). Its first S steps are exactly
+  a S-step run (the schedule does not depend on the step count), so its step-S evaluation is seed 0.
+
+Results go to DIR/results.json after every stage (a stopped run keeps what it measured), then a table
+is appended to bench/RESULTS.md and bench/learning_reward.png is drawn. `--budget-minutes` skips the
+optional stages (later seeds, ablations) that would not fit, and says so in the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import random
+import sysconfig
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from bench.learning_report import append_results, plot_rewards, render_markdown
+from learning.envgen.build import EnvGenConfig, make_env
+from learning.envgen.profile import TeamProfile
+from learning.envgen.sources import discover_packages
+from learning.gate import parse_strategy
+from learning.replay import ReplayCase, read_jsonl_cases, write_jsonl_cases
+from learning.replay_reward import ReplayRewardConfig, match_labeled, reward
+from learning.strata.config import AblationName, StrataConfig
+from learning.strata.constrained import ConstrainedSampler
+from learning.strata.policy import PolicyConfig, StrategyPolicy
+from learning.strata.replay_cache import CachedReplayEnv
+from learning.strata.run_config import RLTrainConfig
+
+ROOT = Path(__file__).resolve().parent.parent
+INVALID_REWARD = -0.5
+MAX_NEW_TOKENS = 144  # a decisions-only plan of three focus paths, pinned fields included, is ~90 tokens
+LORA_LAST_LAYERS = 4  # LoRA on the last layers only: backward stops there (CPU time), 0.65M parameters
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    n_mrs: int = 64
+    heldout_fraction: float = 0.32  # 20 held-out merge requests
+    min_files: int = 5
+    max_files: int = 7
+    budget_fraction: float = 0.34
+    profile_seed: int = 0
+    env_seed: int = 0
+    sft_cases: int = 8
+    sft_samples: int = 4
+    sft_steps: int = 6
+    dpo_steps: int = 3
+    rl_steps: int = 2
+    seeds: int = 3
+    ablations: tuple[str, ...] = ("no_fps", "no_filter", "no_judge", "plain_mean")
+    sampled_eval_stages: tuple[str, ...] = ("base", "rl")  # sampling costs a second pass per stage
+    budget_minutes: float = 45.0
+
+
+def lora_targets(model_dir: Path, last: int) -> tuple[str, ...]:
+    config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
+    layers = int(config["num_hidden_layers"])
+    names = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+             "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")  # fmt: skip
+    return tuple(f"model.layers.{i}.{n}" for i in range(layers - last, layers) for n in names)
+
+
+class Bench:
+    def __init__(self, config: BenchConfig, *, out: Path, base_model: Path) -> None:
+        self.config = config
+        self.out = out
+        self.base_model = base_model
+        self.started = time.monotonic()
+        self.env = CachedReplayEnv()
+        self.reward_config = ReplayRewardConfig()
+        self.profile = TeamProfile.sample(config.profile_seed)
+        self.policy_config = PolicyConfig(device="cpu", lora_target_modules=lora_targets(base_model, LORA_LAST_LAYERS))
+        self.results: dict[str, Any] = {"stages": {}, "curves": {}, "ablations": {}, "rl_logs": {}, "notes": []}
+        self.train: list[ReplayCase] = []
+        self.heldout: list[ReplayCase] = []
+        self._grammar: Any = None
+
+    # --- bookkeeping ----------------------------------------------------------------------------
+
+    def minutes(self) -> float:
+        return (time.monotonic() - self.started) / 60
+
+    def log(self, msg: str) -> None:
+        print(f"[{self.minutes():6.1f} min] {msg}", flush=True)
+
+    def save(self) -> None:
+        self.results["duration_s"] = round(time.monotonic() - self.started, 1)
+        (self.out / "results.json").write_text(json.dumps(self.results, indent=1), encoding="utf-8")
+
+    # --- environment ----------------------------------------------------------------------------
+
+    def build_env(self) -> None:
+        c = self.config
+        cached = self.out / "env.jsonl"
+        if cached.is_file():
+            cases = read_jsonl_cases(cached)
+        else:
+            source = Path(sysconfig.get_paths()["purelib"])
+            packages = discover_packages(source, min_files=c.min_files)
+            env_config = EnvGenConfig(
+                n=c.n_mrs, heldout_fraction=c.heldout_fraction, min_files=c.min_files, max_files=c.max_files,
+                max_defects=2, max_decoys=2, budget_fraction=c.budget_fraction, seed=c.env_seed,
+            )  # fmt: skip
+            cases = make_env(packages, env_config, self.profile)
+            write_jsonl_cases(cached, cases)
+        self.train = [x for x in cases if x.split == "train"]
+        self.heldout = [x for x in cases if x.split == "eval"]
+        train_pk = sorted({x.package or "" for x in self.train})
+        held_pk = sorted({x.package or "" for x in self.heldout})
+        if set(train_pk) & set(held_pk):
+            raise SystemExit("envgen split leaked a package into both splits")
+        self.results["heldout"] = {
+            "cases": len(self.heldout), "packages": held_pk,
+            "train_cases": len(self.train), "train_packages": len(train_pk),
+            "defects": sum(1 for x in self.heldout for f in x.findings if not f.kind.startswith("decoy:")),
+            "decoys": sum(1 for x in self.heldout for f in x.findings if f.kind.startswith("decoy:")),
+        }  # fmt: skip
+        self.log(f"env: {len(self.train)} train MRs, {len(self.heldout)} held-out MRs from {held_pk}")
+
+    # --- sampling and evaluation ---------------------------------------------------------------------
+
+    def sampler(self, policy: StrategyPolicy, cases: Sequence[ReplayCase]) -> ConstrainedSampler:
+        from learning.strata.constrained import case_schema, make_grammar
+
+        if self._grammar is None:
+            self._grammar = make_grammar(policy)
+        return ConstrainedSampler(policy, self._grammar, [case_schema(x, self.env, decisions_only=True) for x in cases])
+
+    def generate(
+        self, policy: StrategyPolicy, cases: Sequence[ReplayCase], *, n: int, temperature: float, seed: int
+    ) -> list[list[list[int]]]:
+        prompts = [policy.prompt_ids(self.env.reset(x)) for x in cases]
+        sampler: ConstrainedSampler = self.sampler(policy, cases)
+        return sampler.sample(prompts, n=n, temperature=temperature, max_new_tokens=MAX_NEW_TOKENS, seed=seed)
+
+    def outcome(self, case: ReplayCase, text: str) -> dict[str, float]:
+        """One answer on one MR: reward, defects found, decoy posts, the profile's votes on the posts."""
+        z = parse_strategy(text)
+        defects = sum(1 for f in case.findings if not f.kind.startswith("decoy:"))
+        if z is None:
+            return {"reward": INVALID_REWARD, "found": 0, "defects": defects, "decoy_posts": 0, "votes": 0,
+                    "accepted_votes": 0, "valid": 0.0}  # fmt: skip
+        execution = self.env.execute(case, z)
+        if execution.added_by_safety_net:  # scored as RL scores it (learning/strata/rollout.py)
+            value = INVALID_REWARD
+        else:
+            value = reward(execution, case, self.reward_config)
+        result, labels = match_labeled(execution.findings, case)
+        matched = [labels[id(expected)] for _, expected in result.true_positives]
+        votes = [self.profile.vote_on(f) for f in execution.findings]
+        return {
+            "reward": value,
+            "found": sum(1 for f in matched if not f.kind.startswith("decoy:")),
+            "defects": defects,
+            "decoy_posts": sum(1 for f in matched if f.kind.startswith("decoy:")),
+            "votes": sum(v is not None for v in votes),
+            "accepted_votes": sum(v == "accepted" for v in votes),
+            "valid": 1.0,
+        }
+
+    def evaluate(self, policy: StrategyPolicy, *, mode: str, seed: int = 0) -> list[dict[str, float]]:
+        temperature = 0.0 if mode == "greedy" else 1.0
+        rows = self.generate(policy, self.heldout, n=1, temperature=temperature, seed=10_000 + seed)
+        return [self.outcome(x, policy.decode(r[0])) for x, r in zip(self.heldout, rows, strict=True)]
+
+    def record(self, stage: str, policy: StrategyPolicy, *, key: str | None = None) -> list[dict[str, float]]:
+        entry = self.results["stages"].setdefault(key or stage, {"greedy": [], "sampled": []})
+        greedy = self.evaluate(policy, mode="greedy")
+        entry["greedy"].append(greedy)
+        if stage in self.config.sampled_eval_stages and len(entry["sampled"]) < 1:
+            entry["sampled"].append(self.evaluate(policy, mode="sampled"))
+        mean = sum(o["reward"] for o in greedy) / len(greedy)
+        self.log(f"{key or stage}: held-out greedy reward {mean:.3f}")
+        self.save()
+        return greedy
+
+    # --- stages ---------------------------------------------------------------------------------
+
+    def load(self, adapter: Path | None = None) -> StrategyPolicy:
+        return StrategyPolicy.load(self.base_model, adapter=adapter, config=self.policy_config)
+
+    def replay_samples(self, policy: StrategyPolicy) -> list[tuple[ReplayCase, list[tuple[list[int], float]]]]:
+        """K constrained samples of each of `sft_cases` training MRs, with their rewards."""
+        c = self.config
+        cases = random.Random(0).sample(self.train, min(c.sft_cases, len(self.train)))
+        rows = self.generate(policy, cases, n=c.sft_samples, temperature=1.0, seed=1)
+        return [
+            (x, [(ids, self.outcome(x, policy.decode(ids))["reward"]) for ids in samples])
+            for x, samples in zip(cases, rows, strict=True)
+        ]
+
+    def sft_and_dpo(self, policy: StrategyPolicy) -> Path:
+        from learning.strata.preference import DPOLoopConfig, PreferencePair, train_dpo_pairs
+        from learning.strata.warm_start import WarmStartConfig, warm_start
+
+        samples = self.replay_samples(policy)
+        informative = [(x, s) for x, s in samples if max(r for _, r in s) > min(r for _, r in s)]
+        examples = [(self.env.reset(x), policy.decode(max(s, key=lambda p: p[1])[0])) for x, s in informative]
+        self.results["sft_data"] = {"cases": len(samples), "informative": len(informative)}
+        self.log(f"SFT data: {len(informative)} of {len(samples)} training MRs had samples that differ")
+        if not examples:
+            self.results["notes"].append("SFT and DPO had no data: every sample of every training MR scored the same.")
+            return self.save_adapter(policy, "sft")
+        warm_start(policy, examples, WarmStartConfig(steps=self.config.sft_steps, batch_size=4, learning_rate=2e-3))
+        sft_dir = self.save_adapter(policy, "sft")
+        self.record("sft", policy)
+        pairs = []
+        for x, s in informative:
+            ranked = sorted(s, key=lambda p: p[1])
+            pairs.append(PreferencePair(policy.prompt_ids(self.env.reset(x)), ranked[-1][0], ranked[0][0]))
+        train_dpo_pairs(policy, pairs, DPOLoopConfig(steps=self.config.dpo_steps, batch_size=2, learning_rate=1e-3))
+        self.log(f"DPO on {len(pairs)} pairs")
+        del sft_dir
+        return self.save_adapter(policy, "dpo")
+
+    def save_adapter(self, policy: StrategyPolicy, name: str) -> Path:
+        target = self.out / "adapters" / name
+        policy.save(target)
+        return target
+
+    def rl_config(self, *, seed: int, steps: int, ablation: AblationName) -> tuple[StrataConfig, RLTrainConfig]:
+        strata = StrataConfig(
+            sigma=2, n_strategies=2, m_executions=1, keep_ratio=0.5, temperature=1.0, max_new_tokens=MAX_NEW_TOKENS,
+            embedder="hashing", learning_rate=1e-3, max_steps=steps, seed=seed,
+        )  # fmt: skip
+        train = RLTrainConfig(
+            mrs_per_step=2, ppo_epochs=1, checkpoint_every=steps, keep_checkpoints=1, cpu_threads=1,
+            invalid_reward=INVALID_REWARD, constrained_decoding=True, decisions_only=True,
+        )  # fmt: skip
+        return StrataConfig.ablation(ablation, strata), train
+
+    def rl(self, adapter: Path, *, variant: str, seed: int, ablation: AblationName, steps: int,
+           eval_at: Sequence[int]) -> list[dict[str, Any]]:  # fmt: skip
+        from learning.strata.trainer import StrataTrainer
+
+        strata, train = self.rl_config(seed=seed, steps=steps, ablation=ablation)
+        trainer: StrataTrainer | None = None
+
+        def on_step_end(step: int, metrics: Any) -> None:
+            self.log(f"{variant} step {step}: reward {metrics['reward_mean']:.3f} std {metrics['reward_std']:.3f}"
+                     f" entropy {metrics.get('entropy', 0):.3f} grad {metrics.get('grad_norm', 0):.3f}")  # fmt: skip
+            if step in eval_at and trainer is not None and trainer.policy is not None:
+                key = "rl" if ablation == "full" and step == self.config.rl_steps else None
+                if ablation != "full":
+                    entry = self.results["ablations"].setdefault(ablation, {"greedy": []})
+                    entry["greedy"].append(self.evaluate(trainer.policy, mode="greedy"))
+                    greedy = entry["greedy"][-1]
+                    self.save()
+                elif key:
+                    greedy = self.record("rl", trainer.policy)
+                else:
+                    greedy = self.evaluate(trainer.policy, mode="greedy")
+                mean = sum(o["reward"] for o in greedy) / len(greedy)
+                self.results["curves"].setdefault(variant, [[0, self.results["dpo_greedy_mean"]]]).append([step, mean])
+                self.log(f"{variant} step {step}: held-out greedy reward {mean:.3f}")
+                self.save()
+
+        trainer = StrataTrainer(
+            strata, base_model=self.base_model, adapter=adapter, train_cases=self.train,
+            out_dir=self.out / "rl" / variant, train_config=train, policy_config=self.policy_config,
+            reward_config=self.reward_config, on_step_end=on_step_end,
+        )  # fmt: skip
+        trainer.env = self.env  # the shared memo of executions (the analyzers are deterministic)
+        outcome = trainer.train()
+        self.results["rl_logs"][variant] = outcome.step_metrics
+        self.save()
+        return outcome.step_metrics
+
+    def fits(self, what: str, minutes: float) -> bool:
+        left = self.config.budget_minutes - self.minutes()
+        if minutes <= left:
+            return True
+        self.results["notes"].append(
+            f"{what}: not run, the time budget had {left:.1f} min left, it needs ~{minutes:.1f}."
+        )
+        self.log(f"skipping {what} (needs ~{minutes:.1f} min, {left:.1f} left)")
+        return False
+
+    def run(self) -> None:
+        import torch
+
+        torch.set_num_threads(1)
+        c = self.config
+        self.results |= {
+            "machine": f"{platform.node()} ({platform.machine()}, {_cpus()} CPUs, load {_load()}), torch 1 thread",
+            "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+            "config": {k: v for k, v in c.__dict__.items()},
+            "setup": "",
+        }
+        self.build_env()
+        policy = self.load()
+        self.record("base", policy)
+        dpo = self.sft_and_dpo(policy)
+        self.record("dpo", policy)
+        self.results["dpo_greedy_mean"] = _mean_reward(self.results["stages"]["dpo"]["greedy"][-1])
+        del policy
+        s = c.rl_steps
+        t0 = self.minutes()
+        self.rl(dpo, variant="full seed 0 (collapse watch)", seed=0, ablation="full", steps=3 * s, eval_at=(s, 3 * s))
+        step_minutes = (self.minutes() - t0) / (3 * s)
+        self.results["collapse"] = collapse_watch(self.results["rl_logs"]["full seed 0 (collapse watch)"])
+        self.save()
+        for seed in range(1, c.seeds):
+            if self.fits(f"RL seed {seed}", step_minutes * s * 1.5):
+                self.rl(dpo, variant=f"full seed {seed}", seed=seed, ablation="full", steps=s, eval_at=(s,))
+        flags = [m.get("judge_flag_rate", 0.0) for m in self.results["rl_logs"]["full seed 0 (collapse watch)"]]
+        for name in c.ablations:
+            if name in ("no_judge", "plain_mean") and max(flags, default=0.0) == 0.0:
+                why = ("identical to full by construction, not re-run: the fixed analyzer executor runs a strategy once"
+                       " (M = 1), so the top-δ score is the reward for any δ") if name == "plain_mean" else (
+                       "identical to full by construction, not re-run: the judge flagged no step in any full-run step"
+                       f" ({len(flags)} steps, flag rate 0), so κ multiplies zero")  # fmt: skip
+                self.results["ablations"][name] = {"greedy": [], "note": why}
+                continue
+            if self.fits(f"ablation {name}", step_minutes * s * 1.5):
+                self.rl(dpo, variant=name, seed=0, ablation=name, steps=s, eval_at=(s,))  # type: ignore[arg-type]
+        self.save()
+
+
+def collapse_watch(steps: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Reward std, entropy and gradient norm over the long run, with the steps that look like collapse:
+    a gradient norm over 3× the median of the steps before it, entropy under half its first value, or a
+    reward std of ~0 (every sampled plan scored the same)."""
+    trained = [m for m in steps if not m.get("skipped")]
+    spikes, low_entropy, flat = [], [], []
+    norms: list[float] = []
+    first_entropy = trained[0]["entropy"] if trained else None
+    for m in trained:
+        if len(norms) >= 2 and m["grad_norm"] > 3 * sorted(norms)[len(norms) // 2]:
+            spikes.append(m["step"])
+        norms.append(m["grad_norm"])
+        if first_entropy and m["entropy"] < 0.5 * first_entropy:
+            low_entropy.append(m["step"])
+    flat = [m["step"] for m in steps if m["reward_std"] < 1e-6]
+    series = {k: [round(float(m.get(k, 0.0)), 4) for m in steps] for k in ("reward_std", "entropy", "grad_norm")}
+    summary = (
+        f"reward std per step {series['reward_std']}; entropy {series['entropy']}; grad norm {series['grad_norm']};"
+        f" skipped (no reward spread) {sum(1 for m in steps if m.get('skipped'))} of {len(steps)}."
+        f" Gradient-norm spikes at steps {spikes or 'none'}; entropy below half its start at {low_entropy or 'none'};"
+        f" zero reward spread at {flat or 'none'}."
+    )
+    return {"steps": len(steps), "spikes": spikes, "low_entropy": low_entropy, "flat": flat, "series": series,
+            "summary": summary}  # fmt: skip
+
+
+def _mean_reward(rows: Sequence[dict[str, float]]) -> float:
+    return sum(o["reward"] for o in rows) / len(rows)
+
+
+def _cpus() -> int:
+    import os
+
+    return os.cpu_count() or 1
+
+
+def _load() -> str:
+    try:
+        return Path("/proc/loadavg").read_text(encoding="utf-8").split()[0]
+    except OSError:
+        return "?"
+
+
+def report(results_file: Path, *, results_md: Path, png: Path) -> None:
+    results = json.loads(results_file.read_text(encoding="utf-8"))
+    append_results(results_md, render_markdown(results))
+    plot_rewards(results, png)
+    print(f"appended to {results_md}; plot at {png}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=ROOT / ".data" / "bench-learning", help="work directory")
+    parser.add_argument("--base-model", type=Path, default=None, help="model directory (default: build it)")
+    parser.add_argument("--report-only", type=Path, default=None, help="re-render RESULTS.md and the PNG from JSON")
+    parser.add_argument("--results-md", type=Path, default=ROOT / "bench" / "RESULTS.md")
+    parser.add_argument("--png", type=Path, default=ROOT / "bench" / "learning_reward.png")
+    parser.add_argument("--budget-minutes", type=float, default=BenchConfig.budget_minutes)
+    parser.add_argument("--steps", type=int, default=BenchConfig.rl_steps, help="RL steps per run (S)")
+    parser.add_argument("--seeds", type=int, default=BenchConfig.seeds)
+    parser.add_argument("--n-mrs", type=int, default=BenchConfig.n_mrs)
+    parser.add_argument("--sft-cases", type=int, default=BenchConfig.sft_cases)
+    parser.add_argument("--ablations", default=",".join(BenchConfig.ablations))
+    args = parser.parse_args(argv)
+    if args.report_only is not None:
+        report(args.report_only, results_md=args.results_md, png=args.png)
+        return
+    base = args.base_model
+    if base is None:
+        from learning.base_model import ensure_base_model
+
+        base = ensure_base_model(ROOT / ".data")
+    config = BenchConfig(
+        budget_minutes=args.budget_minutes, rl_steps=args.steps, seeds=args.seeds, n_mrs=args.n_mrs,
+        sft_cases=args.sft_cases, ablations=tuple(a for a in args.ablations.split(",") if a),
+    )  # fmt: skip
+    args.out.mkdir(parents=True, exist_ok=True)
+    bench = Bench(config, out=args.out, base_model=Path(base))
+    try:
+        bench.run()
+    finally:
+        bench.save()
+    report(args.out / "results.json", results_md=args.results_md, png=args.png)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,103 @@
+"""The learning benchmark's statistics and report: bootstrap intervals with hand-checkable values,
+the collapse watch's flags, and `--report-only` re-rendering RESULTS.md and the plot from saved JSON."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from bench.learning import collapse_watch, main
+from bench.learning_report import (
+    SECTION_TITLE,
+    bootstrap_ci,
+    bootstrap_ratio_ci,
+    paired_difference,
+    per_mr_mean,
+    render_markdown,
+)
+
+
+def test_bootstrap_of_a_constant_is_a_point() -> None:
+    assert bootstrap_ci([0.25] * 7) == (0.25, 0.25, 0.25)
+
+
+def test_bootstrap_interval_brackets_the_mean_and_is_seeded() -> None:
+    values = [0.0, 1.0] * 10
+    mean, low, high = bootstrap_ci(values, seed=3)
+    assert mean == 0.5
+    assert 0.2 < low < 0.5 < high < 0.8
+    assert bootstrap_ci(values, seed=3) == (mean, low, high)
+    assert bootstrap_ci(values, seed=4) != (mean, low, high)
+
+
+def test_ratio_weighs_items_by_their_denominator() -> None:
+    # 3 of 4 found on the first MR, 0 of 1 on the second, an MR without defects weighs nothing.
+    point, low, high = bootstrap_ratio_ci([3, 0, 0], [4, 1, 0])
+    assert point == 0.6
+    assert 0.0 <= low <= point <= high <= 1.0
+    nan_point, nan_low, _ = bootstrap_ratio_ci([0, 0], [0, 0])
+    assert math.isnan(nan_point) and math.isnan(nan_low)
+
+
+def test_seeds_average_per_merge_request_and_differences_pair_them() -> None:
+    seed_a = [{"reward": 1.0}, {"reward": 0.0}]
+    seed_b = [{"reward": 0.0}, {"reward": 0.0}]
+    assert per_mr_mean([seed_a, seed_b], "reward") == [0.5, 0.0]
+    diff = paired_difference([seed_a], [seed_b])
+    assert diff[0] == 0.5
+
+
+def _outcome(reward: float, found: int = 0) -> dict[str, float]:
+    return {"reward": reward, "found": found, "defects": 1, "decoy_posts": 0, "votes": found,
+            "accepted_votes": found, "valid": 1.0}  # fmt: skip
+
+
+def _results() -> dict[str, object]:
+    base = [_outcome(0.0), _outcome(0.5, 1)]
+    rl = [_outcome(0.25), _outcome(0.75, 1)]
+    return {
+        "machine": "test box", "date": "2026-01-01 00:00 UTC", "duration_s": 120.0,
+        "stages": {"base": {"greedy": [base], "sampled": [base]}, "rl": {"greedy": [rl, rl], "sampled": []}},
+        "ablations": {"no_fps": {"greedy": [base]}, "plain_mean": {"greedy": [], "note": "identical by construction"}},
+        "curves": {"full seed 0": [[0, 0.25], [2, 0.5]]},
+        "collapse": {"steps": 6, "summary": "no spikes"},
+        "notes": ["a note"],
+    }  # fmt: skip
+
+
+def test_markdown_has_every_stage_ablation_and_note() -> None:
+    text = render_markdown(_results())
+    assert text.startswith(SECTION_TITLE)
+    assert "| base | greedy | 1 | 0.250 [0.000, 0.500] |" in text
+    assert "| rl | greedy | 2 | 0.500 [0.250, 0.750] |" in text
+    assert "| no_fps | 0.250 [0.000, 0.500] | -0.250 [-0.250, -0.250] | -0.250 [-0.250, -0.250] |" in text
+    assert "| plain_mean | not run | | | identical by construction |" in text
+    assert "per seed (0, 1, …): 0.500, 0.500." in text
+    assert "test box" in text and "2.0 min" in text and "a note" in text
+
+
+def test_report_only_rerenders_from_saved_json(tmp_path: Path) -> None:
+    saved = tmp_path / "results.json"
+    saved.write_text(json.dumps(_results()), encoding="utf-8")
+    results_md = tmp_path / "RESULTS.md"
+    results_md.write_text("# Benchmark results\n\nearlier runs\n", encoding="utf-8")
+    png = tmp_path / "plot.png"
+    main(["--report-only", str(saved), "--results-md", str(results_md), "--png", str(png)])
+    text = results_md.read_text(encoding="utf-8")
+    assert text.startswith("# Benchmark results\n\nearlier runs\n")
+    assert SECTION_TITLE in text
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_collapse_watch_flags_spikes_entropy_and_flat_steps() -> None:
+    steps = [
+        {"step": 1, "reward_std": 0.3, "entropy": 1.0, "grad_norm": 1.0},
+        {"step": 2, "reward_std": 0.2, "entropy": 0.9, "grad_norm": 1.2},
+        {"step": 3, "reward_std": 0.0, "skipped": True},
+        {"step": 4, "reward_std": 0.1, "entropy": 0.4, "grad_norm": 9.0},
+    ]
+    watch = collapse_watch(steps)
+    assert watch["spikes"] == [4]
+    assert watch["low_entropy"] == [4]
+    assert watch["flat"] == [3]
