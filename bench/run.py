@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 from bench import agreement as agreement_bench
 from bench import base_model as base_model_bench
 from bench import dataset_build, noise, scaling, webhook
+from bench import diff_parse as diff_parse_bench
 from bench import pipeline as pipeline_bench
 from bench import spans as spans_bench
 from bench.database import bench_database
@@ -91,6 +92,7 @@ class Results:
     agreement: list[dict[str, Any]] = field(default_factory=list)
     agreement_seeds: int = agreement_bench.SEEDS
     base_model: base_model_bench.BaseModelResult | None = None
+    diff_parse: dict[str, Any] = field(default_factory=dict)
 
 
 def progress(message: str) -> None:
@@ -153,6 +155,7 @@ def collect(dsn: str, config: Config) -> Results:
             repeats=config.webhook_repeats,
         ),
     )
+    r.diff_parse = step("diff parse at 50,000 changed lines", lambda: diff_parse_bench.run())
     r.noise = step(
         f"noise on released code ({len(config.noise_packages)} packages)",
         lambda: noise.run(config.noise_packages, progress=False),
@@ -198,6 +201,14 @@ def targets(r: Results) -> list[Target]:
             f"analyzers run; with their answers cached {fmt(at_target['cached_s'])} s" if at_target else "",
         ),
         Target("growth no faster than linear (exponent ≤ 1)", cold_exp, 1.0, "at_most", "", "no model, 1k→50k lines"),
+        Target(
+            f"diff parse, 50,000 changed lines in {diff_parse_bench.FILES} files < {diff_parse_bench.TARGET_CPU_S:g} s",
+            r.diff_parse.get("cpu_s", nan),
+            diff_parse_bench.TARGET_CPU_S,
+            "below",
+            "s",
+            f"wall {fmt(r.diff_parse['wall_s'])} s, median of {r.diff_parse['repeats']}" if r.diff_parse else "",
+        ),
         Target(
             f"peak memory at {MEMORY_LINES:,} lines < 1 GiB",
             memory_row["peak_rss_mib"] if memory_row else nan,
