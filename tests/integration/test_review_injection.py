@@ -41,18 +41,10 @@ BASE_MODEL_STEPS = 1  # the base model's own steps per reviewer, to keep two rev
 ONE_EXECUTION = "[agreement]\nstrategies = 1\n"
 
 
-BASE_MODEL_FAILS = (
-    "measured twice (380 s and 540 s at load 3 to 6, over the 5-minute target): the base model's plan for the "
-    "injected change puts inventory/export.py first, and the test_impact analyzer's one grouped "
-    "tests:untested-new finding is anchored in the first file it analyzes, so it moves from inventory/db.py:15 "
-    "to export.py: an analyzer finding that depends on the plan's file order (reviewers/test_impact.py)"
-)
-
-
 @pytest.fixture(
     params=[
         "scripted",
-        pytest.param("base-model", marks=[pytest.mark.slow, pytest.mark.xfail(reason=BASE_MODEL_FAILS, strict=True)]),
+        pytest.param("base-model", marks=pytest.mark.slow),
     ]
 )
 def review_model(request: pytest.FixtureRequest) -> Iterator[tuple[Any, ScriptedReviewerModel | None]]:
