@@ -19,6 +19,7 @@ from typing import Any
 import jsonschema
 import psycopg
 import pytest
+from fakes.model_threads import MODEL_THREADS
 from psycopg.rows import dict_row
 
 from agent.context import ReviewRequest
@@ -53,8 +54,8 @@ def base_model_llm(base_model_dir: Path) -> Iterator[Any]:
             return texts
 
     threads = torch.get_num_threads()
-    # One thread: on a machine other processes share, two contend and run several times slower.
-    llm = RecordingLLM(base_model_dir, max_output_tokens=MAX_OUTPUT_TOKENS, cpu_threads=1)
+    # Threads: see fakes.model_threads (both cores when the suite runs alone).
+    llm = RecordingLLM(base_model_dir, max_output_tokens=MAX_OUTPUT_TOKENS, cpu_threads=MODEL_THREADS)
     llm.answers = []
     try:
         yield llm

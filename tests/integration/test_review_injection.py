@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 from fakes.demo_review import DEMO, REPORTS, demo_request
+from fakes.model_threads import MODEL_THREADS
 from fakes.openai_server import FakeOpenAIServer
 from fakes.scripted_reviewer_model import ScriptedReviewerModel
 
@@ -54,7 +55,7 @@ def review_model(request: pytest.FixtureRequest) -> Iterator[tuple[Any, Scripted
 
         base_model_dir: Path = request.getfixturevalue("base_model_dir")
         threads = torch.get_num_threads()
-        # One thread: on a machine other processes share, two contend and run several times slower.
+        # Threads: see fakes.model_threads (both cores when the suite runs alone).
         llm = make_llm(
             base_url=None,
             model=None,
@@ -63,7 +64,7 @@ def review_model(request: pytest.FixtureRequest) -> Iterator[tuple[Any, Scripted
             timeout_s=60,
             max_retries=0,
             max_output_tokens=512,
-            cpu_threads=1,
+            cpu_threads=MODEL_THREADS,
         )
         try:
             yield llm, None

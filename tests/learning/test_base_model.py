@@ -10,6 +10,7 @@ from typing import Any
 
 import jsonschema
 import pytest
+from fakes.model_threads import MODEL_THREADS
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -110,8 +111,10 @@ def test_the_base_model_writes_a_schema_valid_strategy_for_a_devset_merge_reques
     threads = torch.get_num_threads()
     try:
         started = time.monotonic()
-        # One thread: on a machine other processes share, two contend and run several times slower.
-        llm = TransformersLLM(base_model_dir, max_output_tokens=STRATEGY_MAX_TOKENS, tracer=tracer, cpu_threads=1)
+        # Threads: see fakes.model_threads (both cores when the suite runs alone).
+        llm = TransformersLLM(
+            base_model_dir, max_output_tokens=STRATEGY_MAX_TOKENS, tracer=tracer, cpu_threads=MODEL_THREADS
+        )
         load_s = time.monotonic() - started
         started = time.monotonic()
         z = llm.complete_json(strategy_messages(s1), Strategy, purpose="strategy", json_schema=schema)
