@@ -218,36 +218,23 @@ def build_review_graph(runtime: ReviewRuntime, checkpointer: BaseCheckpointSaver
         if not any(z.plan for z in executions) and not analyzers_only:
             return "verifier"
         shared = len(executions) > 1  # several executions share the model's budget of one
-        coverage = [
-            Send(
-                "reviewer",
-                ReviewerTask(
-                    review_id=state["review_id"],
-                    reviewer=item.reviewer,
-                    plan=item.model_dump(mode="json"),
-                    request=state["request"],
-                    snapshot=state["snapshot"],
-                    strategy_text=executions[0].render(),
-                    execution=0,
-                    model_step_budget=0,  # its analyzers only
-                ),
+
+        def send(item: PlanItem, z: Strategy, execution: int, model_step_budget: int | None) -> Send:
+            task = ReviewerTask(
+                review_id=state["review_id"],
+                reviewer=item.reviewer,
+                plan=item.model_dump(mode="json"),
+                request=state["request"],
+                snapshot=state["snapshot"],
+                strategy_text=z.render(),
+                execution=execution,
+                model_step_budget=model_step_budget,
             )
-            for item in analyzers_only
-        ]
+            return Send("reviewer", task)
+
+        coverage = [send(item, executions[0], 0, 0) for item in analyzers_only]  # 0: its analyzers only
         return coverage + [
-            Send(
-                "reviewer",
-                ReviewerTask(
-                    review_id=state["review_id"],
-                    reviewer=item.reviewer,
-                    plan=item.model_dump(mode="json"),
-                    request=state["request"],
-                    snapshot=state["snapshot"],
-                    strategy_text=z.render(),
-                    execution=index,
-                    model_step_budget=execution_step_budget(item.step_budget, len(executions)) if shared else None,
-                ),
-            )
+            send(item, z, index, execution_step_budget(item.step_budget, len(executions)) if shared else None)
             for index, z in enumerate(executions)
             for item in z.plan
         ]
