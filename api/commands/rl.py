@@ -26,7 +26,12 @@ from reviewers.kernel.errors import ReviewloopError
 if TYPE_CHECKING:
     from agent.store.db import Pool
 
-out = Console()
+
+def out() -> Console:
+    """stdout, sized as each command prints (COLUMNS then); a module-level Console fixed it at import."""
+    return Console()
+
+
 err = Console(stderr=True)
 
 Ablation = Literal["full", "no_fps", "no_judge", "plain_mean", "no_filter"]
@@ -127,7 +132,7 @@ def train_rl_command(
             after = result.metrics.get(f"after_{mode}_{key}")
             if before is not None or after is not None:
                 table.add_row(f"{mode} {key}", _fmt(before), _fmt(after))
-    out.print(table)
+    out().print(table)
     resumed = f" (resumed from step {result.resumed_from})" if result.resumed_from else ""
     typer.echo(f"trained {result.steps} steps{resumed}; saved to {result.out_dir}")
     if result.run_id is not None:
@@ -157,7 +162,7 @@ def train_status_command(
                         str(r["id"]), r["status"], f"{r['started_at']:%Y-%m-%d %H:%M}", str(len(steps)),
                         _fmt(last), r["reason"] or "",
                     )  # fmt: skip
-                out.print(table if rows else "no RL runs yet")
+                out().print(table if rows else "no RL runs yet")
                 return
             row = get_run(pool, run)
     except ReviewloopError as exc:
@@ -167,7 +172,7 @@ def train_status_command(
     table = Table(*STEP_COLUMNS, title=f"run {row['id']} ({row['kind']}, {row['status']})")
     for metrics in row["step_metrics"] or []:
         table.add_row(*(_fmt(metrics.get(c)) for c in STEP_COLUMNS))
-    out.print(table)
+    out().print(table)
     if row["metrics"]:
         typer.echo("final: " + ", ".join(f"{k}={_fmt(v)}" for k, v in sorted(row["metrics"].items())))
 
@@ -219,7 +224,7 @@ def eval_model_command(
     cand, base = report.candidate_numbers.as_dict(), report.baseline_numbers.as_dict()
     for key in ("mean_reward", "precision", "recall", "f1", "mean_steps", "valid_share"):
         table.add_row(key, _fmt(cand[key]), _fmt(base[key]))
-    out.print(table)
+    out().print(table)
     verdict = "promote" if report.decision.promote else "refuse"
     applied = "" if apply else " (not applied)"
     typer.echo(f"{verdict}{applied}: {report.decision.reason} [eval run {report.run_id}]")

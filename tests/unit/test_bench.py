@@ -4,19 +4,15 @@ and the reading of a reviewer's targets by the delayed model server — by hand-
 from __future__ import annotations
 
 import math
-import sys
-from pathlib import Path
 
 import httpx
 import pytest
 
-# bench/ is the repository's benchmark folder, not an installed package: import it from the checkout.
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-from bench.fake_llm_server import _reviewer_targets  # noqa: E402
-from bench.report import Target, fmt, table  # noqa: E402
-from bench.scaling import growth_exponent, model_critical_path_s, seed_for  # noqa: E402
-from bench.webhook_load import percentile, raw_request  # noqa: E402
+# bench/ is the repository's benchmark folder, not an installed package: pyproject's pythonpath finds it.
+from bench.fake_llm_server import _reviewer_targets
+from bench.report import Target, fmt, table
+from bench.scaling import growth_exponent, model_critical_path_s, seed_for
+from bench.webhook_load import percentile, raw_request
 
 
 def test_a_target_below_a_limit_is_met_with_its_margin_or_missed_by_gap_and_factor() -> None:

@@ -5,14 +5,10 @@ from __future__ import annotations
 
 import ast
 import random
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-from agent.diff import parse_unified_diff  # noqa: E402
-from bench.noise import add_docstring_line, add_logging_line, benign_edit, merge_requests, rename_local, swap_imports  # noqa: E402
-from reviewers.analyzers.imports import ModuleIndex, imports_of  # noqa: E402
+from agent.diff import parse_unified_diff
+from bench.noise import add_docstring_line, add_logging_line, benign_edit, merge_requests, rename_local, swap_imports
+from reviewers.analyzers.imports import ModuleIndex, imports_of
 
 MODULE = """import os
 import sys
