@@ -15,7 +15,15 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from agent.llm.structured import InvalidOutput, parse_structured
 from agent.risk import change_signals
-from reviewers.kernel.contracts import ChatMessage, FileChange, LLMPort, PlanItem, RepoConfig, render_files_overview
+from reviewers.kernel.contracts import (
+    ChatMessage,
+    FileChange,
+    LLMPort,
+    PlanItem,
+    RepoConfig,
+    ReviewerName,
+    render_files_overview,
+)
 from reviewers.kernel.errors import LLMError
 from reviewers.paths import CODE_LANGUAGES, CONFIG_LANGUAGES, DOC_LANGUAGES, is_test_path
 from reviewers.prompts import untrusted
@@ -253,6 +261,14 @@ def constrain_strategy(strategy: Strategy, files: Sequence[FileChange], config: 
     return strategy.model_copy(update={"plan": plan, "risk_areas": risks})
 
 
+def mandatory_reviewers(files: Sequence[FileChange], config: RepoConfig) -> list[ReviewerName]:
+    """The reviewers `constrain_strategy` puts into any plan that leaves them out: security, when the
+    repository enables it and the rules would run it on this change (a code change)."""
+    if "security" not in config.reviewers:
+        return []
+    return ["security"] if any(p.reviewer == "security" for p in rule_based_strategy(files, config).plan) else []
+
+
 # --- validity: one rule for the gate, RL's reward and SFT's valid share -----------------------------
 
 
@@ -361,6 +377,7 @@ def model_strategy(
         reviewers=config.reviewers,
         decisions_only=decisions_only,
         max_focus_paths=max_focus_paths or MAX_FOCUS_PATHS,
+        required_reviewers=mandatory_reviewers(files, config) if decisions_only else (),
     )
     return llm.complete_json(strategy_messages(s1), Strategy, purpose="strategy", json_schema=schema)
 

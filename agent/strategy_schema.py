@@ -18,6 +18,9 @@ are pinned (no risk areas, empty checks, the default stop condition): that execu
 them, and a small model decoded under the full schema can write a string that never closes before
 its token budget ends, losing a plan whose decisions were fine. Pinned rather than left out, so the
 answer keeps the full schema's shape and order, the shape the model was trained to write.
+With `required_reviewers` (security on a code change, `agent.strategy.mandatory_reviewers`) its one
+reviewer is that one and the empty plan is gone: a plan without it is one serving completes and the
+validity rule refuses, so the schema must not admit it.
 
 Reviewers cannot be kept distinct with `uniqueItems`: xgrammar (0.2.8, also vLLM's engine) accepts
 `["a","a"]` under it. So the plan is spelled out as `anyOf` over every ordered selection of distinct
@@ -163,10 +166,13 @@ def strategy_schema(
     reviewers: Sequence[ReviewerName] = REVIEWERS,
     decisions_only: bool = False,
     max_focus_paths: int = MAX_FOCUS_PATHS,
+    required_reviewers: Sequence[ReviewerName] = (),
 ) -> dict[str, Any]:
     """The strategy schema for a merge request: the full one (`strategy_json_schema`), or with
     `decisions_only` the change type and at most one reviewer with at most `max_focus_paths` focus
-    paths (the files its step budget can reach), no free text (see the module docstring)."""
+    paths (the files its step budget can reach), no free text (see the module docstring).
+    `required_reviewers` (at most one; decisions-only) is the reviewer every plan must name. The full
+    schema leaves it to `constrain_strategy`, which adds a missing one back."""
     if not decisions_only:
         return strategy_json_schema(changed_paths, reviewers=reviewers)
     if max_focus_paths < 1:
@@ -174,10 +180,16 @@ def strategy_schema(
     full = strategy_json_schema(changed_paths, reviewers=reviewers)  # validates the reviewers
     paths = list(dict.fromkeys(p for p in changed_paths if p))
     wanted = list(dict.fromkeys(reviewers))
+    required = list(dict.fromkeys(required_reviewers))
+    if len(required) > 1 or not set(required) <= set(wanted):
+        raise ValueError(f"a decisions-only plan names one enabled reviewer; required {required}, enabled {wanted}")
+    if required:
+        wanted = required
     defs: dict[str, Any] = {f"plan_{r}": _decisions_plan_item(r, paths, max_focus_paths) for r in wanted}
     if "path" in full["$defs"]:
         defs["path"] = full["$defs"]["path"]
-    one: list[dict[str, Any]] = [{"type": "array", "maxItems": 0}]  # the empty plan: a docs-only change
+    # the empty plan (a docs-only change), unless a reviewer is required
+    one: list[dict[str, Any]] = [] if required else [{"type": "array", "maxItems": 0}]
     one += [
         {"type": "array", "prefixItems": [{"$ref": f"#/$defs/plan_{r}"}], "items": False, "minItems": 1, "maxItems": 1}
         for r in wanted

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, TypeVar, get_type_hints
 
 from learning.feedback_labels import FeedbackRewardConfig
+from learning.strata.run_config import RLTrainConfig
 from learning.train_configs import DPOTrainingConfig, KTOTrainingConfig, SFTTrainingConfig
 from learning.train_rl import RLRunConfig
 from reviewers.kernel.errors import ConfigError
@@ -86,9 +87,10 @@ class RetrainConfig:
         default=384, metadata={"help": "tokens a model may write per strategy in the gate (z renders to ~200)"}
     )
     rl: RLRunConfig = field(
-        default_factory=RLRunConfig,
+        default_factory=lambda: rl_as_served(),
         metadata={"help": "StraTA RL's run config (tables strata, train, policy, env, reward, eval, vllm); its env"
-                  " and reward also drive the gate's replay"},
+                  " and reward also drive the gate's replay. Its plans are sampled as the candidate will be"
+                  " asked for them (rl_as_served)"},
     )  # fmt: skip
     reward: FeedbackRewardConfig = field(
         default_factory=FeedbackRewardConfig, metadata={"help": "feedback reward weights and dataset thresholds"}
@@ -115,6 +117,15 @@ class RetrainConfig:
 D = TypeVar("D")
 
 
+def rl_as_served() -> RLRunConfig:
+    """RL's default in a retrain: plans sampled the way the gate and serving ask the candidate (an
+    analyzer-only version) for them, under each merge request's decisions-only schema. Unconstrained,
+    a small model writes almost no valid plan, every reward is the invalid one and no group has the
+    spread to learn from (`learning/strata/constrained.py`). With `train.generation_backend = "vllm"`
+    set `train.constrained_decoding = false`: that sampler sends no per-merge-request schema."""
+    return RLRunConfig(train=RLTrainConfig(constrained_decoding=True, decisions_only=True))
+
+
 def load_retrain_config(path: Path | None, **overrides: Any) -> RetrainConfig:
     """The config from a JSON or TOML file (or the defaults), then `overrides` (None values ignored)."""
     values: dict[str, Any] = {}
@@ -138,9 +149,11 @@ def read_config_file(path: Path) -> dict[str, Any]:
     return loaded
 
 
-def from_mapping(cls: type[D], values: Mapping[str, Any], *, where: str) -> D:
+def from_mapping(cls: type[D], values: Mapping[str, Any], *, where: str, base: D | None = None) -> D:
     """A dataclass from plain values: nested tables become nested configs, lists become tuples where
-    the field is a tuple, strings become paths where it is a Path; anything else must already fit."""
+    the field is a tuple, strings become paths where it is a Path; anything else must already fit.
+    A table overrides only the fields it names: the rest keep the field's default (or `base`'s), so
+    `[rl.train] mrs_per_step = 4` keeps the retrain's other RL defaults."""
     if not dataclasses.is_dataclass(cls):
         raise TypeError(f"{cls} is not a dataclass")
     hints = get_type_hints(cls)
@@ -148,16 +161,35 @@ def from_mapping(cls: type[D], values: Mapping[str, Any], *, where: str) -> D:
     unknown = sorted(set(values) - known)
     if unknown:
         raise ConfigError(f"unknown {where} field(s): {', '.join(unknown)}")
-    kwargs = {name: _convert(value, hints[name], where=f"{where} field {name}") for name, value in values.items()}
+    defaults = _defaults(cls, base, [n for n, v in values.items() if isinstance(v, Mapping)])
+    kwargs = {
+        name: _convert(value, hints[name], where=f"{where} field {name}", default=defaults.get(name))
+        for name, value in values.items()
+    }
     try:
-        return cls(**kwargs)
+        return dataclasses.replace(base, **kwargs) if base is not None else cls(**kwargs)  # type: ignore[type-var]
     except (TypeError, ValueError) as exc:  # a config's own __post_init__ check (ConfigError passes through)
         if isinstance(exc, ConfigError):
             raise
         raise ConfigError(f"invalid {where}: {exc}") from exc
 
 
-def _convert(value: Any, hint: Any, *, where: str) -> Any:
+def _defaults(cls: type[Any], base: Any, names: list[str]) -> dict[str, Any]:
+    """The current values of the named fields: `base`'s, or else each field's default."""
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        if f.name not in names:
+            continue
+        if base is not None:
+            out[f.name] = getattr(base, f.name)
+        elif f.default_factory is not dataclasses.MISSING:
+            out[f.name] = f.default_factory()
+        elif f.default is not dataclasses.MISSING:
+            out[f.name] = f.default
+    return out
+
+
+def _convert(value: Any, hint: Any, *, where: str, default: Any = None) -> Any:
     origin = typing.get_origin(hint)
     args = typing.get_args(hint)
     if origin in (typing.Union, types.UnionType):
@@ -167,7 +199,7 @@ def _convert(value: Any, hint: Any, *, where: str) -> Any:
         errors = []
         for option in options:
             try:
-                return _convert(value, option, where=where)
+                return _convert(value, option, where=where, default=default)
             except ConfigError as exc:
                 errors.append(str(exc))
         raise ConfigError(errors[0] if len(errors) == 1 else f"{where} cannot be {value!r}")
@@ -176,7 +208,8 @@ def _convert(value: Any, hint: Any, *, where: str) -> Any:
             return value
         if not isinstance(value, Mapping):
             raise ConfigError(f"{where} must be a table of {hint.__name__} fields, got {value!r}")
-        return from_mapping(hint, value, where=where.replace(" field ", "."))
+        base = default if isinstance(default, hint) else None
+        return from_mapping(hint, value, where=where.replace(" field ", "."), base=base)
     if origin is typing.Literal:
         if value not in args:
             raise ConfigError(f"{where} must be one of {', '.join(map(str, args))}, got {value!r}")

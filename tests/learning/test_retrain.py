@@ -234,9 +234,9 @@ def tiny_config(base_model: Path, work_dir: Path, **changes: Any) -> RetrainConf
 
 def rl_changes() -> dict[str, Any]:
     from learning.replay import ReplayEnvConfig
+    from learning.retrain_config import rl_as_served
     from learning.strata.config import StrataConfig
     from learning.strata.policy import PolicyConfig
-    from learning.strata.run_config import RLTrainConfig
     from learning.train_rl import EvalConfig, RLRunConfig
 
     return {
@@ -247,13 +247,14 @@ def rl_changes() -> dict[str, Any]:
                 m_executions=1,
                 max_steps=2,
                 max_new_tokens=300,
-                # the tiny model's logits are nearly flat: above ~0.1 its samples stop being valid strategies
-                temperature=0.1,
+                # under the schema every sample is a valid plan, so the sampling can spread
+                temperature=1.0,
                 learning_rate=1e-5,
                 keep_ratio=1.0,
                 embedder="hashing",
             ),
-            train=RLTrainConfig(mrs_per_step=2, ppo_epochs=1, cpu_threads=1),
+            # the retrain's own default (plans decoded under the decisions-only schema), smaller
+            train=dataclasses.replace(rl_as_served().train, mrs_per_step=2, ppo_epochs=1, cpu_threads=1),
             policy=PolicyConfig(device="cpu"),
             env=ReplayEnvConfig(),
             eval=EvalConfig(samples=1, max_cases=2),
@@ -373,6 +374,8 @@ def test_every_stage_is_recorded_under_the_retrain_run(seeded: Seeded, promoted_
     assert any("rewards/margins" in s for s in stages["dpo"]["step_metrics"])
     assert [s["step"] for s in stages["rl"]["step_metrics"]] == [1, 2]
     assert all("reward_std" in s and "grad_norm" in s or s.get("skipped") for s in stages["rl"]["step_metrics"])
+    # RL sampled its plans as the candidate is served (decisions-only schema): every one is valid
+    assert [s["valid_share"] for s in stages["rl"]["step_metrics"]] == [1.0, 1.0]
     [parent] = rows(seeded.dsn, "SELECT * FROM training_runs WHERE id = %s", report.run_id)
     assert parent["kind"] == "retrain" and parent["status"] == "succeeded"
     assert parent["model_version_id"] == report.candidate_version_id

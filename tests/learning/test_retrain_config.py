@@ -38,6 +38,23 @@ def test_a_toml_file_changes_only_what_it_names(tmp_path: Path) -> None:
     assert config.dpo == RetrainConfig().dpo
 
 
+def test_rl_samples_as_the_candidate_is_served_and_a_table_keeps_that(tmp_path: Path) -> None:
+    """A retrain's candidate is analyzer-only, asked under the decisions-only schema; RL samples its
+    plans the same way by default, and a `[rl.train]` table that names other fields keeps it (a
+    nested table overrides only what it names, not the whole section)."""
+    train = RetrainConfig().rl.train
+    assert train.constrained_decoding and train.decisions_only
+    path = tmp_path / "retrain.toml"
+    path.write_text("[rl.train]\nmrs_per_step = 3\n")
+    train = load_retrain_config(path).rl.train
+    assert train.mrs_per_step == 3 and train.constrained_decoding and train.decisions_only
+    path.write_text('[rl.train]\ngeneration_backend = "vllm"\n')
+    with pytest.raises(ConfigError, match="constrained_decoding needs generation_backend 'transformers'"):
+        load_retrain_config(path)
+    path.write_text('[rl.train]\ngeneration_backend = "vllm"\nconstrained_decoding = false\n')
+    assert load_retrain_config(path).rl.train.generation_backend == "vllm"
+
+
 def test_json_and_overrides(tmp_path: Path) -> None:
     path = tmp_path / "retrain.json"
     path.write_text(json.dumps({"work_dir": "/data/retrain", "dpo": {"beta": 0.2}}))

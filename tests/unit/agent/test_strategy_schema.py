@@ -8,7 +8,15 @@ import jsonschema
 import pytest
 
 from agent.diff import parse_unified_diff
-from agent.strategy import DEFAULT_STOP_CONDITION, MAX_PLAN, MAX_RISK_AREAS, RiskArea, Strategy, generate_strategy
+from agent.strategy import (
+    DEFAULT_STOP_CONDITION,
+    MAX_PLAN,
+    MAX_RISK_AREAS,
+    RiskArea,
+    Strategy,
+    generate_strategy,
+    mandatory_reviewers,
+)
 from agent.strategy_schema import MAX_FOCUS_PATHS, STEP_BUDGET_RANGE, strategy_json_schema, strategy_schema
 from reviewers.kernel.contracts import PlanItem, RepoConfig
 
@@ -141,3 +149,36 @@ def test_the_decisions_only_schema_admits_one_reviewer_and_no_free_text() -> Non
     assert strategy_schema(PATHS) == strategy_json_schema(PATHS)  # the full schema by default
     with pytest.raises(ValueError, match="max_focus_paths"):
         strategy_schema(PATHS, decisions_only=True, max_focus_paths=0)
+
+
+def test_a_required_reviewer_is_the_one_a_decisions_only_plan_may_name() -> None:
+    """Security on a code change is put back into any plan by `constrain_strategy`, and the validity
+    rule refuses a plan without it; the decisions-only schema admits only plans that name it."""
+    enabled = ["security", "test_impact"]
+    schema = strategy_schema(PATHS, reviewers=enabled, decisions_only=True, required_reviewers=["security"])
+    item = {"reviewer": "security", "focus_paths": ["auth/session.py"], "checks": "", "step_budget": 3}
+    one = {"change_type": "feature", "risk_areas": [], "plan": [item], "stop_condition": DEFAULT_STOP_CONDITION}
+    assert admitted(schema, one)
+    assert not admitted(schema, {**one, "plan": []})  # the empty plan leaves security out
+    assert not admitted(schema, {**one, "plan": [{**item, "reviewer": "test_impact"}]})
+    with pytest.raises(ValueError, match="one enabled reviewer"):
+        strategy_schema(PATHS, reviewers=enabled, decisions_only=True, required_reviewers=["architecture"])
+    with pytest.raises(ValueError, match="one enabled reviewer"):
+        strategy_schema(PATHS, reviewers=enabled, decisions_only=True, required_reviewers=["security", "test_impact"])
+
+
+def test_serving_asks_a_decisions_only_model_for_security_on_a_code_change_only() -> None:
+    config = RepoConfig(reviewers=["security", "code_quality"])
+    code = parse_unified_diff(DIFF)
+    assert mandatory_reviewers(code, config) == ["security"]
+    assert mandatory_reviewers(code, RepoConfig(reviewers=["code_quality"])) == []
+    llm = RecordingLLM()
+    generate_strategy(llm, s1="s1", files=code, config=config, decisions_only=True)
+    [schema] = llm.json_schemas
+    assert schema == strategy_schema(
+        ["auth/session.py"], reviewers=config.reviewers, decisions_only=True, required_reviewers=["security"]
+    )
+    docs = parse_unified_diff(
+        "diff --git a/docs/guide.md b/docs/guide.md\n--- a/docs/guide.md\n+++ b/docs/guide.md\n@@ -1 +1 @@\n-a\n+b\n"
+    )
+    assert mandatory_reviewers(docs, config) == []  # the rules run no security on a docs-only change
