@@ -166,10 +166,10 @@ class Bench:
             return {"reward": INVALID_REWARD, "found": 0, "defects": defects, "decoy_posts": 0, "votes": 0,
                     "accepted_votes": 0, "valid": 0.0}  # fmt: skip
         execution = self.env.execute(case, z)
-        if execution.added_by_safety_net:  # scored as RL scores it (learning/strata/rollout.py)
-            value = INVALID_REWARD
-        else:
-            value = reward(execution, case, self.reward_config)
+        # a plan serving completes (security left out of a code change) is invalid under the one rule
+        # (agent.strategy.check_valid_strategy) and scored as RL scores it (learning/strata/rollout.py)
+        valid = not execution.added_by_safety_net
+        value = reward(execution, case, self.reward_config) if valid else INVALID_REWARD
         result, labels = match_labeled(execution.findings, case)
         matched = [labels[id(expected)] for _, expected in result.true_positives]
         votes = [self.profile.vote_on(f) for f in execution.findings]
@@ -180,7 +180,7 @@ class Bench:
             "decoy_posts": sum(1 for f in matched if f.kind.startswith("decoy:")),
             "votes": sum(v is not None for v in votes),
             "accepted_votes": sum(v == "accepted" for v in votes),
-            "valid": 1.0,
+            "valid": 1.0 if valid else 0.0,
         }
 
     def evaluate(self, policy: StrategyPolicy, *, mode: str, seed: int = 0) -> list[dict[str, float]]:

@@ -109,7 +109,8 @@ def render_markdown(results: Mapping[str, Any]) -> str:
         "Held-out: 95% bootstrap intervals over merge requests (RL: per-MR mean over its seeds). reward ="
         " replay reward; found = planted defects found within the budget / planted; decoy posts = findings"
         " posted on decoys per MR; acceptance = the team profile's 👍 share of the votes it cast on what was"
-        " posted; valid = schema-valid answers.",
+        " posted; valid = answers valid under the one rule (`check_valid_strategy`: parsed, no reviewer left"
+        " out that serving would add back).",
         "",
         "| stage | mode | seeds | reward | found | decoy posts | acceptance | valid |",
         "|---|---|---|---|---|---|---|---|",
