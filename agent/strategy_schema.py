@@ -13,14 +13,16 @@ a server may ignore the schema.
 
 `strategy_schema(..., decisions_only=True)` keeps only what decides a review run by the analyzers
 alone (no model in the reviewers, the executor RL and the gate use for `analyzer-only` versions):
-the change type and at most one reviewer with its focus paths and step budget. The free-text fields
-are pinned (no risk areas, empty checks, the default stop condition): that executor never reads
-them, and a small model decoded under the full schema can write a string that never closes before
-its token budget ends, losing a plan whose decisions were fine. Pinned rather than left out, so the
-answer keeps the full schema's shape and order, the shape the model was trained to write.
-With `required_reviewers` (security on a code change, `agent.strategy.mandatory_reviewers`) its one
-reviewer is that one and the empty plan is gone: a plan without it is one serving completes and the
-validity rule refuses, so the schema must not admit it.
+the change type and at most one reviewer (two where one is required, below) with its focus paths
+and step budget. The free-text fields are pinned (no risk areas, empty checks, the default stop
+condition): that executor never reads them, and a small model decoded under the full schema can
+write a string that never closes before its token budget ends, losing a plan whose decisions were
+fine. Pinned rather than left out, so the answer keeps the full schema's shape and order, the shape
+the model was trained to write.
+With `required_reviewers` (security on a code change, `agent.strategy.mandatory_reviewers`) the plan
+names that reviewer first and may add one other, and the empty plan is gone: a plan without it is
+one serving completes and the validity rule refuses, so the schema must not admit it; the second
+reviewer keeps the choice of what else the shared review budget is spent on.
 
 Reviewers cannot be kept distinct with `uniqueItems`: xgrammar (0.2.8, also vLLM's engine) accepts
 `["a","a"]` under it. So the plan is spelled out as `anyOf` over every ordered selection of distinct
@@ -171,8 +173,9 @@ def strategy_schema(
     """The strategy schema for a merge request: the full one (`strategy_json_schema`), or with
     `decisions_only` the change type and at most one reviewer with at most `max_focus_paths` focus
     paths (the files its step budget can reach), no free text (see the module docstring).
-    `required_reviewers` (at most one; decisions-only) is the reviewer every plan must name. The full
-    schema leaves it to `constrain_strategy`, which adds a missing one back."""
+    `required_reviewers` (at most one; decisions-only) is the reviewer every plan names first, and
+    may follow with one other. The full schema leaves it to `constrain_strategy`, which adds a
+    missing one back."""
     if not decisions_only:
         return strategy_json_schema(changed_paths, reviewers=reviewers)
     if max_focus_paths < 1:
@@ -182,18 +185,21 @@ def strategy_schema(
     wanted = list(dict.fromkeys(reviewers))
     required = list(dict.fromkeys(required_reviewers))
     if len(required) > 1 or not set(required) <= set(wanted):
-        raise ValueError(f"a decisions-only plan names one enabled reviewer; required {required}, enabled {wanted}")
-    if required:
-        wanted = required
+        raise ValueError(
+            f"a decisions-only plan requires at most one enabled reviewer; required {required}, enabled {wanted}"
+        )
     defs: dict[str, Any] = {f"plan_{r}": _decisions_plan_item(r, paths, max_focus_paths) for r in wanted}
     if "path" in full["$defs"]:
         defs["path"] = full["$defs"]["path"]
-    # the empty plan (a docs-only change), unless a reviewer is required
-    one: list[dict[str, Any]] = [] if required else [{"type": "array", "maxItems": 0}]
-    one += [
-        {"type": "array", "prefixItems": [{"$ref": f"#/$defs/plan_{r}"}], "items": False, "minItems": 1, "maxItems": 1}
-        for r in wanted
-    ]
+
+    def plan_of(*names: str) -> dict[str, Any]:
+        items = [{"$ref": f"#/$defs/plan_{r}"} for r in names]
+        return {"type": "array", "prefixItems": items, "items": False, "minItems": len(items), "maxItems": len(items)}
+
+    if required:  # the required reviewer first (it spends the shared budget first), then at most one more
+        one = [plan_of(required[0])] + [plan_of(required[0], r) for r in wanted if r != required[0]]
+    else:  # the empty plan (a docs-only change) or one reviewer
+        one = [{"type": "array", "maxItems": 0}] + [plan_of(r) for r in wanted]
     return {
         "title": "Strategy",
         "type": "object",

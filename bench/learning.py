@@ -7,7 +7,8 @@ Merge requests come from learning/envgen over the Python packages installed besi
 the held-out ones are from packages no training merge request touches. Every stage is a LoRA
 adapter on the real base model (`reviewloop dev base-model`), trained on the CPU and evaluated on
 the held-out MRs greedily and by sampling, with strategies decoded under each MR's decisions-only
-schema (one reviewer, its focus paths in order; learning/strata/constrained.py):
+schema (one reviewer, or security first and one more on a code change; focus paths in order;
+learning/strata/constrained.py):
 
 - SFT: rejection sampling on the training split: K constrained samples of the base model per MR,
   replayed; the best of each MR (where they differ) is the target. The replay labels are the team

@@ -51,8 +51,9 @@ class RLTrainConfig:
     decisions_only: bool = field(
         default=False,
         metadata={
-            "help": "with constrained_decoding: the decisions-only schema (one reviewer, focus paths capped at"
-            " the review budget, no free text), so a small model writes a plan in a few dozen tokens"
+            "help": "with constrained_decoding: the decisions-only schema (one reviewer, or security and one"
+            " more on a code change; focus paths capped at the review budget; no free text), so a small model"
+            " writes a plan in a few dozen tokens"
         },
     )
 

@@ -16,14 +16,12 @@ needed) → StraTA RL → evaluation gate against the rules (nothing is in servi
 with a vLLM-compatible server on loopback receiving the promoted adapter. The gate asks the
 candidate as serving does (in process, grammar-constrained, one retry); the candidate's plans run
 with the analyzers alone, so it is decoded under the decisions-only schema (agent/strategy_schema.py)
-and serving asks it the same way. What is fair to claim: that schema allows one reviewer, so part of
-the candidate's gain over the rules (which run all four) is the schema's; what the model decides is
-which reviewer, the change type, the focus and the budget, and a wrong reviewer is invalid (serving's
-safety net would add security back). Measured: the candidate plans security alone on all 4 held-out
-MRs (reward 1.45 vs the rules' 1.05, 1 step vs 4); with the free-text fields left out of the schema
-rather than pinned it chose code_quality on 2 of 4 (valid share 0.5, refused). RL's rollouts sample
-unconstrained, where the tiny model writes no valid strategy (its reward stays at the invalid
-penalty): in this chain RL runs, it does not help. While it runs, a second `reviewloop retrain` (a
+and serving asks it the same way. What is fair to claim: on a code change that schema allows
+security and at most one more reviewer, so part of the candidate's gain over the rules (which run
+all four) is the schema's; what the model decides is the second reviewer or none, the change type,
+the focus and the budget. Measured (one reviewer, before the second was allowed): the candidate
+planned security alone on all 4 held-out MRs (reward 1.45 vs the rules' 1.05, 1 step vs 4). RL
+samples its plans under the same schema (`rl_as_served`), so every rollout is a valid plan. While it runs, a second `reviewloop retrain` (a
 real subprocess) is refused. The next review carries the new version on its row and its strategy span.
 Finally a candidate trained for one step is gated out, and the service keeps the version it had;
 before all this, a candidate that writes no valid strategy at all is kept out against the rules.

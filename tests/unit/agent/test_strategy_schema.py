@@ -182,3 +182,15 @@ def test_serving_asks_a_decisions_only_model_for_security_on_a_code_change_only(
         "diff --git a/docs/guide.md b/docs/guide.md\n--- a/docs/guide.md\n+++ b/docs/guide.md\n@@ -1 +1 @@\n-a\n+b\n"
     )
     assert mandatory_reviewers(docs, config) == []  # the rules run no security on a docs-only change
+
+
+def test_after_the_required_reviewer_a_plan_may_add_one_other() -> None:
+    enabled = ["security", "code_quality", "test_impact"]
+    schema = strategy_schema(PATHS, reviewers=enabled, decisions_only=True, required_reviewers=["security"])
+    sec = {"reviewer": "security", "focus_paths": ["auth/session.py"], "checks": "", "step_budget": 2}
+    cq = {**sec, "reviewer": "code_quality"}
+    base = {"change_type": "feature", "risk_areas": [], "stop_condition": DEFAULT_STOP_CONDITION}
+    assert admitted(schema, {**base, "plan": [sec, cq]})
+    assert not admitted(schema, {**base, "plan": [cq, sec]})  # the required one spends the budget first
+    assert not admitted(schema, {**base, "plan": [sec, sec]})
+    assert not admitted(schema, {**base, "plan": [sec, cq, {**sec, "reviewer": "test_impact"}]})
