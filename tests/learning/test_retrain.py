@@ -483,8 +483,11 @@ def test_a_worse_candidate_is_kept_out_of_service(
     seeded: Seeded, promoted_run: PromotedRun, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     """Done when 2: a candidate trained for one step at a tiny learning rate (the untrained tiny model,
-    in effect) is not better than the version in service and loses the gate; the version in service
-    stays, for the registry and for serving. (That an invalid candidate is kept out is its own test.)"""
+    in effect) does not beat the version in service by the gate's margin and loses the gate; the
+    version in service stays, for the registry and for serving. (That an invalid candidate is kept
+    out is its own test.) Not "worse" in reward: since the decisions-only schema requires security
+    first, the untrained model's plans score about as well as the trained one's (1.583 vs 1.567 and
+    1.413 vs 1.400 in two runs, 4 held-out MRs): here the schema, not the training, does most of it."""
     in_service = promoted_run.report.candidate_version_id
     assert in_service is not None
     worse = dataclasses.replace(
@@ -508,7 +511,8 @@ def test_a_worse_candidate_is_kept_out_of_service(
     )
     assert gate.status == "succeeded" and m["decision"] == "keep" and m["promoted"] is False
     assert m["baseline"]["name"] == promoted_run_name(seeded, in_service)
-    assert m["candidate"]["mean_reward"] <= m["baseline"]["mean_reward"], "the one-step candidate was better"
+    gain = m["candidate"]["mean_reward"] - m["baseline"]["mean_reward"]
+    assert gain < worse.margin, f"the one-step candidate beat the version in service by {gain:.3f}"
     [stored] = rows(seeded.dsn, "SELECT metrics FROM training_runs WHERE id = %s", gate.run_id)
     assert stored["metrics"]["decision"] == "keep" and stored["metrics"]["promoted"] is False
     stages = {r["id"]: r["stage"] for r in rows(seeded.dsn, "SELECT id, stage FROM model_versions")}
