@@ -43,6 +43,8 @@ class DiffWorkspace:
         if max_hits <= 0:
             return hits
         for path in sorted(self._texts):
+            if not search.may_match(self._texts[path] or ""):
+                continue
             known = sorted(
                 (line.new_line, line.text)
                 for hunk in self._changes[path].hunks

@@ -48,6 +48,8 @@ class SnapshotWorkspace:
         search = PatternSearch(pattern)
         hits: list[SearchHit] = []
         for path in sorted(self._files):
+            if not search.may_match(self._files[path]):
+                continue
             for number, text in enumerate(self._files[path].splitlines(), start=1):
                 if len(text) <= MAX_SEARCH_LINE_CHARS and search.matches(text):
                     hits.append(SearchHit(path=path, line=number, text=text))
