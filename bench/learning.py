@@ -53,7 +53,7 @@ from learning.strata.run_config import RLTrainConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 INVALID_REWARD = -0.5
-MAX_NEW_TOKENS = 144  # a decisions-only plan of three focus paths, pinned fields included, is ~90 tokens
+MAX_NEW_TOKENS = 224  # a decisions-only plan: ~90 tokens for one reviewer, up to ~190 for two with three paths each
 LORA_LAST_LAYERS = 4  # LoRA on the last layers only: backward stops there (CPU time), 0.65M parameters
 
 
@@ -70,7 +70,7 @@ class BenchConfig:
     sft_samples: int = 4
     sft_steps: int = 6
     dpo_steps: int = 3
-    rl_steps: int = 2
+    rl_steps: int = 4
     plans_per_mr: int = 4  # N: with 2, most groups had no reward spread and were skipped (run of a4f0009)
     seeds: int = 3
     ablations: tuple[str, ...] = ("no_fps", "no_filter", "no_judge", "plain_mean")
