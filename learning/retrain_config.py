@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any, TypeVar, get_type_hints
 
 from learning.feedback_labels import FeedbackRewardConfig
-from learning.strata.run_config import RLTrainConfig
 from learning.train_configs import DPOTrainingConfig, KTOTrainingConfig, SFTTrainingConfig
 from learning.train_rl import RLRunConfig
 from reviewers.kernel.errors import ConfigError
@@ -87,10 +86,10 @@ class RetrainConfig:
         default=384, metadata={"help": "tokens a model may write per strategy in the gate (z renders to ~200)"}
     )
     rl: RLRunConfig = field(
-        default_factory=lambda: rl_as_served(),
+        default_factory=RLRunConfig,
         metadata={"help": "StraTA RL's run config (tables strata, train, policy, env, reward, eval, vllm); its env"
                   " and reward also drive the gate's replay. Its plans are sampled as the candidate will be"
-                  " asked for them (rl_as_served)"},
+                  " asked for them (learning.train_rl.served_train)"},
     )  # fmt: skip
     reward: FeedbackRewardConfig = field(
         default_factory=FeedbackRewardConfig, metadata={"help": "feedback reward weights and dataset thresholds"}
@@ -115,15 +114,6 @@ class RetrainConfig:
 
 
 D = TypeVar("D")
-
-
-def rl_as_served() -> RLRunConfig:
-    """RL's default in a retrain: plans sampled the way the gate and serving ask the candidate (an
-    analyzer-only version) for them, under each merge request's decisions-only schema. Unconstrained,
-    a small model writes almost no valid plan, every reward is the invalid one and no group has the
-    spread to learn from (`learning/strata/constrained.py`). With `train.generation_backend = "vllm"`
-    set `train.constrained_decoding = false`: that sampler sends no per-merge-request schema."""
-    return RLRunConfig(train=RLTrainConfig(constrained_decoding=True, decisions_only=True))
 
 
 def load_retrain_config(path: Path | None, **overrides: Any) -> RetrainConfig:

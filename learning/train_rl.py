@@ -49,10 +49,16 @@ class EvalConfig:
 
 @dataclass(frozen=True)
 class RLRunConfig:
-    """Every knob of a `train rl` run, grouped as in its JSON file: {"strata": {...}, "train": {...}, ...}."""
+    """Every knob of a `train rl` run, grouped as in its JSON file: {"strata": {...}, "train": {...}, ...}.
+
+    A section names only what it changes. By default plans are sampled the way the trained version
+    will be asked for them: it is registered analyzer-only, so the gate and serving decode it under
+    each merge request's decisions-only schema, and RL samples under the same schema (`served_train`).
+    With `"generation_backend": "vllm"` set `"constrained_decoding": false` too: that sampler sends no
+    per-merge-request schema."""
 
     strata: StrataConfig = field(default_factory=StrataConfig)
-    train: RLTrainConfig = field(default_factory=RLTrainConfig)
+    train: RLTrainConfig = field(default_factory=lambda: served_train())
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     env: ReplayEnvConfig = field(default_factory=ReplayEnvConfig)
     reward: ReplayRewardConfig = field(default_factory=ReplayRewardConfig)
@@ -63,7 +69,14 @@ class RLRunConfig:
         return {f.name: asdict(getattr(self, f.name)) for f in fields(self)}
 
 
-def _section(cls: type[Any], name: str, values: Any) -> Any:
+def served_train() -> RLTrainConfig:
+    """RL's sampling as the trained (analyzer-only) version is served: constrained, decisions-only.
+    Unconstrained, a small model writes almost no valid plan, every reward is the invalid one and no
+    group has the spread to learn from (`learning/strata/constrained.py`)."""
+    return RLTrainConfig(constrained_decoding=True, decisions_only=True)
+
+
+def _section(cls: type[Any], name: str, values: Any, base: Any) -> Any:
     if not isinstance(values, Mapping):
         raise ConfigError(f"rl config section {name!r} must be an object of field: value")
     known = {f.name for f in fields(cls)}
@@ -72,7 +85,7 @@ def _section(cls: type[Any], name: str, values: Any) -> Any:
         raise ConfigError(f"unknown field(s) in rl config section {name!r}: {', '.join(unknown)}")
     tuples = {k: tuple(v) for k, v in values.items() if isinstance(v, list)}
     try:
-        return cls(**{**values, **tuples})
+        return replace(base, **{**values, **tuples})  # the fields it does not name keep their defaults
     except TypeError as exc:
         raise ConfigError(f"rl config section {name!r}: {exc}") from exc
 
@@ -95,7 +108,10 @@ def load_rl_config(path: Path | None = None, *, ablation: AblationName = "full")
             raise ConfigError(f"unknown rl config section(s): {', '.join(unknown)}; known: {', '.join(sections)}")
         types = {"strata": StrataConfig, "train": RLTrainConfig, "policy": PolicyConfig, "env": ReplayEnvConfig,
                  "reward": ReplayRewardConfig, "eval": EvalConfig, "vllm": VLLMConfig}  # fmt: skip
-        config = replace(config, **{name: _section(types[name], name, values) for name, values in data.items()})
+        config = replace(
+            config,
+            **{name: _section(types[name], name, values, getattr(config, name)) for name, values in data.items()},
+        )
     return replace(config, strata=StrataConfig.ablation(ablation, config.strata))
 
 

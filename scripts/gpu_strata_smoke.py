@@ -91,7 +91,7 @@ def main() -> int:
         config = replace(
             config,
             policy=PolicyConfig(use_lora=True, device="cuda"),
-            train=replace(config.train, generation_backend="vllm", cpu_threads=None),
+            train=replace(config.train, generation_backend="vllm", constrained_decoding=False, cpu_threads=None),
             vllm=vllm_config,
         )
         assert isinstance(config.train, RLTrainConfig)

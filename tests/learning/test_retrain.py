@@ -21,7 +21,7 @@ security and at most one more reviewer, so part of the candidate's gain over the
 all four) is the schema's; what the model decides is the second reviewer or none, the change type,
 the focus and the budget. Measured (one reviewer, before the second was allowed): the candidate
 planned security alone on all 4 held-out MRs (reward 1.45 vs the rules' 1.05, 1 step vs 4). RL
-samples its plans under the same schema (`rl_as_served`), so every rollout is a valid plan. While it runs, a second `reviewloop retrain` (a
+samples its plans under the same schema (`served_train`), so every rollout is a valid plan. While it runs, a second `reviewloop retrain` (a
 real subprocess) is refused. The next review carries the new version on its row and its strategy span.
 Finally a candidate trained for one step is gated out, and the service keeps the version it had;
 before all this, a candidate that writes no valid strategy at all is kept out against the rules.
@@ -232,7 +232,6 @@ def tiny_config(base_model: Path, work_dir: Path, **changes: Any) -> RetrainConf
 
 def rl_changes() -> dict[str, Any]:
     from learning.replay import ReplayEnvConfig
-    from learning.retrain_config import rl_as_served
     from learning.strata.config import StrataConfig
     from learning.strata.policy import PolicyConfig
     from learning.train_rl import EvalConfig, RLRunConfig
@@ -252,7 +251,7 @@ def rl_changes() -> dict[str, Any]:
                 embedder="hashing",
             ),
             # the retrain's own default (plans decoded under the decisions-only schema), smaller
-            train=dataclasses.replace(rl_as_served().train, mrs_per_step=2, ppo_epochs=1, cpu_threads=1),
+            train=dataclasses.replace(RLRunConfig().train, mrs_per_step=2, ppo_epochs=1, cpu_threads=1),
             policy=PolicyConfig(device="cpu"),
             env=ReplayEnvConfig(),
             eval=EvalConfig(samples=1, max_cases=2),

@@ -69,7 +69,15 @@ RL_CONFIG: dict[str, dict[str, Any]] = {
     },
     # a 64-wide random model: full weights (LoRA on it learns slower and less stably); real models use LoRA
     "policy": {"use_lora": False, "device": "cpu"},
-    "train": {"mrs_per_step": 4, "checkpoint_every": 10, "cpu_threads": 1, "invalid_reward": -0.5, "warmup_steps": 5},
+    # unconstrained: this test is about what RL itself learns on the tiny model, format included
+    "train": {
+        "mrs_per_step": 4,
+        "checkpoint_every": 10,
+        "cpu_threads": 1,
+        "invalid_reward": -0.5,
+        "warmup_steps": 5,
+        "constrained_decoding": False,
+    },
     "env": {"step_budget_cap": 1},
     "eval": {"samples": 4},
 }

@@ -91,6 +91,10 @@ def test_rl_config_file_sections_and_ablations(tmp_path: Path) -> None:
     assert load_rl_config(path, ablation="plain_mean").strata.delta == 1.0
     assert load_rl_config(path, ablation="no_judge").strata.kappa == 0.0
     assert load_rl_config(None).strata.sigma == 8  # the paper's defaults
+    # plans are sampled as the trained (analyzer-only) version is served, and a "train" section that
+    # names other fields keeps that
+    assert config.train.constrained_decoding and config.train.decisions_only
+    assert load_rl_config(None).train.constrained_decoding
     for bad, message in (
         ({"nope": {}}, "unknown rl config section"),
         ({"strata": {"sigmaa": 2}}, "unknown field"),
