@@ -1,8 +1,9 @@
 """Which tests exercise a source file and its symbols, found by reading test files (never running them).
 
 A test file is one `reviewers.paths.is_test_path` recognises. A test
-references a symbol when it mentions the symbol's module (its dotted name or file stem) and the
-symbol's name as a word; the test functions whose bodies mention the name are named.
+references a symbol when it mentions the symbol's module (`names_module`: its dotted name, or its
+file stem together with the stem's package) and the symbol's name as a word; the test functions
+whose bodies mention the name are named.
 """
 
 from __future__ import annotations
@@ -29,6 +30,21 @@ def module_tokens(path: str) -> tuple[str, ...]:
         return (dotted, dotted.rsplit(".", 1)[-1]) if dotted else ()
     stem = path.rsplit("/", 1)[-1].split(".", 1)[0]
     return (stem,) if stem and stem != "index" else (path.rsplit("/", 2)[-2],) if "/" in path else ()
+
+
+def names_module(text: str, path: str) -> bool:
+    """Whether `text` names the module at `path`: its dotted name, or its file stem where the text also
+    names the package the stem sits in (`from bench import learning`). A bare stem is not enough for a
+    module inside a package: `learning` in `from learning.tiny_model import ...` names another package
+    than `bench/learning.py`. Other languages: their file stem (or folder), as `module_tokens` says."""
+    if language_of(path) != "python":
+        return any(_word(t).search(text) for t in module_tokens(path))
+    parts = python_module_name(path).split(".")
+    if not parts or not parts[-1]:
+        return False
+    if _word(".".join(parts)).search(text):
+        return True
+    return bool(_word(parts[-1]).search(text)) and (len(parts) == 1 or bool(_word(parts[-2]).search(text)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,12 +112,12 @@ class TestIndex:
         """Test files that mention `symbol`, first mention per file. A generic name (`run`, `load`)
         counts only in a test that also names the module; a distinctive one counts anywhere, since
         tests often import it through a package that re-exports it."""
-        tokens = [] if distinctive(symbol) else [_word(t) for t in module_tokens(source_path)]
+        generic = not distinctive(symbol)
         word = _word(symbol)
         out: list[TestReference] = []
         for path in self.paths:
             text = self.text(path)
-            if text is None or path == source_path or (tokens and not any(t.search(text) for t in tokens)):
+            if text is None or path == source_path or (generic and not names_module(text, source_path)):
                 continue
             lines = text.splitlines()
             hits = [n for n, line in enumerate(lines, start=1) if word.search(line)]
@@ -119,7 +135,7 @@ class TestIndex:
         out: list[TestReference] = []
         for path in self.paths:
             text = self.text(path)
-            if text is None or path == source_path:
+            if text is None or path == source_path or not names_module(text, source_path):
                 continue
             lines = text.splitlines()
             hits = [n for n, line in enumerate(lines, start=1) if any(t.search(line) for t in tokens)]
