@@ -162,7 +162,8 @@ class TcpGate:
         threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
 
     def close(self) -> None:
-        listener, self._listener = self._listener, None
+        with self._lock:
+            listener, self._listener = self._listener, None
         if listener is not None:
             with contextlib.suppress(OSError):
                 listener.shutdown(socket.SHUT_RDWR)
@@ -187,7 +188,13 @@ class TcpGate:
                 continue
             upstream.settimeout(None)
             with self._lock:
-                self._connections += [client, upstream]
+                closed = self._listener is not listener  # close() ran while this one was being accepted
+                if not closed:
+                    self._connections += [client, upstream]
+            if closed:
+                client.close()
+                upstream.close()
+                return
             threading.Thread(target=self._pipe, args=(client, upstream), daemon=True).start()
             threading.Thread(target=self._pipe, args=(upstream, client), daemon=True).start()
 
