@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -262,11 +262,27 @@ def constrain_strategy(strategy: Strategy, files: Sequence[FileChange], config: 
 
 
 def mandatory_reviewers(files: Sequence[FileChange], config: RepoConfig) -> list[ReviewerName]:
-    """The reviewers `constrain_strategy` puts into any plan that leaves them out: security, when the
-    repository enables it and the rules would run it on this change (a code change)."""
-    if "security" not in config.reviewers:
-        return []
-    return ["security"] if any(p.reviewer == "security" for p in rule_based_strategy(files, config).plan) else []
+    """The reviewers `constrain_strategy` puts into any plan that leaves them out (security on a code
+    change): what its safety net adds to an empty plan."""
+    return safety_net_reviewers(Strategy(change_type="mixed"), files, config)
+
+
+def plan_schema(
+    files: Sequence[FileChange], config: RepoConfig, *, decisions_only: bool, max_focus_paths: int | None = None
+) -> dict[str, Any]:
+    """The schema a strategy for this merge request is decoded under, the one rule for serving, the
+    gate and RL: its changed files and enabled reviewers; decisions-only, with focus paths capped at
+    `max_focus_paths` and the mandatory reviewer first (`agent.strategy_schema.strategy_schema`)."""
+    # Imported here: the schema module builds on this one's `Strategy`.
+    from agent.strategy_schema import MAX_FOCUS_PATHS, strategy_schema
+
+    return strategy_schema(
+        [f.path for f in files],
+        reviewers=config.reviewers,
+        decisions_only=decisions_only,
+        max_focus_paths=max_focus_paths or MAX_FOCUS_PATHS,
+        required_reviewers=mandatory_reviewers(files, config) if decisions_only else (),
+    )
 
 
 # --- validity: one rule for the gate, RL's reward and SFT's valid share -----------------------------
@@ -282,7 +298,7 @@ def parse_valid_strategy(text: str) -> Strategy:
     return parse_structured(text, Strategy)
 
 
-def safety_net_reviewers(strategy: Strategy, files: Sequence[FileChange], config: RepoConfig) -> list[str]:
+def safety_net_reviewers(strategy: Strategy, files: Sequence[FileChange], config: RepoConfig) -> list[ReviewerName]:
     """Reviewers `constrain_strategy` would add to `strategy` because it left them out (security on a
     code change): a plan serving completes is not the model's plan."""
     written = {p.reviewer for p in strategy.plan}
@@ -369,16 +385,7 @@ def model_strategy(
     `decisions_only` decodes under the decisions-only schema (`agent.strategy_schema.strategy_schema`)
     for a model whose plans run with the analyzers alone, which never read the free text.
     """
-    # Imported here: the schema module builds on this one's `Strategy`.
-    from agent.strategy_schema import MAX_FOCUS_PATHS, strategy_schema
-
-    schema = strategy_schema(
-        [f.path for f in files],
-        reviewers=config.reviewers,
-        decisions_only=decisions_only,
-        max_focus_paths=max_focus_paths or MAX_FOCUS_PATHS,
-        required_reviewers=mandatory_reviewers(files, config) if decisions_only else (),
-    )
+    schema = plan_schema(files, config, decisions_only=decisions_only, max_focus_paths=max_focus_paths)
     return llm.complete_json(strategy_messages(s1), Strategy, purpose="strategy", json_schema=schema)
 
 

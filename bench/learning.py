@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.learning_report import append_results, plot_rewards, render_markdown
+from bench.report import git_commit
 from learning.envgen.build import EnvGenConfig, make_env
 from learning.envgen.profile import TeamProfile
 from learning.envgen.sources import discover_packages
@@ -312,7 +313,7 @@ class Bench:
             "machine": f"{platform.node()} ({platform.machine()}, {_cpus()} CPUs, load {_load()}), torch 1 thread",
             "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
             "config": {k: v for k, v in c.__dict__.items()},
-            "setup": f"Code: commit {_commit()}.",
+            "setup": f"Code: commit {git_commit(ROOT)}.",
         }
         self.build_env()
         policy = self.load()
@@ -374,18 +375,6 @@ def collapse_watch(steps: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 def _mean_reward(rows: Sequence[dict[str, float]]) -> float:
     return sum(o["reward"] for o in rows) / len(rows)
-
-
-def _commit() -> str:
-    import subprocess
-
-    try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
-                               capture_output=True, text=True)  # fmt: skip
-    except OSError:
-        return "unknown"
-    return head.stdout.strip() + (" (with uncommitted changes)" if dirty.stdout.strip() else "") or "unknown"
 
 
 def _cpus() -> int:

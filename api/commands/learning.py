@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
-from rich.console import Console
 from rich.table import Column, Table
 
 from agent.service_settings import Settings
 from api.cli import app
+from api.commands import out
 from reviewers.kernel.errors import ReviewloopError
 
 if TYPE_CHECKING:
@@ -30,11 +30,6 @@ models_app = typer.Typer(help="The strategy model registry: list, register, prom
 app.add_typer(dataset_app, name="dataset")
 app.add_typer(train_app, name="train")
 app.add_typer(models_app, name="models")
-
-
-def out() -> Console:
-    """stdout, sized as each command prints (COLUMNS then); a module-level Console fixed it at import."""
-    return Console()
 
 
 def fail(message: object) -> typer.Exit:

@@ -12,19 +12,14 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from agent.service_settings import Settings
 from api.cli import app
+from api.commands import out
 from reviewers.kernel.errors import ReviewloopError
 
 BUSY_EXIT = 75  # sysexits EX_TEMPFAIL: nothing is wrong, try again later
-
-
-def out() -> Console:
-    """stdout, sized as each command prints (COLUMNS then); a module-level Console fixed it at import."""
-    return Console()
 
 
 @app.command("retrain")

@@ -19,17 +19,13 @@ from rich.table import Table
 
 from agent.service_settings import Settings
 from api.cli import app
+from api.commands import out
 from api.commands.dev import dev_app
 from api.commands.learning import train_app
 from reviewers.kernel.errors import ReviewloopError
 
 if TYPE_CHECKING:
     from agent.store.db import Pool
-
-
-def out() -> Console:
-    """stdout, sized as each command prints (COLUMNS then); a module-level Console fixed it at import."""
-    return Console()
 
 
 err = Console(stderr=True)

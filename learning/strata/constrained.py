@@ -23,8 +23,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from agent.strategy import mandatory_reviewers
-from agent.strategy_schema import MAX_FOCUS_PATHS, strategy_schema
+from agent.strategy import plan_schema
+from agent.strategy_schema import MAX_FOCUS_PATHS
 from learning.replay import ReplayCase, ReplayEnv
 from reviewers.kernel.errors import LLMSchemaError, TrainingError
 
@@ -39,15 +39,8 @@ if TYPE_CHECKING:
 def case_schema(case: ReplayCase, env: ReplayEnv, *, decisions_only: bool) -> dict[str, Any]:
     """The strategy schema of one replayed merge request: its changed files, its enabled reviewers, and
     (decisions only) focus paths capped at its review budget."""
-    files, config = env.files(case), case.repo_config()
     cap = min(MAX_FOCUS_PATHS, case.review_budget) if case.review_budget is not None else MAX_FOCUS_PATHS
-    return strategy_schema(
-        [f.path for f in files],
-        reviewers=config.reviewers,
-        decisions_only=decisions_only,
-        max_focus_paths=cap,
-        required_reviewers=mandatory_reviewers(files, config) if decisions_only else (),
-    )
+    return plan_schema(env.files(case), case.repo_config(), decisions_only=decisions_only, max_focus_paths=cap)
 
 
 def _processor_class() -> type[Any]:
