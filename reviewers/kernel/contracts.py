@@ -230,6 +230,8 @@ class Finding(BaseModel):
     confidence: Confidence = "medium"  # the rule's own certainty; see `Confidence`
     # Set by `agent.agreement` when a review ran several executions: how many reported this finding.
     agreement: Agreement | None = None
+    # The weakness a security finding is an instance of, as "CWE-89"; None for other categories.
+    cwe: str | None = Field(default=None, pattern=r"^CWE-[0-9]{1,5}$")
 
 
 ToolName = Literal["read_file", "search", "run_analyzer", "list_tests", "report", "finish"]
