@@ -10,7 +10,7 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from agent.store import feedback, rejections, reviews
+from agent.store import feedback, rejections, reviews, snapshots
 from agent.store.db import Pool, open_pool
 from agent.store.migrate import migration_files, upgrade
 from reviewers.fingerprint import make_fingerprint
@@ -60,6 +60,7 @@ def test_rules_paths_fingerprints_and_standing_count_people(pool: Pool) -> None:
         )
     assert rejections.people_by_rule_and_path(pool, project=PROJECT) == ({}, {})
     assert rejections.standings(pool, project=PROJECT) == {}
+    assert snapshots.path_acceptance(pool, project=PROJECT, paths=["a.py"]) == {}  # the strategy's path history
     # the author's 👎 holds on their own merge request, nowhere else
     assert rejections.rejected_fingerprints(pool, project=PROJECT, mr_iid=1) == {f.fingerprint: 1 for f in found}
     assert rejections.rejected_fingerprints(pool, project=PROJECT, mr_iid=2) == {}
@@ -69,6 +70,7 @@ def test_rules_paths_fingerprints_and_standing_count_people(pool: Pool) -> None:
     by_rule, by_path = rejections.people_by_rule_and_path(pool, project=PROJECT)
     assert (by_rule, by_path) == ({"ruff:S110": (1, 0)}, {"a.py": (1, 0)})
     assert rejections.standings(pool, project=PROJECT) == {("code_quality", "code_quality"): (0, 6, 1)}
+    assert snapshots.path_acceptance(pool, project=PROJECT, paths=["a.py"]) == {"a.py": 0.0}
     assert rejections.rejected_fingerprints(pool, project=PROJECT, mr_iid=2) == {f.fingerprint: 1 for f in found}
 
     feedback.record_vote(pool, ids[0], user_key="token:ci", source="api", value=-1)
