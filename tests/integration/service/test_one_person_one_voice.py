@@ -289,5 +289,5 @@ def test_without_gitlab_a_path_only_allow_list_counts_no_claimed_vote(
         emoji_hook(gitlab, PID, FIRST, note, name="thumbsdown", user=ANA),
         hook_headers("Emoji Hook", token=SECRET),
     )
-    assert answer.json()["status"] == "ignored" and "GitLab cannot confirm it" in answer.json()["reason"]
+    assert answer.json()["status"] == "ignored" and "cannot have GitLab confirm it" in answer.json()["reason"]
     assert rows(service_dsn, "SELECT count(*) FROM feedback") == [(0,)]
