@@ -30,7 +30,6 @@ from api.db import DbConnection, DbPool
 from api.project_check import ProjectCheck
 from api.triage import Decision, Ignore, ReplyInDiscussion, ReviewRequest, VoteOnNote
 from api.worker import REVIEW_TASK
-from reviewers.kernel.errors import PlatformError
 
 logger = logging.getLogger(__name__)
 
@@ -315,11 +314,9 @@ async def accept(
     if isinstance(decision, ReviewRequest):
         return await enqueue_review(pool, queue, delivery, decision)
     if projects is not None:
-        try:
-            refused = await projects.refusal(decision.project_id)
-        except PlatformError:
-            refused = f"GitLab could not confirm project {decision.project_id} is allowed; not counted"
-            return await record_event(pool, delivery, status="failed", reason=refused)
+        # raises PlatformUnavailableError when GitLab cannot answer: nothing is stored, the route
+        # answers 503, and GitLab's retry of the delivery (same Idempotency-Key) is counted then
+        refused = await projects.refusal(decision.project_id)
         if refused is not None:
             return await record_event(pool, delivery, status="ignored", reason=refused)
     if isinstance(decision, VoteOnNote):

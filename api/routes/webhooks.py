@@ -26,6 +26,7 @@ from api.intake import Delivery, IntakeResult, accept, record_event
 from api.logs import log_context
 from api.metrics import WEBHOOK_OUTCOMES, WEBHOOK_SECONDS
 from api.triage import ReviewRequest, triage
+from reviewers.kernel.errors import PlatformUnavailableError
 
 logger = logging.getLogger(__name__)
 router = APIRouter(tags=["webhooks"])
@@ -141,6 +142,11 @@ async def _handle(request: Request, state: StateDep, pool: PoolDep, queue: Queue
             # integer beyond its column): the delivery itself is bad, and retrying it cannot help
             logger.warning("webhook not stored: unstorable values", extra={"error": type(exc).__name__})
             raise refuse(status.HTTP_400_BAD_REQUEST, "invalid", "the body holds values that cannot be stored") from exc
+        except PlatformUnavailableError as exc:
+            # a vote from a project allowed by its claimed path, and GitLab cannot confirm the path
+            # now: nothing was stored, and GitLab's retry of this delivery is counted once it can
+            logger.warning("webhook not stored: GitLab unavailable", extra={"error": type(exc).__name__})
+            raise refuse(status.HTTP_503_SERVICE_UNAVAILABLE, "unavailable", "GitLab unavailable") from exc
         except (psycopg.Error, PoolTimeout) as exc:
             # nothing was committed; GitLab retries the delivery with the same Idempotency-Key (a
             # unique violation on the queueing lock means a job was deferred outside intake

@@ -291,3 +291,22 @@ def test_without_gitlab_a_path_only_allow_list_counts_no_claimed_vote(
     )
     assert answer.json()["status"] == "ignored" and "cannot have GitLab confirm it" in answer.json()["reason"]
     assert rows(service_dsn, "SELECT count(*) FROM feedback") == [(0,)]
+
+
+def test_when_gitlab_cannot_confirm_the_path_the_vote_waits_for_gitlabs_retry(
+    serve: Callable[..., LiveServer], service_dsn: str, gitlab: FakeGitLab
+) -> None:
+    discussion, note = bot_thread(gitlab, PID)
+    finding_on(service_dsn, PID, discussion, note)
+    live = serve(gitlab_projects=PATH, gitlab_url=gitlab.url, gitlab_token=SecretStr(BOT_TOKEN))
+    gitlab.fail_next(r"^/projects/team%2Fservice$", 503, count=None)
+    body = emoji_hook(gitlab, PID, FIRST, note, name="thumbsdown", user=ANA)
+    headers = hook_headers("Emoji Hook", token=SECRET)
+    answer = post_hook(live.url, body, headers)
+    assert answer.status_code == 503, answer.text
+    assert rows(service_dsn, "SELECT count(*) FROM webhook_events") == [(0,)]
+    assert rows(service_dsn, "SELECT count(*) FROM feedback") == [(0,)]
+    gitlab.clear_faults()  # GitLab is back: its retry of the same delivery (same Idempotency-Key) counts
+    again = post_hook(live.url, body, headers)
+    assert again.json()["status"] == "processed", again.text
+    assert rows(service_dsn, "SELECT user_key, value FROM feedback") == [(f"gitlab:{ANA.id}", -1)]
