@@ -94,8 +94,18 @@ class GitRepository:
         result = self._git("rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}", check=False)
         sha = result.stdout.decode("ascii", errors="replace").strip()
         if result.returncode != 0 or not sha:
-            raise RepositoryError(f"unknown revision: {rev!r} in {self.root}")
+            raise RepositoryError(f"unknown revision: {rev!r} in {self.root}{self._shallow_hint()}")
         return sha
+
+    def _shallow_hint(self) -> str:
+        """A shallow clone (CI jobs fetch one by default: GitLab's GIT_DEPTH) lacks older commits; say so."""
+        probe = self._git("rev-parse", "--is-shallow-repository", check=False)
+        if probe.returncode == 0 and probe.stdout.strip() == b"true":
+            return (
+                "; this is a shallow clone, so older commits are missing: fetch them with "
+                "`git fetch --deepen=50` (or `git fetch --unshallow`), or set GIT_DEPTH: 0 in the CI job"
+            )
+        return ""
 
     def merge_base(self, base: str, head: str) -> str | None:
         """The best common ancestor of two revisions, or None when their histories are unrelated."""

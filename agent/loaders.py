@@ -70,10 +70,10 @@ def load_local(request: ReviewRequest) -> tuple[Snapshot, Workspace, list[FileCh
 
 def load_diff(request: ReviewRequest) -> tuple[Snapshot, Workspace, list[FileChange]]:
     text = request.diff_text or ""
-    if not text.strip():
-        raise InputError("the diff is empty: nothing to review")
-    files = parse_unified_diff(text)
-    if not files:
+    files = parse_unified_diff(text) if text.strip() else []
+    # An empty diff is an empty change, reviewed as an empty commit range is (nothing found, exit 0);
+    # text that holds no file change is not a diff at all.
+    if text.strip() and not files:
         raise InputError("the input holds no file changes (is it a unified diff?)")
     # files at head, when the caller has them, make a full review; else the hunks are all there is
     workspace: Workspace = SnapshotWorkspace(request.files) if request.files else DiffWorkspace(files)

@@ -102,6 +102,8 @@ def review(
         + unreached_files(outcome.reviewer_results),
     }
     _emit(render_report(outcome.verified, fmt=report_format, meta=meta, include_all=all_verdicts), output)
+    if not outcome.snapshot.diff.strip():
+        err.print("reviewloop: nothing to review: the change is empty", markup=False, highlight=False)
     if fail_on is not None:
         threshold = SEVERITY_RANK[fail_on]  # type: ignore[index]
         if any(SEVERITY_RANK[v.finding.severity] >= threshold for v in shown(outcome.verified)):
@@ -332,6 +334,13 @@ def demo(
         _emit(
             f"strategy ({outcome.strategy_source}):\n{outcome.strategy.render()}\nreview #{outcome.review_id} stored.",
             None,
+        )
+    if settings.database_url is None:
+        err.print(
+            f"the embedded Postgres is still running (data in {settings.data_dir / 'postgres'}) so the next command "
+            "starts fast; `reviewloop db status` shows it, `reviewloop db stop` stops it.",
+            markup=False,
+            highlight=False,
         )
 
 

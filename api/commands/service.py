@@ -257,6 +257,43 @@ def db_upgrade() -> None:
     typer.echo(f"database {describe_dsn(dsn)} is up to date")
 
 
+@db_app.command("status")
+def db_status() -> None:
+    """Say which database reviewloop uses and whether the embedded Postgres is running (starts nothing)."""
+    from agent.store.db import describe_dsn
+    from agent.store.embedded import embedded_status
+
+    settings = Settings()
+    if settings.database_url:
+        typer.echo(f"database: {describe_dsn(settings.database_url)} (REVIEWLOOP_DATABASE_URL; not embedded)")
+        return
+    status = embedded_status(settings.data_dir)
+    if status.running:
+        where = f"port {status.port}" if status.port else "its socket"
+        typer.echo(f"embedded Postgres: running (pid {status.pid}, {where}) in {status.pgdata}")
+        typer.echo("stop it with: reviewloop db stop")
+    elif status.initialised:
+        typer.echo(f"embedded Postgres: stopped; its data is kept in {status.pgdata}")
+    else:
+        typer.echo(f"embedded Postgres: not created yet (it starts in {status.pgdata} on first use)")
+
+
+@db_app.command("stop")
+def db_stop() -> None:
+    """Stop the embedded Postgres (data is kept; the next command that needs it starts it again)."""
+    from agent.store.embedded import stop_embedded
+
+    settings = Settings()
+    if settings.database_url:
+        raise fail("REVIEWLOOP_DATABASE_URL is set: reviewloop does not run that server, so it does not stop it")
+    with clear_errors():
+        before = stop_embedded(settings.data_dir)
+    if before.running:
+        typer.echo(f"embedded Postgres stopped (was pid {before.pid}); data kept in {before.pgdata}")
+    else:
+        typer.echo("embedded Postgres was not running")
+
+
 @tokens_app.command("create")
 def tokens_create(
     name: Annotated[str, typer.Argument(help="who or what the token is for")],
