@@ -98,6 +98,11 @@ class Settings(BaseSettings):
         return bool(self.llm_base_url and self.llm_model) or self.llm_model_path is not None
 
     @property
+    def gitlab_configured(self) -> bool:
+        """Both the instance and the bot's token: without them reviews of merge requests wait in the queue."""
+        return bool(self.gitlab_url) and self.gitlab_token is not None
+
+    @property
     def gitlab_project_allowlist(self) -> set[str]:
         return {p.strip() for p in self.gitlab_projects.split(",") if p.strip()}
 

@@ -67,11 +67,17 @@ def worker_runtime(settings: Settings, config: QueueConfig) -> tuple[WorkerRunti
     from api.worker import WorkerRuntime, pipeline_review_function
 
     session = open_session(settings)
-    deps = build_deps(settings, pool=session.pool, dsn=session.dsn, llm=llm_from_settings(settings))
+    review = None
+    if settings.gitlab_configured:
+        deps = build_deps(settings, pool=session.pool, dsn=session.dsn, llm=llm_from_settings(settings))
+        review = pipeline_review_function(deps)
+    else:
+        logger.warning(
+            "GitLab is not configured: merge-request reviews wait in the queue until a worker runs with "
+            "REVIEWLOOP_GITLAB_URL and REVIEWLOOP_GITLAB_TOKEN set; maintenance tasks run"
+        )
     runtime = WorkerRuntime(
-        pool=make_pool(session.dsn, max_size=2, name="reviewloop-worker"),
-        review=pipeline_review_function(deps),
-        config=config,
+        pool=make_pool(session.dsn, max_size=2, name="reviewloop-worker"), review=review, config=config
     )
     return runtime, session
 
