@@ -30,6 +30,7 @@ Every tool result goes back to the model fenced as untrusted data (`reviewers.pr
 from __future__ import annotations
 
 import fnmatch
+import re
 import time
 from dataclasses import dataclass
 
@@ -63,6 +64,8 @@ from reviewers.tools import Toolbox, ToolCall, ToolOutcome
 # either): analyzers and bandit on a multi-megabyte file would hold a review up, and such files are
 # data or generated, not code someone will read line by line.
 MAX_ANALYZED_BYTES = 1 << 20
+# A byte that was not UTF-8, as `surrogateescape` decoding keeps it.
+_ESCAPED_BYTE = re.compile("[\udc80-\udcff]")
 MAX_NAMED_UNREVIEWED = 10  # the error names this many files, then counts the rest
 # One unusable answer is a bad turn; this many in a row is a model (or server) that cannot do the job,
 # and its remaining steps would only burn time.
@@ -100,7 +103,7 @@ def _set_aside(change: FileChange, text: str | None, unreadable: tuple[CoverageR
             return SetAside(change.path, reason, detail, None)
         new_side = new_side_text(change) if change.hunks else None
         return SetAside(change.path, reason, detail, new_side)
-    if "\ufffd" in text:
+    if "\ufffd" in text or _ESCAPED_BYTE.search(text):
         return SetAside(change.path, "encoding", "not UTF-8 (undecodable bytes read as U+FFFD)", text)
     size = len(text.encode("utf-8", errors="replace"))
     if size > MAX_ANALYZED_BYTES:
