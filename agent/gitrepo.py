@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent.diff import parse_unified_diff
-from reviewers.kernel.contracts import FileChange, SearchHit
+from reviewers.kernel.contracts import CoverageReason, FileChange, SearchHit
 from reviewers.kernel.errors import InputError, RepositoryError
 from reviewers.pattern_search import SEARCH_TIME_BUDGET_S
 
@@ -178,23 +178,38 @@ class GitWorkspace:
             return self._tree
 
     def read_file(self, path: str) -> str | None:
-        """The file's text at head; None when absent, a submodule or symlink, binary, or over 1 MiB."""
+        """The file's text at head (bytes that are not UTF-8 replaced); None when absent, a submodule
+        or symlink, binary, or over 1 MiB."""
         if path in self._texts:
             return self._texts[path]
         entry = self._entries().get(path)
         text: str | None = None
-        if (
-            entry is not None
-            and entry.kind == "blob"
-            and entry.mode != SYMLINK_MODE
-            and entry.size is not None
-            and entry.size <= MAX_READ_BYTES
-        ):
+        if entry is not None and self._entry_reason(entry) is None:
             data = self.repo._git("cat-file", "blob", entry.object_id).stdout
             if b"\0" not in data[:BINARY_SNIFF_BYTES]:
                 text = data.decode("utf-8", errors="replace")
         self._texts[path] = text
         return text
+
+    def unreadable_reason(self, path: str) -> tuple[CoverageReason, str] | None:
+        entry = self._entries().get(path)
+        if entry is None:
+            return None
+        reason = self._entry_reason(entry)
+        if reason is None and self.read_file(path) is None:
+            return "binary", "binary content (a NUL byte near the start)"
+        return reason
+
+    @staticmethod
+    def _entry_reason(entry: _TreeEntry) -> tuple[CoverageReason, str] | None:
+        """Why a tree entry is not read as text, before its content is fetched."""
+        if entry.kind != "blob":
+            return "unavailable", "a submodule"
+        if entry.mode == SYMLINK_MODE:
+            return "unavailable", "a symbolic link"
+        if entry.size is None or entry.size > MAX_READ_BYTES:
+            return "size", f"{entry.size} bytes, over the {MAX_READ_BYTES}-byte limit for reading a file"
+        return None
 
     def list_paths(self) -> list[str]:
         """Every file at head (submodules left out), sorted."""

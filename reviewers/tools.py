@@ -18,7 +18,7 @@ from reviewers.analyzers.changed_file import ChangedFile
 from reviewers.analyzers.symbols import public_definitions
 from reviewers.analyzers.tests_lookup import TestIndex
 from reviewers.fingerprint import make_fingerprint
-from reviewers.kernel.contracts import Finding, ReviewContext, Severity, ToolName
+from reviewers.kernel.contracts import Finding, NotReviewed, ReviewContext, Severity, ToolName
 from reviewers.kernel.errors import InputError
 from reviewers.reviewer import MAX_FINDINGS_PER_FILE, Analyzer, ReviewerSpec, findings_from_issues
 
@@ -87,7 +87,7 @@ class Toolbox:
         self.analyzed: list[str] = []
         self.looked_at: set[str] = set()
         self.problems: list[str] = []
-        self.cut_short: dict[str, str] = {}
+        self.not_reviewed: list[NotReviewed] = []  # what an analyzer read only in part, or failed on
         self._analyzer: Analyzer | None = None
         self._tests: TestIndex | None = None
 
@@ -161,6 +161,11 @@ class Toolbox:
             return _invalid("run_analyzer needs a path")
         if path not in self.targets:
             return _invalid(f"{path} is not a changed file the {self.spec.name} reviewer reads", path)
+        return self.analyze(path)
+
+    def analyze(self, path: str) -> ToolOutcome:
+        """The analyzer on one changed file this reviewer reads: `run_analyzer` without the check that
+        the file is one of the model's targets (the analyzers read every such file, targets or not)."""
         if path in self.analyzed:
             return ToolOutcome(f"{path} was already analyzed", paths=[path])
         file = self.changed_file(path)
@@ -172,8 +177,11 @@ class Toolbox:
         self.analyzed.append(path)
         self.looked_at.add(path)
         self.problems += analysis.problems
-        if analysis.cut_short:
-            self.cut_short[path] = analysis.cut_short
+        self.not_reviewed += [NotReviewed(path=path, reason=reason, detail=d) for reason, d in analysis.incomplete]
+        self.not_reviewed += [
+            NotReviewed(path=path, reason="analyzer-error", detail=f"{self.spec.name}: {problem}")
+            for problem in analysis.problems
+        ]
         new = self._add(findings_from_issues(self.spec.name, file, analysis.issues))
         lines = [f"{f.path}:{f.line} [{f.severity}] {f.title} ({f.rule})" for f in new]
         head = f"{path}: {len(new)} finding(s)" + (

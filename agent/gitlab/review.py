@@ -35,7 +35,7 @@ from agent.service_settings import Settings
 from agent.store import reviews as store_reviews
 from agent.strategy_model import StrategyModelSource
 from agent.verifier import VerifiedFinding
-from reviewers.kernel.contracts import FileChange, LLMPort, ReviewerResult, Workspace
+from reviewers.kernel.contracts import FileChange, LLMPort, ReviewerResult, Workspace, merge_not_reviewed
 from reviewers.kernel.errors import InputError, PlatformError, PlatformUnavailableError
 
 log = logging.getLogger(__name__)
@@ -121,7 +121,7 @@ def load_gitlab_snapshot(
         base_sha=versions.base_sha,
         start_sha=versions.start_sha,
         head_sha=versions.head_sha,
-        not_reviewed=[NotReviewed(path=n.path, reason=n.reason) for n in not_reviewed],
+        not_reviewed=not_reviewed,
         files=head_files_for_snapshot(files, workspace),
         config_text=read_config_text(workspace),
     )
@@ -144,8 +144,8 @@ def _summary_text(state: ReviewState, verified: Sequence[VerifiedFinding], *, ma
 
 
 def _cut_short(state: ReviewState) -> list[NotReviewed]:
-    results = [ReviewerResult.model_validate(r) for r in state.get("reviewer_results", [])]
-    return [NotReviewed(path=n["path"], reason=n["reason"]) for n in unreached_files(results)]
+    results = [ReviewerResult.model_validate(r) for r in state.get("reviewer_results", []) if not r.get("execution")]
+    return unreached_files(results)
 
 
 def make_publisher(deps: ReviewDeps, request: ReviewRequest) -> Any:
@@ -182,7 +182,7 @@ def make_publisher(deps: ReviewDeps, request: ReviewRequest) -> Any:
             summary=_summary_text(state, verified, max_discussions=context.config.max_discussions),
             record_posted=record,
             # what GitLab did not send, and what a step budget, an analyzer budget or the deadline cut short
-            not_reviewed=[*snapshot.not_reviewed, *_cut_short(state)],
+            not_reviewed=merge_not_reviewed([*snapshot.not_reviewed, *_cut_short(state)]),
             allowed_urls=deps.allowed_urls,
             max_discussions=context.config.max_discussions,
         )

@@ -8,7 +8,7 @@ from typing import Protocol
 
 from agent.gitlab.models import ProjectRef
 from agent.workspaces.snapshot import MAX_SEARCH_LINE_CHARS
-from reviewers.kernel.contracts import SearchHit
+from reviewers.kernel.contracts import CoverageReason, SearchHit
 from reviewers.pattern_search import PatternSearch
 
 MAX_SEARCH_FILES = 200
@@ -17,7 +17,9 @@ MAX_SEARCH_FILES = 200
 class FileSource(Protocol):
     """What the workspace reads through (`agent.gitlab.client.GitLabPlatform`)."""
 
-    def read_file(self, project: ProjectRef, path: str, ref: str) -> str | None: ...
+    def read_text(
+        self, project: ProjectRef, path: str, ref: str
+    ) -> tuple[str | None, tuple[CoverageReason, str] | None]: ...
 
     def list_paths(self, project: ProjectRef, ref: str) -> list[str]: ...
 
@@ -44,6 +46,7 @@ class GitLabWorkspace:
         self.changed_paths = list(dict.fromkeys(changed_paths))
         self.max_search_files = max_search_files
         self._files: dict[str, str | None] = {}
+        self._unreadable: dict[str, tuple[CoverageReason, str]] = {}
         self._paths: list[str] | None = None
         self._lock = threading.Lock()
 
@@ -51,10 +54,17 @@ class GitLabWorkspace:
         with self._lock:
             if path in self._files:
                 return self._files[path]
-        text = self.platform.read_file(self.project, path, self.head_sha)
+        text, unreadable = self.platform.read_text(self.project, path, self.head_sha)
         with self._lock:
             self._files[path] = text
+            if unreadable is not None:
+                self._unreadable[path] = unreadable
         return text
+
+    def unreadable_reason(self, path: str) -> tuple[CoverageReason, str] | None:
+        self.read_file(path)
+        with self._lock:
+            return self._unreadable.get(path)
 
     def list_paths(self) -> list[str]:
         if self._paths is None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from agent.workspaces.snapshot import MAX_SEARCH_LINE_CHARS, reconstruct_new_side
-from reviewers.kernel.contracts import FileChange, SearchHit
+from reviewers.kernel.contracts import CoverageReason, FileChange, SearchHit
 from reviewers.pattern_search import PatternSearch
 
 
@@ -30,6 +30,10 @@ class DiffWorkspace:
         """The known lines of a changed file, with blank lines where the diff shows nothing; None for a
         deleted, binary or unchanged-content file (a pure rename or mode change) and for any other path."""
         return self._texts.get(path)
+
+    def unreadable_reason(self, path: str) -> tuple[CoverageReason, str] | None:
+        """Never one: every text here was given (its size and encoding are the reviewers' to judge)."""
+        return None
 
     def list_paths(self) -> list[str]:
         """The changed paths that exist at head: all this workspace knows of."""

@@ -19,6 +19,7 @@ from urllib.parse import parse_qsl, quote
 from fastapi import APIRouter, Depends, FastAPI, Header, HTTPException, Query, Request, status
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
+from agent.context import NotReviewed
 from agent.store import feedback as store_feedback
 from agent.store import models as store_models
 from agent.store import reviews as store_reviews
@@ -299,10 +300,12 @@ async def review_detail(review_id: int, viewer: ViewerDep, store: StoreDep) -> H
     # outside the token's projects reads as absent, as on the read API: ids are no oracle
     if review is None or not (viewer.projects is None or review["project"] in viewer.projects):
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"review {review_id} not found")
+    # stored rows from before reasons were a closed set read as such entries too
+    coverage = [NotReviewed.model_validate(n) for n in review["not_reviewed"] or []]
     return page(
         "dashboard/review.html",
         viewer=viewer,
-        review=review,
+        review={**review, "not_reviewed": coverage},
         label=pages.mr_label(project=review["project"], mr_iid=review["mr_iid"], review_id=review["id"]),
         findings=pages.finding_views(review["findings"], user_key=viewer.user_key),
     )

@@ -198,7 +198,11 @@ def test_summary_is_one_note_edited_in_place(fake: FakeGitLab, platform: GitLabP
     assert len(summaries) == 1 and summaries[0].id == first.summary_note_id == second.summary_note_id
     assert second.summary_edited and "Round two." in summaries[0].body and "Round one." not in summaries[0].body
     body = summaries[0].body
-    assert "`svc/api.py:5`" in body and "calibration: often rejected" in body and "`logo.png`: binary file" in body
+    assert (
+        "`svc/api.py:5`" in body
+        and "calibration: often rejected" in body
+        and "`logo.png` — binary: binary file" in body
+    )
     assert summaries[0].type is None  # a plain note: it cannot block merging as an open thread would
 
 
