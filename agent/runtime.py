@@ -229,9 +229,11 @@ class Runtime:
             index = self._contexts[review_id][1] if review_id in self._contexts else DiffIndex(context.files)
         inputs = VerifierInputs(workspace=context.workspace, diff_index=index, min_severity=context.config.min_severity)
         if self.pool is not None and context.project:
-            inputs.rejected_fingerprints = store_reviews.rejected_fingerprints(self.pool, project=context.project)
-            inputs.acceptance = store_reviews.acceptance_rates(self.pool, project=context.project)
-            by_rule, by_path = store_rejections.votes_by_rule_and_path(self.pool, project=context.project)
+            inputs.rejected_fingerprints = store_rejections.rejected_fingerprints(
+                self.pool, project=context.project, mr_iid=context.mr_iid
+            )
+            inputs.acceptance = store_rejections.standings(self.pool, project=context.project)
+            by_rule, by_path = store_rejections.people_by_rule_and_path(self.pool, project=context.project)
             inputs.people_votes = PeopleVotes(by_rule=by_rule, by_path=by_path)
             if context.mr_iid is not None:
                 inputs.open_fingerprints = set(

@@ -4,20 +4,20 @@ and a reason that names its evidence, before anything is reported.
 Deterministic checks come first, because they are cheap and cannot be argued with by text in the
 merge request:
 
-1. the fingerprint is new (in this run, among this MR's open threads, among findings people
-   rejected before);
+1. the fingerprint is new (in this run, among this MR's open threads);
 2. the evidence is in the file at head, line for line, and the finding moves to where it is;
    that line is in or next to a changed hunk;
 3. the head tree supports the claim (`agent.verdicts.claims`): the "removed" symbol is gone, the
    "untested" code has no test, the injection sink receives more than constants;
-4. this project's people have not rejected the rule or the path (`agent.verdicts.feedback`);
+4. this project's people have not rejected this finding, its rule or its path (`agent.verdicts.feedback`:
+   people, not votes; a high or critical security finding they rejected goes to a human instead);
 5. one root cause reported by several analyzers is one finding (`agent.verdicts.duplicates`);
 6. a low-confidence rule goes to a human, listed in the summary rather than posted as a thread.
 
 Then agreement across strategy executions, when a caller supplies it; then an optional model
 judgment, which sees the diff hunk and may only demote a finding, never promote one; then
-calibration from feedback: a reviewer/category pair whose findings people mostly reject goes to a
-human instead of straight to a thread.
+calibration from feedback: a reviewer/category pair whose findings people mostly reject (several
+people, not one person's many votes) goes to a human instead of straight to a thread.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from agent.diff import DiffIndex
 from agent.verdicts.claims import HeadTree, removed_symbol_still_defined, tested_after_all
 from agent.verdicts.duplicates import claimed_family, group_root_causes, rule_name
 from agent.verdicts.evidence import Anchor, anchor_evidence, anchored
-from agent.verdicts.feedback import PeopleVotes, rejected_by_people
+from agent.verdicts.feedback import MIN_PEOPLE, PeopleVotes, rejected_before, rejected_by_people
 from agent.verdicts.judge import ModelJudgment, judge_messages
 from agent.verdicts.sinks import sink_gets_constants
 from reviewers.kernel.contracts import SEVERITY_RANK, Finding, LLMPort, Workspace
@@ -64,11 +64,12 @@ class VerifierInputs:
     workspace: Workspace
     diff_index: DiffIndex
     open_fingerprints: set[str] = field(default_factory=set)  # already posted on this MR
-    rejected_fingerprints: set[str] = field(default_factory=set)  # humans said no before
-    acceptance: Mapping[tuple[str, str], tuple[int, int]] = field(
+    # fingerprint → people who rejected it (more 👎 than 👍 among people)
+    rejected_fingerprints: Mapping[str, int] = field(default_factory=dict)
+    acceptance: Mapping[tuple[str, str], tuple[int, int, int]] = field(
         default_factory=dict
-    )  # (reviewer, category) → (acc, rej)
-    people_votes: PeopleVotes = field(default_factory=PeopleVotes)  # 👎/👍 by rule and by path
+    )  # (reviewer, category) → (findings accepted, findings rejected, people who rejected them)
+    people_votes: PeopleVotes = field(default_factory=PeopleVotes)  # people 👎/👍 by rule and by path
     min_severity: str = "low"
 
 
@@ -91,9 +92,6 @@ def _check(
         return VerifiedFinding(finding, "DUPLICATE", f"the same finding ({fp}) was already reported in this review")
     if fp in inputs.open_fingerprints:
         return VerifiedFinding(finding, "DUPLICATE", f"already posted on this merge request ({fp})")
-    if fp in inputs.rejected_fingerprints:
-        why = f"people rejected this same finding ({fp}) before: its net vote is 👎"
-        return VerifiedFinding(finding, "FALSE_POSITIVE", why)
     head_text = tree.text(finding.path)
     anchor = anchor_evidence(finding, head_text)
     if not isinstance(anchor, Anchor):
@@ -105,10 +103,12 @@ def _check(
         removed_symbol_still_defined(placed, tree)
         or tested_after_all(placed, tree)
         or sink_gets_constants(placed, family=claimed_family(placed), head_text=head_text)
-        or rejected_by_people(placed, inputs.people_votes)
     )
     if contradicted:
         return VerifiedFinding(placed, "FALSE_POSITIVE", contradicted)
+    rejected = rejected_before(placed, inputs.rejected_fingerprints) or rejected_by_people(placed, inputs.people_votes)
+    if rejected:
+        return VerifiedFinding(placed, *rejected)
     return placed, _passed(placed, finding.line if placed.line != finding.line else None)
 
 
@@ -136,12 +136,16 @@ def _fold_duplicates(passed: list[tuple[Finding, str]]) -> tuple[list[tuple[Find
     return leads, duplicates
 
 
-def calibrate(finding: Finding, acceptance: Mapping[tuple[str, str], tuple[int, int]]) -> str | None:
-    """A reason to send the finding to a human when its reviewer/category is mostly rejected."""
-    accepted, rejected = acceptance.get((finding.reviewer, finding.category), (0, 0))
+def calibrate(finding: Finding, acceptance: Mapping[tuple[str, str], tuple[int, int, int]]) -> str | None:
+    """A reason to send the finding to a human when its reviewer/category is mostly rejected, by at
+    least MIN_PEOPLE people: one person's many 👎 do not lower a reviewer's standing."""
+    accepted, rejected, rejecters = acceptance.get((finding.reviewer, finding.category), (0, 0, 0))
     votes = accepted + rejected
-    if votes >= CALIBRATION_MIN_VOTES and accepted / votes < CALIBRATION_MIN_RATE:
-        return f"{finding.reviewer}/{finding.category} findings were accepted {accepted} of {votes} times"
+    if votes >= CALIBRATION_MIN_VOTES and accepted / votes < CALIBRATION_MIN_RATE and rejecters >= MIN_PEOPLE:
+        return (
+            f"{finding.reviewer}/{finding.category} findings were accepted {accepted} of {votes} times"
+            f" ({rejecters} people rejected them)"
+        )
     return None
 
 

@@ -21,6 +21,7 @@ from api.auth import parse_env_tokens
 from api.body_limit import BodyLimitMiddleware, limit_by_path
 from api.db import DbPool, make_pool
 from api.deps import ServiceState
+from api.project_check import project_check
 from api.routes import dashboard, feedback, front_door, health, metrics, reviews, webhooks
 from api.triage import Scope
 from api.worker import QueueConfig, create_queue_app
@@ -43,6 +44,7 @@ def service_state(settings: Settings, *, require_worker: bool, heartbeat_window_
         env_tokens=env_tokens,
         require_worker=require_worker,
         worker_heartbeat_window_s=heartbeat_window_s,
+        projects=project_check(settings),
     )
 
 

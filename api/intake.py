@@ -21,14 +21,16 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import procrastinate
 from psycopg.types.json import Jsonb
 
 from api.db import DbConnection, DbPool
+from api.project_check import ProjectCheck
 from api.triage import Decision, Ignore, ReplyInDiscussion, ReviewRequest, VoteOnNote
 from api.worker import REVIEW_TASK
+from reviewers.kernel.errors import PlatformError
 
 logger = logging.getLogger(__name__)
 
@@ -182,21 +184,27 @@ async def enqueue_review(
 # Every vote joins through its finding's review to the project the hook came from (its id, which
 # the hook's secret vouched for): note and discussion ids are guessable, and a hook of one project
 # must not vote on another project's findings (issue 11). Reviews of GitLab MRs are stored under the
-# numeric project id (agent.gitlab.review).
+# numeric project id (agent.gitlab.review), with the MR's author as GitLab answered it: an author's
+# vote on their own review is marked, and counts for that merge request only (agent.store.rejections).
 FINDING_BY_NOTE_SQL = """
-SELECT f.id FROM findings f JOIN reviews r ON r.id = f.review_id
+SELECT f.id, r.mr_author_id FROM findings f JOIN reviews r ON r.id = f.review_id
  WHERE r.source = 'gitlab' AND r.project = %(project)s
    AND (f.note_id = %(note_id)s OR (%(by_discussion)s AND f.discussion_id = %(discussion_id)s))
  ORDER BY f.id LIMIT 1
 """
 FINDING_BY_DISCUSSION_SQL = """
-SELECT f.id FROM findings f JOIN reviews r ON r.id = f.review_id
+SELECT f.id, r.mr_author_id FROM findings f JOIN reviews r ON r.id = f.review_id
  WHERE r.source = 'gitlab' AND r.project = %(project)s AND f.discussion_id = %(discussion_id)s
  ORDER BY f.id LIMIT 1
 """
 
 
-async def _finding_for_vote(conn: DbConnection, vote: VoteOnNote, *, bot_user_id: int | None) -> int | None:
+class VotedFinding(NamedTuple):
+    finding_id: int
+    mr_author_id: int | None
+
+
+async def _finding_for_vote(conn: DbConnection, vote: VoteOnNote, *, bot_user_id: int | None) -> VotedFinding | None:
     """The finding whose thread the awarded note opened (the first finding that posted it).
 
     A thumb on another note of our discussion counts only when that note is ours (bot-authored).
@@ -212,23 +220,25 @@ async def _finding_for_vote(conn: DbConnection, vote: VoteOnNote, *, bot_user_id
         },
     )
     row = await cur.fetchone()
-    return int(row["id"]) if row else None
+    return VotedFinding(int(row["id"]), row["mr_author_id"]) if row else None
 
 
 async def record_vote(pool: DbPool, delivery: Delivery, vote: VoteOnNote, *, bot_user_id: int | None) -> IntakeResult:
     """Award → upsert +1/-1 (latest wins); revoke → 0, only if the user's vote was that polarity."""
     async with pool.connection() as conn, conn.transaction():
-        finding_id = await _finding_for_vote(conn, vote, bot_user_id=bot_user_id)
-        if finding_id is None:
+        found = await _finding_for_vote(conn, vote, bot_user_id=bot_user_id)
+        if found is None:
             reason = f"note {vote.note_id} is not one of our findings in project {vote.project_id}"
             event_id = await _insert_event(conn, delivery, status="ignored", reason=reason)
             if event_id is None and delivery.idempotency_key:
                 return await _existing_by_key(conn, delivery.idempotency_key)
             return IntakeResult("ignored", event_id, reason=reason)
+        finding_id = found.finding_id
         event_id = await _insert_event(conn, delivery, status="processed", reason=f"feedback on finding {finding_id}")
         if event_id is None and delivery.idempotency_key:
             return await _existing_by_key(conn, delivery.idempotency_key)
         user_key = f"gitlab:{vote.user_id}"
+        is_author = found.mr_author_id is not None and found.mr_author_id == vote.user_id
         if vote.revoked:
             await conn.execute(
                 "UPDATE feedback SET value = 0, source = 'emoji', updated_at = now()"
@@ -238,11 +248,13 @@ async def record_vote(pool: DbPool, delivery: Delivery, vote: VoteOnNote, *, bot
         else:
             await conn.execute(
                 """
-                INSERT INTO feedback (finding_id, user_key, source, value) VALUES (%s, %s, 'emoji', %s)
-                ON CONFLICT (finding_id, user_key)
-                DO UPDATE SET value = EXCLUDED.value, source = 'emoji', updated_at = now()
+                INSERT INTO feedback (finding_id, user_key, source, value, voter_is_author)
+                VALUES (%s, %s, 'emoji', %s, %s)
+                ON CONFLICT (finding_id, user_key) DO UPDATE SET
+                    value = EXCLUDED.value, source = 'emoji', voter_is_author = EXCLUDED.voter_is_author,
+                    updated_at = now()
                 """,
-                (finding_id, user_key, vote.value),
+                (finding_id, user_key, vote.value, is_author),
             )
     return IntakeResult("processed", event_id, reason=f"feedback on finding {finding_id}")
 
@@ -264,31 +276,52 @@ async def record_reply(pool: DbPool, delivery: Delivery, reply: ReplyInDiscussio
                 return await _existing_by_key(conn, delivery.idempotency_key)
             return IntakeResult("ignored", event_id, reason=reason)
         finding_id = int(row["id"])
+        is_author = row["mr_author_id"] is not None and row["mr_author_id"] == reply.user_id
         event_id = await _insert_event(conn, delivery, status="processed", reason=f"reply on finding {finding_id}")
         if event_id is None and delivery.idempotency_key:
             return await _existing_by_key(conn, delivery.idempotency_key)
         await conn.execute(
             """
-            INSERT INTO feedback (finding_id, user_key, source, value, comment) VALUES (%s, %s, 'reply', %s, %s)
+            INSERT INTO feedback (finding_id, user_key, source, value, comment, voter_is_author)
+            VALUES (%s, %s, 'reply', %s, %s, %s)
             ON CONFLICT (finding_id, user_key) DO UPDATE SET
                 comment = EXCLUDED.comment,
                 value = CASE WHEN EXCLUDED.value <> 0 THEN EXCLUDED.value ELSE feedback.value END,
                 source = CASE WHEN EXCLUDED.value <> 0 THEN EXCLUDED.source ELSE feedback.source END,
+                voter_is_author = EXCLUDED.voter_is_author,
                 updated_at = now()
             """,
-            (finding_id, f"gitlab:{reply.user_id}", reply.value, reply.text),
+            (finding_id, f"gitlab:{reply.user_id}", reply.value, reply.text, is_author),
         )
     return IntakeResult("processed", event_id, reason=f"reply on finding {finding_id}")
 
 
 async def accept(
-    pool: DbPool, queue: procrastinate.App, delivery: Delivery, decision: Decision, *, bot_user_id: int | None
+    pool: DbPool,
+    queue: procrastinate.App,
+    delivery: Delivery,
+    decision: Decision,
+    *,
+    bot_user_id: int | None,
+    projects: ProjectCheck | None = None,
 ) -> IntakeResult:
-    """Persist what the triage decided; the one entry point of the webhook route."""
+    """Persist what the triage decided; the one entry point of the webhook route.
+
+    A vote or a reply counts only once `projects` confirmed its project as reviews confirm theirs
+    (the worker does that for a review, before it reads the project).
+    """
     if isinstance(decision, Ignore):
         return await record_event(pool, delivery, status="ignored", reason=decision.reason)
     if isinstance(decision, ReviewRequest):
         return await enqueue_review(pool, queue, delivery, decision)
+    if projects is not None:
+        try:
+            refused = await projects.refusal(decision.project_id)
+        except PlatformError:
+            refused = f"GitLab could not confirm project {decision.project_id} is allowed; not counted"
+            return await record_event(pool, delivery, status="failed", reason=refused)
+        if refused is not None:
+            return await record_event(pool, delivery, status="ignored", reason=refused)
     if isinstance(decision, VoteOnNote):
         return await record_vote(pool, delivery, decision, bot_user_id=bot_user_id)
     return await record_reply(pool, delivery, decision)

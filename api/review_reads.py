@@ -69,6 +69,11 @@ async def get_review(conn: DbConnection, review_id: int, *, scope: list[str] | N
     return ReviewDetail.model_validate({**review, "findings": findings})
 
 
+def token_voter(name: str) -> str:
+    """The voter an API token is, through the API and the dashboard alike: one person per token."""
+    return f"token:{name}"
+
+
 async def store_api_vote(
     conn: DbConnection,
     *,
@@ -76,10 +81,12 @@ async def store_api_vote(
     user_key: str,
     value: int,
     comment: str | None,
+    claimed_user: str | None = None,
     scope: list[str] | None = None,
 ) -> FeedbackOut | None:
-    """Upsert one vote per (finding, user); None (nothing stored) when the finding does not exist or
-    its review's project is outside `scope`: a scoped token cannot tell the two apart."""
+    """Upsert one vote per (finding, voter); None (nothing stored) when the finding does not exist or
+    its review's project is outside `scope`: a scoped token cannot tell the two apart. `claimed_user`
+    (who the token says voted) is recorded with the vote and identifies no one."""
     cur = await conn.execute(
         "SELECT 1 FROM findings f JOIN reviews r ON r.id = f.review_id"
         " WHERE f.id = %s AND (%s::text[] IS NULL OR r.project = ANY(%s))",
@@ -89,13 +96,14 @@ async def store_api_vote(
         return None
     cur = await conn.execute(
         """
-        INSERT INTO feedback (finding_id, user_key, source, value, comment) VALUES (%s, %s, 'api', %s, %s)
+        INSERT INTO feedback (finding_id, user_key, source, value, comment, claimed_user)
+        VALUES (%s, %s, 'api', %s, %s, %s)
         ON CONFLICT (finding_id, user_key) DO UPDATE SET
             value = EXCLUDED.value, source = 'api', comment = coalesce(EXCLUDED.comment, feedback.comment),
-            updated_at = now()
+            claimed_user = EXCLUDED.claimed_user, updated_at = now()
         RETURNING *
         """,
-        (finding_id, user_key, value, comment),
+        (finding_id, user_key, value, comment, claimed_user),
     )
     row = await cur.fetchone()
     return FeedbackOut.model_validate(row) if row else None

@@ -18,7 +18,10 @@ class FeedbackIn(BaseModel):
     value: Literal[-1, 1]
     comment: str | None = Field(default=None, max_length=10_000)
     user: str | None = Field(
-        default=None, min_length=1, max_length=200, description="who voted, when the token acts for several people"
+        default=None,
+        min_length=1,
+        max_length=200,
+        description="who the token says voted: recorded beside the vote; the token stays one voter",
     )
 
     @field_validator("value", mode="before")
@@ -40,7 +43,8 @@ class FeedbackIn(BaseModel):
 
 class FeedbackOut(BaseModel):
     finding_id: int
-    user_key: str
+    user_key: str  # the voter: 'gitlab:<user id>' or 'token:<API token name>'
+    claimed_user: str | None = None  # the `user` an API token named: recorded, not an identity
     source: str
     value: int
     comment: str | None

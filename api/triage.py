@@ -30,9 +30,9 @@ class Scope:
 
     An id entry is matched against the hook's numeric project id, which its secret vouched for. A
     path entry is matched against the path the hook *claims*: that only filters, it authorises
-    nothing. The worker asks GitLab which id the allowed path has before it reads the project
-    (agent.gitlab.review.confirm_project_allowed), so a hook pairing an allowed path with another
-    project's id reviews nothing.
+    nothing. GitLab is asked which id the allowed path has (agent.gitlab.projects) before a review
+    reads the project (the worker) and before a vote or a reply counts (api/project_check.py), so a
+    hook pairing an allowed path with another project's id reviews nothing and counts nothing.
     """
 
     projects: frozenset[str] = frozenset()

@@ -4,6 +4,7 @@
   with GitLab's error mapping and retry rules.
 - `models`: the GitLab objects we read and write, as plain typed values.
 - `workspace`: the repository at one commit, read through the API (a `reviewers.kernel.contracts.Workspace`).
+- `projects`: whether a project is on the allow-list (its id, or a path GitLab confirms).
 - `review`: the worker's entry point, `review_gitlab_merge_request`: load, run the graph, publish.
 - `publisher`: posting one review's results idempotently and retiring outdated threads.
 

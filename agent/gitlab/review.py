@@ -10,7 +10,7 @@ resolved (or marked, per the repository's config).
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +27,7 @@ from agent.context import (
 from agent.diff import DiffIndex
 from agent.gitlab.client import GitLabPlatform
 from agent.gitlab.models import DiffVersions
+from agent.gitlab.projects import confirm_project_allowed
 from agent.gitlab.publisher import FindingToPublish, OpenThread, PostedThread, publish_review, resolve_outdated
 from agent.graph import ReviewState
 from agent.pipeline import run_review, unreached_files
@@ -36,7 +37,7 @@ from agent.store import reviews as store_reviews
 from agent.strategy_model import StrategyModelSource
 from agent.verifier import VerifiedFinding
 from reviewers.kernel.contracts import FileChange, LLMPort, ReviewerResult, Workspace, merge_not_reviewed
-from reviewers.kernel.errors import InputError, PlatformError, PlatformUnavailableError
+from reviewers.kernel.errors import PlatformError
 
 log = logging.getLogger(__name__)
 
@@ -76,35 +77,19 @@ def build_deps(settings: Settings, *, pool: ConnectionPool[Any], dsn: str, llm: 
     )
 
 
-def confirm_project_allowed(platform: GitLabPlatform, project: str, allowed: frozenset[str]) -> None:
-    """Refuse (InputError, not retried) to review a project the allow-list does not name.
-
-    The job names its project by the numeric id of the hook, which the hook's secret vouched for;
-    the path beside it in the hook is only a claim. So an allow-list entry that is an id is matched
-    directly, and one that is a path is asked of GitLab (GET /projects/<path>): the project GitLab
-    has at that path must have this id. Nothing about the job's own project is read before that.
-    """
-    if not allowed or project in allowed:
-        return
-    for entry in sorted(allowed):
-        if entry.isdigit():
-            continue
-        try:
-            if str(platform.project_id(entry)) == project:
-                return
-        except PlatformUnavailableError:
-            raise
-        except PlatformError:
-            continue  # a path the bot cannot see (404/403) names no project of ours
-    raise InputError(f"project {project} is not in REVIEWLOOP_GITLAB_PROJECTS; not reviewed", project=project)
-
-
 def load_gitlab_snapshot(
-    platform: GitLabPlatform, request: ReviewRequest, *, since_head: str | None
+    platform: GitLabPlatform,
+    request: ReviewRequest,
+    *,
+    since_head: str | None,
+    on_author: Callable[[int], None] | None = None,
 ) -> tuple[Snapshot, Workspace, list[FileChange]]:
-    """The MR at its newest version; with `since_head`, only files changed since that commit."""
+    """The MR at its newest version; with `since_head`, only files changed since that commit.
+    `on_author` hears the MR author's GitLab user id, as GitLab's API answered it."""
     project, iid = request.project, int(request.mr_iid or 0)
     mr = platform.merge_request(project, iid)
+    if on_author is not None and mr.author_id:
+        on_author(mr.author_id)
     mr_diff = platform.diffs(project, iid)
     versions = mr_diff.versions
     files = mr_diff.files
@@ -243,8 +228,12 @@ def review_gitlab_merge_request(
     previous = store_reviews.last_reviewed_head(deps.pool, project=project, mr_iid=mr_iid)
     request = ReviewRequest(source="gitlab", project=project, mr_iid=mr_iid, head=head)
 
+    def record_author(author_id: int) -> None:
+        # the author's votes on this review are theirs alone (agent.store.rejections)
+        store_reviews.record_mr_author(deps.pool, review_id, author_id=author_id)
+
     def loader(req: ReviewRequest) -> tuple[Snapshot, Workspace, list[FileChange]]:
-        return load_gitlab_snapshot(deps.platform, req, since_head=previous)
+        return load_gitlab_snapshot(deps.platform, req, since_head=previous, on_author=record_author)
 
     def workspace_for(req: ReviewRequest, snapshot: Snapshot) -> Workspace:
         return deps.platform.workspace(project, str(snapshot.head_sha), changed_paths=list(snapshot.files))

@@ -1,8 +1,10 @@
-"""Human votes on findings: one per user per finding, the latest wins.
+"""Human votes on findings: one per person per finding, the latest wins.
 
-Votes come from GitLab award emoji, replies, thread outcomes, the API and the dashboard. A user
-who changes their mind overwrites their vote (value 0 withdraws it), so the learning code always
-sees each person's current opinion.
+Votes come from GitLab award emoji, replies, thread outcomes, the API and the dashboard. A person
+(`user_key`) is a GitLab user ('gitlab:<user id>') or an API token ('token:<name>'), whatever `user`
+the token claims (`claimed_user`, recorded, never an identity). A person who changes their mind
+overwrites their vote (value 0 withdraws it), so the learning code always sees each person's
+current opinion.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ class FeedbackRow(TypedDict):
     source: FeedbackSource
     value: VoteValue
     comment: str | None
+    claimed_user: str | None
+    voter_is_author: bool
     created_at: datetime
     updated_at: datetime
 

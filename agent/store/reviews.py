@@ -1,8 +1,8 @@
 """Reviews and their findings: what the agent ran, what it found, what it posted, and what humans said.
 
-The verifier reads three things from here (fingerprints humans rejected, threads already open on
-this merge request, acceptance rates per reviewer and category); the reporter records what it
-posted; the read API and the learning code read whole reviews with their feedback.
+The verifier reads the threads already open on this merge request from here (what people's votes
+say comes from `agent.store.rejections`); the reporter records what it posted; the read API and the
+learning code read whole reviews with their feedback.
 """
 
 from __future__ import annotations
@@ -113,11 +113,6 @@ class PostedThread(NamedTuple):
     note_id: int | None
     path: str
     line: int
-
-
-class AcceptanceCounts(NamedTuple):
-    accepted: int
-    rejected: int
 
 
 # --- writing a review ------------------------------------------------------------------------------
@@ -252,6 +247,12 @@ def set_strategy(
 
 def record_summary_note(db: Database, review_id: int, *, note_id: int) -> None:
     _update_review(db, review_id, "UPDATE reviews SET summary_note_id = %s", (note_id,))
+
+
+def record_mr_author(db: Database, review_id: int, *, author_id: int) -> None:
+    """The merge request's author as GitLab's API answered: their votes on their own review are theirs
+    alone (agent.store.rejections), so the vote intake marks them."""
+    _update_review(db, review_id, "UPDATE reviews SET mr_author_id = %s", (author_id,))
 
 
 def last_summary_note_id(db: Database, *, project: str, mr_iid: int) -> int | None:
@@ -400,18 +401,6 @@ def list_reviews(
     return [cast(ReviewSummary, row) for row in rows]
 
 
-def rejected_fingerprints(db: Database, project: str) -> set[str]:
-    """Fingerprints whose net human vote in this project is negative: never report them again."""
-    with connection(db) as conn:
-        rows = conn.execute(
-            "SELECT f.fingerprint FROM findings f JOIN reviews r ON r.id = f.review_id"
-            " JOIN feedback fb ON fb.finding_id = f.id"
-            " WHERE r.project = %s GROUP BY f.fingerprint HAVING sum(fb.value) < 0",
-            (project,),
-        ).fetchall()
-    return {str(row[0]) for row in rows}
-
-
 def posted_fingerprints(db: Database, *, project: str, mr_iid: int) -> dict[str, PostedThread]:
     """Open threads we posted on this merge request, by fingerprint (newest post wins)."""
     with connection(db) as conn:
@@ -439,25 +428,6 @@ def last_reviewed_head(db: Database, *, project: str, mr_iid: int) -> str | None
             (project, mr_iid),
         ).fetchone()
     return str(row[0]) if row else None
-
-
-def acceptance_rates(db: Database, project: str | None = None) -> dict[tuple[str, str], AcceptanceCounts]:
-    """(reviewer, category) → findings humans accepted (net vote > 0) and rejected (net vote < 0)."""
-    with connection(db) as conn:
-        rows = conn.execute(
-            "WITH scored AS ("
-            " SELECT f.reviewer, f.category, sum(fb.value) AS score"
-            " FROM findings f JOIN reviews r ON r.id = f.review_id JOIN feedback fb ON fb.finding_id = f.id"
-            " WHERE (%(project)s::text IS NULL OR r.project = %(project)s) GROUP BY f.id)"
-            " SELECT reviewer, category, count(*) FILTER (WHERE score > 0)::int,"
-            " count(*) FILTER (WHERE score < 0)::int FROM scored GROUP BY reviewer, category",
-            {"project": project},
-        ).fetchall()
-    return {
-        (str(reviewer), str(category)): AcceptanceCounts(int(acc), int(rej))
-        for reviewer, category, acc, rej in rows
-        if acc or rej
-    }
 
 
 class OpenThreadRow(TypedDict):

@@ -4,6 +4,6 @@
 - `claims`: whether the code at head supports what a rule claims (the symbol is gone, no test
   mentions it); `sinks`: whether an injection sink receives data rather than constants;
 - `duplicates`: one root cause reported by two analyzers becomes one finding;
-- `feedback`: rules and paths this project's people have rejected;
+- `feedback`: rules, paths and findings this project's people (not votes) have rejected;
 - `judge`: the optional model judgment, shown the diff hunk and the evidence.
 """

@@ -20,6 +20,7 @@ import secrets
 from dataclasses import dataclass
 
 from api.db import DbConnection
+from api.review_reads import token_voter
 
 SESSION_COOKIE = "rl_dashboard"
 LOGIN_COOKIE = "rl_dashboard_login"  # double-submit token of the login form (no session exists yet)
@@ -49,8 +50,8 @@ class Viewer:
 
     @property
     def user_key(self) -> str:
-        """The feedback row's user: one vote per token name, the latest wins."""
-        return f"dashboard:{self.name}"
+        """The feedback row's voter: the token, as through the API (one person per token, the latest vote wins)."""
+        return token_voter(self.name)
 
 
 def new_nonce() -> str:

@@ -1,4 +1,7 @@
-"""POST /api/v1/findings/{id}/feedback: a vote (and comment) through the API, one per user, latest wins.
+"""POST /api/v1/findings/{id}/feedback: a vote (and comment) through the API, one per token, latest wins.
+
+A token is one voter, whatever `user` it sends: that name is stored beside the vote (`claimed_user`)
+for people to read, and counts as nobody (issue 21: one scoped token varying `user` was three people).
 
 The body is read only after the bearer token was checked (a dependency, resolved before the route
 reads anything), and the body-limit middleware (api/body_limit.py) bounds it: a stranger can make
@@ -11,7 +14,7 @@ from fastapi import APIRouter, HTTPException, Request, status
 from pydantic import ValidationError
 
 from api.deps import ApiClientDep, ConnectionDep
-from api.review_reads import store_api_vote
+from api.review_reads import store_api_vote, token_voter
 from api.schemas import FeedbackIn, FeedbackOut
 
 router = APIRouter(prefix="/api/v1/findings", tags=["feedback"])
@@ -41,14 +44,15 @@ async def read_vote(request: Request) -> FeedbackIn:
 @router.post("/{finding_id}/feedback", openapi_extra=FEEDBACK_BODY)
 async def post_feedback(finding_id: int, request: Request, client: ApiClientDep, conn: ConnectionDep) -> FeedbackOut:
     body = await read_vote(request)  # after `client`: authentication before the body is read
-    # the token names the integration; `user` names the person when one token serves several
-    user_key = f"api:{client.name}" if body.user is None else f"api:{client.name}:{body.user}"
+    # one token is one person (issue 21): the `user` it names is recorded, never counted as someone else
+    user_key = token_voter(client.name)
     async with conn.transaction():
         # a finding outside the token's projects is "not found", as the read API answers for its review
         stored = await store_api_vote(
             conn,
             finding_id=finding_id,
             user_key=user_key,
+            claimed_user=body.user,
             value=body.value,
             comment=body.comment,
             scope=client.project_list,

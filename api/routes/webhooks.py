@@ -2,6 +2,9 @@
 
 GitLab waits 10 s and disables a hook after repeated failures, so the handler does no GitLab call
 and no review work; the body is read with a hard size limit before anything else happens.
+
+One exception: a vote or reply from a project the allow-list admits only by the path it claims is
+confirmed with GitLab first (api/project_check.py: cached per path, a 3 s timeout, no retries).
 """
 
 from __future__ import annotations
@@ -128,7 +131,9 @@ async def _handle(request: Request, state: StateDep, pool: PoolDep, queue: Queue
             mr_iid = decision.mr_iid if isinstance(decision, ReviewRequest) else None
             head_sha = decision.head_sha if isinstance(decision, ReviewRequest) else None
             with log_context(mr_iid=mr_iid, head_sha=head_sha):
-                result = await accept(pool, queue, delivery, decision, bot_user_id=settings.gitlab_bot_user_id)
+                result = await accept(
+                    pool, queue, delivery, decision, bot_user_id=settings.gitlab_bot_user_id, projects=state.projects
+                )
                 logger.info("webhook accepted", extra={"status": result.status, "event_kind": kind})
                 return answer(result)
         except (psycopg.DataError, UnicodeEncodeError) as exc:

@@ -12,7 +12,7 @@ import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
 
-from agent.store import feedback, models, reviews
+from agent.store import feedback, models, rejections, reviews
 from agent.store.db import Database, Pool, connect_store, connection, describe_dsn, open_pool, resolve_dsn
 from agent.strategy import RiskArea, Strategy
 from reviewers.fingerprint import make_fingerprint
@@ -321,10 +321,10 @@ def test_rejected_fingerprints_and_acceptance_rates(pool: Pool) -> None:
     other_ids = reviews.save_findings(pool, elsewhere, [(accepted, "REAL", "r")])
     feedback.record_vote(pool, other_ids[accepted.fingerprint], user_key="gitlab:3", source="emoji", value=-1)
 
-    assert reviews.rejected_fingerprints(pool, PROJECT) == {rejected.fingerprint}
-    assert reviews.rejected_fingerprints(pool, "other/app") == {accepted.fingerprint}
-    assert reviews.acceptance_rates(pool, PROJECT) == {("security", "security"): (1, 1)}
-    assert reviews.acceptance_rates(pool) == {("security", "security"): (1, 2)}
+    assert rejections.rejected_fingerprints(pool, project=PROJECT) == {rejected.fingerprint: 1}
+    assert rejections.rejected_fingerprints(pool, project="other/app") == {accepted.fingerprint: 1}
+    assert rejections.standings(pool, project=PROJECT) == {("security", "security"): (1, 1, 1)}
+    assert rejections.standings(pool) == {("security", "security"): (1, 2, 2)}
 
     detail = reviews.get_review(pool, review_id)
     assert detail is not None
@@ -359,7 +359,7 @@ def test_the_latest_vote_of_a_user_wins(pool: Pool) -> None:
     ]
     assert votes[0]["updated_at"] > votes[0]["created_at"]
     feedback.record_vote(pool, finding_id, user_key="gitlab:2", source="emoji", value=0)  # withdrawn
-    assert reviews.rejected_fingerprints(pool, PROJECT) == {finding.fingerprint}
+    assert rejections.rejected_fingerprints(pool, project=PROJECT) == {finding.fingerprint: 1}
 
     assert feedback.finding_by_note_id(pool, 77) == finding_id
     assert feedback.finding_by_discussion_id(pool, "disc-1") == finding_id

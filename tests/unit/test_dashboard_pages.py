@@ -40,16 +40,16 @@ def test_findings_are_ordered_real_first_then_by_severity_and_place() -> None:
             finding(4, verdict="REAL", severity="high", path="a.py", line=9),
             finding(5, verdict="NEEDS_HUMAN_REVIEW", severity="info"),
         ],
-        user_key="dashboard:alice",
+        user_key="token:alice",
     )
     assert [v.finding["id"] for v in views] == [4, 3, 2, 5, 1]
 
 
 def test_vote_tallies_and_the_viewers_own_vote() -> None:
-    votes = [("gitlab:1", 1), ("gitlab:2", -1), ("dashboard:alice", -1), ("api:ci", 0)]
-    [view] = finding_views([finding(1, verdict="REAL", severity="low", votes=votes)], user_key="dashboard:alice")
+    votes = [("gitlab:1", 1), ("gitlab:2", -1), ("token:alice", -1), ("token:ci", 0)]
+    [view] = finding_views([finding(1, verdict="REAL", severity="low", votes=votes)], user_key="token:alice")
     assert (view.up, view.down, view.net, view.mine) == (1, 2, -1, -1)
-    [other] = finding_views([finding(1, verdict="REAL", severity="low", votes=votes)], user_key="dashboard:bob")
+    [other] = finding_views([finding(1, verdict="REAL", severity="low", votes=votes)], user_key="token:bob")
     assert other.mine == 0
 
 

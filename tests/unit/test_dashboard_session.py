@@ -16,6 +16,7 @@ from api.dashboard.session import (
     safe_next,
     session_id_hash,
 )
+from api.review_reads import token_voter
 
 NONCE = "0" * 32
 CSRF_OF_SESSION_ONE = "d5f1ec624a362d19ed129fb81bd2d5f9bba0edfd9b7d4dcc7b0a1d5b5f11e2fb"
@@ -67,5 +68,5 @@ def test_login_redirects_only_to_dashboard_paths(target: str | None, expected: s
     assert safe_next(target) == expected
 
 
-def test_votes_are_recorded_under_the_token_name() -> None:
-    assert Viewer("alice", csrf=None).user_key == "dashboard:alice"
+def test_votes_are_recorded_under_the_token_the_same_voter_as_through_the_api() -> None:
+    assert Viewer("alice", csrf=None).user_key == "token:alice" == token_voter("alice")

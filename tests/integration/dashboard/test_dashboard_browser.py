@@ -80,7 +80,7 @@ def test_thumbs_down_from_the_page_is_a_feedback_row(db_dsn: str, live: LiveServ
     expect(card.get_by_role("button", name="withdraw not helpful")).to_have_attribute("aria-pressed", "true")
 
     [vote] = rows(db_dsn, "SELECT * FROM feedback WHERE finding_id = %s", finding_id)
-    assert (vote["value"], vote["source"], vote["user_key"]) == (-1, "dashboard", f"dashboard:{ENV_TOKEN_NAME}")
+    assert (vote["value"], vote["source"], vote["user_key"]) == (-1, "dashboard", f"token:{ENV_TOKEN_NAME}")
 
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "dashboard.png"), full_page=True)

@@ -230,7 +230,7 @@ def test_a_vote_from_the_page_is_a_row_and_the_latest_wins(db_dsn: str, client: 
     assert vote(client, first, "1", csrf).status_code == 303
 
     [row] = rows(db_dsn, "SELECT * FROM feedback WHERE finding_id = %s", first)
-    assert (row["value"], row["source"], row["user_key"]) == (1, "dashboard", f"dashboard:{ENV_TOKEN_NAME}")
+    assert (row["value"], row["source"], row["user_key"]) == (1, "dashboard", f"token:{ENV_TOKEN_NAME}")
     page = client.get(f"/dashboard/reviews/{outcome.review_id}", headers=HTML).text
     # the pressed 👍 now withdraws (value 0) instead of voting again
     assert re.search(

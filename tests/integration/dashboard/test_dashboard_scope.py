@@ -53,11 +53,11 @@ def test_a_scoped_token_sees_and_votes_only_inside_its_projects(db_dsn: str, cli
     csrf = hidden_field(page.text, "csrf")
     outside = client.post(f"/dashboard/findings/{other_finding}/vote", data={"value": "-1", "csrf": csrf}, headers=HTML)
     assert outside.status_code == 404
-    assert rows(db_dsn, "SELECT * FROM feedback WHERE user_key LIKE 'dashboard:%%'") == []
+    assert rows(db_dsn, "SELECT * FROM feedback WHERE user_key LIKE 'token:%%'") == []
     inside = client.post(f"/dashboard/findings/{my_finding}/vote", data={"value": "-1", "csrf": csrf}, headers=HTML)
     assert inside.status_code == 303
-    voted = rows(db_dsn, "SELECT finding_id, user_key FROM feedback WHERE user_key LIKE 'dashboard:%%'")
-    assert voted == [{"finding_id": my_finding, "user_key": "dashboard:team-42"}]
+    voted = rows(db_dsn, "SELECT finding_id, user_key FROM feedback WHERE user_key LIKE 'token:%%'")
+    assert voted == [{"finding_id": my_finding, "user_key": "token:team-42"}]
 
     # a bearer header carries the same scope; the admin token from the environment sees both projects
     bearer = {"Authorization": f"Bearer {ENV_TOKEN}"}

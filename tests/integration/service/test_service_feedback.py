@@ -151,10 +151,10 @@ def test_feedback_api_and_review_detail(service: LiveServer, service_dsn: str, f
 
     answer = api(service, "POST", f"/api/v1/findings/{finding_id}/feedback", json={"value": 1, "comment": "real bug"})
     assert answer.status_code == 200, answer.text
-    assert answer.json()["user_key"] == "api:ci" and answer.json()["value"] == 1
-    # the same client again: latest wins; a named user of the same token is a separate voter
-    api(service, "POST", f"/api/v1/findings/{finding_id}/feedback", json={"value": -1})
+    assert answer.json()["user_key"] == "token:ci" and answer.json()["value"] == 1
+    # the same client again: latest wins; a `user` it names is recorded, and the token stays one voter
     api(service, "POST", f"/api/v1/findings/{finding_id}/feedback", json={"value": 1, "user": "carol"})
+    api(service, "POST", f"/api/v1/findings/{finding_id}/feedback", json={"value": -1, "user": "dave"})
     assert api(service, "POST", "/api/v1/findings/999999/feedback", json={"value": 1}).status_code == 404
     for value in (2, True, 1.0, "1"):  # `true` == 1 in Python: it must not count as a vote
         bad = api(service, "POST", f"/api/v1/findings/{finding_id}/feedback", json={"value": value})
@@ -176,11 +176,10 @@ def test_feedback_api_and_review_detail(service: LiveServer, service_dsn: str, f
     (finding,) = data["findings"]
     assert finding["verdict"] == "REAL" and finding["verdict_reason"] == "evidence found at head"
     assert finding["note_id"] == note_id and finding["discussion_id"] == discussion_id
-    votes = {(v["user_key"], v["source"], v["value"], v["comment"]) for v in finding["feedback"]}
+    votes = {(v["user_key"], v["claimed_user"], v["source"], v["value"], v["comment"]) for v in finding["feedback"]}
     assert votes == {
-        (f"gitlab:{fake.human.id}", "emoji", -1, None),
-        ("api:ci", "api", -1, "real bug"),
-        ("api:ci:carol", "api", 1, None),
+        (f"gitlab:{fake.human.id}", None, "emoji", -1, None),
+        ("token:ci", "dave", "api", -1, "real bug"),
     }
     assert api(service, "GET", "/api/v1/reviews/424242").status_code == 404
 

@@ -84,7 +84,7 @@ def test_a_scoped_token_votes_only_on_its_projects_findings(service: LiveServer,
     assert rows(service_dsn, "SELECT * FROM feedback") == []
     accepted = api(service, "POST", f"/api/v1/findings/{mine}/feedback", scoped, json={"value": -1})
     assert accepted.status_code == 200, accepted.text
-    assert rows(service_dsn, "SELECT finding_id, user_key, value FROM feedback") == [(mine, "api:team-42", -1)]
+    assert rows(service_dsn, "SELECT finding_id, user_key, value FROM feedback") == [(mine, "token:team-42", -1)]
     # the admin token from the environment still votes anywhere
     assert api(service, "POST", f"/api/v1/findings/{other}/feedback", API_TOKEN, json={"value": 1}).status_code == 200
 

@@ -236,18 +236,35 @@ def test_ruff_s110_and_bandit_b110_across_reviewers_and_a_model_echo_fold() -> N
 
 
 def test_rules_and_paths_people_rejected_are_false_positives_with_the_count() -> None:
-    finding = sql_at("WHERE name")
+    finding = sql_at("WHERE name").model_copy(update={"severity": "medium"})
     votes = PeopleVotes(by_rule={"python:sql-interpolation": (4, 0)})
     assert rejected_by_people(finding, votes) == (
-        "people on this project voted 👎 4 times on python:sql-interpolation findings and 👍 never"
+        "FALSE_POSITIVE",
+        "4 people rejected this rule before (python:sql-interpolation on this project; nobody accepted it)",
     )
     assert rejected_by_people(finding, PeopleVotes(by_rule={"python:sql-interpolation": (5, 1)})) is None
     assert rejected_by_people(finding, PeopleVotes(by_rule={"python:sql-interpolation": (2, 0)})) is None
     model = finding.model_copy(update={"rule": "llm"})
     assert rejected_by_people(model, PeopleVotes(by_rule={"llm": (9, 0)})) is None  # calibration's job
-    assert "3 times on findings in db.py" in (rejected_by_people(model, PeopleVotes(by_path={"db.py": (3, 0)})) or "")
+    by_path = rejected_by_people(model, PeopleVotes(by_path={"db.py": (3, 0)}))
+    assert by_path is not None and by_path[1].startswith("3 people rejected findings in db.py before")
     [v] = verify_findings([finding], inputs(people_votes=votes))
-    assert v.verdict == "FALSE_POSITIVE" and "👎 4 times" in v.reason
+    assert v.verdict == "FALSE_POSITIVE" and v.reason.startswith("4 people rejected this rule before")
+
+
+def test_votes_alone_never_drop_a_high_or_critical_security_finding() -> None:
+    votes = PeopleVotes(by_rule={"python:sql-interpolation": (3, 0)})
+    for severity in ("high", "critical"):
+        severe = sql_at("WHERE name").model_copy(update={"severity": severity})
+        [v] = verify_findings([severe], inputs(people_votes=votes))
+        assert v.verdict == "NEEDS_HUMAN_REVIEW", severity
+        assert v.reason == (
+            "3 people rejected this rule before (python:sql-interpolation on this project; nobody accepted it);"
+            f" a {severity} security finding is not dropped on votes alone: a human decides"
+        )
+    quality = sql_at("WHERE name").model_copy(update={"severity": "high", "category": "code_quality"})
+    [q] = verify_findings([quality], inputs(people_votes=votes))
+    assert q.verdict == "FALSE_POSITIVE"
 
 
 def test_low_confidence_goes_to_a_human_and_agreement_has_its_place() -> None:

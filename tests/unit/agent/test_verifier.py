@@ -65,19 +65,27 @@ def test_duplicates_within_run_and_on_the_mr() -> None:
     assert posted.verdict == "DUPLICATE"
 
 
-def test_rejected_before_is_a_false_positive() -> None:
-    a = finding(5, "os.system(cmd)")
-    [v] = verify_findings([a], inputs(rejected_fingerprints={a.fingerprint}))
+def test_rejected_before_is_a_false_positive_but_a_severe_security_finding_goes_to_a_human() -> None:
+    medium = finding(5, "os.system(cmd)").model_copy(update={"severity": "medium"})
+    [v] = verify_findings([medium], inputs(rejected_fingerprints={medium.fingerprint: 2}))
     assert v.verdict == "FALSE_POSITIVE"
-    assert "rejected" in v.reason
+    assert v.reason.startswith(f"2 people rejected this same finding ({medium.fingerprint}) before")
+    high = finding(5, "os.system(cmd)")
+    [h] = verify_findings([high], inputs(rejected_fingerprints={high.fingerprint: 1}))
+    assert h.verdict == "NEEDS_HUMAN_REVIEW"
+    assert h.reason.startswith("1 person rejected this same finding")
+    assert "a high security finding is not dropped on votes alone" in h.reason
 
 
-def test_calibration_sends_a_mostly_rejected_reviewer_to_a_human() -> None:
+def test_calibration_sends_a_reviewer_several_people_mostly_rejected_to_a_human() -> None:
     a = finding(5, "os.system(cmd)")
-    [v] = verify_findings([a], inputs(acceptance={("security", "security"): (1, 9)}))
+    [v] = verify_findings([a], inputs(acceptance={("security", "security"): (1, 9, 3)}))
     assert v.verdict == "NEEDS_HUMAN_REVIEW"
-    assert calibrate(a, {("security", "security"): (8, 2)}) is None
-    assert calibrate(a, {("security", "security"): (0, 2)}) is None  # too few votes to judge
+    assert v.reason == "security/security findings were accepted 1 of 10 times (3 people rejected them)"
+    assert calibrate(a, {("security", "security"): (8, 2, 3)}) is None
+    assert calibrate(a, {("security", "security"): (0, 2, 2)}) is None  # too few votes to judge
+    # one or two people's many 👎 do not lower a reviewer's standing
+    assert calibrate(a, {("security", "security"): (0, 40, 2)}) is None
 
 
 class DemotingJudge:
