@@ -7,9 +7,15 @@ policy, per rule (each also carries its confidence):
   at head (not moved, not inherited from a base class), and unchanged tests still use it.
 - `tests:stale-signature` (medium): a function's parameters changed so that old calls break (one
   removed or renamed, a new required one, reordered), and the tests that call it were not touched.
+  A test that only defines a function of the same name (an error handler, a view's method) or
+  that defines the name itself does not call it.
 - `tests:stale-constant` (medium): a module constant's value changed and the tests that exercise it
-  were not touched; a test using a value between the old and the new one is named.
-- `tests:test-deleted` (medium): a test function was deleted while the code it called still exists.
+  were not touched; a test using a value between the old and the new one is named. Only a value a
+  test can pin counts: a literal or constant arithmetic on at least one side (not two computations
+  such as `platform.python_implementation() == "PyPy"` → `sys.implementation.name == "pypy"`), and
+  never a re-spelling of the same imported object (`typing.TypeVar("T")` → `TypeVar("T")`).
+- `tests:test-deleted` (medium): a test function was deleted while the code it called still exists
+  and the change does not define it again elsewhere (moved to another file or a base class).
 - `tests:test-weakened` (low): a test lost assertion lines.
 - `tests:untested-new` (low): new public code with real logic (not stubs, not one-statement
   wrappers) that no test mentions and no other code calls (its callers' tests would exercise it),
@@ -19,11 +25,13 @@ policy, per rule (each also carries its confidence):
 
 from __future__ import annotations
 
+import ast
 import posixpath
 import re
 
 from reviewers.analyzers.changed_file import ChangedFile, Issue, looks_generated
 from reviewers.analyzers.config_changes import numeric_value, value_changes
+from reviewers.analyzers.parsing import parse_expression
 from reviewers.analyzers.symbols import (
     DEFINITION_LANGUAGES,
     Definition,
@@ -37,7 +45,7 @@ from reviewers.analyzers.symbols import (
     removed_python_shape,
     signature_changed,
 )
-from reviewers.analyzers.test_changes import test_change_issues
+from reviewers.analyzers.test_changes import added_test_names, removed_vocabulary, test_change_issues
 from reviewers.analyzers.tests_lookup import TestIndex, TestReference, distinctive, list_test_functions, module_tokens
 from reviewers.kernel.contracts import ReviewContext
 from reviewers.kernel.errors import InputError
@@ -73,6 +81,20 @@ def _untestable(path: str) -> bool:
     return (
         not is_code_path(path) or bool(_NOT_UNIT_TESTED.search(path)) or language_of(path) not in DEFINITION_LANGUAGES
     )
+
+
+def _pinnable(value: str) -> bool:
+    """Whether a test could pin this value: a number (constant arithmetic, durations) or a literal."""
+    if numeric_value(value) is not None or value.strip().lower() in ("true", "false", "null", "none"):
+        return True
+    tree = parse_expression(value.strip())
+    if tree is None:
+        return False
+    try:
+        ast.literal_eval(tree.body)  # reads the tree; evaluates nothing but literals
+    except (ValueError, TypeError, MemoryError, RecursionError):
+        return False
+    return True
 
 
 def _names(refs: list[TestReference]) -> str:
@@ -215,7 +237,7 @@ class TestImpactAnalyzer:
             how = breaking_change(old, new) if old is not None and new is not None else None
             if how is None:
                 continue
-            stale = self.stale(self.index.references(file.path, d.name))
+            stale = [r for r in self.stale(self.index.references(file.path, d.name)) if self._calls(r.path, d.name)]
             if stale:
                 issues.append(
                     Issue(
@@ -231,11 +253,20 @@ class TestImpactAnalyzer:
                 )
         return issues
 
+    def _calls(self, test_path: str, name: str) -> bool:
+        """Whether a test file calls `name` and does not define a function of that name itself."""
+        text = self.index.text(test_path) or ""
+        if re.search(rf"^\s*(?:async\s+)?def\s+{re.escape(name)}\b", text, re.MULTILINE):
+            return False  # its calls are to its own function, or cannot be told apart from them
+        return re.search(rf"\b{re.escape(name)}\s*\(", text) is not None
+
     def constant_issues(self, file: ChangedFile, definitions: list[Definition]) -> list[Issue]:
         issues: list[Issue] = []
         for change in value_changes(file):
             if change.old is None or not _CONSTANT.match(change.key):
                 continue
+            if not (_pinnable(change.old) or _pinnable(change.new)):
+                continue  # two computations: no test pins either value
             word = re.compile(rf"\b{re.escape(change.key)}\b")
             readers = [
                 d.name
@@ -326,7 +357,13 @@ class TestImpactAnalyzer:
 
     def __call__(self, file: ChangedFile) -> Analysis:
         if is_test_path(file.path):
-            return Analysis(test_change_issues(file, self.context.workspace))
+            elsewhere = frozenset(
+                name for c in self.context.files if c.path != file.path for name in added_test_names(c)
+            )
+            taken_out = removed_vocabulary(self.context.files)
+            return Analysis(
+                test_change_issues(file, self.context.workspace, defined_elsewhere=elsewhere, taken_out=taken_out)
+            )
         definitions = public_definitions(file)
         removed = removed_definition_names(file)
         issues = self.untested_issues(file)
