@@ -30,6 +30,7 @@ from bench import pipeline as pipeline_bench
 from bench import spans as spans_bench
 from bench.database import bench_database
 from bench.report import Target, fmt, provenance, render_provenance, render_targets, table
+from bench.results_file import record_run
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "bench" / "RESULTS.md"
@@ -484,7 +485,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--quick", action="store_true", help="small sizes, one repeat, no base model; printed, not appended"
     )
-    parser.add_argument("--results", type=Path, default=None, help=f"file to append to (default {RESULTS})")
+    parser.add_argument(
+        "--results", type=Path, default=None, help=f"RESULTS.md to rebuild, beside its HISTORY.md (default {RESULTS})"
+    )
     parser.add_argument(
         "--base-model", type=Path, default=None, help="the base model's directory (default: build it once)"
     )
@@ -512,17 +515,18 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(section)
     if results_path is not None:
-        existing = results_path.read_text(encoding="utf-8") if results_path.exists() else RESULTS_HEADER
-        results_path.write_text(existing.rstrip("\n") + "\n\n" + section + "\n", encoding="utf-8")
-        progress(f"appended to {results_path}")
+        judged = targets(results)
+        met = sum(1 for t in judged if t.met)
+        missed = ", ".join(t.name for t in judged if not t.met) or "none"
+        record_run(
+            name="make-bench",
+            title="make bench: pipeline, diff, spans, datasets, webhook, noise, agreement, base model",
+            headline=f"{met} of {len(judged)} targets met; missed: {missed}",
+            section=section,
+            bench_dir=results_path.parent,
+        )
+        progress(f"recorded in {results_path} (history: {results_path.parent / 'HISTORY.md'})")
     return 0
-
-
-RESULTS_HEADER = """# Benchmark results
-
-Each section is one `make bench` run, appended by `bench/run.py`: when, on what machine and commit,
-each target and whether it was met, and the tables behind them. Older sections stay as they were.
-"""
 
 
 if __name__ == "__main__":
