@@ -28,6 +28,7 @@ from bench import dataset_build, noise, scaling, webhook
 from bench import diff_parse as diff_parse_bench
 from bench import pipeline as pipeline_bench
 from bench import spans as spans_bench
+from bench import webhook_slow_senders as slow_senders_bench
 from bench.database import bench_database
 from bench.report import Target, fmt, provenance, render_provenance, render_targets, table
 from bench.results_file import record_run
@@ -89,6 +90,7 @@ class Results:
     spans: dict[str, Any] = field(default_factory=dict)
     datasets: dict[str, Any] = field(default_factory=dict)
     webhook: list[dict[str, Any]] = field(default_factory=list)
+    slow_senders: dict[str, Any] = field(default_factory=dict)
     noise: noise.NoiseResult | None = None
     agreement: list[dict[str, Any]] = field(default_factory=list)
     agreement_seeds: int = agreement_bench.SEEDS
@@ -155,6 +157,10 @@ def collect(dsn: str, config: Config) -> Results:
             rates_beside_review=config.webhook_rates_beside_review,
             repeats=config.webhook_repeats,
         ),
+    )
+    r.slow_senders = step(
+        f"{slow_senders_bench.SENDERS} slow webhook senders without the secret",
+        lambda: slow_senders_bench.run(dsn),
     )
     r.diff_parse = step("diff parse at 50,000 changed lines", lambda: diff_parse_bench.run())
     r.noise = step(
@@ -242,6 +248,7 @@ def targets(r: Results) -> list[Target]:
             "lost",
             f"{sum(row['accepted'] for row in r.webhook):,} answered 202" if r.webhook else "",
         ),
+        *(slow_senders_bench.targets(r.slow_senders) if r.slow_senders else []),
         Target(
             f"posted findings on released code ≤ {noise.TARGET_PER_1000:g} per 1,000 changed lines",
             r.noise.per_1000(len(r.noise.posted)) if r.noise else nan,
@@ -467,6 +474,8 @@ def render_results(r: Results) -> str:
                 ],
             ),
         ]
+    if r.slow_senders:
+        parts += ["", slow_senders_bench.render([r.slow_senders])]
     if r.noise is not None:
         parts += ["", noise.render(r.noise)]
     if r.agreement:
