@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent.diff import parse_unified_diff
+from reviewers.kernel.budget import SearchBudget
 from reviewers.kernel.contracts import FileChange, SearchHit
 from reviewers.kernel.errors import InputError, RepositoryError
 from reviewers.pattern_search import SEARCH_TIME_BUDGET_S
@@ -190,18 +191,25 @@ class GitWorkspace:
         """Every file at head (submodules left out), sorted."""
         return sorted(path for path, entry in self._entries().items() if entry.kind == "blob")
 
-    def search(self, pattern: str, *, max_hits: int = 50) -> list[SearchHit]:
+    def search(self, pattern: str, *, max_hits: int = 50, budget: SearchBudget | None = None) -> list[SearchHit]:
         """Lines matching an extended regular expression in the text files at head, at most
         `max_hits`, in path order. A pattern git rejects as a regex is searched as a literal string.
 
         The pattern is the model's (a prompt injection can write it), and git's regex engine has
         backreferences: `(.*)(.*)(.*)(.*)\\4\\3\\2\\1c` takes seconds on forty short lines and grows
         with every group. So a regex search gets the same budget as the other workspaces' searches
-        (`reviewers.pattern_search`) and one that runs out is an `InputError`, an invalid step.
+        (`reviewers.pattern_search`) and one that runs out is an `InputError`, an invalid step. With a
+        call `budget` (the model's search tool), git gets what is left of it, and is charged its time.
         """
         if max_hits <= 0:
             return []
-        hits, bad_regex = self._grep(pattern, max_hits=max_hits, mode="-E", budget_s=SEARCH_TIME_BUDGET_S)
+        budget_s = SEARCH_TIME_BUDGET_S if budget is None else min(SEARCH_TIME_BUDGET_S, budget.timeout_s(pattern))
+        started = budget.clock() if budget is not None else 0.0
+        try:
+            hits, bad_regex = self._grep(pattern, max_hits=max_hits, mode="-E", budget_s=budget_s)
+        finally:
+            if budget is not None:
+                budget.charge(started)
         if bad_regex:
             hits, failed = self._grep(pattern, max_hits=max_hits, mode="-F")
             if failed:

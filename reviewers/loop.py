@@ -26,7 +26,6 @@ Files no step reached are named in `error`.
 from __future__ import annotations
 
 import fnmatch
-import time
 
 from reviewers.analyzers.changed_file import looks_generated
 from reviewers.kernel.contracts import LLMPort, PlanItem, ReviewContext, ReviewerResult, Step, StepTool
@@ -100,7 +99,7 @@ def _step(index: int, tool: StepTool, outcome: ToolOutcome, args: dict[str, obje
 
 
 def past_deadline(context: ReviewContext) -> bool:
-    return context.deadline is not None and time.monotonic() >= context.deadline
+    return context.past_deadline()
 
 
 def _run_analyzers(box: Toolbox, steps: list[Step], budget: int) -> list[str]:

@@ -8,6 +8,7 @@ from typing import Protocol
 
 from agent.gitlab.models import ProjectRef
 from agent.workspaces.snapshot import MAX_SEARCH_LINE_CHARS
+from reviewers.kernel.budget import SearchBudget
 from reviewers.kernel.contracts import SearchHit
 from reviewers.pattern_search import PatternSearch
 
@@ -67,8 +68,8 @@ class GitLabWorkspace:
         neighbours = [p for p in self.list_paths() if (p.rsplit("/", 1)[0] if "/" in p else "") in dirs]
         return list(dict.fromkeys([*self.changed_paths, *neighbours]))[: self.max_search_files]
 
-    def search(self, pattern: str, *, max_hits: int = 50) -> list[SearchHit]:
-        search = PatternSearch(pattern)
+    def search(self, pattern: str, *, max_hits: int = 50, budget: SearchBudget | None = None) -> list[SearchHit]:
+        search = PatternSearch(pattern, budget=budget)
         hits: list[SearchHit] = []
         for path in self.search_scope():
             text = self.read_file(path)
