@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent.diff import parse_unified_diff
+from agent.workspaces.text_cache import DEFAULT_WORKSPACE_CACHE_BYTES, TextCache
 from reviewers.kernel.budget import SearchBudget
 from reviewers.kernel.contracts import FileChange, SearchHit
 from reviewers.kernel.errors import InputError, RepositoryError
@@ -121,9 +122,9 @@ class GitRepository:
         """`diff` parsed."""
         return parse_unified_diff(self.diff(base, head))
 
-    def workspace(self, head: str) -> GitWorkspace:
+    def workspace(self, head: str, *, cache_bytes: int = DEFAULT_WORKSPACE_CACHE_BYTES) -> GitWorkspace:
         """Read-only access to the files at a commit."""
-        return GitWorkspace(self, self.resolve(head))
+        return GitWorkspace(self, self.resolve(head), cache_bytes=cache_bytes)
 
 
 def open_repository(path: str | os.PathLike[str]) -> GitRepository:
@@ -146,12 +147,12 @@ class GitWorkspace:
     """The files of one commit, read with `git ls-tree`, `git cat-file` and `git grep`. Implements
     `reviewers.kernel.contracts.Workspace`; reads are cached, and it is safe to share between threads."""
 
-    def __init__(self, repo: GitRepository, head_sha: str) -> None:
+    def __init__(self, repo: GitRepository, head_sha: str, *, cache_bytes: int = DEFAULT_WORKSPACE_CACHE_BYTES) -> None:
         self.repo = repo
         self.head_sha = head_sha
         self._lock = threading.Lock()
         self._tree: dict[str, _TreeEntry] | None = None
-        self._texts: dict[str, str | None] = {}
+        self.cache = TextCache(cache_bytes)  # bounded: see agent.workspaces.text_cache
 
     def _entries(self) -> dict[str, _TreeEntry]:
         with self._lock:
@@ -170,8 +171,9 @@ class GitWorkspace:
 
     def read_file(self, path: str) -> str | None:
         """The file's text at head; None when absent, a submodule or symlink, binary, or over 1 MiB."""
-        if path in self._texts:
-            return self._texts[path]
+        cached, known = self.cache.lookup(path)
+        if cached:
+            return known
         entry = self._entries().get(path)
         text: str | None = None
         if (
@@ -184,7 +186,7 @@ class GitWorkspace:
             data = self.repo._git("cat-file", "blob", entry.object_id).stdout
             if b"\0" not in data[:BINARY_SNIFF_BYTES]:
                 text = data.decode("utf-8", errors="replace")
-        self._texts[path] = text
+        self.cache.store(path, text)
         return text
 
     def list_paths(self) -> list[str]:

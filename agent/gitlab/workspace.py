@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
 from typing import Protocol
 
 from agent.gitlab.models import ProjectRef
 from agent.workspaces.snapshot import MAX_SEARCH_LINE_CHARS
+from agent.workspaces.text_cache import DEFAULT_WORKSPACE_CACHE_BYTES, TextCache
 from reviewers.kernel.budget import SearchBudget
 from reviewers.kernel.contracts import SearchHit
 from reviewers.pattern_search import PatternSearch
@@ -26,7 +26,8 @@ class FileSource(Protocol):
 class GitLabWorkspace:
     """The repository at one commit, read through the API. Implements `reviewers.kernel.contracts.Workspace`.
 
-    Files are read on demand and cached (the reviewers read the same few files again and again);
+    Files are read on demand and cached up to `cache_bytes` (the reviewers read the same few files
+    again and again; `agent.workspaces.text_cache` says why the cache is bounded);
     `search` looks only at the changed files and the other files in their directories, because
     reading a whole repository over HTTP for one regular expression is not a review step."""
 
@@ -38,23 +39,22 @@ class GitLabWorkspace:
         *,
         changed_paths: Sequence[str] = (),
         max_search_files: int = MAX_SEARCH_FILES,
+        cache_bytes: int = DEFAULT_WORKSPACE_CACHE_BYTES,
     ) -> None:
         self.platform = platform
         self.project = project
         self.head_sha = head_sha
         self.changed_paths = list(dict.fromkeys(changed_paths))
         self.max_search_files = max_search_files
-        self._files: dict[str, str | None] = {}
+        self.cache = TextCache(cache_bytes)
         self._paths: list[str] | None = None
-        self._lock = threading.Lock()
 
     def read_file(self, path: str) -> str | None:
-        with self._lock:
-            if path in self._files:
-                return self._files[path]
+        cached, text = self.cache.lookup(path)
+        if cached:
+            return text
         text = self.platform.read_file(self.project, path, self.head_sha)
-        with self._lock:
-            self._files[path] = text
+        self.cache.store(path, text)
         return text
 
     def list_paths(self) -> list[str]:
