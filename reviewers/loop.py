@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import fnmatch
 import re
-import time
 from dataclasses import dataclass
 
 from reviewers.analyzers.changed_file import ChangedFile, generated_by_name, looks_generated, new_side_text
@@ -159,7 +158,7 @@ def _step(index: int, tool: StepTool, outcome: ToolOutcome, args: dict[str, obje
 
 
 def past_deadline(context: ReviewContext) -> bool:
-    return context.deadline is not None and time.monotonic() >= context.deadline
+    return context.past_deadline()
 
 
 def _scan_set_aside(box: Toolbox, aside: list[SetAside]) -> list[NotReviewed]:

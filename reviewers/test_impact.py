@@ -130,7 +130,7 @@ class TestImpactAnalyzer:
     @property
     def index(self) -> TestIndex:
         if self._index is None:
-            self._index = TestIndex(self.context.workspace)
+            self._index = TestIndex(self.context.workspace, should_stop=self.context.past_deadline)
         return self._index
 
     def stale(self, refs: list[TestReference]) -> list[TestReference]:
@@ -142,7 +142,7 @@ class TestImpactAnalyzer:
         definitions = public_definitions(file)
         removed = removed_definition_names(file)
         new_classes = {d.name for d in definitions if d.kind == "class" and is_new(d, file, removed)}
-        return [
+        untested = [
             d
             for d in definitions
             if d.owner not in new_classes
@@ -152,6 +152,8 @@ class TestImpactAnalyzer:
             and not self.index.references(file.path, d.name)
             and not self.used_elsewhere(file.path, d)
         ]
+        # the deadline stopped the reading of test files: "no test mentions it" is not known
+        return [] if self.index.stopped else untested
 
     def used_elsewhere(self, path: str, definition: Definition) -> bool:
         """Whether other product code uses the definition (calls it, passes it, subclasses it): then the
@@ -371,6 +373,8 @@ class TestImpactAnalyzer:
         issues += self.constant_issues(file, definitions)
         issues += self.removal_issues(file)
         problems = [f"only the first {len(self.index.paths)} test files were read"] if self.index.truncated else []
+        if self.index.stopped:
+            problems.append("the review deadline stopped the reading of test files; untested code not checked")
         return Analysis(issues, problems)
 
 

@@ -45,6 +45,7 @@ from agent.gitlab.models import (
     discussion_from_api,
 )
 from agent.gitlab.workspace import GitLabWorkspace
+from agent.workspaces.text_cache import DEFAULT_WORKSPACE_CACHE_BYTES
 from reviewers.kernel.contracts import CoverageReason, FileChange
 from reviewers.kernel.errors import (
     ConfigError,
@@ -111,6 +112,7 @@ class GitLabPlatform:
         max_diff_lines_per_file: int = MAX_DIFF_LINES_PER_FILE,
         max_fallback_fetches: int = MAX_FALLBACK_FETCHES,
         review_generated: bool = False,
+        workspace_cache_bytes: int = DEFAULT_WORKSPACE_CACHE_BYTES,
     ) -> None:
         if not url or not token:
             raise ConfigError("GitLab needs a URL and a token (REVIEWLOOP_GITLAB_URL, REVIEWLOOP_GITLAB_TOKEN)")
@@ -123,6 +125,7 @@ class GitLabPlatform:
         self._max_retries = max_retries
         self._per_page = per_page
         self.max_file_bytes = max_file_bytes
+        self.workspace_cache_bytes = workspace_cache_bytes
         self._max_diff_lines = max_diff_lines_per_file
         self._max_fallback_fetches = max_fallback_fetches
         self._review_generated = review_generated
@@ -284,7 +287,9 @@ class GitLabPlatform:
         return paths
 
     def workspace(self, project: ProjectRef, head_sha: str, *, changed_paths: Sequence[str] = ()) -> GitLabWorkspace:
-        return GitLabWorkspace(self, project, head_sha, changed_paths=changed_paths)
+        return GitLabWorkspace(
+            self, project, head_sha, changed_paths=changed_paths, cache_bytes=self.workspace_cache_bytes
+        )
 
     def diffs(self, project: ProjectRef, iid: int, *, versions: DiffVersions | None = None) -> MergeRequestDiff:
         """Every changed file of the newest version, with that version's SHAs. A file GitLab sent no

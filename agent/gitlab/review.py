@@ -71,7 +71,8 @@ def build_deps(settings: Settings, *, pool: ConnectionPool[Any], dsn: str, llm: 
         llm=llm,
         strategy_model=strategy_model_source(settings, pool, llm),
         shadow_strategies=settings.shadow_strategies,
-        allowed_urls=frozenset({settings.gitlab_url}),
+        # links and images may point into the merge request's own GitLab, nowhere else (agent.sanitize)
+        allowed_urls=frozenset({settings.gitlab_url, settings.gitlab_url.rstrip("/") + "/"}),
         allowed_projects=frozenset(settings.gitlab_project_allowlist),
         review_deadline_s=settings.review_deadline_s,
     )

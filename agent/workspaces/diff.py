@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from agent.workspaces.snapshot import MAX_SEARCH_LINE_CHARS, reconstruct_new_side
+from reviewers.kernel.budget import SearchBudget
 from reviewers.kernel.contracts import CoverageReason, FileChange, SearchHit
 from reviewers.pattern_search import PatternSearch
 
@@ -39,10 +40,10 @@ class DiffWorkspace:
         """The changed paths that exist at head: all this workspace knows of."""
         return sorted(self._changes)
 
-    def search(self, pattern: str, *, max_hits: int = 50) -> list[SearchHit]:
+    def search(self, pattern: str, *, max_hits: int = 50, budget: SearchBudget | None = None) -> list[SearchHit]:
         """Known new-side lines matching a Python regular expression (a pattern that does not compile
         is searched as a literal), in path and line order."""
-        search = PatternSearch(pattern, literal_on_error=True)
+        search = PatternSearch(pattern, literal_on_error=True, budget=budget)
         hits: list[SearchHit] = []
         if max_hits <= 0:
             return hits

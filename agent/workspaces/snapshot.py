@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from reviewers.analyzers.changed_file import new_side_text
+from reviewers.kernel.budget import SearchBudget
 from reviewers.kernel.contracts import CoverageReason, FileChange, SearchHit
 from reviewers.pattern_search import PatternSearch
 
@@ -49,8 +50,8 @@ class SnapshotWorkspace:
     def list_paths(self) -> list[str]:
         return sorted(self._files)
 
-    def search(self, pattern: str, *, max_hits: int = 50) -> list[SearchHit]:
-        search = PatternSearch(pattern)
+    def search(self, pattern: str, *, max_hits: int = 50, budget: SearchBudget | None = None) -> list[SearchHit]:
+        search = PatternSearch(pattern, budget=budget)
         hits: list[SearchHit] = []
         for path in sorted(self._files):
             if not search.may_match(self._files[path]):

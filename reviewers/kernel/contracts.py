@@ -8,12 +8,14 @@ replay snapshot), hands each planned reviewer its `PlanItem` and an optional `LL
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypedDict, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from reviewers.kernel.budget import SearchBudget
 from reviewers.paths import language_of
 
 Category = Literal["security", "architecture", "code_quality", "test_impact"]
@@ -168,8 +170,9 @@ class Workspace(Protocol):
         """Every file path at head (may be only the changed files when the context is a bare diff)."""
         ...
 
-    def search(self, pattern: str, *, max_hits: int = 50) -> list[SearchHit]:
-        """Lines matching a regular expression, across the files at head."""
+    def search(self, pattern: str, *, max_hits: int = 50, budget: SearchBudget | None = None) -> list[SearchHit]:
+        """Lines matching a regular expression, across the files at head. With `budget`, matching stops
+        with `BudgetExhaustedError` (an `InputError`) once the call has spent it."""
         ...
 
 
@@ -186,9 +189,18 @@ class ReviewContext:
     mr_iid: int | None = None
     head_sha: str | None = None
     base_sha: str | None = None
-    # time.monotonic() after which reviewers take no further step (None = no deadline): one review
+    # a reading of `clock` after which reviewers take no further step (None = no deadline): one review
     # must not hold a worker for hours, and what the deadline cut off is named, not dropped
     deadline: float | None = None
+    # the clock the deadline is read on (seconds, monotonic); a test passes its own
+    clock: Callable[[], float] = time.monotonic
+
+    def past_deadline(self) -> bool:
+        return self.deadline is not None and self.clock() >= self.deadline
+
+    def seconds_left(self) -> float | None:
+        """Seconds until the deadline (0 once past it); None without one."""
+        return None if self.deadline is None else max(0.0, self.deadline - self.clock())
 
     def changed(self, path: str) -> FileChange | None:
         for f in self.files:
