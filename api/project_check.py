@@ -72,8 +72,8 @@ class ProjectCheck:
             return None
         if self.gitlab is None:
             return (
-                f"project {project_id} is allowed only by a path it claims, and with no REVIEWLOOP_GITLAB_URL"
-                " GitLab cannot confirm it"
+                f"project {project_id} is allowed only by a path it claims, and without REVIEWLOOP_GITLAB_URL and"
+                " REVIEWLOOP_GITLAB_TOKEN the API cannot have GitLab confirm it: list the project's id instead"
             )
         try:
             await asyncio.to_thread(confirm_project_allowed, self.gitlab, str(project_id), self.allowed)

@@ -45,8 +45,10 @@ def record_vote(
     source: FeedbackSource,
     value: VoteValue,
     comment: str | None = None,
+    voter_is_author: bool = False,
 ) -> int:
-    """Insert or replace `user_key`'s vote on a finding; returns the feedback row's id."""
+    """Insert or replace `user_key`'s vote on a finding; returns the feedback row's id.
+    `voter_is_author`: the voter wrote the merge request the finding is on (their own review)."""
     if value not in (-1, 0, 1):
         raise InputError(f"a vote is -1, 0 or 1, not {value!r}")
     if source not in FEEDBACK_SOURCES:
@@ -56,12 +58,20 @@ def record_vote(
     try:
         with connection(db) as conn:
             row = conn.execute(
-                "INSERT INTO feedback (finding_id, user_key, source, value, comment)"
-                " VALUES (%s, %s, %s, %s, %s)"
+                "INSERT INTO feedback (finding_id, user_key, source, value, comment, voter_is_author)"
+                " VALUES (%s, %s, %s, %s, %s, %s)"
                 " ON CONFLICT (finding_id, user_key) DO UPDATE SET value = excluded.value,"
-                " source = excluded.source, comment = excluded.comment, updated_at = now()"
+                " source = excluded.source, comment = excluded.comment,"
+                " voter_is_author = excluded.voter_is_author, updated_at = now()"
                 " RETURNING id",
-                (finding_id, user_key, source, value, comment[:MAX_COMMENT_CHARS] if comment else comment),
+                (
+                    finding_id,
+                    user_key,
+                    source,
+                    value,
+                    comment[:MAX_COMMENT_CHARS] if comment else comment,
+                    voter_is_author,
+                ),
             ).fetchone()
     except InputError as exc:
         if isinstance(exc.__cause__, psycopg.errors.ForeignKeyViolation):

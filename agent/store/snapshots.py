@@ -8,6 +8,7 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from agent.store.db import Database, connection
+from agent.store.rejections import INDEPENDENT
 
 
 def set_snapshot(
@@ -29,7 +30,9 @@ def set_snapshot(
 
 
 def path_acceptance(db: Database, *, project: str, paths: Sequence[str]) -> dict[str, float]:
-    """Accepted share of voted findings per path (only paths with votes): history for s1."""
+    """Accepted share of voted findings per path (only paths with votes): history for s1. An author's 👎
+    on their own merge request is left out, as everywhere a path's or a reviewer's standing is read
+    (agent.store.rejections)."""
     if not paths:
         return {}
     with connection(db) as conn:
@@ -37,7 +40,7 @@ def path_acceptance(db: Database, *, project: str, paths: Sequence[str]) -> dict
             "WITH scored AS ("
             " SELECT f.path, sum(fb.value) AS score FROM findings f"
             " JOIN reviews r ON r.id = f.review_id JOIN feedback fb ON fb.finding_id = f.id"
-            " WHERE r.project = %s AND f.path = ANY(%s) GROUP BY f.id, f.path)"
+            f" WHERE r.project = %s AND f.path = ANY(%s) AND {INDEPENDENT} GROUP BY f.id, f.path)"
             " SELECT path, count(*) FILTER (WHERE score > 0), count(*) FILTER (WHERE score <> 0)"
             " FROM scored GROUP BY path",
             (project, list(paths)),

@@ -131,11 +131,12 @@ def test_claims_the_head_tree_contradicts_are_false_positives(
     assert data["rule"] != "llm" and data["verdict"] == "REAL", data["verdict_reason"]
 
 
-def test_a_rule_people_rejected_three_times_is_a_false_positive_until_someone_likes_it(
+def test_a_high_security_rule_three_people_rejected_goes_to_a_human_until_someone_likes_it(
     db_dsn: str, tmp_path: Path
 ) -> None:
-    """Three 👎 and no 👍 on a rule's findings in this project (feedback rows in Postgres) make its
-    next finding, on new code, a FALSE_POSITIVE with the count; one 👍 lifts it."""
+    """Three people's 👎 and no 👍 on a rule's findings in this project (feedback rows in Postgres) send
+    its next finding, on new code, to a human with the count (a high security finding is never dropped
+    on votes alone); one 👍 lifts it."""
     first = {f"svc/q{i}.py": f"def q{i}(cur, name):\n    cur.execute(f\"SELECT {i} FROM t WHERE n = '{{name}}'\")\n"
              for i in range(3)}  # fmt: skip
     later = "def late(cur, city):\n    cur.execute(f\"SELECT * FROM t WHERE c = '{city}'\")\n"
@@ -154,9 +155,11 @@ def test_a_rule_people_rejected_three_times_is_a_false_positive_until_someone_li
             record_vote(pool, f["id"], user_key=f"dev{i}", source="emoji", value=-1)
     late = only(review(db_dsn, repo, base="one", head="two"), path="svc/late.py", category="security")
     assert late["rule"] == rule
-    assert (late["verdict"], late["verdict_reason"]) == (
-        "FALSE_POSITIVE",
-        f"people on this project voted 👎 3 times on {rule} findings and 👍 never",
+    assert (late["severity"], late["verdict"], late["verdict_reason"]) == (
+        "high",
+        "NEEDS_HUMAN_REVIEW",
+        f"3 people rejected this rule before ({rule} on this project; nobody accepted it);"
+        " a high security finding is not dropped on votes alone: a human decides",
     )
     with open_pool(db_dsn) as pool:
         record_vote(pool, late["id"], user_key="dev9", source="dashboard", value=1)
