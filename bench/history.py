@@ -135,6 +135,12 @@ def select_commits(
     return chosen, skipped
 
 
+def interleave(queues: list[tuple[str, Path, list[Commit]]]) -> list[tuple[str, Path, Commit]]:
+    """The i-th commit of every repository before the (i+1)-th of any."""
+    longest = max((len(commits) for _, _, commits in queues), default=0)
+    return [(repo, mirror, commits[i]) for i in range(longest) for repo, mirror, commits in queues if i < len(commits)]
+
+
 def mirror_path(root: Path, repo: str) -> Path:
     return root / repo.replace("/", "+") / "repo"
 
@@ -204,25 +210,29 @@ def run(
     started = time.monotonic()
     results: list[CommitResult] = []
     skipped: dict[str, int] = {}
+    queues: list[tuple[str, Path, list[Commit]]] = []
     for repo in repos:
         mirror = mirror_path(mirrors, repo)
         if not mirror.is_dir():
             print(f"[history] {repo}: no mirror at {mirror}, left out", file=sys.stderr)
             continue
         commits, skipped[repo] = code_commits(mirror, per_repo=per_repo)
-        for commit in commits:
-            if budget_s is not None and time.monotonic() - started > budget_s:
-                print(f"[history] time budget of {budget_s:.0f} s spent; stopping", file=sys.stderr)
-                return results, skipped
-            done = review_commit(repo, mirror, commit)
-            results.append(done)
-            if progress:
-                print(
-                    f"[history] {repo:22} {commit.sha[:10]} {commit.lines:5} lines {len(done.posted)} posted "
-                    f"{done.seconds:5.1f} s {done.error}",
-                    file=sys.stderr,
-                    flush=True,
-                )
+        queues.append((repo, mirror, commits))
+    # Round robin, newest first in each repository: a run cut short by the budget is still spread
+    # over every repository instead of leaving the last ones out.
+    for repo, mirror, commit in interleave(queues):
+        if budget_s is not None and time.monotonic() - started > budget_s:
+            print(f"[history] time budget of {budget_s:.0f} s spent; stopping", file=sys.stderr)
+            break
+        done = review_commit(repo, mirror, commit)
+        results.append(done)
+        if progress:
+            print(
+                f"[history] {repo:22} {commit.sha[:10]} {commit.lines:5} lines {len(done.posted)} posted "
+                f"{done.seconds:5.1f} s {done.error}",
+                file=sys.stderr,
+                flush=True,
+            )
     return results, skipped
 
 
@@ -246,7 +256,7 @@ def render(
 ) -> str:
     """Per-repository table, the rate of posted findings, and every posted finding with its judgement."""
     skipped = skipped or {}
-    repos = list(dict.fromkeys(r.repo for r in results))
+    repos = list(dict.fromkeys(r.repo for r in results))  # results hold each repository newest first
     posted = [p for r in results for p in r.posted]
     lines = sum(r.lines for r in results)
     parts = [

@@ -29,6 +29,7 @@ import ast
 import posixpath
 import re
 
+from reviewers.analyzers.base_tree import BaseTree
 from reviewers.analyzers.changed_file import ChangedFile, Issue, looks_generated
 from reviewers.analyzers.config_changes import numeric_value, value_changes
 from reviewers.analyzers.parsing import parse_expression
@@ -362,7 +363,9 @@ class TestImpactAnalyzer:
             elsewhere = frozenset(
                 name for c in self.context.files if c.path != file.path for name in added_test_names(c)
             )
-            taken_out = removed_vocabulary(self.context.files)
+            taken_out = removed_vocabulary(
+                self.context.files, BaseTree(self.context.workspace, self.context.files), self.context.workspace
+            )
             return Analysis(
                 test_change_issues(file, self.context.workspace, defined_elsewhere=elsewhere, taken_out=taken_out)
             )

@@ -16,17 +16,20 @@ name is kept), or a test replaced by a parametrized case of another test.
 from __future__ import annotations
 
 import builtins
+import io
 import keyword
 import re
+import tokenize
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from reviewers.analyzers.base_tree import BaseTree
 from reviewers.analyzers.changed_file import ChangedFile, Issue
 from reviewers.analyzers.symbols import defined_at_head
 from reviewers.analyzers.tests_lookup import list_test_functions
 from reviewers.kernel.contracts import FileChange, Workspace
 from reviewers.kernel.errors import InputError
-from reviewers.paths import is_code_path
+from reviewers.paths import is_code_path, language_of
 
 _TEST_DEF = re.compile(r"^\s*(?:(?:async\s+)?def\s+(?P<py>test\w*)|func\s+(?P<go>Test\w+))\s*\(")
 _ASSERTION = re.compile(
@@ -35,6 +38,8 @@ _ASSERTION = re.compile(
 )
 # A name of at least four characters; shorter ones (`x`, `cli`, `app`) are too common to say anything.
 _IDENTIFIER = re.compile(r"\b[A-Za-z_]\w{3,}\b")
+_STRING = re.compile(r"""[rbuRBU]?("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')""")
+_COMMENT = re.compile(r"(?:#|//).*$")
 _LOCAL_DEFINITION = re.compile(r"^\s*(?:async\s+)?(?:def|class)\s+(\w+)")
 _CALLED = re.compile(r"(?<![\w.])([A-Za-z_]\w{2,})\s*\(")
 # Names a test calls that are not its subject: the language, the test framework, common helpers.
@@ -124,20 +129,47 @@ def weakened_tests(file: ChangedFile) -> list[tuple[str, int, int, int]]:
     return [(n, anchors[n], r, added.get(n, 0)) for n, r in removed.items() if r > added.get(n, 0)]
 
 
-def removed_vocabulary(changes: Iterable[FileChange]) -> frozenset[str]:
+def _python_names(text: str | None, lines: set[int]) -> set[str] | None:
+    """Names the code (not its strings, comments or docstrings) holds on `lines`; None when the text
+    does not tokenize."""
+    if text is None:
+        return None
+    names: set[str] = set()
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+            if token.type == tokenize.NAME and token.start[0] in lines:
+                names.add(token.string)
+    except (tokenize.TokenError, SyntaxError):
+        return None
+    return {n for n in names if _IDENTIFIER.fullmatch(n)}
+
+
+def code_identifiers(line: str) -> set[str]:
+    """Identifiers of one line of code with its string literals and end-of-line comment taken out."""
+    return set(_IDENTIFIER.findall(_COMMENT.sub("", _STRING.sub("", line))))
+
+
+def removed_vocabulary(changes: Iterable[FileChange], base: BaseTree, head: Workspace) -> frozenset[str]:
     """Identifiers that removed lines of product code held and no added line of it writes: what the
-    change took out of the product (an exception it no longer raises, a helper it dropped)."""
+    change took out of the product (an exception it no longer raises, a helper it dropped). Python
+    is read by its tokens, so words of comments, docstrings and strings never count."""
     removed: set[str] = set()
     added: set[str] = set()
     for change in changes:
         if not is_code_path(change.path):
             continue
-        for hunk in change.hunks:
-            for line in hunk.lines:
-                if line.kind == "del":
-                    removed.update(_IDENTIFIER.findall(line.text))
-                elif line.kind == "add":
-                    added.update(_IDENTIFIER.findall(line.text))
+        lines = [ln for h in change.hunks for ln in h.lines]
+        gone = {ln.old_line for ln in lines if ln.kind == "del" and ln.old_line is not None}
+        new = {ln.new_line for ln in lines if ln.kind == "add" and ln.new_line is not None}
+        if language_of(change.path) == "python":
+            was = _python_names(base.text(change.old_path), gone) if gone else set()
+            now = _python_names(head.read_file(change.path), new) if new and change.status != "deleted" else set()
+            if was is not None and now is not None:
+                removed |= was
+                added |= now
+                continue
+        removed.update(n for ln in lines if ln.kind == "del" for n in code_identifiers(ln.text))
+        added.update(n for ln in lines if ln.kind == "add" for n in code_identifiers(ln.text))
     return frozenset(removed - added - _NOT_A_SUBJECT - _COMMON_WORDS)
 
 
@@ -155,7 +187,7 @@ def test_change_issues(
     for test in removed_tests(file, defined_elsewhere=defined_elsewhere):
         if test.anchor is None:
             continue
-        if taken_out & {m for t in test.body for m in _IDENTIFIER.findall(t)}:
+        if taken_out & {m for t in test.body for m in code_identifiers(t)}:
             continue  # what it expected left the product in this change
         local = {m for t in test.body for m in _LOCAL_DEFINITION.findall(t)}
         called = [

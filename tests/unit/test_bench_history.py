@@ -7,11 +7,13 @@ import subprocess
 from pathlib import Path
 
 from bench.history import (
+    Commit,
     CommitResult,
     Judgement,
     Posted,
     code_commits,
     from_json,
+    interleave,
     judgement_key,
     parse_log,
     render,
@@ -67,6 +69,13 @@ def test_code_commits_of_a_real_repository_follow_the_first_parent(tmp_path: Pat
     # the merge carries the branch's Python change; the branch commit is not first-parent; the
     # readme commit changes no Python; the root has no base
     assert [c.subject for c in chosen] == ["merge feature"] and chosen[0].lines == 2
+
+
+def test_commits_are_taken_round_robin_so_a_cut_short_run_covers_every_repository() -> None:
+    a = [Commit(f"a{i}", "", 1) for i in range(3)]
+    b = [Commit("b0", "", 1)]
+    order = [(repo, c.sha) for repo, _, c in interleave([("r/a", Path("x"), a), ("r/b", Path("y"), b)])]
+    assert order == [("r/a", "a0"), ("r/b", "b0"), ("r/a", "a1"), ("r/a", "a2")]
 
 
 def _results() -> list[CommitResult]:

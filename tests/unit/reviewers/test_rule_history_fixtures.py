@@ -72,6 +72,15 @@ def test_a_test_of_behaviour_the_change_removed_goes_with_it(build_context: Any)
     assert review("test_impact", build_context(base, head)).findings == []  # `raise RateError` left the product
 
 
+def test_words_a_change_drops_from_comments_and_strings_do_not_excuse_a_deleted_test(build_context: Any) -> None:
+    commented = RATES.replace(
+        "def rate(x):\n", "def rate(x):\n    # a negative x raises RateError\n    log = 'RateError'\n"
+    )
+    base = {"pay/rates.py": commented, "tests/test_rates.py": RATE_TESTS}
+    head = {"pay/rates.py": RATES, "tests/test_rates.py": WITHOUT_NEGATIVE}
+    assert rules(review("test_impact", build_context(base, head))) == ["tests:test-deleted"]
+
+
 def test_a_name_the_deleted_test_defined_itself_is_not_its_subject(build_context: Any) -> None:
     views = "def index():\n    return 'home'\n"  # a product function that shares the test's local name
     tests = (
