@@ -14,18 +14,15 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from agent.diff import parse_unified_diff
+from agent.diff import parse_unified_diff, quote_path
 from agent.repo_config import CONFIG_FILE, parse_repo_config
-from reviewers.kernel.contracts import FileChange, RepoConfig, ReviewContext, Workspace
+from reviewers.kernel.contracts import FileChange, NotReviewed, RepoConfig, ReviewContext, Workspace
+
+__all__ = ["NotReviewed", "ReviewRequest", "Snapshot", "build_context", "render_unified_diff"]
 
 Source = Literal["gitlab", "local", "diff", "replay", "eval", "demo"]
 SNAPSHOT_MAX_FILE_BYTES = 256 * 1024  # files at head kept for replay; larger ones are re-read from the host
 SNAPSHOT_MAX_FILES = 200
-
-
-class NotReviewed(BaseModel):
-    path: str
-    reason: str
 
 
 class ReviewRequest(BaseModel):
@@ -59,7 +56,10 @@ def render_unified_diff(files: Sequence[FileChange]) -> str:
     """Render parsed files back into `git diff` text (used for hosts that return per-file patches)."""
     out: list[str] = []
     for f in files:
-        out.append(f"diff --git a/{f.old_path} b/{f.path}")
+        # Paths are data: GitLab allows a newline, a tab or a quote in one, and git quotes them (C
+        # style) in its headers, so the text parses back into the same paths.
+        a, b = quote_path(f"a/{f.old_path}"), quote_path(f"b/{f.path}")
+        out.append(f"diff --git {a} {b}")
         if f.status == "added":
             out.append(f"new file mode {f.new_mode or '100644'}")
         elif f.status == "deleted":
@@ -67,14 +67,14 @@ def render_unified_diff(files: Sequence[FileChange]) -> str:
         elif f.old_mode and f.new_mode and f.old_mode != f.new_mode:
             out += [f"old mode {f.old_mode}", f"new mode {f.new_mode}"]
         if f.status == "renamed":
-            out += [f"rename from {f.old_path}", f"rename to {f.path}"]
+            out += [f"rename from {quote_path(f.old_path)}", f"rename to {quote_path(f.path)}"]
         if f.is_binary:
-            out.append(f"Binary files a/{f.old_path} and b/{f.path} differ")
+            out.append(f"Binary files {a} and {b} differ")
             continue
         if not f.hunks:
             continue
-        out.append("--- /dev/null" if f.status == "added" else f"--- a/{f.old_path}")
-        out.append("+++ /dev/null" if f.status == "deleted" else f"+++ b/{f.path}")
+        out.append("--- /dev/null" if f.status == "added" else f"--- {a}")
+        out.append("+++ /dev/null" if f.status == "deleted" else f"+++ {b}")
         for h in f.hunks:
             out.append(f"@@ -{h.old_start},{h.old_count} +{h.new_start},{h.new_count} @@{h.header}")
             prefix = {"add": "+", "del": "-", "context": " "}

@@ -67,6 +67,45 @@ def _unquote_c(text: str, start: int = 0) -> tuple[str, int]:
     raise ValueError("unterminated quoted path")
 
 
+_C_ESCAPE_OF = {code: f"\\{letter}" for letter, code in _C_ESCAPES.items()}
+
+
+def quote_path(path: str, *, ascii_only: bool = True) -> str:
+    """`path` as git writes it in a diff: verbatim when it holds nothing special, else in double
+    quotes with C escapes (`\\n`, `\\t`, `\\"`, `\\\\`, octal for other control bytes) — git's
+    `quote_c_style`. `ascii_only` (git's default `core.quotePath=true`) also writes bytes above 0x7f in
+    octal; without it they stay as they are, for a person to read. `_unquote_c` reads both back."""
+    data = path.encode("utf-8", errors="surrogateescape")
+    if not any(b < 0x20 or b in (0x22, 0x5C, 0x7F) or (ascii_only and b >= 0x80) for b in data):
+        return path
+    if not ascii_only:
+        return '"' + _quote_readable(path) + '"'
+    out: list[str] = []
+    for b in data:
+        if b in _C_ESCAPE_OF:
+            out.append(_C_ESCAPE_OF[b])
+        elif b < 0x20 or b >= 0x7F:
+            out.append(f"\\{b:03o}")
+        else:
+            out.append(chr(b))
+    return '"' + "".join(out) + '"'
+
+
+def _quote_readable(path: str) -> str:
+    out: list[str] = []
+    for ch in path:
+        code = ord(ch)
+        if code in _C_ESCAPE_OF:
+            out.append(_C_ESCAPE_OF[code])
+        elif code < 0x20 or code == 0x7F:
+            out.append(f"\\{code:03o}")
+        elif 0xDC80 <= code <= 0xDCFF:  # a byte that was not UTF-8 (surrogateescape)
+            out.append(f"\\{code - 0xDC00:03o}")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
 def _plain_path(value: str) -> str:
     """A path as written after `rename from`, `copy to` and the like: quoted or verbatim."""
     return _unquote_c(value)[0] if value.startswith('"') else value

@@ -16,7 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent.diff import parse_unified_diff
-from reviewers.kernel.contracts import FileChange, SearchHit
+from agent.workspaces.text_cache import DEFAULT_WORKSPACE_CACHE_BYTES, TextCache
+from reviewers.kernel.budget import SearchBudget
+from reviewers.kernel.contracts import CoverageReason, FileChange, SearchHit
 from reviewers.kernel.errors import InputError, RepositoryError
 from reviewers.pattern_search import SEARCH_TIME_BUDGET_S
 
@@ -94,8 +96,18 @@ class GitRepository:
         result = self._git("rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}", check=False)
         sha = result.stdout.decode("ascii", errors="replace").strip()
         if result.returncode != 0 or not sha:
-            raise RepositoryError(f"unknown revision: {rev!r} in {self.root}")
+            raise RepositoryError(f"unknown revision: {rev!r} in {self.root}{self._shallow_hint()}")
         return sha
+
+    def _shallow_hint(self) -> str:
+        """A shallow clone (CI jobs fetch one by default: GitLab's GIT_DEPTH) lacks older commits; say so."""
+        probe = self._git("rev-parse", "--is-shallow-repository", check=False)
+        if probe.returncode == 0 and probe.stdout.strip() == b"true":
+            return (
+                "; this is a shallow clone, so older commits are missing: fetch them with "
+                "`git fetch --deepen=50` (or `git fetch --unshallow`), or set GIT_DEPTH: 0 in the CI job"
+            )
+        return ""
 
     def merge_base(self, base: str, head: str) -> str | None:
         """The best common ancestor of two revisions, or None when their histories are unrelated."""
@@ -120,9 +132,9 @@ class GitRepository:
         """`diff` parsed."""
         return parse_unified_diff(self.diff(base, head))
 
-    def workspace(self, head: str) -> GitWorkspace:
+    def workspace(self, head: str, *, cache_bytes: int = DEFAULT_WORKSPACE_CACHE_BYTES) -> GitWorkspace:
         """Read-only access to the files at a commit."""
-        return GitWorkspace(self, self.resolve(head))
+        return GitWorkspace(self, self.resolve(head), cache_bytes=cache_bytes)
 
 
 def open_repository(path: str | os.PathLike[str]) -> GitRepository:
@@ -145,12 +157,12 @@ class GitWorkspace:
     """The files of one commit, read with `git ls-tree`, `git cat-file` and `git grep`. Implements
     `reviewers.kernel.contracts.Workspace`; reads are cached, and it is safe to share between threads."""
 
-    def __init__(self, repo: GitRepository, head_sha: str) -> None:
+    def __init__(self, repo: GitRepository, head_sha: str, *, cache_bytes: int = DEFAULT_WORKSPACE_CACHE_BYTES) -> None:
         self.repo = repo
         self.head_sha = head_sha
         self._lock = threading.Lock()
         self._tree: dict[str, _TreeEntry] | None = None
-        self._texts: dict[str, str | None] = {}
+        self.cache = TextCache(cache_bytes)  # bounded: see agent.workspaces.text_cache
 
     def _entries(self) -> dict[str, _TreeEntry]:
         with self._lock:
@@ -168,40 +180,63 @@ class GitWorkspace:
             return self._tree
 
     def read_file(self, path: str) -> str | None:
-        """The file's text at head; None when absent, a submodule or symlink, binary, or over 1 MiB."""
-        if path in self._texts:
-            return self._texts[path]
+        """The file's text at head (bytes that are not UTF-8 replaced); None when absent, a submodule
+        or symlink, binary, or over 1 MiB."""
+        cached, known = self.cache.lookup(path)
+        if cached:
+            return known
         entry = self._entries().get(path)
         text: str | None = None
-        if (
-            entry is not None
-            and entry.kind == "blob"
-            and entry.mode != SYMLINK_MODE
-            and entry.size is not None
-            and entry.size <= MAX_READ_BYTES
-        ):
+        if entry is not None and self._entry_reason(entry) is None:
             data = self.repo._git("cat-file", "blob", entry.object_id).stdout
             if b"\0" not in data[:BINARY_SNIFF_BYTES]:
                 text = data.decode("utf-8", errors="replace")
-        self._texts[path] = text
+        self.cache.store(path, text)
         return text
+
+    def unreadable_reason(self, path: str) -> tuple[CoverageReason, str] | None:
+        entry = self._entries().get(path)
+        if entry is None:
+            return None
+        reason = self._entry_reason(entry)
+        if reason is None and self.read_file(path) is None:
+            return "binary", "binary content (a NUL byte near the start)"
+        return reason
+
+    @staticmethod
+    def _entry_reason(entry: _TreeEntry) -> tuple[CoverageReason, str] | None:
+        """Why a tree entry is not read as text, before its content is fetched."""
+        if entry.kind != "blob":
+            return "unavailable", "a submodule"
+        if entry.mode == SYMLINK_MODE:
+            return "unavailable", "a symbolic link"
+        if entry.size is None or entry.size > MAX_READ_BYTES:
+            return "size", f"{entry.size} bytes, over the {MAX_READ_BYTES}-byte limit for reading a file"
+        return None
 
     def list_paths(self) -> list[str]:
         """Every file at head (submodules left out), sorted."""
         return sorted(path for path, entry in self._entries().items() if entry.kind == "blob")
 
-    def search(self, pattern: str, *, max_hits: int = 50) -> list[SearchHit]:
+    def search(self, pattern: str, *, max_hits: int = 50, budget: SearchBudget | None = None) -> list[SearchHit]:
         """Lines matching an extended regular expression in the text files at head, at most
         `max_hits`, in path order. A pattern git rejects as a regex is searched as a literal string.
 
         The pattern is the model's (a prompt injection can write it), and git's regex engine has
         backreferences: `(.*)(.*)(.*)(.*)\\4\\3\\2\\1c` takes seconds on forty short lines and grows
         with every group. So a regex search gets the same budget as the other workspaces' searches
-        (`reviewers.pattern_search`) and one that runs out is an `InputError`, an invalid step.
+        (`reviewers.pattern_search`) and one that runs out is an `InputError`, an invalid step. With a
+        call `budget` (the model's search tool), git gets what is left of it, and is charged its time.
         """
         if max_hits <= 0:
             return []
-        hits, bad_regex = self._grep(pattern, max_hits=max_hits, mode="-E", budget_s=SEARCH_TIME_BUDGET_S)
+        budget_s = SEARCH_TIME_BUDGET_S if budget is None else min(SEARCH_TIME_BUDGET_S, budget.timeout_s(pattern))
+        started = budget.clock() if budget is not None else 0.0
+        try:
+            hits, bad_regex = self._grep(pattern, max_hits=max_hits, mode="-E", budget_s=budget_s)
+        finally:
+            if budget is not None:
+                budget.charge(started)
         if bad_regex:
             hits, failed = self._grep(pattern, max_hits=max_hits, mode="-F")
             if failed:

@@ -42,6 +42,7 @@ from reviewers.kernel.contracts import (
 )
 from reviewers.kernel.errors import ReviewloopError
 from reviewers.prompts import render_review_prefix
+from reviewers.registry import REVIEWER_SPECS
 
 if TYPE_CHECKING:
     from agent.strategy_model import StrategyModel
@@ -178,7 +179,8 @@ def build_review_graph(runtime: ReviewRuntime, checkpointer: BaseCheckpointSaver
             if source == "model":  # static findings never depend on the model's plan
                 rules = rule_based_strategy(context.files, context.config, history)
                 z, analyzers_only = with_analyzer_coverage(z, rules)
-                span.set_attribute("reviewloop.analyzers_only", [p.reviewer for p in analyzers_only])
+            analyzers_only += unplanned_analyzers(z, analyzers_only, context)
+            span.set_attribute("reviewloop.analyzers_only", [p.reviewer for p in analyzers_only])
             version_id = version_id if source == "model" else None
             runtime.save_strategy(review_id, z, source, note, model_version_id=version_id, s1=s1)
             if version_id is not None:
@@ -296,6 +298,21 @@ def build_review_graph(runtime: ReviewRuntime, checkpointer: BaseCheckpointSaver
     graph.add_edge("verifier", "reporter")
     graph.add_edge("reporter", END)
     return graph.compile(checkpointer=checkpointer)
+
+
+def unplanned_analyzers(z: Strategy, already: Sequence[PlanItem], context: ReviewContext) -> list[PlanItem]:
+    """An analyzers-only item for each enabled reviewer that no plan runs but whose analyzer reads a
+    changed file: static analysis is not rationed by the plan (a docs-only change still gets its
+    secrets scan), and what a reviewer could not read is named only if the reviewer runs."""
+    planned = {p.reviewer for p in z.plan} | {p.reviewer for p in already}
+    readable = [
+        f.path for f in context.files if f.status != "deleted" and not f.is_binary and context.config.wants(f.path)
+    ]
+    return [
+        PlanItem(reviewer=name)
+        for name in context.config.reviewers
+        if name not in planned and any(REVIEWER_SPECS[name].supports(p) for p in readable)
+    ]
 
 
 def findings_by_agreement(state: Mapping[str, Any], min_support: int, embedder: Embedder | None) -> list[Finding]:

@@ -5,8 +5,6 @@ GitLab merge requests are loaded by `agent.gitlab.review.load_gitlab_snapshot` o
 
 from __future__ import annotations
 
-import fnmatch
-
 from agent.context import NotReviewed, ReviewRequest, Snapshot, head_files_for_snapshot, read_config_text
 from agent.diff import parse_unified_diff
 from agent.gitrepo import open_repository
@@ -15,33 +13,20 @@ from agent.workspaces.snapshot import SnapshotWorkspace
 from reviewers.kernel.contracts import FileChange, Workspace
 from reviewers.kernel.errors import InputError
 
-# Machine-written files nobody reviews line by line; they are named in the summary instead.
-GENERATED_GLOBS = (
-    "*.lock",
-    "package-lock.json",
-    "yarn.lock",
-    "pnpm-lock.yaml",
-    "poetry.lock",
-    "*.min.js",
-    "*.min.css",
-    "*.map",
-    "*_pb2.py",
-    "*.pb.go",
-    "*.snap",
-)
-
 
 def not_reviewed_files(files: list[FileChange]) -> list[NotReviewed]:
-    """Changed files no reviewer will look at, each with the reason, for the summary."""
+    """Changed files the diff itself leaves nothing to read in, each with the reason, for the summary.
+    (Generated, oversized and oddly encoded files are named by the reviewers, which still scan them
+    for what is safe to look for.)"""
     out = []
     for f in files:
-        name = f.path.rsplit("/", 1)[-1]
+        if f.status == "deleted":
+            continue
         if f.is_binary:
-            out.append(NotReviewed(path=f.path, reason="binary file"))
+            out.append(NotReviewed(path=f.path, reason="binary", detail="binary file"))
         elif f.collapsed:
-            out.append(NotReviewed(path=f.path, reason=f.collapsed_reason or "diff not available"))
-        elif any(fnmatch.fnmatch(name, g) for g in GENERATED_GLOBS):
-            out.append(NotReviewed(path=f.path, reason="generated file"))
+            why = f.collapsed_reason or "the host sent no diff for it"
+            out.append(NotReviewed.from_words(f.path, why))
     return out
 
 
@@ -70,10 +55,10 @@ def load_local(request: ReviewRequest) -> tuple[Snapshot, Workspace, list[FileCh
 
 def load_diff(request: ReviewRequest) -> tuple[Snapshot, Workspace, list[FileChange]]:
     text = request.diff_text or ""
-    if not text.strip():
-        raise InputError("the diff is empty: nothing to review")
-    files = parse_unified_diff(text)
-    if not files:
+    files = parse_unified_diff(text) if text.strip() else []
+    # An empty diff is an empty change, reviewed as an empty commit range is (nothing found, exit 0);
+    # text that holds no file change is not a diff at all.
+    if text.strip() and not files:
         raise InputError("the input holds no file changes (is it a unified diff?)")
     # files at head, when the caller has them, make a full review; else the hunks are all there is
     workspace: Workspace = SnapshotWorkspace(request.files) if request.files else DiffWorkspace(files)

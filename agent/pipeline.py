@@ -26,9 +26,7 @@ from agent.runtime import Runtime, verdict_counts
 from agent.store import reviews as store_reviews
 from agent.strategy import Strategy, render_s1
 from agent.verifier import VerifiedFinding
-from reviewers.kernel.contracts import (
-    ReviewerResult,
-)
+from reviewers.kernel.contracts import NotReviewed, ReviewerResult, merge_not_reviewed
 from reviewers.kernel.errors import StoreError
 
 log = logging.getLogger(__name__)
@@ -134,7 +132,7 @@ def run_review(
                     "executions": 1 + len({i for i, _ in outcome.other_executions}),
                 },
                 cost_tokens=0,
-                not_reviewed=[n.model_dump() for n in outcome.snapshot.not_reviewed] + _unreached(outcome),
+                not_reviewed=[n.model_dump() for n in not_reviewed_of(outcome)],
             )
         return outcome
 
@@ -197,24 +195,16 @@ def pending_review_id(dsn: str, runtime: Runtime, request: ReviewRequest) -> int
     return None
 
 
-def _unreached(outcome: ReviewOutcome) -> list[dict[str, str]]:
-    return unreached_files(outcome.reviewer_results)
+def unreached_files(results: Sequence[ReviewerResult]) -> list[NotReviewed]:
+    """The changed files the reviewers did not analyze in full, once per file and reason, with what
+    each reviewer did and did not do."""
+    return merge_not_reviewed([n for r in results for n in r.not_reviewed])
 
 
-def unreached_files(results: Sequence[ReviewerResult]) -> list[dict[str, str]]:
-    """Files a reviewer's step budget or the review deadline did not reach, and files an analyzer's
-    budget read only in part, once per file with every reason, so the summary can say so."""
-    missed: dict[str, list[str]] = {}
-    reasons: dict[str, list[str]] = {}
-    for r in results:
-        for path, why in r.cut_short.items():
-            reasons.setdefault(path, []).append(why)
-        for path in r.unreviewed_paths:
-            if path not in r.cut_short:
-                missed.setdefault(path, []).append(r.reviewer)
-    for path, reviewers in missed.items():
-        reasons.setdefault(path, []).append(f"step budget of {', '.join(reviewers)} used up")
-    return [{"path": p, "reason": "; ".join(rs)} for p, rs in reasons.items()]
+def not_reviewed_of(outcome: ReviewOutcome) -> list[NotReviewed]:
+    """Every changed file the review did not analyze in full, with its reason: what the source could
+    not give (binary, no diff) and what the reviewers set aside or did not reach."""
+    return merge_not_reviewed([*outcome.snapshot.not_reviewed, *unreached_files(outcome.reviewer_results)])
 
 
 def _outcome(review_id: int, state: Mapping[str, Any]) -> ReviewOutcome:

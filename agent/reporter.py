@@ -7,17 +7,20 @@ formats a browser or GitLab shows (Markdown, Code Quality).
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 from collections.abc import Sequence
 from typing import Any, Literal
+from urllib.parse import quote
 
 from rich.console import Console
 from rich.table import Table
 
-from agent.sanitize import code_block, neutralise
+from agent.diff import quote_path
+from agent.sanitize import code_block, inline_code, neutralise
 from agent.verifier import VerifiedFinding
-from reviewers.kernel.contracts import SEVERITY_RANK, Severity
+from reviewers.kernel.contracts import SEVERITY_RANK, NotReviewed, Severity
 
 ReportFormat = Literal["table", "json", "markdown", "sarif", "codequality"]
 REPORT_FORMATS: tuple[ReportFormat, ...] = ("table", "json", "markdown", "sarif", "codequality")
@@ -38,6 +41,21 @@ CODEQUALITY_SEVERITY: dict[Severity, str] = {
     "high": "critical",
     "critical": "blocker",
 }
+
+
+def not_reviewed_in(meta: dict[str, Any]) -> list[NotReviewed]:
+    """The report's `not_reviewed` entries (dicts, as stored, or models)."""
+    return [NotReviewed.model_validate(n) for n in meta.get("not_reviewed", [])]
+
+
+def artifact_uri(path: str) -> str:
+    """A repository path as a SARIF `artifactLocation.uri`: a relative URI reference, every byte a
+    URI may not hold percent-encoded (a path may hold spaces, newlines, `#` or `?`)."""
+    return quote(path, safe="/")
+
+
+def _not_reviewed_fingerprint(item: NotReviewed) -> str:
+    return hashlib.sha256(f"reviewloop:not-reviewed\0{item.path}\0{item.reason}".encode()).hexdigest()[:32]
 
 
 def finding_record(v: VerifiedFinding) -> dict[str, Any]:
@@ -65,7 +83,9 @@ def shown(verified: Sequence[VerifiedFinding], *, include_all: bool = False) -> 
 
 
 def render_json(verified: Sequence[VerifiedFinding], meta: dict[str, Any]) -> str:
-    return json.dumps({**meta, "findings": [finding_record(v) for v in verified]}, indent=2, ensure_ascii=False)
+    not_reviewed = [n.model_dump() for n in not_reviewed_in(meta)]
+    doc = {**meta, "complete": not not_reviewed, "not_reviewed": not_reviewed}
+    return json.dumps({**doc, "findings": [finding_record(v) for v in verified]}, indent=2, ensure_ascii=False)
 
 
 def render_table(verified: Sequence[VerifiedFinding], meta: dict[str, Any]) -> str:
@@ -80,8 +100,8 @@ def render_table(verified: Sequence[VerifiedFinding], meta: dict[str, Any]) -> s
     console.print(table)
     if not verified:
         console.print("No findings worth reporting.")
-    for skipped in meta.get("not_reviewed", []):
-        console.print(f"not reviewed: {skipped['path']} ({skipped['reason']})")
+    for skipped in not_reviewed_in(meta):
+        console.print(f"not analyzed in full: {quote_path(skipped.path)} ({skipped.describe()})")
     return buf.getvalue()
 
 
@@ -100,19 +120,21 @@ def render_markdown(verified: Sequence[VerifiedFinding], meta: dict[str, Any]) -
         lines.append("No findings worth reporting.")
     for v in verified:
         f = v.finding
-        lines.append(f"### {f.severity.upper()} · {f.category} · `{f.path}:{f.line}`")
+        lines.append(f"### {f.severity.upper()} · {f.category} · {inline_code(f'{quote_path(f.path)}:{f.line}')}")
         lines.append(f"**{neutralise(f.title)}** ({v.verdict})")
         lines.append("")
         lines.append(neutralise(f.body))
         if f.evidence:
             lines += ["", code_block(f.evidence)]
         lines.append("")
-    for skipped in meta.get("not_reviewed", []):
-        lines.append(f"- not reviewed: `{skipped['path']}` ({neutralise(str(skipped['reason']))})")
+    for skipped in not_reviewed_in(meta):
+        where = inline_code(quote_path(skipped.path, ascii_only=False))
+        lines.append(f"- not analyzed in full: {where} ({neutralise(skipped.describe(), max_chars=300)})")
     return "\n".join(lines) + "\n"
 
 
 def render_sarif(verified: Sequence[VerifiedFinding], meta: dict[str, Any]) -> str:
+    not_reviewed = not_reviewed_in(meta)
     rules: dict[str, dict[str, Any]] = {}
     results = []
     for v in verified:
@@ -127,7 +149,7 @@ def render_sarif(verified: Sequence[VerifiedFinding], meta: dict[str, Any]) -> s
                 "locations": [
                     {
                         "physicalLocation": {
-                            "artifactLocation": {"uri": f.path},
+                            "artifactLocation": {"uri": artifact_uri(f.path)},
                             "region": {"startLine": f.line, "endLine": max(f.line, f.end_line)},
                         }
                     }
@@ -150,6 +172,26 @@ def render_sarif(verified: Sequence[VerifiedFinding], meta: dict[str, Any]) -> s
                     }
                 },
                 "results": results,
+                # What was not analyzed in full is part of the result: a viewer shows these as tool
+                # notifications, and `complete` lets a CI job tell a partial review from a clean one.
+                "invocations": [
+                    {
+                        "executionSuccessful": True,
+                        "toolExecutionNotifications": [
+                            {
+                                "descriptor": {"id": f"reviewloop/not-reviewed/{n.reason}"},
+                                "level": "warning",
+                                "message": {"text": f"not analyzed in full: {n.describe()}"},
+                                "locations": [
+                                    {"physicalLocation": {"artifactLocation": {"uri": artifact_uri(n.path)}}}
+                                ],
+                                "properties": {"path": n.path, "reason": n.reason, "detail": n.detail},
+                            }
+                            for n in not_reviewed
+                        ],
+                    }
+                ],
+                "properties": {"complete": not not_reviewed, "notReviewed": [n.model_dump() for n in not_reviewed]},
             }
         ],
     }
@@ -170,6 +212,19 @@ def render_codequality(verified: Sequence[VerifiedFinding], meta: dict[str, Any]
             },
         }
         for v in verified
+    ]
+    # GitLab's Code Quality report is a list of issues and nothing else: a file not analyzed in full
+    # is an "info" issue on it, so the merge request widget says so where the findings are.
+    items += [
+        {
+            "description": neutralise(f"reviewloop did not analyze this file in full: {n.describe()}")[:1000],
+            "check_name": f"reviewloop:not-reviewed:{n.reason}",
+            "fingerprint": _not_reviewed_fingerprint(n),
+            "severity": "info",
+            "categories": ["Bug Risk"],
+            "location": {"path": n.path, "lines": {"begin": 1}},
+        }
+        for n in not_reviewed_in(meta)
     ]
     return json.dumps(items, indent=2, ensure_ascii=False)
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -160,7 +159,7 @@ class Runtime:
         files = parse_unified_diff(snap.diff)
         context = build_context(snap, workspace=workspace, project=req.project or None, mr_iid=req.mr_iid, files=files)
         if self.review_deadline_s is not None:
-            context.deadline = time.monotonic() + self.review_deadline_s
+            context.deadline = context.clock() + self.review_deadline_s
         built = (context, DiffIndex(files))
         with self._lock:
             self._contexts[review_id] = built

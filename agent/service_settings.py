@@ -61,6 +61,24 @@ class Settings(BaseSettings):
         gt=0,
         description="largest body on every other route (a vote, a login): refused with 413 before it is read",
     )
+    webhook_body_timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        description="a webhook's whole body must arrive within this many seconds of its authenticated headers, "
+        "else 408 (GitLab itself gives up on a hook after 10 s)",
+    )
+    webhook_body_reads: int = Field(
+        default=16,
+        gt=0,
+        description="webhook bodies read at once; past it, 503 with Retry-After. With max_webhook_bytes it bounds "
+        "what slow senders can make the API hold (16 x 5 MiB)",
+    )
+    max_connections: int = Field(
+        default=256,
+        gt=0,
+        description="open HTTP connections `reviewloop serve` holds (uvicorn's limit_concurrency); "
+        "past it, new requests get 503",
+    )
     trusted_proxies: str = Field(
         default="127.0.0.1",
         description="addresses or CIDR ranges (comma-separated, '*' = any) whose X-Forwarded-Proto/-For "
@@ -96,6 +114,11 @@ class Settings(BaseSettings):
     @property
     def llm_configured(self) -> bool:
         return bool(self.llm_base_url and self.llm_model) or self.llm_model_path is not None
+
+    @property
+    def gitlab_configured(self) -> bool:
+        """Both the instance and the bot's token: without them reviews of merge requests wait in the queue."""
+        return bool(self.gitlab_url) and self.gitlab_token is not None
 
     @property
     def gitlab_project_allowlist(self) -> set[str]:

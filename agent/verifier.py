@@ -191,7 +191,8 @@ def verify_findings(
     out: list[VerifiedFinding] = []
     passed: list[tuple[Finding, str]] = []
     seen: set[str] = set()
-    tree = HeadTree(inputs.workspace)
+    changes = [c for c in (inputs.diff_index.file(p) for p in inputs.diff_index.paths()) if c is not None]
+    tree = HeadTree(inputs.workspace, changes=changes)
     ordered = sorted(findings, key=lambda f: (-SEVERITY_RANK[f.severity], f.path, f.line))
     for finding in ordered:
         checked = _check(finding, inputs, seen, tree)

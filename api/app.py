@@ -18,7 +18,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from agent.service_settings import Settings
 from api.auth import parse_env_tokens
-from api.body_limit import BodyLimitMiddleware, limit_by_path
+from api.body_limit import BodyLimitMiddleware, BodyReadSlots, limit_by_path
 from api.db import DbPool, make_pool
 from api.deps import ServiceState
 from api.project_check import project_check
@@ -45,6 +45,7 @@ def service_state(settings: Settings, *, require_worker: bool, heartbeat_window_
         require_worker=require_worker,
         worker_heartbeat_window_s=heartbeat_window_s,
         projects=project_check(settings),
+        webhook_body_reads=BodyReadSlots(settings.webhook_body_reads),
     )
 
 

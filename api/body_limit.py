@@ -7,7 +7,12 @@ limit, so the server never holds more than the limit plus one chunk of a body. C
 API grew the server by 400 MB before its 401).
 
 The webhook has its own, larger limit (GitLab's merge request hooks carry the MR's description and
-changes); every other route takes `max_request_bytes`.
+changes); every other route takes `max_request_bytes`. Its route also bounds how many bodies are read
+at once (`BodyReadSlots`) and how long one may take (api/routes/webhooks.py).
+
+Every refusal made before a body is read whole says `Connection: close`: uvicorn then closes the
+connection once it has answered. Kept open, the connection would go on taking the unread body, and
+a client sending a byte every few seconds would hold it for ever (issue 21: still open after 150 s).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 WEBHOOK_PATH = "/webhooks/gitlab"
+CLOSE_CONNECTION = {"Connection": "close"}
 
 
 class BodyTooLarge(HTTPException):
@@ -26,7 +32,7 @@ class BodyTooLarge(HTTPException):
     answers it like any other refusal (413, `{"error": ...}`)."""
 
     def __init__(self, limit: int) -> None:
-        super().__init__(413, f"body exceeds {limit} bytes")
+        super().__init__(413, f"body exceeds {limit} bytes", headers=CLOSE_CONNECTION)
 
 
 def limit_by_path(*, webhook_bytes: int, other_bytes: int) -> Callable[[str], int]:
@@ -91,7 +97,33 @@ async def refuse(send: Send, error: BodyTooLarge) -> None:
         {
             "type": "http.response.start",
             "status": error.status_code,
-            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"connection", b"close"),
+            ],
         }
     )
     await send({"type": "http.response.body", "body": body})
+
+
+class BodyReadSlots:
+    """How many request bodies are being read at once, up to `limit`: each slow sender holds one slot
+    (and up to a body's limit of memory) until its body is in or its deadline passes.
+
+    Used from the event loop only, so a counter needs no lock; a request that finds no free slot is
+    refused at once rather than queued (a queue would hold its connection and headers meanwhile).
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.in_use = 0
+
+    def try_acquire(self) -> bool:
+        if self.in_use >= self.limit:
+            return False
+        self.in_use += 1
+        return True
+
+    def release(self) -> None:
+        self.in_use -= 1

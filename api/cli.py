@@ -20,6 +20,7 @@ def main() -> None:
 # Command modules register themselves on `app` when imported.
 from api.commands import dev as _dev  # noqa: E402,F401
 from api.commands import envgen as _envgen  # noqa: E402,F401
+from api.commands import failures as _failures  # noqa: E402,F401
 from api.commands import learning as _learning  # noqa: E402,F401
 from api.commands import retrain as _retrain  # noqa: E402,F401
 from api.commands import review as _review  # noqa: E402,F401

@@ -15,6 +15,7 @@ from fastapi import Depends, Header, HTTPException, Request, status
 
 from agent.service_settings import Settings
 from api.auth import Principal, match_env_token, match_stored_token
+from api.body_limit import BodyReadSlots
 from api.db import DbConnection, DbPool
 from api.project_check import ProjectCheck
 from api.triage import Scope
@@ -29,6 +30,7 @@ class ServiceState:
     env_tokens: list[tuple[str, str]]
     require_worker: bool
     worker_heartbeat_window_s: float
+    webhook_body_reads: BodyReadSlots  # shared by the app's requests: the one mutable part
     # votes and replies from a project allowed only by its claimed path: GitLab confirms it first
     projects: ProjectCheck | None = None
 

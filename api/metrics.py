@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -21,8 +21,14 @@ REGISTRY = CollectorRegistry(auto_describe=True)
 
 WEBHOOK_OUTCOMES = Counter(
     "reviewloop_webhook_outcomes",
-    "Webhook deliveries by outcome (queued, duplicate, ignored, processed, unauthorized, too_large, invalid)",
+    "Webhook deliveries by outcome (queued, duplicate, ignored, processed, unauthorized, too_large, invalid, "
+    "busy, timeout, disconnected, unavailable)",
     ["status"],
+    registry=REGISTRY,
+)
+WEBHOOK_BODY_READS = Gauge(
+    "reviewloop_webhook_body_reads",
+    "Webhook bodies being read now (authenticated senders whose body is not in yet)",
     registry=REGISTRY,
 )
 WEBHOOK_SECONDS = Histogram(

@@ -7,6 +7,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from agent.context import NotReviewed
+
 Verdict = Literal["REAL", "FALSE_POSITIVE", "DUPLICATE", "NEEDS_HUMAN_REVIEW"]
 
 
@@ -106,7 +108,7 @@ class ReviewDetail(BaseModel):
     strategy_text: str | None
     strategy_source: str | None
     is_shadow: bool
-    not_reviewed: list[Any]
+    not_reviewed: list[NotReviewed]  # every changed file not analyzed in full, with its reason
     stats: dict[str, Any]
     cost_tokens: int
     created_at: datetime

@@ -134,7 +134,8 @@ class WorkerRuntime:
     """What a running job needs, handed to tasks through procrastinate's `additional_context`."""
 
     pool: DbPool
-    review: ReviewFunction
+    review: ReviewFunction | None
+    """None when GitLab is not configured: the worker then leaves review jobs waiting in the queue."""
     config: QueueConfig
 
 
@@ -160,6 +161,8 @@ async def run_review(
     """Run one review in a thread (the pipeline is synchronous) and record the event's outcome."""
     with log_context(project=project, mr_iid=mr_iid, head_sha=head_sha, event_id=event_id):
         logger.info("review started", extra={"attempt": attempts + 1})
+        if runtime.review is None:  # not fetched by such a worker (see _run_worker_once); never run blind
+            raise ConfigError("GitLab is not configured in this worker (REVIEWLOOP_GITLAB_URL, _TOKEN)")
         call = functools.partial(runtime.review, project=project, mr_iid=mr_iid, head_sha=head_sha, event_id=event_id)
         try:
             review_id = await asyncio.to_thread(call)
@@ -168,7 +171,10 @@ async def run_review(
             logger.warning(
                 "review failed", extra={"error": str(exc), "retryable": is_retryable(exc), "will_retry": retry}
             )
-            if not retry:
+            if retry:  # the dashboard shows why a review is waiting for its next attempt
+                reason = f"attempt {attempts + 1} failed, will retry: {exc}"
+                await mark_event(runtime.pool, event_id, status="queued", reason=reason[:1000])
+            else:
                 await mark_event(runtime.pool, event_id, status="failed", reason=str(exc)[:1000])
             raise
         await mark_event(runtime.pool, event_id, status="processed", reason=f"review {review_id}")
@@ -359,6 +365,9 @@ async def _run_worker_once(
     }
     if name is not None:
         options["name"] = name
+    if runtime.review is None:
+        # GitLab is not configured: merge-request reviews wait in the queue for a worker that can run them
+        options["queues"] = [MAINTENANCE_QUEUE]
     if cfg.shutdown_graceful_timeout_s is not None:
         options["shutdown_graceful_timeout"] = cfg.shutdown_graceful_timeout_s
     await app.run_worker_async(**options)

@@ -28,8 +28,10 @@ from bench import dataset_build, noise, scaling, webhook
 from bench import diff_parse as diff_parse_bench
 from bench import pipeline as pipeline_bench
 from bench import spans as spans_bench
+from bench import webhook_slow_senders as slow_senders_bench
 from bench.database import bench_database
 from bench.report import Target, fmt, provenance, render_provenance, render_targets, table
+from bench.results_file import record_run
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "bench" / "RESULTS.md"
@@ -88,6 +90,7 @@ class Results:
     spans: dict[str, Any] = field(default_factory=dict)
     datasets: dict[str, Any] = field(default_factory=dict)
     webhook: list[dict[str, Any]] = field(default_factory=list)
+    slow_senders: dict[str, Any] = field(default_factory=dict)
     noise: noise.NoiseResult | None = None
     agreement: list[dict[str, Any]] = field(default_factory=list)
     agreement_seeds: int = agreement_bench.SEEDS
@@ -154,6 +157,10 @@ def collect(dsn: str, config: Config) -> Results:
             rates_beside_review=config.webhook_rates_beside_review,
             repeats=config.webhook_repeats,
         ),
+    )
+    r.slow_senders = step(
+        f"{slow_senders_bench.SENDERS} slow webhook senders without the secret",
+        lambda: slow_senders_bench.run(dsn),
     )
     r.diff_parse = step("diff parse at 50,000 changed lines", lambda: diff_parse_bench.run())
     r.noise = step(
@@ -241,6 +248,7 @@ def targets(r: Results) -> list[Target]:
             "lost",
             f"{sum(row['accepted'] for row in r.webhook):,} answered 202" if r.webhook else "",
         ),
+        *(slow_senders_bench.targets(r.slow_senders) if r.slow_senders else []),
         Target(
             f"posted findings on released code ≤ {noise.TARGET_PER_1000:g} per 1,000 changed lines",
             r.noise.per_1000(len(r.noise.posted)) if r.noise else nan,
@@ -466,6 +474,8 @@ def render_results(r: Results) -> str:
                 ],
             ),
         ]
+    if r.slow_senders:
+        parts += ["", slow_senders_bench.render([r.slow_senders])]
     if r.noise is not None:
         parts += ["", noise.render(r.noise)]
     if r.agreement:
@@ -484,7 +494,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--quick", action="store_true", help="small sizes, one repeat, no base model; printed, not appended"
     )
-    parser.add_argument("--results", type=Path, default=None, help=f"file to append to (default {RESULTS})")
+    parser.add_argument(
+        "--results", type=Path, default=None, help=f"RESULTS.md to rebuild, beside its HISTORY.md (default {RESULTS})"
+    )
     parser.add_argument(
         "--base-model", type=Path, default=None, help="the base model's directory (default: build it once)"
     )
@@ -512,17 +524,18 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(section)
     if results_path is not None:
-        existing = results_path.read_text(encoding="utf-8") if results_path.exists() else RESULTS_HEADER
-        results_path.write_text(existing.rstrip("\n") + "\n\n" + section + "\n", encoding="utf-8")
-        progress(f"appended to {results_path}")
+        judged = targets(results)
+        met = sum(1 for t in judged if t.met)
+        missed = ", ".join(t.name for t in judged if not t.met) or "none"
+        record_run(
+            name="make-bench",
+            title="make bench: pipeline, diff, spans, datasets, webhook, noise, agreement, base model",
+            headline=f"{met} of {len(judged)} targets met; missed: {missed}",
+            section=section,
+            bench_dir=results_path.parent,
+        )
+        progress(f"recorded in {results_path} (history: {results_path.parent / 'HISTORY.md'})")
     return 0
-
-
-RESULTS_HEADER = """# Benchmark results
-
-Each section is one `make bench` run, appended by `bench/run.py`: when, on what machine and commit,
-each target and whether it was met, and the tables behind them. Older sections stay as they were.
-"""
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ def _make_analyzer(context: ReviewContext) -> Analyzer:
     def analyze(file: ChangedFile) -> Analysis:
         nonlocal checker
         if checker is None:  # the module index reads the path list once, and only when needed
-            checker = ArchitectureAnalyzer(context.workspace, context.config.layers)
+            checker = ArchitectureAnalyzer(context.workspace, context.config.layers, context.files)
         return Analysis(checker.issues(file))
 
     return analyze

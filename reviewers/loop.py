@@ -1,35 +1,51 @@
 """The bounded tool-using loop every reviewer runs, with or without a model.
 
+The analyzers are not rationed: they read every changed file this reviewer reads (that the
+repository configuration wants, that exist at head), in diff order, before any model step and
+outside any step budget, and report what they find — with or without a model, whatever the plan
+says. Their findings never depend on what a model does (a model that finishes at once, or is
+steered by text in the code to do so, loses none of them). Only the review's deadline stops them,
+and the files it cut off are named.
+
+A file the full analyzer must not read — generated or minified, over `MAX_ANALYZED_BYTES`, not
+UTF-8, or one the workspace cannot read as text (over its own size limit) — gets what is safe
+(`ReviewerSpec.safe_analyzer`: the security reviewer's secrets scan, on its text decoded with
+replacement or on the diff's new side) and is named in `not_reviewed` with the reason.
+
 Targets are the changed files the plan item focuses on (in its order; a focus entry may be a path,
-a glob or a directory), or every changed file in diff order when it names none — keeping only files
-the repository configuration wants, that exist at head, that this reviewer's analyzer reads, and
-that are not generated or minified (those are named in `error`).
+a glob or a directory), or every analyzed file in diff order when it names none: the plan decides
+where the model's steps go, never which files the analyzers see.
 
-The analyzers always run first, with or without a model: the fixed executor spends exactly one step
-per target on `run_analyzer`, in target order, and reports the analyzer's findings as part of that
-step. So the step budget decides how many files are analyzed — a strategy that puts the risky files
-first finds more within its budget — and the static findings never depend on what a model does
-(a model that finishes at once, or is steered by text in the code to do so, loses none of them).
-
-With a model, it then adds: up to `plan.step_budget` more steps, each a `ToolCall` the model writes
+With a model, it then adds: up to `plan.step_budget` steps, each a `ToolCall` the model writes
 (validated through `LLMPort.complete_json` and decoded under that step's `tool_call_json_schema`:
-its tools, its files, targets not analyzed yet), starting from what the analyzers found. A call the
-tools reject is an invalid step; an answer that fails validation twice (`LLMOutputError`) is a
-failed step — each costs one step and the loop goes on with the rest of the budget. Only a model
-that cannot be reached (or refuses the request), that fails `MAX_FAILED_STEPS_IN_A_ROW` steps in
-a row, or that repeats a call it already made (a small model loops: the same observation comes back
-and it asks again) ends the model's part early; `error` says so.
+its tools, its files), starting from what the analyzers found. A call the tools reject is an
+invalid step; an answer that fails validation twice (`LLMOutputError`) is a failed step — each
+costs one step and the loop goes on with the rest of the budget. Only a model that cannot be
+reached (or refuses the request), that fails `MAX_FAILED_STEPS_IN_A_ROW` steps in a row, or that
+repeats a call it already made (a small model loops: the same observation comes back and it asks
+again) ends the model's part early; `error` says so.
 Every tool result goes back to the model fenced as untrusted data (`reviewers.prompts`).
-Files no step reached are named in `error`.
 """
 
 from __future__ import annotations
 
 import fnmatch
-import time
+import re
+from dataclasses import dataclass
 
-from reviewers.analyzers.changed_file import looks_generated
-from reviewers.kernel.contracts import LLMPort, PlanItem, ReviewContext, ReviewerResult, Step, StepTool
+from reviewers.analyzers.changed_file import ChangedFile, generated_by_name, looks_generated, new_side_text
+from reviewers.kernel.contracts import (
+    CoverageReason,
+    FileChange,
+    LLMPort,
+    NotReviewed,
+    PlanItem,
+    ReviewContext,
+    ReviewerResult,
+    Step,
+    StepTool,
+    merge_not_reviewed,
+)
 from reviewers.kernel.errors import LLMError, LLMOutputError
 from reviewers.prompts import (
     call_message,
@@ -39,10 +55,16 @@ from reviewers.prompts import (
     render_review_prefix,
     render_task,
 )
-from reviewers.reviewer import ReviewerSpec
+from reviewers.reviewer import ReviewerSpec, findings_from_issues
 from reviewers.tool_schema import tool_call_json_schema
 from reviewers.tools import Toolbox, ToolCall, ToolOutcome
 
+# A text larger than this gets the safe scan only (the local workspace reads no more than this
+# either): analyzers and bandit on a multi-megabyte file would hold a review up, and such files are
+# data or generated, not code someone will read line by line.
+MAX_ANALYZED_BYTES = 1 << 20
+# A byte that was not UTF-8, as `surrogateescape` decoding keeps it.
+_ESCAPED_BYTE = re.compile("[\udc80-\udcff]")
 MAX_NAMED_UNREVIEWED = 10  # the error names this many files, then counts the rest
 # One unusable answer is a bad turn; this many in a row is a model (or server) that cannot do the job,
 # and its remaining steps would only burn time.
@@ -59,18 +81,54 @@ def _focus_matches(path: str, focus: str) -> bool:
     return path == focus or fnmatch.fnmatch(path, focus) or path.startswith(focus.rstrip("/") + "/")
 
 
-def reviewable_paths(spec: ReviewerSpec, context: ReviewContext) -> tuple[list[str], list[str]]:
-    """(changed files this reviewer reads, in diff order; those skipped as generated or minified)."""
+@dataclass(frozen=True, slots=True)
+class SetAside:
+    """A changed file the full analyzer does not read: why, and the text a safe scan may read
+    (None: there is none)."""
+
+    path: str
+    reason: CoverageReason
+    detail: str
+    text: str | None
+
+
+def _set_aside(change: FileChange, text: str | None, unreadable: tuple[CoverageReason, str] | None) -> SetAside | None:
+    """Why the full analyzer must not read this file (None: it may)."""
+    if text is None:
+        if unreadable is None:
+            return None  # not at head, nothing to read: a pure rename or mode change
+        reason, detail = unreadable
+        if reason == "binary":
+            return SetAside(change.path, reason, detail, None)
+        new_side = new_side_text(change) if change.hunks else None
+        return SetAside(change.path, reason, detail, new_side)
+    if "\ufffd" in text or _ESCAPED_BYTE.search(text):
+        return SetAside(change.path, "encoding", "not UTF-8 (undecodable bytes read as U+FFFD)", text)
+    size = len(text.encode("utf-8", errors="replace"))
+    if size > MAX_ANALYZED_BYTES:
+        return SetAside(change.path, "size", f"{size} bytes, over the {MAX_ANALYZED_BYTES}-byte analysis limit", text)
+    if generated_by_name(change.path) or looks_generated(text):
+        return SetAside(
+            change.path, "generated", "machine-written (a generator's marker, minified lines or its name)", text
+        )
+    return None
+
+
+def reviewable_paths(spec: ReviewerSpec, context: ReviewContext) -> tuple[list[str], list[SetAside]]:
+    """(changed files this reviewer's analyzer reads in full, in diff order; those it must not,
+    with why)."""
     eligible: list[str] = []
-    generated: list[str] = []
+    aside: list[SetAside] = []
     for f in context.files:
         if f.status == "deleted" or f.is_binary or not context.config.wants(f.path) or not spec.supports(f.path):
             continue
         text = context.workspace.read_file(f.path)
-        if text is None:
-            continue
-        (generated if looks_generated(text) else eligible).append(f.path)
-    return eligible, generated
+        skipped = _set_aside(f, text, context.workspace.unreadable_reason(f.path) if text is None else None)
+        if skipped is not None:
+            aside.append(skipped)
+        elif text is not None:
+            eligible.append(f.path)
+    return eligible, aside
 
 
 def plan_targets(plan: PlanItem, eligible: list[str]) -> tuple[list[str], list[str]]:
@@ -100,25 +158,34 @@ def _step(index: int, tool: StepTool, outcome: ToolOutcome, args: dict[str, obje
 
 
 def past_deadline(context: ReviewContext) -> bool:
-    return context.deadline is not None and time.monotonic() >= context.deadline
+    return context.past_deadline()
 
 
-def _run_analyzers(box: Toolbox, steps: list[Step], budget: int) -> list[str]:
-    """The fixed executor: one `run_analyzer` step per target while the budget and the review's
-    deadline last. Returns the analyzer output, one block per file, for the model's first prompt.
+def _scan_set_aside(box: Toolbox, aside: list[SetAside]) -> list[NotReviewed]:
+    """The safe scan (if this reviewer has one) on each file set aside; each is named with what was
+    and was not done."""
+    named: list[NotReviewed] = []
+    for skipped in aside:
+        done = f"not analyzed by the {box.spec.name} reviewer"
+        change = box.context.changed(skipped.path)
+        if box.spec.safe_analyzer is not None and skipped.text is not None and change is not None:
+            file = ChangedFile(change, skipped.text)
+            issues, done = box.spec.safe_analyzer(file)
+            box._add(findings_from_issues(box.spec.name, file, issues))
+        named.append(NotReviewed(path=skipped.path, reason=skipped.reason, detail=f"{skipped.detail}; {done}"))
+    return named
 
-    The plan's order chooses which targets the budget reaches; they are analyzed in the change's own
-    order, so what an analyzer reports once per merge request (test impact's grouped untested-code
-    finding, placed at the first file that has some) does not move with the order a model wrote."""
-    seen: list[str] = []
-    chosen = [p for p in box.targets if p not in box.analyzed][: max(0, budget - len(steps))]
-    in_diff = {f.path: i for i, f in enumerate(box.context.files)}
-    for path in sorted(chosen, key=lambda p: in_diff.get(p, len(in_diff))):
-        if len(steps) >= budget or past_deadline(box.context):
+
+def _run_analyzers(box: Toolbox, steps: list[Step], paths: list[str]) -> dict[str, str]:
+    """The fixed executor: one `run_analyzer` step per file, in the change's own order, while the
+    review's deadline lasts. Returns each file's analyzer output, for the model's first prompt."""
+    seen: dict[str, str] = {}
+    for path in paths:
+        if past_deadline(box.context):
             break
-        outcome = box.run_analyzer(path)
+        outcome = box.analyze(path)
         steps.append(_step(len(steps), "run_analyzer", outcome, {"path": path}))
-        seen.append(outcome.observation)
+        seen[path] = outcome.observation
     return seen
 
 
@@ -198,48 +265,49 @@ def run_loop(
     """`model_step_budget` (default: the plan's) bounds the model's own steps; a review that runs
     several executions splits its budget among them, while each still runs every analyzer. 0 runs
     the analyzers only (a reviewer the model's plan left out, run for its static findings)."""
-    eligible, generated = reviewable_paths(spec, context)
+    eligible, aside = reviewable_paths(spec, context)
     targets, unmatched = plan_targets(plan, eligible)
-    if spec.prefetch is not None and targets:
-        spec.prefetch(context, targets[: plan.step_budget])
+    if spec.prefetch is not None and eligible:
+        spec.prefetch(context, eligible)
     box = Toolbox(spec, context, targets)
     steps: list[Step] = []
     notes: list[str] = []
-    if generated:
-        notes.append(f"skipped as generated or minified: {_named(generated)}")
+    not_reviewed = _scan_set_aside(box, aside)
+    if aside:
+        notes.append(
+            f"read in part only ({', '.join(sorted({a.reason for a in aside}))}): {_named([a.path for a in aside])}"
+        )
     used_model = False
     if plan.focus_paths and not targets:
         notes.append(f"no focus path is a changed file the {spec.name} reviewer reads: {', '.join(unmatched)}")
-    analyzer_results = _run_analyzers(box, steps, plan.step_budget)
+    analyzed = _run_analyzers(box, steps, eligible)
     if llm is not None and targets and model_step_budget != 0:
+        # the model's own files first, so what it is asked about is not crowded out by the rest
+        results = [analyzed[p] for p in targets if p in analyzed] + [o for p, o in analyzed.items() if p not in targets]
         used_model, failure = _run_model(
             box,
             steps,
             llm,
             plan=plan,
             shared_prefix=shared_prefix or render_review_prefix(context),
-            analyzer_results=analyzer_results,
+            analyzer_results=results,
             budget=plan.step_budget if model_step_budget is None else max(1, model_step_budget),
         )
         if failure is not None:
             notes.append(failure)
-    unreviewed = [t for t in targets if t not in box.looked_at]
-    cut_short = dict(box.cut_short)
-    if unreviewed:
-        if past_deadline(context):
-            why = "review deadline reached"
-            cut_short.update(dict.fromkeys(unreviewed, f"{why} before the {spec.name} reviewer got to it"))
-        else:
-            why = f"step budget {plan.step_budget} used up"
-        notes.append(f"{why}; not reviewed: {_named(unreviewed)}")
-    notes += [f"{path}: {why}" for path, why in box.cut_short.items()]
-    notes += list(dict.fromkeys(box.problems))
+    unreached = [p for p in eligible if p not in box.analyzed]
+    if unreached:
+        why = f"the review deadline came before the {spec.name} reviewer's analyzers reached it"
+        not_reviewed += [NotReviewed(path=p, reason="deadline", detail=why) for p in unreached]
+        notes.append(f"review deadline reached; not analyzed: {_named(unreached)}")
+    not_reviewed += box.not_reviewed
+    notes += [f"{n.path}: {n.describe()}" for n in box.not_reviewed]
+    order = {p: i for i, p in enumerate([*eligible, *(a.path for a in aside)])}
     return ReviewerResult(
         reviewer=spec.name,
-        findings=sorted(box.findings.values(), key=lambda f: (targets.index(f.path), f.line)),
+        findings=sorted(box.findings.values(), key=lambda f: (order.get(f.path, len(order)), f.line)),
         steps=steps,
         used_model=used_model,
         error="; ".join(notes) or None,
-        unreviewed_paths=unreviewed,
-        cut_short=cut_short,
+        not_reviewed=merge_not_reviewed(not_reviewed),
     )

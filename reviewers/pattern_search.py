@@ -5,10 +5,14 @@ next call: a pattern such as `(a|a)*$` passes any cheap syntactic filter and tak
 on a line of a's (1.6 s on 25 characters, doubling per character, issue 11). Python's `re` cannot be
 interrupted, so patterns run on the `regex` package, whose matching takes a `timeout`: each line gets
 SEARCH_TIME_BUDGET_S, and the first line that runs out refuses the pattern with an `InputError` the
-toolbox turns into an invalid step. The budget is per line, not per search: a catastrophic pattern
-explodes on one line, while an ordinary one over a large repository (or on a machine under load) takes
-a long time only in total, and must not be refused for that — the analyzers search with their own
-patterns through the same workspaces.
+toolbox turns into an invalid step.
+
+A line budget alone bounds only the worst line: `a*a*a*a*[bc]` costs 0.63 s on a long line of a's, under
+the line budget, and fifty such lines took 33 s (issue 21). So the model's `search` tool also
+passes a `SearchBudget` for the whole call (SEARCH_CALL_BUDGET_S, less when the review's deadline is
+nearer): each line may run only for what is left of it, and the call is refused once it is spent. The
+analyzers search with their own patterns (escaped names, linear to match) through the same workspaces
+and pass no call budget: a large repository, or a machine under load, must not get them refused.
 
 `PatternSearch.may_match(text)` is a prefilter: the longest run of characters every match contains
 (`required_literal`), looked for with `in` over a whole file before its lines are matched one by
@@ -25,6 +29,7 @@ from typing import Any
 
 import regex
 
+from reviewers.kernel.budget import BudgetExhaustedError, SearchBudget
 from reviewers.kernel.errors import InputError
 
 # re's own parser and opcodes read a pattern's structure (private modules, typed as Any)
@@ -32,14 +37,26 @@ sre_parse: Any = importlib.import_module("re._parser")
 sre: Any = importlib.import_module("re._constants")
 
 SEARCH_TIME_BUDGET_S = 1.0  # one line of code takes microseconds to match; a second on one line is backtracking
+# One model search over a workspace's search scope (at most a few hundred files, prefiltered by the
+# pattern's literal) takes well under 0.1 s with an ordinary pattern; two seconds leave room for load.
+SEARCH_CALL_BUDGET_S = 2.0
 
 
 class PatternSearch:
-    """A compiled pattern; `matches` raises InputError when one line takes longer than the budget."""
+    """A compiled pattern; `matches` raises InputError when one line takes longer than the line budget,
+    or, with a call `budget`, once the lines matched so far have spent it."""
 
-    def __init__(self, pattern: str, *, literal_on_error: bool = False, budget_s: float = SEARCH_TIME_BUDGET_S):
+    def __init__(
+        self,
+        pattern: str,
+        *,
+        literal_on_error: bool = False,
+        budget_s: float = SEARCH_TIME_BUDGET_S,
+        budget: SearchBudget | None = None,
+    ):
         self.pattern = pattern
         self.budget_s = budget_s
+        self.budget = budget
         try:
             self.compiled = regex.compile(pattern)
         except regex.error as exc:
@@ -53,6 +70,8 @@ class PatternSearch:
         return self.literal in text
 
     def matches(self, line: str) -> bool:
+        if self.budget is not None:
+            return self._matches_within_call_budget(line, self.budget)
         try:
             return self.compiled.search(line, timeout=self.budget_s) is not None
         except TimeoutError:
@@ -60,6 +79,25 @@ class PatternSearch:
                 f"search pattern {self.pattern!r} ran out of its {self.budget_s:g} s budget on one line; "
                 "use a simpler one"
             ) from None
+
+    def _matches_within_call_budget(self, line: str, budget: SearchBudget) -> bool:
+        timeout = min(self.budget_s, budget.timeout_s(self.pattern))
+        started = budget.clock()
+        try:
+            found = self.compiled.search(line, timeout=timeout) is not None
+        except TimeoutError:
+            budget.charge(started)
+            if budget.remaining_s() <= 0 or timeout < self.budget_s:
+                raise BudgetExhaustedError(
+                    f"search pattern {self.pattern!r} ran out of its {budget.seconds:g} s budget for one search; "
+                    "use a simpler one"
+                ) from None
+            raise InputError(
+                f"search pattern {self.pattern!r} ran out of its {self.budget_s:g} s budget on one line; "
+                "use a simpler one"
+            ) from None
+        budget.charge(started)
+        return found
 
 
 def required_literal(pattern: str) -> str:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 
 from reviewers.analyzers.changed_file import ChangedFile, Issue
 from reviewers.fingerprint import make_fingerprint
-from reviewers.kernel.contracts import SEVERITY_RANK, Finding, ReviewContext, ReviewerName
+from reviewers.kernel.contracts import SEVERITY_RANK, CoverageReason, Finding, ReviewContext, ReviewerName
 
 # A reviewer that leaves more than a handful of comments on one file gets skimmed or muted; the
 # strongest few carry the message.
@@ -24,11 +24,13 @@ MAX_EVIDENCE_LINES = 5
 
 @dataclass
 class Analysis:
-    """What an analyzer found in one file, and what it could not do (an analyzer that failed)."""
+    """What an analyzer found in one file, and what it could not do: `problems` (an analyzer that
+    failed, named as an "analyzer-error") and `incomplete` (what it read only in part or not at all,
+    as (reason, detail): a budget, a parse error naming the syntax); both are named in the review."""
 
     issues: list[Issue] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
-    cut_short: str | None = None  # what a budget left unread in this file, in words (named in the summary)
+    incomplete: list[tuple[CoverageReason, str]] = field(default_factory=list)
 
 
 Analyzer = Callable[[ChangedFile], Analysis]
@@ -41,8 +43,11 @@ class ReviewerSpec:
     instructions: str  # what this reviewer looks for, for its own prompt
     supports: Callable[[str], bool]  # whether the analyzer can read a path (by language and role)
     make_analyzer: Callable[[ReviewContext], Analyzer]  # one per review: analyzers may cache across files
-    # warm the analyzers for the files the budget will reach (one tool process instead of one per file)
+    # warm the analyzers for the files they will read (one tool process instead of one per file)
     prefetch: Callable[[ReviewContext, Sequence[str]], None] | None = None
+    # what is safe on a file the full analyzer must not read (generated, oversized, not UTF-8): its
+    # text (decoded with replacement, or the diff's new side) in, issues and what was done out
+    safe_analyzer: Callable[[ChangedFile], tuple[list[Issue], str]] | None = None
 
 
 def merge_issues(issues: list[Issue]) -> list[Issue]:

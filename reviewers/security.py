@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from reviewers.analyzers.bandit import bandit_issues
 from reviewers.analyzers.bandit import prefetch as bandit_prefetch
-from reviewers.analyzers.changed_file import ChangedFile
+from reviewers.analyzers.changed_file import ChangedFile, Issue
 from reviewers.analyzers.config_changes import security_setting_issues
 from reviewers.analyzers.patterns import line_rule_issues
 from reviewers.analyzers.prompt_injection import prompt_injection_issues
@@ -40,9 +40,9 @@ def _make_analyzer(context: ReviewContext) -> Analyzer:
         if is_test_path(file.path):
             return Analysis(secret_issues(file, named_values=False) + prompt_injection_issues(file, test_file=True))
         scan = scan_secrets(file)
-        analysis = Analysis(
-            scan.issues + prompt_injection_issues(file), cut_short=scan.cut_short and f"secrets scan: {scan.cut_short}"
-        )
+        analysis = Analysis(scan.issues + prompt_injection_issues(file))
+        if scan.cut_short:
+            analysis.incomplete.append(("budget", f"secrets scan: {scan.cut_short}"))
         tree_issues = python_security_issues(file)
         analysis.issues += tree_issues or []
         analysis.issues += line_rule_issues(file, python_ast_done=tree_issues is not None)
@@ -55,6 +55,14 @@ def _make_analyzer(context: ReviewContext) -> Analyzer:
         return analysis
 
     return analyze
+
+
+def _safe_scan(file: ChangedFile) -> tuple[list[Issue], str]:
+    """The secrets scan, on a file the full analyzer does not read: reading a generated, huge or
+    oddly encoded file for credentials is linear and executes nothing."""
+    scan = scan_secrets(file, named_values=not is_test_path(file.path))
+    done = "secrets scanned only" + (f" ({scan.cut_short})" if scan.cut_short else "")
+    return scan.issues, done
 
 
 def _prefetch(context: ReviewContext, paths: Sequence[str]) -> None:
@@ -70,4 +78,5 @@ SECURITY = ReviewerSpec(
     supports=_supports,
     make_analyzer=_make_analyzer,
     prefetch=_prefetch,
+    safe_analyzer=_safe_scan,
 )

@@ -7,9 +7,15 @@ policy, per rule (each also carries its confidence):
   at head (not moved, not inherited from a base class), and unchanged tests still use it.
 - `tests:stale-signature` (medium): a function's parameters changed so that old calls break (one
   removed or renamed, a new required one, reordered), and the tests that call it were not touched.
+  A test that only defines a function of the same name (an error handler, a view's method) or
+  that defines the name itself does not call it.
 - `tests:stale-constant` (medium): a module constant's value changed and the tests that exercise it
-  were not touched; a test using a value between the old and the new one is named.
-- `tests:test-deleted` (medium): a test function was deleted while the code it called still exists.
+  were not touched; a test using a value between the old and the new one is named. Only a value a
+  test can pin counts: a literal or constant arithmetic on at least one side (not two computations
+  such as `platform.python_implementation() == "PyPy"` → `sys.implementation.name == "pypy"`), and
+  never a re-spelling of the same imported object (`typing.TypeVar("T")` → `TypeVar("T")`).
+- `tests:test-deleted` (medium): a test function was deleted while the code it called still exists
+  and the change does not define it again elsewhere (moved to another file or a base class).
 - `tests:test-weakened` (low): a test lost assertion lines.
 - `tests:untested-new` (low): new public code with real logic (not stubs, not one-statement
   wrappers) that no test mentions and no other code calls (its callers' tests would exercise it),
@@ -19,11 +25,14 @@ policy, per rule (each also carries its confidence):
 
 from __future__ import annotations
 
+import ast
 import posixpath
 import re
 
+from reviewers.analyzers.base_tree import BaseTree
 from reviewers.analyzers.changed_file import ChangedFile, Issue, looks_generated
 from reviewers.analyzers.config_changes import numeric_value, value_changes
+from reviewers.analyzers.parsing import parse_expression
 from reviewers.analyzers.symbols import (
     DEFINITION_LANGUAGES,
     Definition,
@@ -37,7 +46,7 @@ from reviewers.analyzers.symbols import (
     removed_python_shape,
     signature_changed,
 )
-from reviewers.analyzers.test_changes import test_change_issues
+from reviewers.analyzers.test_changes import added_test_names, removed_vocabulary, test_change_issues
 from reviewers.analyzers.tests_lookup import TestIndex, TestReference, distinctive, list_test_functions, module_tokens
 from reviewers.kernel.contracts import ReviewContext
 from reviewers.kernel.errors import InputError
@@ -75,6 +84,20 @@ def _untestable(path: str) -> bool:
     )
 
 
+def _pinnable(value: str) -> bool:
+    """Whether a test could pin this value: a number (constant arithmetic, durations) or a literal."""
+    if numeric_value(value) is not None or value.strip().lower() in ("true", "false", "null", "none"):
+        return True
+    tree = parse_expression(value.strip())
+    if tree is None:
+        return False
+    try:
+        ast.literal_eval(tree.body)  # reads the tree; evaluates nothing but literals
+    except (ValueError, TypeError, MemoryError, RecursionError):
+        return False
+    return True
+
+
 def _names(refs: list[TestReference]) -> str:
     named = [f"{r.path}::{t}" for r in refs for t in r.tests] or [r.path for r in refs]
     more = f" and {len(named) - MAX_TESTS_NAMED} more" if len(named) > MAX_TESTS_NAMED else ""
@@ -108,7 +131,7 @@ class TestImpactAnalyzer:
     @property
     def index(self) -> TestIndex:
         if self._index is None:
-            self._index = TestIndex(self.context.workspace)
+            self._index = TestIndex(self.context.workspace, should_stop=self.context.past_deadline)
         return self._index
 
     def stale(self, refs: list[TestReference]) -> list[TestReference]:
@@ -120,7 +143,7 @@ class TestImpactAnalyzer:
         definitions = public_definitions(file)
         removed = removed_definition_names(file)
         new_classes = {d.name for d in definitions if d.kind == "class" and is_new(d, file, removed)}
-        return [
+        untested = [
             d
             for d in definitions
             if d.owner not in new_classes
@@ -130,6 +153,8 @@ class TestImpactAnalyzer:
             and not self.index.references(file.path, d.name)
             and not self.used_elsewhere(file.path, d)
         ]
+        # the deadline stopped the reading of test files: "no test mentions it" is not known
+        return [] if self.index.stopped else untested
 
     def used_elsewhere(self, path: str, definition: Definition) -> bool:
         """Whether other product code uses the definition (calls it, passes it, subclasses it): then the
@@ -215,7 +240,7 @@ class TestImpactAnalyzer:
             how = breaking_change(old, new) if old is not None and new is not None else None
             if how is None:
                 continue
-            stale = self.stale(self.index.references(file.path, d.name))
+            stale = [r for r in self.stale(self.index.references(file.path, d.name)) if self._calls(r.path, d.name)]
             if stale:
                 issues.append(
                     Issue(
@@ -231,11 +256,20 @@ class TestImpactAnalyzer:
                 )
         return issues
 
+    def _calls(self, test_path: str, name: str) -> bool:
+        """Whether a test file calls `name` and does not define a function of that name itself."""
+        text = self.index.text(test_path) or ""
+        if re.search(rf"^\s*(?:async\s+)?def\s+{re.escape(name)}\b", text, re.MULTILINE):
+            return False  # its calls are to its own function, or cannot be told apart from them
+        return re.search(rf"\b{re.escape(name)}\s*\(", text) is not None
+
     def constant_issues(self, file: ChangedFile, definitions: list[Definition]) -> list[Issue]:
         issues: list[Issue] = []
         for change in value_changes(file):
             if change.old is None or not _CONSTANT.match(change.key):
                 continue
+            if not (_pinnable(change.old) or _pinnable(change.new)):
+                continue  # two computations: no test pins either value
             word = re.compile(rf"\b{re.escape(change.key)}\b")
             readers = [
                 d.name
@@ -326,7 +360,15 @@ class TestImpactAnalyzer:
 
     def __call__(self, file: ChangedFile) -> Analysis:
         if is_test_path(file.path):
-            return Analysis(test_change_issues(file, self.context.workspace))
+            elsewhere = frozenset(
+                name for c in self.context.files if c.path != file.path for name in added_test_names(c)
+            )
+            taken_out = removed_vocabulary(
+                self.context.files, BaseTree(self.context.workspace, self.context.files), self.context.workspace
+            )
+            return Analysis(
+                test_change_issues(file, self.context.workspace, defined_elsewhere=elsewhere, taken_out=taken_out)
+            )
         definitions = public_definitions(file)
         removed = removed_definition_names(file)
         issues = self.untested_issues(file)
@@ -334,6 +376,8 @@ class TestImpactAnalyzer:
         issues += self.constant_issues(file, definitions)
         issues += self.removal_issues(file)
         problems = [f"only the first {len(self.index.paths)} test files were read"] if self.index.truncated else []
+        if self.index.stopped:
+            problems.append("the review deadline stopped the reading of test files; untested code not checked")
         return Analysis(issues, problems)
 
 

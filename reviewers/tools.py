@@ -18,8 +18,10 @@ from reviewers.analyzers.changed_file import ChangedFile
 from reviewers.analyzers.symbols import public_definitions
 from reviewers.analyzers.tests_lookup import TestIndex
 from reviewers.fingerprint import make_fingerprint
-from reviewers.kernel.contracts import Finding, ReviewContext, Severity, ToolName
+from reviewers.kernel.budget import SearchBudget
+from reviewers.kernel.contracts import Finding, NotReviewed, ReviewContext, Severity, ToolName
 from reviewers.kernel.errors import InputError
+from reviewers.pattern_search import SEARCH_CALL_BUDGET_S
 from reviewers.reviewer import MAX_FINDINGS_PER_FILE, Analyzer, ReviewerSpec, findings_from_issues
 
 MAX_READ_LINES = 80  # one read shows a screenful; longer reads crowd out the rest of the prompt
@@ -87,7 +89,7 @@ class Toolbox:
         self.analyzed: list[str] = []
         self.looked_at: set[str] = set()
         self.problems: list[str] = []
-        self.cut_short: dict[str, str] = {}
+        self.not_reviewed: list[NotReviewed] = []  # what an analyzer read only in part, or failed on
         self._analyzer: Analyzer | None = None
         self._tests: TestIndex | None = None
 
@@ -144,8 +146,16 @@ class Toolbox:
             return _invalid("search needs a pattern")
         if len(pattern) > MAX_PATTERN_CHARS or _NESTED_QUANTIFIER.search(pattern):
             return _invalid("pattern too long or with nested quantifiers; use a simpler one")
+        # One budget for the whole call, and never past the review's deadline: the match loop spends it
+        # line by line, so a pattern slow on every line is stopped as surely as one slow on a single line.
+        left = self.context.seconds_left()
+        if left is not None and left <= 0:
+            return _invalid("the review deadline has passed; no more searches")
+        budget = SearchBudget(
+            SEARCH_CALL_BUDGET_S if left is None else min(SEARCH_CALL_BUDGET_S, left), self.context.clock
+        )
         try:
-            hits = self.context.workspace.search(pattern, max_hits=MAX_SEARCH_HITS)
+            hits = self.context.workspace.search(pattern, max_hits=MAX_SEARCH_HITS, budget=budget)
         except (InputError, re.error) as exc:
             return _invalid(f"bad pattern: {exc}")
         if not hits:
@@ -161,6 +171,11 @@ class Toolbox:
             return _invalid("run_analyzer needs a path")
         if path not in self.targets:
             return _invalid(f"{path} is not a changed file the {self.spec.name} reviewer reads", path)
+        return self.analyze(path)
+
+    def analyze(self, path: str) -> ToolOutcome:
+        """The analyzer on one changed file this reviewer reads: `run_analyzer` without the check that
+        the file is one of the model's targets (the analyzers read every such file, targets or not)."""
         if path in self.analyzed:
             return ToolOutcome(f"{path} was already analyzed", paths=[path])
         file = self.changed_file(path)
@@ -172,8 +187,11 @@ class Toolbox:
         self.analyzed.append(path)
         self.looked_at.add(path)
         self.problems += analysis.problems
-        if analysis.cut_short:
-            self.cut_short[path] = analysis.cut_short
+        self.not_reviewed += [NotReviewed(path=path, reason=reason, detail=d) for reason, d in analysis.incomplete]
+        self.not_reviewed += [
+            NotReviewed(path=path, reason="analyzer-error", detail=f"{self.spec.name}: {problem}")
+            for problem in analysis.problems
+        ]
         new = self._add(findings_from_issues(self.spec.name, file, analysis.issues))
         lines = [f"{f.path}:{f.line} [{f.severity}] {f.title} ({f.rule})" for f in new]
         head = f"{path}: {len(new)} finding(s)" + (
@@ -190,8 +208,10 @@ class Toolbox:
         change = self.context.changed(path)
         symbols = [d.name for d in public_definitions(ChangedFile(change, text))] if change is not None else []
         if self._tests is None:
-            self._tests = TestIndex(self.context.workspace)
+            self._tests = TestIndex(self.context.workspace, should_stop=self.context.past_deadline)
         refs = self._tests.tests_for_path(path, symbols)
+        if not refs and self._tests.stopped:
+            return ToolOutcome(f"the review deadline stopped the test lookup for {path}", paths=[path])
         if not refs:
             return ToolOutcome(f"no test file mentions {path}'s module", paths=[path])
         shown = "\n".join(

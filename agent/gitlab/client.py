@@ -45,7 +45,8 @@ from agent.gitlab.models import (
     discussion_from_api,
 )
 from agent.gitlab.workspace import GitLabWorkspace
-from reviewers.kernel.contracts import FileChange
+from agent.workspaces.text_cache import DEFAULT_WORKSPACE_CACHE_BYTES
+from reviewers.kernel.contracts import CoverageReason, FileChange
 from reviewers.kernel.errors import (
     ConfigError,
     DiffParseError,
@@ -111,6 +112,7 @@ class GitLabPlatform:
         max_diff_lines_per_file: int = MAX_DIFF_LINES_PER_FILE,
         max_fallback_fetches: int = MAX_FALLBACK_FETCHES,
         review_generated: bool = False,
+        workspace_cache_bytes: int = DEFAULT_WORKSPACE_CACHE_BYTES,
     ) -> None:
         if not url or not token:
             raise ConfigError("GitLab needs a URL and a token (REVIEWLOOP_GITLAB_URL, REVIEWLOOP_GITLAB_TOKEN)")
@@ -123,6 +125,7 @@ class GitLabPlatform:
         self._max_retries = max_retries
         self._per_page = per_page
         self.max_file_bytes = max_file_bytes
+        self.workspace_cache_bytes = workspace_cache_bytes
         self._max_diff_lines = max_diff_lines_per_file
         self._max_fallback_fetches = max_fallback_fetches
         self._review_generated = review_generated
@@ -247,10 +250,21 @@ class GitLabPlatform:
 
     def read_file(self, project: ProjectRef, path: str, ref: str) -> str | None:
         """A file's text at a commit; None when absent, binary or larger than `max_file_bytes`."""
+        return self.read_text(project, path, ref)[0]
+
+    def read_text(
+        self, project: ProjectRef, path: str, ref: str
+    ) -> tuple[str | None, tuple[CoverageReason, str] | None]:
+        """A file's text at a commit (bytes that are not UTF-8 replaced, as a local git workspace reads
+        them), or None with why not when the file exists: binary, or over `max_file_bytes`."""
         data = self.raw_file(project, path, ref)
-        if data is None or len(data) > self.max_file_bytes:
-            return None
-        return decode_text(data)
+        if data is None:
+            return None, None
+        if len(data) > self.max_file_bytes:
+            return None, ("size", f"{len(data)} bytes, over the {self.max_file_bytes}-byte limit for reading a file")
+        if b"\0" in data[:BINARY_SNIFF_BYTES]:
+            return None, ("binary", "binary content (a NUL byte near the start)")
+        return data.decode("utf-8", errors="replace"), None
 
     def list_paths(self, project: ProjectRef, ref: str) -> list[str]:
         """Every file path at a commit (the repository tree, paginated), capped at MAX_TREE_ENTRIES."""
@@ -273,7 +287,9 @@ class GitLabPlatform:
         return paths
 
     def workspace(self, project: ProjectRef, head_sha: str, *, changed_paths: Sequence[str] = ()) -> GitLabWorkspace:
-        return GitLabWorkspace(self, project, head_sha, changed_paths=changed_paths)
+        return GitLabWorkspace(
+            self, project, head_sha, changed_paths=changed_paths, cache_bytes=self.workspace_cache_bytes
+        )
 
     def diffs(self, project: ProjectRef, iid: int, *, versions: DiffVersions | None = None) -> MergeRequestDiff:
         """Every changed file of the newest version, with that version's SHAs. A file GitLab sent no
@@ -302,11 +318,11 @@ class GitLabPlatform:
             fetches += fetched
             files.append(change)
             if reason:
-                not_reviewed.append(NotReviewed(path=change.path, reason=reason))
+                not_reviewed.append(NotReviewed.from_words(change.path, reason))
         real_size = str(newest.get("real_size") or "")
         if newest.get("state") == "overflow" or real_size.endswith("+"):
             reason = f"GitLab's diff limits listed only {len(entries)} of {real_size or 'more'} changed files"
-            not_reviewed.append(NotReviewed(path=OVERFLOW_PATH, reason=reason))
+            not_reviewed.append(NotReviewed(path=OVERFLOW_PATH, reason="unavailable", detail=reason))
         return MergeRequestDiff(files, not_reviewed, current)
 
     def _file_change(

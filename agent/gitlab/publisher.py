@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
 
 from agent.context import NotReviewed
-from agent.diff import DiffIndex
+from agent.diff import DiffIndex, quote_path
 from agent.gitlab.models import DiffPosition, DiffVersions, Discussion, PostedNote, ProjectRef
 from agent.sanitize import (
     SUMMARY_MARKER,
@@ -41,6 +41,7 @@ from reviewers.kernel.errors import PositionRejectedError
 OUTDATED_MARKER = "<!-- reviewloop:outdated -->"
 MAX_SUMMARY_CHARS = 30_000  # a summary is ours plus short quoted titles; GitLab allows far more
 MAX_EVIDENCE_CHARS = 1500
+MAX_NOT_REVIEWED_LISTED = 50  # the rest are counted: the full list is in the review's record and reports
 DEFAULT_MAX_DISCUSSIONS = 10  # RepoConfig's default; a wall of threads gets skimmed or muted
 CONFIDENCE_RANK = {"low": 0, "medium": 1, "high": 2}
 FEEDBACK_HINT = "React with :thumbsup: or :thumbsdown: to tell reviewloop whether this helped."
@@ -178,7 +179,7 @@ def discussion_body(finding: Finding, fingerprint: str, *, allowed_urls: Collect
 
 
 def fallback_body(finding: Finding, fingerprint: str, why: str, *, allowed_urls: Collection[str] = frozenset()) -> str:
-    location = inline_code(f"{finding.path}:{finding.line}")
+    location = inline_code(f"{quote_path(finding.path, ascii_only=False)}:{finding.line}")
     parts = [
         _heading(finding, allowed_urls),
         f"On {location} ({why}):",
@@ -212,7 +213,7 @@ def rank_for_threads(item: FindingToPublish) -> tuple[int, int, str, int]:
 def _listed(item: FindingToPublish, allowed_urls: Collection[str], *, with_reason: bool) -> str:
     f = item.finding
     title = neutralise(f.title.replace("\n", " "), allowed_urls=allowed_urls, max_chars=200)
-    line = f"- {inline_code(f'{f.path}:{f.line}')} {f.severity} · {f.category} · {title}"
+    line = f"- {inline_code(f'{quote_path(f.path, ascii_only=False)}:{f.line}')} {f.severity} · {f.category} · {title}"
     if not with_reason:
         return line
     return f"{line} — {neutralise(item.reason.replace(chr(10), ' '), allowed_urls=allowed_urls, max_chars=300)}"
@@ -240,8 +241,13 @@ def summary_body(
         lines += [_listed(item, allowed_urls, with_reason=True) for item in needs_human]
         parts.append("\n".join(lines))
     if not_reviewed:
-        lines = ["**Not reviewed:**"]
-        lines += [f"- {inline_code(n.path)}: {neutralise(n.reason, max_chars=300)}" for n in not_reviewed]
+        lines = [f"**Not analyzed in full** ({len(not_reviewed)} file(s)):"]
+        lines += [
+            f"- {inline_code(quote_path(n.path, ascii_only=False))} — {neutralise(n.describe(), max_chars=300)}"
+            for n in not_reviewed[:MAX_NOT_REVIEWED_LISTED]
+        ]
+        if len(not_reviewed) > MAX_NOT_REVIEWED_LISTED:
+            lines.append(f"- … and {len(not_reviewed) - MAX_NOT_REVIEWED_LISTED} more")
         parts.append("\n".join(lines))
     parts.append(SUMMARY_MARKER)
     return "\n\n".join(p for p in parts if p)

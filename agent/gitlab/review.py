@@ -36,7 +36,7 @@ from agent.service_settings import Settings
 from agent.store import reviews as store_reviews
 from agent.strategy_model import StrategyModelSource
 from agent.verifier import VerifiedFinding
-from reviewers.kernel.contracts import FileChange, LLMPort, ReviewerResult, Workspace
+from reviewers.kernel.contracts import FileChange, LLMPort, ReviewerResult, Workspace, merge_not_reviewed
 from reviewers.kernel.errors import PlatformError
 
 log = logging.getLogger(__name__)
@@ -71,7 +71,8 @@ def build_deps(settings: Settings, *, pool: ConnectionPool[Any], dsn: str, llm: 
         llm=llm,
         strategy_model=strategy_model_source(settings, pool, llm),
         shadow_strategies=settings.shadow_strategies,
-        allowed_urls=frozenset({settings.gitlab_url}),
+        # links and images may point into the merge request's own GitLab, nowhere else (agent.sanitize)
+        allowed_urls=frozenset({settings.gitlab_url, settings.gitlab_url.rstrip("/") + "/"}),
         allowed_projects=frozenset(settings.gitlab_project_allowlist),
         review_deadline_s=settings.review_deadline_s,
     )
@@ -106,7 +107,7 @@ def load_gitlab_snapshot(
         base_sha=versions.base_sha,
         start_sha=versions.start_sha,
         head_sha=versions.head_sha,
-        not_reviewed=[NotReviewed(path=n.path, reason=n.reason) for n in not_reviewed],
+        not_reviewed=not_reviewed,
         files=head_files_for_snapshot(files, workspace),
         config_text=read_config_text(workspace),
     )
@@ -129,8 +130,8 @@ def _summary_text(state: ReviewState, verified: Sequence[VerifiedFinding], *, ma
 
 
 def _cut_short(state: ReviewState) -> list[NotReviewed]:
-    results = [ReviewerResult.model_validate(r) for r in state.get("reviewer_results", [])]
-    return [NotReviewed(path=n["path"], reason=n["reason"]) for n in unreached_files(results)]
+    results = [ReviewerResult.model_validate(r) for r in state.get("reviewer_results", []) if not r.get("execution")]
+    return unreached_files(results)
 
 
 def make_publisher(deps: ReviewDeps, request: ReviewRequest) -> Any:
@@ -167,7 +168,7 @@ def make_publisher(deps: ReviewDeps, request: ReviewRequest) -> Any:
             summary=_summary_text(state, verified, max_discussions=context.config.max_discussions),
             record_posted=record,
             # what GitLab did not send, and what a step budget, an analyzer budget or the deadline cut short
-            not_reviewed=[*snapshot.not_reviewed, *_cut_short(state)],
+            not_reviewed=merge_not_reviewed([*snapshot.not_reviewed, *_cut_short(state)]),
             allowed_urls=deps.allowed_urls,
             max_discussions=context.config.max_discussions,
         )

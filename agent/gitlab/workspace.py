@@ -8,7 +8,9 @@ from typing import Protocol
 
 from agent.gitlab.models import ProjectRef
 from agent.workspaces.snapshot import MAX_SEARCH_LINE_CHARS
-from reviewers.kernel.contracts import SearchHit
+from agent.workspaces.text_cache import DEFAULT_WORKSPACE_CACHE_BYTES, TextCache
+from reviewers.kernel.budget import SearchBudget
+from reviewers.kernel.contracts import CoverageReason, SearchHit
 from reviewers.pattern_search import PatternSearch
 
 MAX_SEARCH_FILES = 200
@@ -17,7 +19,9 @@ MAX_SEARCH_FILES = 200
 class FileSource(Protocol):
     """What the workspace reads through (`agent.gitlab.client.GitLabPlatform`)."""
 
-    def read_file(self, project: ProjectRef, path: str, ref: str) -> str | None: ...
+    def read_text(
+        self, project: ProjectRef, path: str, ref: str
+    ) -> tuple[str | None, tuple[CoverageReason, str] | None]: ...
 
     def list_paths(self, project: ProjectRef, ref: str) -> list[str]: ...
 
@@ -25,7 +29,8 @@ class FileSource(Protocol):
 class GitLabWorkspace:
     """The repository at one commit, read through the API. Implements `reviewers.kernel.contracts.Workspace`.
 
-    Files are read on demand and cached (the reviewers read the same few files again and again);
+    Files are read on demand and cached up to `cache_bytes` (the reviewers read the same few files
+    again and again; `agent.workspaces.text_cache` says why the cache is bounded);
     `search` looks only at the changed files and the other files in their directories, because
     reading a whole repository over HTTP for one regular expression is not a review step."""
 
@@ -37,24 +42,33 @@ class GitLabWorkspace:
         *,
         changed_paths: Sequence[str] = (),
         max_search_files: int = MAX_SEARCH_FILES,
+        cache_bytes: int = DEFAULT_WORKSPACE_CACHE_BYTES,
     ) -> None:
         self.platform = platform
         self.project = project
         self.head_sha = head_sha
         self.changed_paths = list(dict.fromkeys(changed_paths))
         self.max_search_files = max_search_files
-        self._files: dict[str, str | None] = {}
-        self._paths: list[str] | None = None
+        self.cache = TextCache(cache_bytes)
+        self._unreadable: dict[str, tuple[CoverageReason, str]] = {}  # small: a reason per odd file
         self._lock = threading.Lock()
+        self._paths: list[str] | None = None
 
     def read_file(self, path: str) -> str | None:
-        with self._lock:
-            if path in self._files:
-                return self._files[path]
-        text = self.platform.read_file(self.project, path, self.head_sha)
-        with self._lock:
-            self._files[path] = text
+        cached, text = self.cache.lookup(path)
+        if cached:
+            return text
+        text, unreadable = self.platform.read_text(self.project, path, self.head_sha)
+        self.cache.store(path, text)
+        if unreadable is not None:
+            with self._lock:
+                self._unreadable[path] = unreadable
         return text
+
+    def unreadable_reason(self, path: str) -> tuple[CoverageReason, str] | None:
+        self.read_file(path)
+        with self._lock:
+            return self._unreadable.get(path)
 
     def list_paths(self) -> list[str]:
         if self._paths is None:
@@ -67,8 +81,8 @@ class GitLabWorkspace:
         neighbours = [p for p in self.list_paths() if (p.rsplit("/", 1)[0] if "/" in p else "") in dirs]
         return list(dict.fromkeys([*self.changed_paths, *neighbours]))[: self.max_search_files]
 
-    def search(self, pattern: str, *, max_hits: int = 50) -> list[SearchHit]:
-        search = PatternSearch(pattern)
+    def search(self, pattern: str, *, max_hits: int = 50, budget: SearchBudget | None = None) -> list[SearchHit]:
+        search = PatternSearch(pattern, budget=budget)
         hits: list[SearchHit] = []
         for path in self.search_scope():
             text = self.read_file(path)

@@ -15,11 +15,13 @@ the line that contradicts it:
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from reviewers.analyzers.changed_file import new_side_text
 from reviewers.analyzers.imports import python_module_name
 from reviewers.analyzers.tests_lookup import distinctive, module_tokens
-from reviewers.kernel.contracts import Finding, SearchHit, Workspace
+from reviewers.kernel.contracts import FileChange, Finding, SearchHit, Workspace
 from reviewers.kernel.errors import InputError
 from reviewers.paths import is_test_path, language_of
 
@@ -63,13 +65,20 @@ class HeadTree:
     """The head tree as the claim checks read it, with file texts cached for one verification."""
 
     workspace: Workspace
+    # the changed files, for one the workspace will not read as text (over its size limit): the new
+    # side its diff shows is what a finding there was found in, and so what its evidence is checked on
+    changes: Sequence[FileChange] = ()
     _texts: dict[str, str | None] = field(default_factory=dict)
     _paths: list[str] | None = None
     _test_paths: list[str] | None = None
 
     def text(self, path: str) -> str | None:
         if path not in self._texts:
-            self._texts[path] = self.workspace.read_file(path)
+            text = self.workspace.read_file(path)
+            if text is None and (why := self.workspace.unreadable_reason(path)) is not None and why[0] != "binary":
+                change = next((c for c in self.changes if c.path == path and c.hunks), None)
+                text = new_side_text(change) if change is not None else None
+            self._texts[path] = text
         return self._texts[path]
 
     def paths(self) -> list[str]:

@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from agent.workspaces.snapshot import MAX_SEARCH_LINE_CHARS, reconstruct_new_side
-from reviewers.kernel.contracts import FileChange, SearchHit
+from reviewers.kernel.budget import SearchBudget
+from reviewers.kernel.contracts import CoverageReason, FileChange, SearchHit
 from reviewers.pattern_search import PatternSearch
 
 
@@ -31,14 +32,18 @@ class DiffWorkspace:
         deleted, binary or unchanged-content file (a pure rename or mode change) and for any other path."""
         return self._texts.get(path)
 
+    def unreadable_reason(self, path: str) -> tuple[CoverageReason, str] | None:
+        """Never one: every text here was given (its size and encoding are the reviewers' to judge)."""
+        return None
+
     def list_paths(self) -> list[str]:
         """The changed paths that exist at head: all this workspace knows of."""
         return sorted(self._changes)
 
-    def search(self, pattern: str, *, max_hits: int = 50) -> list[SearchHit]:
+    def search(self, pattern: str, *, max_hits: int = 50, budget: SearchBudget | None = None) -> list[SearchHit]:
         """Known new-side lines matching a Python regular expression (a pattern that does not compile
         is searched as a literal), in path and line order."""
-        search = PatternSearch(pattern, literal_on_error=True)
+        search = PatternSearch(pattern, literal_on_error=True, budget=budget)
         hits: list[SearchHit] = []
         if max_hits <= 0:
             return hits

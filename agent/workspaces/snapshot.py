@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from reviewers.kernel.contracts import FileChange, SearchHit
+from reviewers.analyzers.changed_file import new_side_text
+from reviewers.kernel.budget import SearchBudget
+from reviewers.kernel.contracts import CoverageReason, FileChange, SearchHit
 from reviewers.pattern_search import PatternSearch
 
 MAX_SEARCH_LINE_CHARS = 400  # a minified line is not worth matching, and long lines slow the regex engine
@@ -41,11 +43,15 @@ class SnapshotWorkspace:
     def read_file(self, path: str) -> str | None:
         return self._files.get(path)
 
+    def unreadable_reason(self, path: str) -> tuple[CoverageReason, str] | None:
+        """Never one: every text here was given (its size and encoding are the reviewers' to judge)."""
+        return None
+
     def list_paths(self) -> list[str]:
         return sorted(self._files)
 
-    def search(self, pattern: str, *, max_hits: int = 50) -> list[SearchHit]:
-        search = PatternSearch(pattern)
+    def search(self, pattern: str, *, max_hits: int = 50, budget: SearchBudget | None = None) -> list[SearchHit]:
+        search = PatternSearch(pattern, budget=budget)
         hits: list[SearchHit] = []
         for path in sorted(self._files):
             if not search.may_match(self._files[path]):
@@ -60,12 +66,4 @@ class SnapshotWorkspace:
 
 def reconstruct_new_side(change: FileChange) -> str:
     """The new-side text a diff shows for one file, with unseen lines left empty."""
-    known: dict[int, str] = {}
-    for hunk in change.hunks:
-        for line in hunk.lines:
-            if line.new_line is not None:
-                known[line.new_line] = line.text
-    if not known:
-        return ""
-    last = max(known)
-    return "\n".join(known.get(number, "") for number in range(1, last + 1)) + "\n"
+    return new_side_text(change)

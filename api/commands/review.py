@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any
@@ -16,16 +17,19 @@ from rich.progress import Progress
 
 from agent.context import ReviewRequest
 from agent.evaluation import ExpectedFinding, MatchResult, NegativeLine, match_findings, score_matches
-from agent.pipeline import run_review, unreached_files
+from agent.pipeline import not_reviewed_of, run_review
 from agent.reporter import REPORT_FORMATS, ReportFormat, render_report, shown
 from agent.runtime import Runtime
 from agent.service_settings import Settings
 from agent.session import Session, llm_from_settings, open_session, strategy_model_source
 from api.cli import app
-from reviewers.kernel.contracts import SEVERITY_RANK, Severity
+from reviewers.kernel.contracts import SEVERITY_RANK, NotReviewed, Severity
 from reviewers.kernel.errors import ReviewloopError
 
 err = Console(stderr=True)
+# --fail-on-incomplete's exit status: not 1 (a finding at --fail-on's severity) nor 2 (a usage error),
+# so a CI job can tell "found something" from "could not read everything".
+INCOMPLETE_EXIT_CODE = 3
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:
@@ -56,6 +60,13 @@ def review(
     fmt: Annotated[str, typer.Option("--format", help="table|json|markdown|sarif|codequality")] = "table",
     output: Annotated[Path | None, typer.Option(help="write the report to this file")] = None,
     fail_on: Annotated[str | None, typer.Option(help="exit 1 when a finding reaches this severity")] = None,
+    fail_on_incomplete: Annotated[
+        bool,
+        typer.Option(
+            "--fail-on-incomplete",
+            help=f"exit {INCOMPLETE_EXIT_CODE} when a changed file was not analyzed in full (see not_reviewed)",
+        ),
+    ] = False,
     title: Annotated[str, typer.Option(help="title of the change")] = "",
     store: Annotated[bool, typer.Option(help="record the review in Postgres")] = True,
     all_verdicts: Annotated[bool, typer.Option("--all", help="also show false positives and duplicates")] = False,
@@ -70,13 +81,18 @@ def review(
     if gitlab_url is not None:
         if not project or mr is None:
             raise fail("a GitLab review needs --project and --mr")
-        _review_gitlab(gitlab_url, project, mr, post=post, fmt=report_format, output=output, include_all=all_verdicts)
+        not_reviewed = _review_gitlab(
+            gitlab_url, project, mr, post=post, fmt=report_format, output=output, include_all=all_verdicts
+        )
+        _check_complete(not_reviewed, fail_on_incomplete)
         return
     if fail_on is not None and fail_on not in SEVERITY_RANK:
         raise fail(f"unknown severity {fail_on!r}; choose one of {', '.join(SEVERITY_RANK)}")
     if diff is not None:
         try:
-            text = sys.stdin.read() if diff == "-" else Path(diff).read_text(encoding="utf-8", errors="surrogateescape")
+            # bytes that are not UTF-8 become U+FFFD, and the reviewers name such files ("encoding")
+            data = sys.stdin.buffer.read() if diff == "-" else Path(diff).read_bytes()
+            text = data.decode("utf-8", errors="replace")
         except OSError as exc:
             raise fail(f"cannot read {diff}: {exc.strerror}") from exc
         request = ReviewRequest(source="diff", title=title, diff_text=text)
@@ -98,19 +114,34 @@ def review(
         "title": outcome.snapshot.title,
         "strategy_source": outcome.strategy_source,
         "strategy_text": outcome.strategy.render(),
-        "not_reviewed": [n.model_dump() for n in outcome.snapshot.not_reviewed]
-        + unreached_files(outcome.reviewer_results),
+        "not_reviewed": [n.model_dump() for n in not_reviewed_of(outcome)],
     }
     _emit(render_report(outcome.verified, fmt=report_format, meta=meta, include_all=all_verdicts), output)
+    if not outcome.snapshot.diff.strip():
+        err.print("reviewloop: nothing to review: the change is empty", markup=False, highlight=False)
     if fail_on is not None:
         threshold = SEVERITY_RANK[fail_on]  # type: ignore[index]
         if any(SEVERITY_RANK[v.finding.severity] >= threshold for v in shown(outcome.verified)):
             raise typer.Exit(1)
+    _check_complete(not_reviewed_of(outcome), fail_on_incomplete)
+
+
+def _check_complete(not_reviewed: Sequence[NotReviewed], fail_on_incomplete: bool) -> None:
+    """With --fail-on-incomplete, a review that did not analyze every changed file in full fails."""
+    if fail_on_incomplete and not_reviewed:
+        reasons = ", ".join(sorted({n.reason for n in not_reviewed}))
+        err.print(
+            f"reviewloop: incomplete review: {len(not_reviewed)} changed file(s) not analyzed in full ({reasons})",
+            markup=False,
+            highlight=False,
+        )
+        raise typer.Exit(INCOMPLETE_EXIT_CODE)
 
 
 def _review_gitlab(
     url: str, project: str, mr_iid: int, *, post: bool, fmt: ReportFormat, output: Path | None, include_all: bool
-) -> None:
+) -> list[NotReviewed]:
+    """Review (and with `post`, publish) one merge request; returns what it did not analyze in full."""
     from agent.gitlab.review import build_deps, load_gitlab_snapshot, review_gitlab_merge_request
     from agent.graph import verified_from_state
     from agent.store import reviews as store_reviews
@@ -132,6 +163,8 @@ def _review_gitlab(
                 }
             )
             title = detail["title"] if detail else ""
+            stored = detail["not_reviewed"] if detail else []
+            not_reviewed = [NotReviewed.model_validate(n) for n in stored or []]
         else:
             request = ReviewRequest(source="gitlab", project=project, mr_iid=mr_iid)
 
@@ -141,11 +174,14 @@ def _review_gitlab(
             runtime = Runtime(pool=None, llm=deps.llm, loaders={"gitlab": loader}, strategy_model=deps.strategy_model)
             outcome = run_review(runtime, request, dsn=None, review_id=0)
             verified, title = outcome.verified, outcome.snapshot.title
+            not_reviewed = not_reviewed_of(outcome)
     except ReviewloopError as exc:
         raise fail(str(exc)) from exc
     finally:
         session.close()
-    _emit(render_report(verified, fmt=fmt, meta={"title": title}, include_all=include_all), output)
+    meta = {"title": title, "not_reviewed": [n.model_dump() for n in not_reviewed]}
+    _emit(render_report(verified, fmt=fmt, meta=meta, include_all=include_all), output)
+    return not_reviewed
 
 
 def _finding_dict(row: Any) -> dict[str, Any]:
@@ -325,13 +361,20 @@ def demo(
         "review_id": outcome.review_id,
         "title": outcome.snapshot.title,
         "strategy_text": outcome.strategy.render(),
-        "not_reviewed": [n.model_dump() for n in outcome.snapshot.not_reviewed],
+        "not_reviewed": [n.model_dump() for n in not_reviewed_of(outcome)],
     }
     _emit(render_report(outcome.verified, fmt=report_format, meta=meta), None)
     if report_format == "table":
         _emit(
             f"strategy ({outcome.strategy_source}):\n{outcome.strategy.render()}\nreview #{outcome.review_id} stored.",
             None,
+        )
+    if settings.database_url is None:
+        err.print(
+            f"the embedded Postgres is still running (data in {settings.data_dir / 'postgres'}) so the next command "
+            "starts fast; `reviewloop db status` shows it, `reviewloop db stop` stops it.",
+            markup=False,
+            highlight=False,
         )
 
 

@@ -26,6 +26,9 @@ from api.cli import app
 from reviewers.kernel.errors import ReviewloopError
 
 if TYPE_CHECKING:
+    import uvicorn
+    from fastapi import FastAPI
+
     from agent.session import Session
     from api.worker import QueueConfig, WorkerRuntime
     from api.worker_process import WorkerChild
@@ -67,11 +70,17 @@ def worker_runtime(settings: Settings, config: QueueConfig) -> tuple[WorkerRunti
     from api.worker import WorkerRuntime, pipeline_review_function
 
     session = open_session(settings)
-    deps = build_deps(settings, pool=session.pool, dsn=session.dsn, llm=llm_from_settings(settings))
+    review = None
+    if settings.gitlab_configured:
+        deps = build_deps(settings, pool=session.pool, dsn=session.dsn, llm=llm_from_settings(settings))
+        review = pipeline_review_function(deps)
+    else:
+        logger.warning(
+            "GitLab is not configured: merge-request reviews wait in the queue until a worker runs with "
+            "REVIEWLOOP_GITLAB_URL and REVIEWLOOP_GITLAB_TOKEN set; maintenance tasks run"
+        )
     runtime = WorkerRuntime(
-        pool=make_pool(session.dsn, max_size=2, name="reviewloop-worker"),
-        review=pipeline_review_function(deps),
-        config=config,
+        pool=make_pool(session.dsn, max_size=2, name="reviewloop-worker"), review=review, config=config
     )
     return runtime, session
 
@@ -139,6 +148,37 @@ def serve(
                 child.stop()
 
 
+# What one HTTP connection may cost. uvicorn's defaults leave connections unbounded; a body's own
+# limits (size, deadline, concurrent reads) are the webhook route's (api/routes/webhooks.py).
+KEEP_ALIVE_S = 5  # an idle keep-alive connection is closed after this (uvicorn's default, stated)
+# The request line and headers h11 buffers before it answers 400: a hook's head is a few hundred
+# bytes; h11's own default, stated so that it cannot drift.
+MAX_INCOMPLETE_EVENT_BYTES = 16 * 1024
+
+
+def uvicorn_config(api: FastAPI, settings: Settings, *, host: str, port: int, log_level: str) -> uvicorn.Config:
+    """How `serve` runs uvicorn, with its limits: connections (past them, 503), keep-alive, header size."""
+    import uvicorn
+
+    return uvicorn.Config(
+        api,
+        host=host,
+        port=port,
+        # h11, named: `auto` would pick httptools where it happens to be installed, which ignores
+        # h11_max_incomplete_event_size and so has no bound on a request's head
+        http="h11",
+        limit_concurrency=settings.max_connections,
+        timeout_keep_alive=KEEP_ALIVE_S,
+        h11_max_incomplete_event_size=MAX_INCOMPLETE_EVENT_BYTES,
+        log_config=None,
+        log_level=log_level,
+        # X-Forwarded-Proto/-For are believed only from REVIEWLOOP_TRUSTED_PROXIES (the Ingress, a local
+        # proxy): the scheme decides the dashboard cookie's `Secure` flag and the client address in logs
+        proxy_headers=True,
+        forwarded_allow_ips=settings.trusted_proxies,
+    )
+
+
 async def serve_async(
     settings: Settings,
     *,
@@ -169,18 +209,7 @@ async def serve_async(
     queue = create_queue_app(config)
     await queue.open_async(pool)
     api = create_app(settings, pool=pool, queue=queue, require_worker=worker is not None, queue_config=config)
-    # X-Forwarded-Proto/-For are believed only from REVIEWLOOP_TRUSTED_PROXIES (the Ingress, a local
-    # proxy): the scheme decides the dashboard cookie's `Secure` flag and the client address in logs
-    uvicorn_config = uvicorn.Config(
-        api,
-        host=host,
-        port=port,
-        log_config=None,
-        log_level=log_level,
-        proxy_headers=True,
-        forwarded_allow_ips=settings.trusted_proxies,
-    )
-    server = Server(uvicorn_config)
+    server = Server(uvicorn_config(api, settings, host=host, port=port, log_level=log_level))
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, lambda: setattr(server, "should_exit", True))
@@ -255,6 +284,43 @@ def db_upgrade() -> None:
     from agent.store.db import describe_dsn
 
     typer.echo(f"database {describe_dsn(dsn)} is up to date")
+
+
+@db_app.command("status")
+def db_status() -> None:
+    """Say which database reviewloop uses and whether the embedded Postgres is running (starts nothing)."""
+    from agent.store.db import describe_dsn
+    from agent.store.embedded import embedded_status
+
+    settings = Settings()
+    if settings.database_url:
+        typer.echo(f"database: {describe_dsn(settings.database_url)} (REVIEWLOOP_DATABASE_URL; not embedded)")
+        return
+    status = embedded_status(settings.data_dir)
+    if status.running:
+        where = f"port {status.port}" if status.port else "its socket"
+        typer.echo(f"embedded Postgres: running (pid {status.pid}, {where}) in {status.pgdata}")
+        typer.echo("stop it with: reviewloop db stop")
+    elif status.initialised:
+        typer.echo(f"embedded Postgres: stopped; its data is kept in {status.pgdata}")
+    else:
+        typer.echo(f"embedded Postgres: not created yet (it starts in {status.pgdata} on first use)")
+
+
+@db_app.command("stop")
+def db_stop() -> None:
+    """Stop the embedded Postgres (data is kept; the next command that needs it starts it again)."""
+    from agent.store.embedded import stop_embedded
+
+    settings = Settings()
+    if settings.database_url:
+        raise fail("REVIEWLOOP_DATABASE_URL is set: reviewloop does not run that server, so it does not stop it")
+    with clear_errors():
+        before = stop_embedded(settings.data_dir)
+    if before.running:
+        typer.echo(f"embedded Postgres stopped (was pid {before.pid}); data kept in {before.pgdata}")
+    else:
+        typer.echo("embedded Postgres was not running")
 
 
 @tokens_app.command("create")

@@ -19,6 +19,7 @@ from urllib.parse import parse_qsl, quote
 from fastapi import APIRouter, Depends, FastAPI, Header, HTTPException, Query, Request, status
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
+from agent.context import NotReviewed
 from agent.store import feedback as store_feedback
 from agent.store import models as store_models
 from agent.store import reviews as store_reviews
@@ -44,7 +45,8 @@ from api.dashboard.session import (
     start_session,
 )
 from api.dashboard.templating import render
-from api.deps import PoolDep, ServiceState, StateDep, require_api_client
+from api.deps import PoolDep, QueueDep, ServiceState, StateDep, require_api_client
+from api.failures import list_failed_reviews, retry_review
 from reviewers.kernel.errors import InputError
 
 STORE_POOL_SIZE = 4  # page loads are few and short; the webhook path keeps the async pool to itself
@@ -52,6 +54,8 @@ PAGE_SIZE = 25
 MAX_FORM_BYTES = 4096  # a vote or a login: a few short fields
 MAX_WEEKS = 104
 VOLUME_ROWS = 30
+FAILED_ROWS = 20  # the newest failures on the first page; the CLI lists more (`reviewloop reviews failed`)
+RETRY_NOTICES = {"retried": "The review was queued again; it appears in the list when it starts."}
 VOTE_VALUES: dict[str, VoteValue] = {"1": 1, "-1": -1, "0": 0}  # 0 withdraws the viewer's vote
 SECURITY_HEADERS = {
     # the pages need nothing but their own stylesheet; inline SVG presentation attributes are not styles
@@ -257,7 +261,12 @@ async def logout(request: Request, viewer: ViewerDep, pool: PoolDep) -> Response
 
 @router.get("")
 async def recent_reviews(
-    viewer: ViewerDep, store: StoreDep, page_no: Annotated[int, Query(alias="page", ge=1, le=10_000)] = 1
+    viewer: ViewerDep,
+    store: StoreDep,
+    pool: PoolDep,
+    state: StateDep,
+    page_no: Annotated[int, Query(alias="page", ge=1, le=10_000)] = 1,
+    notice: Annotated[str | None, Query(max_length=200)] = None,
 ) -> HTMLResponse:
     reviews = await asyncio.to_thread(
         store_reviews.list_reviews,
@@ -269,9 +278,13 @@ async def recent_reviews(
     has_more = len(reviews) > PAGE_SIZE
     reviews = reviews[:PAGE_SIZE]
     counts = await asyncio.to_thread(queries.verdict_counts, store, [r["id"] for r in reviews])
+    failures = await list_failed_reviews(pool, projects=viewer.project_list, limit=FAILED_ROWS) if page_no == 1 else []
     return page(
         "dashboard/reviews.html",
         viewer=viewer,
+        gitlab_configured=state.settings.gitlab_configured,
+        failures=failures,
+        notice=RETRY_NOTICES.get(notice or ""),
         rows=pages.review_rows(reviews, counts),
         verdicts=pages.VERDICT_ORDER,
         verdict_labels=pages.VERDICT_LABELS,
@@ -287,10 +300,12 @@ async def review_detail(review_id: int, viewer: ViewerDep, store: StoreDep) -> H
     # outside the token's projects reads as absent, as on the read API: ids are no oracle
     if review is None or not (viewer.projects is None or review["project"] in viewer.projects):
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"review {review_id} not found")
+    # stored rows from before reasons were a closed set read as such entries too
+    coverage = [NotReviewed.model_validate(n) for n in review["not_reviewed"] or []]
     return page(
         "dashboard/review.html",
         viewer=viewer,
-        review=review,
+        review={**review, "not_reviewed": coverage},
         label=pages.mr_label(project=review["project"], mr_iid=review["mr_iid"], review_id=review["id"]),
         findings=pages.finding_views(review["findings"], user_key=viewer.user_key),
     )
@@ -314,6 +329,19 @@ async def vote(finding_id: int, request: Request, viewer: ViewerDep, store: Stor
     except InputError as exc:  # the finding went away between the two statements
         raise HTTPException(status.HTTP_404_NOT_FOUND, str(exc)) from exc
     return see_other(f"{COOKIE_PATH}/reviews/{review_id}#finding-{finding_id}")
+
+
+@router.post("/failures/{event_id}/retry")
+async def retry_failed_review(
+    event_id: int, request: Request, viewer: ViewerDep, pool: PoolDep, queue: QueueDep
+) -> Response:
+    """Queue a failed review again (a token sees and retries its own projects' failures only)."""
+    require_csrf(viewer, await read_form(request))
+    try:
+        await retry_review(pool, queue, event_id, by=viewer.user_key, projects=viewer.project_list)
+    except InputError as exc:
+        raise HTTPException(status.HTTP_409_CONFLICT, str(exc)) from exc
+    return see_other(f"{COOKIE_PATH}?notice=retried")
 
 
 @router.get("/quality")

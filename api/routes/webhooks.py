@@ -1,7 +1,12 @@
 """POST /webhooks/gitlab: authenticate, parse, deduplicate, persist, enqueue, answer — nothing slower.
 
 GitLab waits 10 s and disables a hook after repeated failures, so the handler does no GitLab call
-and no review work; the body is read with a hard size limit before anything else happens.
+and no review work.
+
+The secret is checked from the headers before a byte of the body is read: a sender without one of
+our secrets gets its 401 at once, whatever its body does, and costs no memory (issue 21: 100 such
+senders trickling 5 MiB bodies took the API from 128 to 634 MB). An authenticated body is then read
+with a size limit, a deadline for the whole of it, and a cap on how many are read at once.
 
 One exception: a vote or reply from a project the allow-list admits only by the path it claims is
 confirmed with GitLab first (api/project_check.py: cached per path, a 3 s timeout, no retries).
@@ -9,6 +14,7 @@ confirmed with GitLab first (api/project_check.py: cached per path, a 3 s timeou
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -18,13 +24,15 @@ import psycopg
 from fastapi import APIRouter, HTTPException, Request, status
 from fastapi.responses import JSONResponse
 from psycopg_pool import PoolTimeout
+from starlette.requests import ClientDisconnect
 
 from api.auth import matches_any_secret, token_matches, webhook_secret_for
+from api.body_limit import CLOSE_CONNECTION, BodyTooLarge
 from api.deps import PoolDep, QueueDep, StateDep
 from api.gitlab_hooks import HANDLED_KINDS, HookValidationError, ProjectIdError, parse_hook, project_keys
 from api.intake import Delivery, IntakeResult, accept, record_event
 from api.logs import log_context
-from api.metrics import WEBHOOK_OUTCOMES, WEBHOOK_SECONDS
+from api.metrics import WEBHOOK_BODY_READS, WEBHOOK_OUTCOMES, WEBHOOK_SECONDS
 from api.triage import ReviewRequest, triage
 from reviewers.kernel.errors import PlatformUnavailableError
 
@@ -32,19 +40,42 @@ logger = logging.getLogger(__name__)
 router = APIRouter(tags=["webhooks"])
 
 
-async def read_bounded_body(request: Request, limit: int) -> bytes:
-    """The body, or 413 as soon as it is known to exceed `limit` bytes (the rest is never read)."""
+BUSY_RETRY_AFTER_S = 1  # a body read takes milliseconds when its sender is not stalling
+
+
+async def read_bounded_body(request: Request, *, limit: int, deadline_s: float) -> bytes:
+    """The whole body within `deadline_s`; 413 as soon as it is known to exceed `limit` bytes (the rest
+    is never read), 408 when the deadline passes first. The deadline is for the whole body, not per
+    chunk: a byte every few seconds never resets it."""
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise HTTPException(status.HTTP_413_CONTENT_TOO_LARGE, f"body exceeds {limit} bytes")
+        raise too_large(f"body exceeds {limit} bytes")
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise HTTPException(status.HTTP_413_CONTENT_TOO_LARGE, f"body exceeds {limit} bytes")
-        chunks.append(chunk)
+    try:
+        async with asyncio.timeout(deadline_s):
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limit:
+                    raise too_large(f"body exceeds {limit} bytes")
+                chunks.append(chunk)
+    except BodyTooLarge as exc:  # the app's middleware counted the streamed bytes first
+        raise too_large(str(exc.detail)) from None
+    except TimeoutError:
+        raise refuse(
+            status.HTTP_408_REQUEST_TIMEOUT,
+            "timeout",
+            f"the body did not arrive within {deadline_s:g} s ({size} bytes came)",
+            headers=CLOSE_CONNECTION,
+        ) from None
+    except ClientDisconnect:
+        # nobody reads this answer; the outcome is counted and nothing is stored
+        raise refuse(status.HTTP_400_BAD_REQUEST, "disconnected", "the client left before its body was in") from None
     return b"".join(chunks)
+
+
+def too_large(message: str) -> HTTPException:
+    return refuse(status.HTTP_413_CONTENT_TOO_LARGE, "too_large", message, headers=CLOSE_CONNECTION)
 
 
 def decode_object(body: bytes) -> dict[str, Any] | None:
@@ -68,9 +99,9 @@ def answer(result: IntakeResult) -> JSONResponse:
     return JSONResponse(body, status.HTTP_200_OK)
 
 
-def refuse(code: int, outcome: str, message: str) -> HTTPException:
+def refuse(code: int, outcome: str, message: str, *, headers: dict[str, str] | None = None) -> HTTPException:
     WEBHOOK_OUTCOMES.labels(outcome).inc()
-    return HTTPException(code, message)
+    return HTTPException(code, message, headers=headers)
 
 
 @router.post("/webhooks/gitlab", status_code=status.HTTP_202_ACCEPTED)
@@ -84,17 +115,31 @@ async def gitlab_webhook(request: Request, state: StateDep, pool: PoolDep, queue
 
 async def _handle(request: Request, state: StateDep, pool: PoolDep, queue: QueueDep) -> JSONResponse:
     settings = state.settings
-    try:
-        body = await read_bounded_body(request, settings.max_webhook_bytes)
-    except HTTPException as exc:
-        WEBHOOK_OUTCOMES.labels("too_large").inc()
-        raise exc
     presented = request.headers.get("x-gitlab-token")
-    # authentication before parsing: a sender without any of our secrets makes us parse nothing
+    # authentication from the headers, before a byte of the body is read: a sender without any of
+    # our secrets gets its answer now, and its connection is closed rather than left to trickle
     if not matches_any_secret(
         presented, project_secrets=settings.project_secrets, global_secret=settings.webhook_secret
     ):
-        raise refuse(status.HTTP_401_UNAUTHORIZED, "unauthorized", "missing or wrong X-Gitlab-Token")
+        raise refuse(
+            status.HTTP_401_UNAUTHORIZED, "unauthorized", "missing or wrong X-Gitlab-Token", headers=CLOSE_CONNECTION
+        )
+    slots = state.webhook_body_reads
+    if not slots.try_acquire():
+        raise refuse(
+            status.HTTP_503_SERVICE_UNAVAILABLE,
+            "busy",
+            f"{slots.limit} webhook bodies are being read; retry shortly",
+            headers={**CLOSE_CONNECTION, "Retry-After": str(BUSY_RETRY_AFTER_S)},
+        )
+    WEBHOOK_BODY_READS.inc()
+    try:
+        body = await read_bounded_body(
+            request, limit=settings.max_webhook_bytes, deadline_s=settings.webhook_body_timeout_s
+        )
+    finally:
+        slots.release()
+        WEBHOOK_BODY_READS.dec()
     payload = decode_object(body)
     if payload is None:
         raise refuse(status.HTTP_400_BAD_REQUEST, "invalid", "body is not a JSON object")

@@ -8,6 +8,7 @@ returns `Issue`s: a line, a rule, a severity and words. The reviewer turns issue
 from __future__ import annotations
 
 import ast
+import fnmatch
 import re
 from dataclasses import dataclass
 from functools import cached_property
@@ -22,6 +23,27 @@ MAX_HANDWRITTEN_LINE_CHARS = 3000
 MAX_HANDWRITTEN_MEAN_LINE_CHARS = 300
 
 
+# Machine-written files by name: lock files, bundles, source maps, protobuf output, snapshots.
+GENERATED_GLOBS = (
+    "*.lock",
+    "package-lock.json",
+    "yarn.lock",
+    "pnpm-lock.yaml",
+    "poetry.lock",
+    "*.min.js",
+    "*.min.css",
+    "*.map",
+    "*_pb2.py",
+    "*.pb.go",
+    "*.snap",
+)
+
+
+def generated_by_name(path: str) -> bool:
+    name = path.rsplit("/", 1)[-1]
+    return any(fnmatch.fnmatch(name, g) for g in GENERATED_GLOBS)
+
+
 def looks_generated(text: str) -> bool:
     """Whether a file reads as machine-written: a generator's marker at the top, or minified lines."""
     lines = text.splitlines()
@@ -31,6 +53,20 @@ def looks_generated(text: str) -> bool:
     return bool(filled) and (
         max(filled) > MAX_HANDWRITTEN_LINE_CHARS or sum(filled) / len(filled) > MAX_HANDWRITTEN_MEAN_LINE_CHARS
     )
+
+
+def new_side_text(change: FileChange) -> str:
+    """The new-side text a diff shows for one file, with the lines it does not show left empty, so
+    line numbers stay those of the file at head."""
+    known: dict[int, str] = {}
+    for hunk in change.hunks:
+        for line in hunk.lines:
+            if line.new_line is not None:
+                known[line.new_line] = line.text
+    if not known:
+        return ""
+    last = max(known)
+    return "\n".join(known.get(number, "") for number in range(1, last + 1)) + "\n"
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,11 @@ Two reviewers care. Security asks whether the new value weakens something (a ses
 month instead of an hour, verification switched off, debug on, CORS open to every origin). Test
 impact asks which tests pinned the old value. Settings are read from lines in the common shapes
 (`NAME = v`, `name: v`, `"name": v`, `export NAME=v`, `const NAME = v`) of any language; numeric
-values are folded by a small evaluator of constant arithmetic (never `eval`).
+values are folded by a small evaluator of constant arithmetic (never `eval`). In Python, an edit that
+only changes how a value names an imported object (`typing.TypeVar("T")` → `TypeVar("T")` with
+`from typing import TypeVar`) is no change of value: both sides are compared with every imported
+name spelled out in full, the old side through the imports as they were, the new through the
+imports at head.
 
 Severity policy of `config:security-setting` (configuration files, settings modules and module-level
 constants only; keys matched word by word): medium when a secret's lifetime is raised, a strength
@@ -20,7 +24,7 @@ import re
 from dataclasses import dataclass
 
 from reviewers.analyzers.changed_file import ChangedFile, Issue
-from reviewers.analyzers.parsing import parse_expression
+from reviewers.analyzers.parsing import parse_expression, parse_module
 from reviewers.kernel.contracts import Severity
 from reviewers.paths import is_config_path
 
@@ -113,9 +117,75 @@ def value_changes(file: ChangedFile) -> list[ValueChange]:
                 continue
             key, value = setting
             old = removed.get(key)
-            if old is None or _normal(old) != _normal(value):
+            if old is None or (_normal(old) != _normal(value) and not _same_object(file, old, value)):
                 changes.append(ValueChange(key=key, old=old, new=value, line=diff_line.new_line))
     return changes
+
+
+def _import_aliases(statements: list[ast.stmt]) -> dict[str, str]:
+    """Local name → the full dotted name it binds, for the top-level imports among `statements`."""
+    aliases: dict[str, str] = {}
+    for node in statements:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    aliases[alias.asname] = alias.name
+                else:
+                    top = alias.name.split(".")[0]
+                    aliases[top] = top
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for alias in node.names:
+                if alias.name != "*":
+                    aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    return aliases
+
+
+def _removed_imports(file: ChangedFile) -> list[ast.stmt]:
+    out: list[ast.stmt] = []
+    for text in file.removed_lines:
+        stripped = text.strip()
+        if stripped.startswith(("import ", "from ")):
+            tree = parse_module(stripped)
+            out += tree.body if tree is not None else []
+    return out
+
+
+class _Qualify(ast.NodeTransformer):
+    """Replaces every name and attribute chain rooted in an imported name by one name: its full dotted path."""
+
+    def __init__(self, aliases: dict[str, str]) -> None:
+        self.aliases = aliases
+
+    def _dotted(self, node: ast.expr) -> str | None:
+        if isinstance(node, ast.Name):
+            return self.aliases.get(node.id, node.id)
+        if isinstance(node, ast.Attribute):
+            root = self._dotted(node.value)
+            return None if root is None else f"{root}.{node.attr}"
+        return None
+
+    def visit_Name(self, node: ast.Name) -> ast.expr:
+        return ast.Name(id=self.aliases.get(node.id, node.id), ctx=ast.Load())
+
+    def visit_Attribute(self, node: ast.Attribute) -> ast.expr:
+        dotted = self._dotted(node)
+        if dotted is not None:
+            return ast.Name(id=dotted, ctx=ast.Load())
+        self.generic_visit(node)
+        return node
+
+
+def _same_object(file: ChangedFile, old: str, new: str) -> bool:
+    """Whether two Python values differ only in how they name imported objects."""
+    tree = file.python_tree
+    if tree is None:
+        return False
+    old_tree, new_tree = parse_expression(old), parse_expression(new)
+    if old_tree is None or new_tree is None:
+        return False
+    at_head = _import_aliases(tree.body)
+    before = {**at_head, **_import_aliases(_removed_imports(file))}
+    return ast.dump(_Qualify(before).visit(old_tree)) == ast.dump(_Qualify(at_head).visit(new_tree))
 
 
 def _normal(value: str) -> str:

@@ -33,7 +33,7 @@ class ImportRef:
     line: int
     module: str
     names: tuple[str, ...] = ()
-    local: bool = False  # inside a function: runs late, so it does not take part in import cycles
+    local: bool = False  # inside a function or an `if __name__ == "__main__":` block: runs late, so no cycle
     type_only: bool = False  # `if TYPE_CHECKING:` or `import type`: no run-time dependency
 
 
@@ -65,6 +65,16 @@ def _is_type_checking(test: ast.expr) -> bool:
     )
 
 
+def _is_main_guard(test: ast.expr) -> bool:
+    """`__name__ == "__main__"` (either way round): the block runs only when the file runs as a script."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
+        return False
+    sides = [test.left, test.comparators[0]]
+    return any(isinstance(s, ast.Name) and s.id == "__name__" for s in sides) and any(
+        isinstance(s, ast.Constant) and s.value == "__main__" for s in sides
+    )
+
+
 def _python_imports_from_tree(tree: ast.Module, path: str) -> list[ImportRef]:
     refs: list[ImportRef] = []
 
@@ -80,6 +90,11 @@ def _python_imports_from_tree(tree: ast.Module, path: str) -> list[ImportRef]:
             elif isinstance(child, ast.If) and _is_type_checking(child.test):
                 for stmt in child.body:
                     visit(ast.Module(body=[stmt], type_ignores=[]), local=local, type_only=True)
+                for stmt in child.orelse:
+                    visit(ast.Module(body=[stmt], type_ignores=[]), local=local, type_only=type_only)
+            elif isinstance(child, ast.If) and _is_main_guard(child.test):
+                for stmt in child.body:
+                    visit(ast.Module(body=[stmt], type_ignores=[]), local=True, type_only=type_only)
                 for stmt in child.orelse:
                     visit(ast.Module(body=[stmt], type_ignores=[]), local=local, type_only=type_only)
             else:

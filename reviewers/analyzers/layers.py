@@ -4,7 +4,12 @@ Layers come from the repository's `.reviewloop.toml` (`[[layers]]` with paths an
 Without them, the conventional direction is assumed: a domain module (`core`, `domain`, `model(s)`,
 `entities`) must not import a delivery module (`web`, `api`, `views`, `ui`, `cli`, `handlers`, ...).
 A cycle is new when an import the change added closes it: the imported file already reaches the
-importer through the repository's import graph at head.
+importer through the repository's import graph at head, and the same cycle, read through the
+change's renames, was not already in the graph at the base (rebuilt from head and the diff). So a
+module rename that re-spells the imports of an old cycle reports nothing.
+
+Not caught: a cycle that only exists at run time (an import inside a function), and a cycle at the
+base that the rebuilt tree cannot show (a changed file the host sent without hunks counts as new).
 
 Severity policy: `layers:forbidden-import` (configured layers) high; `layers:inward-dependency`
 (conventional direction) medium; `imports:new-cycle` medium.
@@ -17,9 +22,10 @@ import sys
 from collections.abc import Sequence
 from dataclasses import replace
 
+from reviewers.analyzers.base_tree import BaseTree
 from reviewers.analyzers.changed_file import ChangedFile, Issue
 from reviewers.analyzers.imports import ImportRef, ModuleIndex, find_cycle, imports_of, python_module_name
-from reviewers.kernel.contracts import SEVERITY_RANK, LayerRule, Workspace
+from reviewers.kernel.contracts import SEVERITY_RANK, FileChange, LayerRule, Workspace
 from reviewers.paths import language_of
 
 INNER_LAYER_NAMES = frozenset({"core", "domain", "model", "models", "entities", "entity"})
@@ -43,6 +49,15 @@ def _matches(path: str, pattern: str) -> bool:
     return bool(directory) and not any(c in directory for c in "*?[") and path.startswith(directory + "/")
 
 
+def _load_time_imports(path: str, text: str | None, index: ModuleIndex) -> list[str]:
+    refs = imports_of(text, path) if text is not None else []
+    targets: list[str] = []
+    for ref in refs:
+        if not ref.local and not ref.type_only:
+            targets.extend(t for t in index.resolve(path, ref) if t != path)
+    return targets
+
+
 def layer_of(path: str, layers: Sequence[LayerRule]) -> LayerRule | None:
     return next((layer for layer in layers if any(_matches(path, p) for p in layer.paths)), None)
 
@@ -50,23 +65,39 @@ def layer_of(path: str, layers: Sequence[LayerRule]) -> LayerRule | None:
 class ArchitectureAnalyzer:
     """Layer and cycle checks for one review; caches the parsed import graph across files."""
 
-    def __init__(self, workspace: Workspace, layers: Sequence[LayerRule]) -> None:
+    def __init__(self, workspace: Workspace, layers: Sequence[LayerRule], changes: Sequence[FileChange] = ()) -> None:
         self.workspace = workspace
         self.layers = list(layers)
         self.index = ModuleIndex(workspace.list_paths())
         self._edges: dict[str, list[str]] = {}
+        self._base = BaseTree(workspace, changes) if changes else None
+        self._base_index: ModuleIndex | None = None
+        self._base_edges: dict[str, list[str]] = {}
 
     def edges(self, path: str) -> list[str]:
         """Files `path` imports at module load time."""
         if path not in self._edges:
-            text = self.workspace.read_file(path)
-            refs = imports_of(text, path) if text is not None else []
-            targets: list[str] = []
-            for ref in refs:
-                if not ref.local and not ref.type_only:
-                    targets.extend(t for t in self.index.resolve(path, ref) if t != path)
-            self._edges[path] = targets
+            self._edges[path] = _load_time_imports(path, self.workspace.read_file(path), self.index)
         return self._edges[path]
+
+    def base_edges(self, path: str) -> list[str]:
+        """Files `path` imported at module load time at the base of the change."""
+        assert self._base is not None
+        if self._base_index is None:
+            self._base_index = ModuleIndex(self._base.list_paths())
+        if path not in self._base_edges:
+            self._base_edges[path] = _load_time_imports(path, self._base.text(path), self._base_index)
+        return self._base_edges[path]
+
+    def cycle_existed(self, importer: str, target: str) -> bool:
+        """Whether, at the base, the importer already imported the target (each at its old path) and
+        the target already reached the importer: the cycle was there, the change only re-spelled it."""
+        if self._base is None:
+            return False
+        old_importer, old_target = self._base.base_path(importer), self._base.base_path(target)
+        if old_importer is None or old_target is None or old_target not in self.base_edges(old_importer):
+            return False
+        return find_cycle(old_target, old_importer, self.base_edges, max_nodes=MAX_CYCLE_FILES) is not None
 
     def _target_path(self, importer: str, ref: ImportRef) -> tuple[str | None, bool]:
         """Where an import leads: a repository file, or the path of a module of one of this
@@ -115,7 +146,7 @@ class ArchitectureAnalyzer:
         if ref.local or ref.type_only:
             return None
         chain = find_cycle(target, importer, self.edges, max_nodes=MAX_CYCLE_FILES)
-        if chain is None:
+        if chain is None or self.cycle_existed(importer, target):
             return None
         names = [python_module_name(p) if language_of(p) == "python" else p for p in [importer, *chain]]
         return Issue(

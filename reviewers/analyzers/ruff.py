@@ -8,7 +8,9 @@ change added are kept: a review comments on what the merge request wrote.
 
 Severity policy: `_SEVERITY_BY_CODE` below (undefined names and syntax errors high; mutable
 defaults, bare excepts, swallowed exceptions medium; unused names and style-adjacent checks low).
-ruff's diagnostics are facts about the text, so their confidence is high.
+ruff's diagnostics are facts about the text, so their confidence is high. Not posted: B018 on a
+statement that only reads a name, attribute or item (see `touches_a_name`), BLE001 that does not
+swallow the error, unused imports in a package's `__init__`.
 """
 
 from __future__ import annotations
@@ -227,6 +229,19 @@ def swallows(tree: ast.Module | None, line: int) -> bool:
     return True
 
 
+def touches_a_name(tree: ast.Module | None, line: int) -> bool:
+    """Whether the expression statement on `line` only reads a name, an attribute or an item. Such a
+    statement is how a type-checker example asks about a type and how a test makes a property or a
+    lookup raise; the useless expression that is a defect is a value built and dropped (a tuple left
+    by a stray comma, a literal list that was meant to be assigned)."""
+    if tree is None:
+        return False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Expr) and node.lineno == line:
+            return isinstance(node.value, ast.Name | ast.Attribute | ast.Subscript)
+    return False
+
+
 def ruff_issues(file: ChangedFile) -> list[Issue]:
     """ruff's defects on the lines this change added."""
     if file.language != "python":
@@ -242,6 +257,8 @@ def ruff_issues(file: ChangedFile) -> list[Issue]:
         if code in ("F401", "F403") and file.path.endswith("__init__.py"):
             continue  # imports in a package's __init__ are usually deliberate re-exports
         if code == "BLE001" and not swallows(file.python_tree, line):
+            continue
+        if code == "B018" and touches_a_name(file.python_tree, line):
             continue
         message = str(diag.get("message") or code)
         why = _WHY.get(code, "")

@@ -1,27 +1,46 @@
 """Tests this change deleted or weakened, read from a changed test file's diff.
 
 A deleted test matters when the code it exercised is still there: the behaviour lost its check.
-A deleted test whose subject was removed in the same change is housekeeping and says nothing. A
-weakened test is one that still exists at head but lost assertions: more assertion lines removed
-than added within it.
+A deleted test whose subject was removed in the same change is housekeeping and says nothing, and so
+is a test the same change defines again elsewhere: moved to another file, or up into a base class
+(in this file or another) that the test classes now inherit. So is a test whose expectation the
+change took out of the product: a name the test used (the `LiveError` it expected) that the change
+removes from product code and writes nowhere. A name the test defines itself (a local view
+function) is never its subject. A weakened test is one that still exists at head but lost
+assertions: more assertion lines removed than added within it.
+
+Not caught: a test deleted and re-added under another name (a rename reads as a move only when the
+name is kept), or a test replaced by a parametrized case of another test.
 """
 
 from __future__ import annotations
 
+import builtins
+import io
+import keyword
 import re
+import tokenize
+from collections.abc import Iterable
 from dataclasses import dataclass
 
+from reviewers.analyzers.base_tree import BaseTree
 from reviewers.analyzers.changed_file import ChangedFile, Issue
 from reviewers.analyzers.symbols import defined_at_head
 from reviewers.analyzers.tests_lookup import list_test_functions
-from reviewers.kernel.contracts import Workspace
+from reviewers.kernel.contracts import FileChange, Workspace
 from reviewers.kernel.errors import InputError
+from reviewers.paths import is_code_path, language_of
 
-_REMOVED_TEST = re.compile(r"^\s*(?:(?:async\s+)?def\s+(?P<py>test\w*)|func\s+(?P<go>Test\w+))\s*\(")
+_TEST_DEF = re.compile(r"^\s*(?:(?:async\s+)?def\s+(?P<py>test\w*)|func\s+(?P<go>Test\w+))\s*\(")
 _ASSERTION = re.compile(
     r"^\s*(?:assert\b|self\.assert\w*\(|expect\s*\(|pytest\.raises\b|with\s+pytest\.raises\b|t\.(?:Error|Fatal)f?\(|"
     r"require\.\w+\(|assert\.\w+\()"
 )
+# A name of at least four characters; shorter ones (`x`, `cli`, `app`) are too common to say anything.
+_IDENTIFIER = re.compile(r"\b[A-Za-z_]\w{3,}\b")
+_STRING = re.compile(r"""[rbuRBU]?("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')""")
+_COMMENT = re.compile(r"(?:#|//).*$")
+_LOCAL_DEFINITION = re.compile(r"^\s*(?:async\s+)?(?:def|class)\s+(\w+)")
 _CALLED = re.compile(r"(?<![\w.])([A-Za-z_]\w{2,})\s*\(")
 # Names a test calls that are not its subject: the language, the test framework, common helpers.
 _NOT_A_SUBJECT = frozenset(
@@ -29,6 +48,8 @@ _NOT_A_SUBJECT = frozenset(
      "isinstance", "type", "super", "raises", "approx", "fixture", "parametrize", "expect", "describe", "require",
      "func", "test", "Errorf", "Fatalf", "main"}
 )  # fmt: skip
+# Words of the language itself say nothing about which behaviour left.
+_COMMON_WORDS = frozenset({*keyword.kwlist, *keyword.softkwlist, *dir(builtins), "self", "cls", "args", "kwargs"})
 MAX_SUBJECTS = 3
 
 
@@ -39,14 +60,24 @@ class RemovedTest:
     anchor: int | None  # the new-side line where it stood
 
 
-def removed_tests(file: ChangedFile) -> list[RemovedTest]:
-    """Test functions whose definition a removed line held and that the file no longer defines."""
-    at_head = {name for name, _, _ in list_test_functions(file.text, file.path)}
+def added_test_names(change: FileChange) -> set[str]:
+    """Names of the test functions whose definition an added line of `change` holds."""
+    names: set[str] = set()
+    for text in change.added_lines().values():
+        if match := _TEST_DEF.match(text):
+            names.add(match.group("py") or match.group("go"))
+    return names
+
+
+def removed_tests(file: ChangedFile, *, defined_elsewhere: frozenset[str] = frozenset()) -> list[RemovedTest]:
+    """Test functions whose definition a removed line held and that neither the file nor another
+    file of the change (`defined_elsewhere`: the test names the change's other files add) defines."""
+    at_head = {name for name, _, _ in list_test_functions(file.text, file.path)} | defined_elsewhere
     out: list[RemovedTest] = []
     for hunk in file.change.hunks:
         lines = list(hunk.lines)
         for i, line in enumerate(lines):
-            match = _REMOVED_TEST.match(line.text) if line.kind == "del" else None
+            match = _TEST_DEF.match(line.text) if line.kind == "del" else None
             if match is None:
                 continue
             name = match.group("py") or match.group("go")
@@ -54,7 +85,7 @@ def removed_tests(file: ChangedFile) -> list[RemovedTest]:
                 continue
             body: list[str] = []
             for later in lines[i + 1 :]:
-                if later.kind != "del" or _REMOVED_TEST.match(later.text):
+                if later.kind != "del" or _TEST_DEF.match(later.text):
                     break
                 body.append(later.text)
             after = [ln.new_line for ln in lines[i:] if ln.new_line is not None]
@@ -81,7 +112,7 @@ def weakened_tests(file: ChangedFile) -> list[tuple[str, int, int, int]]:
         for i, diff_line in enumerate(lines):
             if diff_line.kind != "del":
                 in_removed_test = False
-            elif _REMOVED_TEST.match(diff_line.text):
+            elif _TEST_DEF.match(diff_line.text):
                 in_removed_test = True
             if in_removed_test or not _ASSERTION.match(diff_line.text):
                 continue
@@ -98,13 +129,72 @@ def weakened_tests(file: ChangedFile) -> list[tuple[str, int, int, int]]:
     return [(n, anchors[n], r, added.get(n, 0)) for n, r in removed.items() if r > added.get(n, 0)]
 
 
-def test_change_issues(file: ChangedFile, workspace: Workspace) -> list[Issue]:
-    """Deleted tests whose subject still exists at head, and tests that lost assertions."""
+def _python_names(text: str | None, lines: set[int]) -> set[str] | None:
+    """Names the code (not its strings, comments or docstrings) holds on `lines`; None when the text
+    does not tokenize."""
+    if text is None:
+        return None
+    names: set[str] = set()
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+            if token.type == tokenize.NAME and token.start[0] in lines:
+                names.add(token.string)
+    except (tokenize.TokenError, SyntaxError):
+        return None
+    return {n for n in names if _IDENTIFIER.fullmatch(n)}
+
+
+def code_identifiers(line: str) -> set[str]:
+    """Identifiers of one line of code with its string literals and end-of-line comment taken out."""
+    return set(_IDENTIFIER.findall(_COMMENT.sub("", _STRING.sub("", line))))
+
+
+def removed_vocabulary(changes: Iterable[FileChange], base: BaseTree, head: Workspace) -> frozenset[str]:
+    """Identifiers that removed lines of product code held and no added line of it writes: what the
+    change took out of the product (an exception it no longer raises, a helper it dropped). Python
+    is read by its tokens, so words of comments, docstrings and strings never count."""
+    removed: set[str] = set()
+    added: set[str] = set()
+    for change in changes:
+        if not is_code_path(change.path):
+            continue
+        lines = [ln for h in change.hunks for ln in h.lines]
+        gone = {ln.old_line for ln in lines if ln.kind == "del" and ln.old_line is not None}
+        new = {ln.new_line for ln in lines if ln.kind == "add" and ln.new_line is not None}
+        if language_of(change.path) == "python":
+            was = _python_names(base.text(change.old_path), gone) if gone else set()
+            now = _python_names(head.read_file(change.path), new) if new and change.status != "deleted" else set()
+            if was is not None and now is not None:
+                removed |= was
+                added |= now
+                continue
+        removed.update(n for ln in lines if ln.kind == "del" for n in code_identifiers(ln.text))
+        added.update(n for ln in lines if ln.kind == "add" for n in code_identifiers(ln.text))
+    return frozenset(removed - added - _NOT_A_SUBJECT - _COMMON_WORDS)
+
+
+def test_change_issues(
+    file: ChangedFile,
+    workspace: Workspace,
+    *,
+    defined_elsewhere: frozenset[str] = frozenset(),
+    taken_out: frozenset[str] = frozenset(),
+) -> list[Issue]:
+    """Deleted tests whose subject still exists at head, and tests that lost assertions.
+    `defined_elsewhere`: test names the change's other files define anew (a moved test is not deleted);
+    `taken_out`: `removed_vocabulary` of the change (a test of removed behaviour goes with it)."""
     issues: list[Issue] = []
-    for test in removed_tests(file):
+    for test in removed_tests(file, defined_elsewhere=defined_elsewhere):
         if test.anchor is None:
             continue
-        called = [n for n in dict.fromkeys(m for t in test.body for m in _CALLED.findall(t)) if n not in _NOT_A_SUBJECT]
+        if taken_out & {m for t in test.body for m in code_identifiers(t)}:
+            continue  # what it expected left the product in this change
+        local = {m for t in test.body for m in _LOCAL_DEFINITION.findall(t)}
+        called = [
+            n
+            for n in dict.fromkeys(m for t in test.body for m in _CALLED.findall(t))
+            if n not in _NOT_A_SUBJECT and n not in local
+        ]
         try:
             alive = [n for n in called if defined_at_head(workspace, n, outside=file.path)][:MAX_SUBJECTS]
         except InputError:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from reviewers.analyzers.imports import python_module_name
@@ -96,15 +97,30 @@ class TestIndex:
 
     __test__ = False  # not a pytest test class, despite the name
 
-    def __init__(self, workspace: Workspace, *, max_files: int = MAX_TEST_FILES) -> None:
+    def __init__(
+        self,
+        workspace: Workspace,
+        *,
+        max_files: int = MAX_TEST_FILES,
+        should_stop: Callable[[], bool] = lambda: False,
+    ) -> None:
+        """`should_stop` (the review's deadline) is asked before each test file is read: a repository
+        with a thousand test files read over HTTP is a long step, and the deadline holds inside it.
+        Once it says stop, unread files read as absent and `stopped` is True: a caller must not claim
+        that no test mentions something."""
         self.workspace = workspace
         paths = [p for p in workspace.list_paths() if is_test_path(p)]
         self.truncated = len(paths) > max_files
         self.paths = paths[:max_files]
+        self.should_stop = should_stop
+        self.stopped = False
         self._texts: dict[str, str | None] = {}
 
     def text(self, path: str) -> str | None:
         if path not in self._texts:
+            if self.stopped or self.should_stop():
+                self.stopped = True
+                return None
             self._texts[path] = self.workspace.read_file(path)
         return self._texts[path]
 

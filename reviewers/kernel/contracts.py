@@ -8,12 +8,14 @@ replay snapshot), hands each planned reviewer its `PlanItem` and an optional `LL
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypedDict, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from reviewers.kernel.budget import SearchBudget
 from reviewers.paths import language_of
 
 Category = Literal["security", "architecture", "code_quality", "test_impact"]
@@ -155,15 +157,22 @@ class Workspace(Protocol):
     """Read-only access to the repository at the head commit. Never executes anything."""
 
     def read_file(self, path: str) -> str | None:
-        """The file's text at head, or None when absent, binary or unreadable."""
+        """The file's text at head (bytes that are not UTF-8 replaced by U+FFFD), or None when absent,
+        binary or unreadable."""
+        ...
+
+    def unreadable_reason(self, path: str) -> tuple[CoverageReason, str] | None:
+        """Why `read_file` gives None for a path that exists at head (too large, binary, a link), as a
+        reason and its detail; None when it reads, or does not exist."""
         ...
 
     def list_paths(self) -> list[str]:
         """Every file path at head (may be only the changed files when the context is a bare diff)."""
         ...
 
-    def search(self, pattern: str, *, max_hits: int = 50) -> list[SearchHit]:
-        """Lines matching a regular expression, across the files at head."""
+    def search(self, pattern: str, *, max_hits: int = 50, budget: SearchBudget | None = None) -> list[SearchHit]:
+        """Lines matching a regular expression, across the files at head. With `budget`, matching stops
+        with `BudgetExhaustedError` (an `InputError`) once the call has spent it."""
         ...
 
 
@@ -180,15 +189,102 @@ class ReviewContext:
     mr_iid: int | None = None
     head_sha: str | None = None
     base_sha: str | None = None
-    # time.monotonic() after which reviewers take no further step (None = no deadline): one review
+    # a reading of `clock` after which reviewers take no further step (None = no deadline): one review
     # must not hold a worker for hours, and what the deadline cut off is named, not dropped
     deadline: float | None = None
+    # the clock the deadline is read on (seconds, monotonic); a test passes its own
+    clock: Callable[[], float] = time.monotonic
+
+    def past_deadline(self) -> bool:
+        return self.deadline is not None and self.clock() >= self.deadline
+
+    def seconds_left(self) -> float | None:
+        """Seconds until the deadline (0 once past it); None without one."""
+        return None if self.deadline is None else max(0.0, self.deadline - self.clock())
 
     def changed(self, path: str) -> FileChange | None:
         for f in self.files:
             if f.path == path:
                 return f
         return None
+
+
+# --- coverage: what a review did not read in full --------------------------------------------------
+
+# Why a changed file was not analyzed in full; a closed set, so a CI job or a dashboard can count and
+# filter them, with the particulars in `NotReviewed.detail`:
+#   budget       an analyzer's own budget stopped part-way (a secrets scan's character budget)
+#   size         over the size a file is analyzed at
+#   encoding     not UTF-8: read with undecodable bytes replaced
+#   generated    machine-written (a generator's marker, minified lines, a lock file)
+#   binary       no text to read
+#   parse-error  the parser refused it (detail: the syntax)
+#   deadline     the review's deadline came first
+#   unavailable  the host sent no diff or no file for it
+#   analyzer-error  an analyzer failed on it
+CoverageReason = Literal[
+    "budget", "size", "encoding", "generated", "binary", "parse-error", "deadline", "unavailable", "analyzer-error"
+]
+COVERAGE_REASONS: tuple[CoverageReason, ...] = (
+    "budget", "size", "encoding", "generated", "binary", "parse-error", "deadline", "unavailable", "analyzer-error"
+)  # fmt: skip
+
+
+def _reason_in_words(text: str) -> CoverageReason:
+    """The reason a sentence stands for (a host's words; a review stored before reasons were a closed set)."""
+    lowered = text.lower()
+    for words, reason in (
+        (("deadline",), "deadline"),
+        (("binary",), "binary"),
+        (("generated", "minified"), "generated"),
+        (("budget",), "budget"),
+        (("too large", "too_large", "bytes", "over "), "size"),
+        (("utf-8", "encoding"), "encoding"),
+    ):
+        if any(w in lowered for w in words):
+            return reason  # type: ignore[return-value]
+    return "unavailable"
+
+
+class NotReviewed(BaseModel):
+    """A changed file that was not analyzed in full, why (`reason`), and what was and was not done
+    (`detail`, in words). A review whose list is empty read every changed file in full."""
+
+    path: str
+    reason: CoverageReason
+    detail: str = ""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_free_text(cls, data: Any) -> Any:
+        # Reviews stored before the reason was a closed set hold a sentence there: keep it as detail.
+        if isinstance(data, Mapping) and isinstance(data.get("reason"), str):
+            reason = data["reason"]
+            if reason not in COVERAGE_REASONS:
+                return {**data, "reason": _reason_in_words(reason), "detail": data.get("detail") or reason}
+        return data
+
+    @classmethod
+    def from_words(cls, path: str, words: str) -> NotReviewed:
+        """An entry from a sentence (a host's own account of a file it sent no diff for), its reason
+        read from the words."""
+        return cls(path=path, reason=_reason_in_words(words), detail=words)
+
+    def describe(self) -> str:
+        """One line for a summary or a terminal: the reason, then the detail."""
+        return f"{self.reason}: {self.detail}" if self.detail else self.reason
+
+
+def merge_not_reviewed(items: Sequence[NotReviewed]) -> list[NotReviewed]:
+    """One entry per (path, reason), the parts of their details joined once each, in first-seen order."""
+    merged: dict[tuple[str, str], list[str]] = {}
+    for item in items:
+        details = merged.setdefault((item.path, item.reason), [])
+        details += [part for part in item.detail.split("; ") if part and part not in details]
+    return [
+        NotReviewed(path=path, reason=reason, detail="; ".join(details))  # type: ignore[arg-type]
+        for (path, reason), details in merged.items()
+    ]
 
 
 # --- plan, findings, steps -------------------------------------------------------------------------
@@ -257,9 +353,8 @@ class ReviewerResult(BaseModel):
     steps: list[Step] = Field(default_factory=list)
     used_model: bool = False
     error: str | None = None  # a stage that fell back says why
-    unreviewed_paths: list[str] = Field(default_factory=list)  # focus paths the step budget did not reach
-    # path → why it was reviewed only in part or not at all (an analyzer's budget, the review deadline)
-    cut_short: dict[str, str] = Field(default_factory=dict)
+    # the changed files this reviewer reads that it did not analyze in full, each with its reason
+    not_reviewed: list[NotReviewed] = Field(default_factory=list)
 
 
 # --- the LLM port ----------------------------------------------------------------------------------

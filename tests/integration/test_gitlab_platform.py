@@ -112,9 +112,10 @@ def test_file_that_cannot_be_diffed_is_named_not_dropped(fake: FakeGitLab) -> No
     files, not_reviewed, _ = platform.diffs(PID, IID)
     main = next(f for f in files if f.path == "app/main.py")
     assert main.collapsed and not main.hunks
-    reasons = {n.path: n.reason for n in not_reviewed}
+    reasons = {n.path: (n.reason, n.detail) for n in not_reviewed}
     assert set(reasons) == {"app/main.py"}
-    assert "too_large" in reasons["app/main.py"] and "20 bytes" in reasons["app/main.py"]
+    reason, detail = reasons["app/main.py"]
+    assert reason == "size" and "too_large" in detail and "20 bytes" in detail
 
 
 def test_files_beyond_gitlabs_diff_limits_are_named(fake: FakeGitLab) -> None:
@@ -123,8 +124,8 @@ def test_files_beyond_gitlabs_diff_limits_are_named(fake: FakeGitLab) -> None:
     platform = GitLabPlatform(fake.url, BOT_TOKEN, max_retries=1)
     diff = platform.diffs(PID, IID)
     assert len(diff.files) == 3
-    assert [(n.path, n.reason) for n in diff.not_reviewed] == [
-        (OVERFLOW_PATH, "GitLab's diff limits listed only 3 of 3+ changed files")
+    assert [(n.path, n.reason, n.detail) for n in diff.not_reviewed] == [
+        (OVERFLOW_PATH, "unavailable", "GitLab's diff limits listed only 3 of 3+ changed files")
     ]
 
 
@@ -142,7 +143,9 @@ def test_generated_files_are_named(fake: FakeGitLab, platform: GitLabPlatform) -
     head = {**HEAD, "app/schema_pb2.py": "X = 1\n"}
     fake.add_merge_request(PID, IID, files_base=BASE, files_head=head, generated={"app/schema_pb2.py"})
     files, not_reviewed, _ = platform.diffs(PID, IID)
-    assert [(n.path, n.reason) for n in not_reviewed] == [("app/schema_pb2.py", "generated file")]
+    assert [(n.path, n.reason, n.detail) for n in not_reviewed] == [
+        ("app/schema_pb2.py", "generated", "generated file")
+    ]
     assert next(f for f in files if f.path == "app/schema_pb2.py").collapsed
 
 

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 from fakes.gitlab_server import BOT_TOKEN, FakeGitLab
+from markdown_it import MarkdownIt
 
 from agent.context import NotReviewed
 from agent.diff import DiffIndex
@@ -99,6 +100,7 @@ def publish(
     existing: dict[str, PostedThread] | None = None,
     versions: DiffVersions | None = None,
     index: DiffIndex | None = None,
+    allowed_urls: frozenset[str] = frozenset(),
 ) -> PublishResult:
     versions = versions or platform.latest_version(PID, IID)
     if index is None:
@@ -115,6 +117,7 @@ def publish(
         summary=summary,
         record_posted=record,
         not_reviewed=[NotReviewed(path="logo.png", reason="binary file")],
+        allowed_urls=allowed_urls,
     )
 
 
@@ -198,7 +201,11 @@ def test_summary_is_one_note_edited_in_place(fake: FakeGitLab, platform: GitLabP
     assert len(summaries) == 1 and summaries[0].id == first.summary_note_id == second.summary_note_id
     assert second.summary_edited and "Round two." in summaries[0].body and "Round one." not in summaries[0].body
     body = summaries[0].body
-    assert "`svc/api.py:5`" in body and "calibration: often rejected" in body and "`logo.png`: binary file" in body
+    assert (
+        "`svc/api.py:5`" in body
+        and "calibration: often rejected" in body
+        and "`logo.png` — binary: binary file" in body
+    )
     assert summaries[0].type is None  # a plain note: it cannot block merging as an open thread would
 
 
@@ -236,6 +243,28 @@ def test_model_text_is_neutralised_in_posted_bodies(fake: FakeGitLab, platform: 
     body = fake.find_note(PID, IID, result.posted[0].note_id).body
     assert f"@{ZWJ}all" in body and "<img" not in body and "evil.example" not in body and "\n/approve" not in body
     assert parse_markers(body) == {loud.fingerprint}
+
+
+def test_posted_bodies_carry_no_foreign_image_or_link(fake: FakeGitLab, platform: GitLabPlatform) -> None:
+    """Issue 21, item 8: the posted note, rendered as CommonMark, has no image or link off the merge
+    request's own GitLab, whatever Markdown trick the model used; links into that GitLab stay."""
+    own = f"{fake.url}/team/svc/-/merge_requests/{IID}"
+    body = (
+        "![x](//evil.example/a.png 'quoted title')\n\n![a [b] c](//evil.example/b.png)\n\n![x](\n//evil.example/c.png)"
+        "\n\n> [q]: //evil.example/d.png\n\n![q][q]\n\n- [l]: //evil.example/e.png\n\n![l][l]\n\n"
+        f"Compare [the earlier fix]({own})."
+    )
+    loud = finding("svc/api.py", 6, "    os.system('echo ' + name)", title="Images", body=body)
+    result = publish(
+        platform, [FindingToPublish(1, loud, "REAL", "ok")], Recorder(), allowed_urls=frozenset({fake.url})
+    )
+    posted = fake.find_note(PID, IID, result.posted[0].note_id).body
+    tokens = [
+        t for block in MarkdownIt("commonmark", {"html": True}).parse(posted) for t in [block, *(block.children or [])]
+    ]
+    urls = [str(t.attrs.get("href") or t.attrs.get("src")) for t in tokens if t.type in ("link_open", "image")]
+    assert urls == [own], posted
+    assert "<img" not in MarkdownIt("commonmark").render(posted)
 
 
 def test_threads_whose_code_is_gone_are_resolved(fake: FakeGitLab, platform: GitLabPlatform) -> None:

@@ -4,8 +4,11 @@ findings of a development-set merge request; the review completes with every ans
 decoding schema, every analyzer finding of the review without a model, no finding outside the change
 left standing, and the model's calls in the review's trace with their token counts.
 
-One execution (`strategies = 1`) and a review deadline keep it to a few minutes on a shared 2-core
-machine; the timings are printed, not asserted (they go in bench/).
+One execution (`strategies = 1`) and a few model steps per reviewer keep it to a few minutes on a
+shared 2-core machine. Not a review deadline: under load the strategy alone can take most of it, and
+then the reviewers' steps (the analyzers' included) were cut and the test failed by timing alone
+(issue 21). The bound is on steps, so what is asserted does not depend on the machine's speed; the
+timings are printed, not asserted (they go in bench/).
 """
 
 from __future__ import annotations
@@ -30,11 +33,12 @@ from agent.runtime import Runtime
 from agent.store.db import open_pool
 from agent.tracing import setup_tracing, shutdown_tracing
 from agent.verifier import HUNK_SLACK
-from reviewers.kernel.contracts import ChatMessage
+from reviewers import run_reviewer
+from reviewers.kernel.contracts import ChatMessage, PlanItem, ReviewContext, ReviewerName, ReviewerResult
 
 CASE_ID = "dev-bare-except"  # a change an analyzer has something to say about (a bare `except:`)
 ONE_EXECUTION = "[agreement]\nstrategies = 1\n"
-REVIEW_DEADLINE_S = 90.0  # reviewers take no step after this; the strategy and the judgments are bounded by tokens
+BASE_MODEL_STEPS = 2  # the model's own steps per reviewer; the strategy and the judgments are bounded by tokens
 MAX_OUTPUT_TOKENS = 512  # a reviewer's report at its string bounds is ~250 tokens of compact JSON
 
 
@@ -75,6 +79,19 @@ def devset_request(devset_path: Path) -> ReviewRequest:
     )
 
 
+def few_model_steps(
+    name: ReviewerName,
+    context: ReviewContext,
+    plan: PlanItem,
+    llm: Any,
+    *,
+    shared_prefix: str | None = None,
+    model_step_budget: int | None = None,
+) -> ReviewerResult:
+    steps = 0 if model_step_budget == 0 else BASE_MODEL_STEPS  # 0: a reviewer run for its analyzers only
+    return run_reviewer(name, context, plan, llm, shared_prefix=shared_prefix, model_step_budget=steps)
+
+
 def rows(dsn: str, sql: str, *params: Any) -> list[dict[str, Any]]:
     with psycopg.connect(dsn, row_factory=dict_row) as conn:
         return conn.execute(sql, params).fetchall()
@@ -89,9 +106,7 @@ def test_the_base_model_reviews_a_devset_merge_request_through_the_real_pipeline
         provider = setup_tracing(pool=pool)
         try:
             started = time.monotonic()
-            outcome = run_review(
-                Runtime(pool=pool, llm=base_model_llm, review_deadline_s=REVIEW_DEADLINE_S), request, dsn=None
-            )
+            outcome = run_review(Runtime(pool=pool, llm=base_model_llm, reviewer_fn=few_model_steps), request, dsn=None)
             elapsed = time.monotonic() - started
             provider.force_flush()
         finally:
@@ -112,6 +127,7 @@ def test_the_base_model_reviews_a_devset_merge_request_through_the_real_pipeline
             jsonschema.validate(json.loads(text), schema)
     for result in outcome.reviewer_results:
         assert not any(s.tool == "model_error" for s in result.steps), result.error
+        assert "deadline" not in (result.error or ""), result.error  # no clock decided what was reviewed
 
     # Every analyzer finding of the review without a model is here.
     no_model = run_review(Runtime(pool=None, llm=None), request, dsn=None)

@@ -86,8 +86,11 @@ def test_review_of_an_unknown_revision_and_an_empty_or_garbage_diff(env: None, t
     runner = CliRunner()
     bad_rev = runner.invoke(app, ["review", str(repo), "--base", "nope", "--head", "demo-head", "--no-store"])
     assert bad_rev.exit_code != 0 and "unknown revision" in bad_rev.output
+    # an empty diff and an empty commit range are the same thing: an empty change, exit 0, said so
     empty = runner.invoke(app, ["review", "--diff", "-", "--no-store"], input="")
-    assert empty.exit_code != 0 and "empty" in empty.output
+    assert empty.exit_code == 0 and "nothing to review: the change is empty" in empty.output
+    same = runner.invoke(app, ["review", str(repo), "--base", "demo-head", "--head", "demo-head", "--no-store"])
+    assert same.exit_code == 0 and "nothing to review: the change is empty" in same.output
     garbage = runner.invoke(
         app, ["review", "--diff", "-", "--no-store"], input="diff --git a/x b/x\n@@ -1,2 +1,2 @@\n+only one line\n"
     )
@@ -112,3 +115,19 @@ def test_review_a_gitlab_merge_request_dry_run_then_post(env: None, monkeypatch:
         again = runner.invoke(app, [*args, "--post"])
         assert again.exit_code == 0
         assert len(gitlab.notes(1, 3)) == first, "a second --post posted again"
+
+
+def test_a_shallow_clone_gets_a_hint_to_deepen(env: None, tmp_path: Path) -> None:
+    import subprocess
+
+    repo = tmp_path / "repo"
+    build_demo_repository(repo)
+    shallow = tmp_path / "shallow"
+    subprocess.run(
+        ["git", "clone", "-q", "--depth", "1", "--branch", "demo-head", f"file://{repo}", str(shallow)], check=True
+    )
+    result = CliRunner().invoke(app, ["review", str(shallow), "--base", "HEAD~1", "--head", "HEAD", "--no-store"])
+    assert result.exit_code == 2
+    said = " ".join(result.output.split())  # the console wraps long lines
+    assert "shallow clone" in said and "git fetch --deepen" in said
+    assert "Traceback" not in result.output

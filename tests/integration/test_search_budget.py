@@ -30,6 +30,11 @@ PATCH = "--- /dev/null\n+++ b/trap.txt\n@@ -0,0 +1,40 @@\n" + "".join(f"+{line}\
 # ~5 s over HOSTILE before (unbounded, growing with every group), one budget now
 GIT_EVIL = r"(.*)(.*)(.*)(.*)\4\3\2\1c"
 SLACK_S = 30.0  # wall time on a loaded two-core machine; the budget itself is CPU-bound matching
+# Issue 21: a pattern slow on every line but under the line budget on each. `a*a*a*a*[bc]` on 300 a's takes
+# ~0.08 s a line on an idle two-core box (well under SEARCH_TIME_BUDGET_S even under load), ~10 s over
+# these 120 lines: before, the call ran them all and answered "no match"; now the call's budget refuses it.
+SLOW_EVERYWHERE = r"a*a*a*a*[bc]"
+SLOW_TEXT = "".join("a" * 300 + "\n" for _ in range(120))
 
 
 def search_with(workspace: Workspace, evil: str = EVIL) -> None:
@@ -66,3 +71,19 @@ def test_a_catastrophic_search_pattern_is_refused_on_a_local_repository(tmp_path
     subprocess.run([*git, "commit", "-q", "-m", "trap"], cwd=tmp_path, check=True)
     repo = open_repository(tmp_path)
     search_with(repo.workspace(repo.resolve("HEAD")), evil=GIT_EVIL)
+
+
+def refused_within_one_call(workspace: Workspace) -> None:
+    files = parse_unified_diff("--- /dev/null\n+++ b/slow.txt\n@@ -0,0 +1,1 @@\n+a\n")
+    box = Toolbox(SECURITY, ReviewContext(title="t", description="", files=files, workspace=workspace), ["slow.txt"])
+    outcome = box.search(SLOW_EVERYWHERE)
+    assert not outcome.valid and "budget for one search" in outcome.observation, outcome.observation
+
+
+def test_a_pattern_slow_on_every_line_is_refused_by_the_call_budget() -> None:
+    with FakeGitLab() as gitlab:
+        gitlab.add_project(42, "team/service")
+        mr = gitlab.add_merge_request(42, 7, files_base={}, files_head={"slow.txt": SLOW_TEXT})
+        platform = GitLabPlatform(gitlab.url, BOT_TOKEN)
+        refused_within_one_call(platform.workspace(42, mr.latest.head_sha, changed_paths=["slow.txt"]))
+    refused_within_one_call(SnapshotWorkspace({"slow.txt": SLOW_TEXT}))

@@ -40,7 +40,7 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_build_is_fast_seeded_and_loads_offline(tmp_path: Path, tiny: Path) -> None:
     started = time.monotonic()
     again = build_tiny_model(tmp_path / "again", seed=0)
-    assert time.monotonic() - started < 10.0
+    assert time.monotonic() - started < 60.0  # ~1 s alone; generous so a loaded machine cannot fail it (issue 21)
     other = build_tiny_model(tmp_path / "other", seed=1, corpus=["def extra(): pass"])
     same = AutoModelForCausalLM.from_pretrained(again).state_dict()
     first = AutoModelForCausalLM.from_pretrained(tiny).state_dict()

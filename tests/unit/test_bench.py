@@ -13,6 +13,8 @@ from bench.fake_llm_server import _reviewer_targets
 from bench.report import Target, fmt, table
 from bench.scaling import growth_exponent, model_critical_path_s, seed_for
 from bench.webhook_load import percentile, raw_request
+from bench.webhook_slow_senders import ANSWER_WAIT_S, SenderResult, summarize
+from bench.webhook_slow_senders import targets as slow_sender_targets
 
 
 def test_a_target_below_a_limit_is_met_with_its_margin_or_missed_by_gap_and_factor() -> None:
@@ -81,3 +83,19 @@ def test_the_delayed_model_reads_the_files_a_reviewer_task_lists() -> None:
     messages = [{"role": "system", "content": "protocol"}, {"role": "user", "content": task}]
     assert _reviewer_targets(messages) == ["a.py", "pkg/b.py"]
     assert _reviewer_targets([{"role": "user", "content": "No changed file is yours to review"}]) == []
+
+
+def test_slow_senders_are_summarized_unanswered_counted_at_the_wait() -> None:
+    results = [
+        SenderResult("silent", 401, 0.02, True, 0),
+        SenderResult("trickle", 401, 0.04, False, 3),
+        SenderResult("stream", None, ANSWER_WAIT_S, False, 5 * 2**20),
+    ]
+    row = summarize(results, rss_before=100_000_000, rss_peak=300_000_000, rss_after=120_000_000)
+    assert row["statuses"] == {"401": 2, "None": 1}
+    assert (row["unanswered"], row["left_open"]) == (1, 1)
+    assert row["answer_max_s"] == ANSWER_WAIT_S and row["answer_p50_s"] == pytest.approx(0.03)
+    assert row["body_mib_sent"] == pytest.approx(5 + 3 / 2**20)
+    rss_target, answer_target = slow_sender_targets(row)
+    assert (rss_target.measured, rss_target.met) == (300.0, False)
+    assert (answer_target.measured, answer_target.met) == (ANSWER_WAIT_S, False)

@@ -165,7 +165,7 @@ def test_code_stays_literal() -> None:
 
 def test_fenced_code_is_refenced() -> None:
     out = neutralise("before\n```python\nif a < b:\n    notify('@all')\n```\nafter @bob")
-    assert out == f"before\n```python\nif a < b:\n    notify('@all')\n```\nafter @{ZWJ}bob"
+    assert out == f"before\n\n```python\nif a < b:\n    notify('@all')\n```\n\nafter @{ZWJ}bob"
 
 
 def test_links_removed_unless_allowed() -> None:
@@ -184,7 +184,7 @@ def test_images_lose_their_url() -> None:
 
 
 def test_quick_actions_are_escaped() -> None:
-    assert neutralise("fine\n/merge\n  /approve") == "fine\n\\/merge\n  \\/approve"
+    assert neutralise("fine\n/merge\n  /approve") == "fine\n\\/merge\n\\/approve"
 
 
 def test_cross_references_are_broken() -> None:
@@ -216,3 +216,60 @@ def test_marker_roundtrip_and_validation() -> None:
     assert has_summary_marker(body)
     with pytest.raises(InputError):
         hidden_marker("abc --> <b>")
+
+
+# Issue 21, item 8: what the old regexes let through as `<img src="//host/...">`, and near relatives.
+OWN = "https://gitlab.example.com"
+BYPASSES = {
+    "single-quoted title": "![x](//evil.example/p.png 'a title')",
+    "single-quoted title, absolute": "![x](https://evil.example/p.png 'a title')",
+    "parenthesised title": "![x](https://evil.example/p.png (a title))",
+    "nested brackets": "![a [b] c](//evil.example/p.png)",
+    "image in a link": "[![pic](//evil.example/p.png)](https://evil.example/go)",
+    "newline before the url": "![x](\n//evil.example/p.png)",
+    "angle-bracket url": "![x](<//evil.example/p png>)",
+    "definition in a quote": "> [r]: //evil.example/p.png\n\n![x][r]",
+    "definition in a list item": "- [r]: //evil.example/p.png\n\n![x][r]",
+    "definition, collapsed reference": "[r]: //evil.example/p.png\n\n![r][]",
+    "definition, shortcut link": "[home]:\n  https://evil.example/x\n\nsee [home]",
+    "autolink": "<https://evil.example/x>",
+    "html image": '<img src="//evil.example/p.png">',
+    "credentials before a host": f"[ours]({OWN}@evil.example/x)",
+    "look-alike host": "[ours](https://gitlab.example.com.evil.example/x)",
+    "protocol-relative look-alike": "![x](//gitlab.example.com.evil.example/p.png)",
+}
+GITLAB_LIKE = MarkdownIt("commonmark", {"html": True})  # as GitLab parses a note; raw HTML allowed
+
+
+def external_links(markdown: str) -> list[str]:
+    """Every link, image or raw HTML a reader of the rendered note would get that is not on OWN's host."""
+    html = GITLAB_LIKE.render(markdown)
+    out = [t.content for t in _walk(GITLAB_LIKE.parse(markdown)) if t.type in ("html_inline", "html_block")]
+    for tok in _walk(GITLAB_LIKE.parse(markdown)):
+        url = str(tok.attrs.get("href") or tok.attrs.get("src") or "")
+        if tok.type in ("link_open", "image") and not url.startswith(OWN + "/"):
+            out.append(url)
+    return out + (["<img in html>"] if "<img" in html and f'src="{OWN}/' not in html else [])
+
+
+@pytest.mark.parametrize("text", list(BYPASSES.values()), ids=list(BYPASSES))
+def test_no_external_image_or_link_survives(text: str) -> None:
+    assert external_links(text) != []  # the input itself renders a foreign link or image
+    out = neutralise(text, allowed_urls={OWN})
+    assert external_links(out) == [], out
+
+
+def test_links_to_the_merge_requests_own_gitlab_survive() -> None:
+    text = (
+        f"See [the pipeline]({OWN}/team/svc/-/pipelines/7) and ![diagram]({OWN}/team/svc/uploads/a/d.png 'd'),\n"
+        f"also <{OWN}/team/svc/-/issues/3> and {OWN}/team/svc/-/blob/main/app.py; not [this](https://evil.example)."
+    )
+    out = neutralise(text, allowed_urls={OWN})
+    tokens = _walk(GITLAB_LIKE.parse(out))
+    assert [str(t.attrs.get("href") or t.attrs.get("src")) for t in tokens if t.type in ("link_open", "image")] == [
+        f"{OWN}/team/svc/-/pipelines/7",
+        f"{OWN}/team/svc/uploads/a/d.png",
+        f"{OWN}/team/svc/-/issues/3",
+    ]
+    # the bare URL stays as text GitLab links itself; the foreign link keeps only its words
+    assert f"{OWN}/team/svc/-/blob/main/app.py" in out and "not this." in out and "evil" not in out

@@ -37,7 +37,9 @@ from agent.session import prepare_database
 from api.app import create_app
 from api.worker import ensure_queue_schema
 
-RETRY_AFTER_S = 6  # the summary note's wait: long enough for a fast stop and a start of the server
+# the summary note's wait, inside which Postgres is stopped and started: 6 s was enough on an idle
+# machine and not under load (issue 21); a longer wait costs the test seconds, not its verdict
+RETRY_AFTER_S = 20
 
 
 @pytest.fixture

@@ -24,7 +24,9 @@ from api.worker import pipeline_review_function
 # GitLab's raw file reads still serve it.
 LONG_LINES = 330
 HOSTILE_JS = "".join("a" * 2990 + "\n" + "1\n" * 9 for _ in range(LONG_LINES))
-REVIEW_WITHIN_S = 20.0  # it took 81 s for 455 such lines (and minutes here) before the budgets
+# it took 81 s for 455 such lines (and minutes here) before the budgets, on an idle machine; the
+# bound leaves room for a loaded one (issue 21), and the cut itself is asserted from the summary
+REVIEW_WITHIN_S = 60.0
 
 
 def review_once(service: LiveServer, dsn: str, head: dict[str, str], **settings: Any) -> tuple[float, str]:

@@ -247,10 +247,12 @@ def test_serve_restarts_a_dead_worker_and_takes_it_down_when_killed(
 
 
 @pytest.mark.slow
-def test_serve_stops_with_the_error_of_a_worker_that_cannot_start(db_dsn: str, tmp_path: Path) -> None:
+def test_serve_stops_with_the_error_of_a_worker_that_cannot_start(
+    db_dsn: str, fake: FakeGitLab, tmp_path: Path
+) -> None:
     port = free_port()
-    env = {**os.environ, "REVIEWLOOP_DATABASE_URL": db_dsn, "REVIEWLOOP_WEBHOOK_SECRET": SECRET}
-    env.pop("REVIEWLOOP_GITLAB_URL", None)  # a worker needs GitLab: it exits 2 and says so
+    # a model path with no model: the worker refuses to start (exit 2) and says why
+    env = {**gitlab_env(db_dsn, fake), "REVIEWLOOP_LLM_MODEL_PATH": str(tmp_path / "no-model")}
     log = tmp_path / "serve.log"
     proc = start_cli(["serve", "--port", str(port)], env=env, log=log)
     try:
@@ -260,6 +262,6 @@ def test_serve_stops_with_the_error_of_a_worker_that_cannot_start(db_dsn: str, t
             proc.kill()
         proc.wait(timeout=30)
     output = log.read_text()
-    assert "REVIEWLOOP_GITLAB_URL" in output
+    assert "no model at" in output
     assert "reviewloop: the worker process could not start (exit 2)" in output
     assert "starting another" not in output  # no restart loop

@@ -15,6 +15,7 @@ from agent.verdicts.sinks import sink_gets_constants
 from agent.verifier import VerifierInputs, verify_findings
 from agent.workspaces.snapshot import SnapshotWorkspace
 from reviewers.fingerprint import make_fingerprint
+from reviewers.kernel.budget import SearchBudget
 from reviewers.kernel.contracts import Agreement, ChatMessage, Finding, SearchHit
 
 HEAD = """import subprocess
@@ -159,7 +160,7 @@ def test_a_removed_symbol_still_defined_in_a_module_the_file_uses_is_a_false_pos
 class NarrowSearch(SnapshotWorkspace):
     """A workspace whose search sees nothing (GitLab's covers only the changed files' directories)."""
 
-    def search(self, pattern: str, *, max_hits: int = 50) -> list[SearchHit]:
+    def search(self, pattern: str, *, max_hits: int = 50, budget: SearchBudget | None = None) -> list[SearchHit]:
         return []
 
 

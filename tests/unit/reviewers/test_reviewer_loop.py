@@ -30,61 +30,88 @@ def lines(result: Any) -> list[tuple[str, int]]:
     return [(f.path, f.line) for f in result.findings]
 
 
-def test_no_focus_reviews_changed_files_in_diff_order_within_budget(context: ReviewContext) -> None:
+def test_the_analyzers_read_every_changed_file_whatever_the_budget(context: ReviewContext) -> None:
+    """Issue 21: the step budget is the model's; the analyzers are not rationed by it."""
     result = security(context, step_budget=1)
-    assert lines(result) == [("app/a.py", 4)]
+    assert lines(result) == [("app/a.py", 4), ("app/b.py", 4)]
     assert [(s.tool, s.args, s.valid, s.new_findings, s.paths) for s in result.steps] == [
-        ("run_analyzer", {"path": "app/a.py"}, True, 1, ["app/a.py"])
+        ("run_analyzer", {"path": p}, True, n, [p])
+        for p, n in (("app/a.py", 1), ("app/b.py", 1), ("docs/readme.md", 0))
     ]
-    assert result.error == "step budget 1 used up; not reviewed: app/b.py, docs/readme.md"
-    assert not result.used_model
-    full = security(context, step_budget=5)
-    assert lines(full) == [("app/a.py", 4), ("app/b.py", 4)] and len(full.steps) == 3 and full.error is None
+    assert result.error is None and result.not_reviewed == [] and not result.used_model
+    assert security(context, step_budget=5).findings == result.findings
 
 
-def test_focus_order_decides_what_the_budget_reaches(context: ReviewContext) -> None:
+def test_the_focus_steers_the_model_not_the_analyzers(context: ReviewContext) -> None:
     only_b = security(context, focus_paths=["app/b.py"], step_budget=1)
-    assert lines(only_b) == [("app/b.py", 4)] and only_b.error is None  # a.py is outside the focus: not found
-    b_first = security(context, focus_paths=["app/b.py", "app/a.py"], step_budget=1)
-    assert lines(b_first) == [("app/b.py", 4)]
-    assert b_first.error == "step budget 1 used up; not reviewed: app/a.py"
-    directory = security(context, focus_paths=["app/"], step_budget=5)
-    assert [s.args["path"] for s in directory.steps] == ["app/a.py", "app/b.py"]
-    glob = security(context, focus_paths=["docs/*", "app/*.py"], step_budget=5)
-    assert [s.args["path"] for s in glob.steps] == ["app/a.py", "app/b.py", "docs/readme.md"]  # diff order
-
-
-def test_the_plans_order_picks_the_files_and_the_change_orders_the_analyzers(context: ReviewContext) -> None:
-    """Which files the budget reaches is the plan's choice; they are analyzed in the change's order,
-    so a once-per-change analyzer finding does not move with the order a model wrote its focus in."""
-    forward = security(context, focus_paths=["app/a.py", "app/b.py"], step_budget=2)
-    backward = security(context, focus_paths=["app/b.py", "app/a.py"], step_budget=2)
-    assert (
-        [s.args["path"] for s in backward.steps] == [s.args["path"] for s in forward.steps] == ["app/a.py", "app/b.py"]
-    )
-    assert sorted(lines(backward)) == sorted(lines(forward)) == [("app/a.py", 4), ("app/b.py", 4)]
-    two_of_three = security(context, focus_paths=["docs/readme.md", "app/b.py", "app/a.py"], step_budget=2)
-    assert [s.args["path"] for s in two_of_three.steps] == ["app/b.py", "docs/readme.md"]
+    assert lines(only_b) == [("app/a.py", 4), ("app/b.py", 4)]  # a.py is outside the focus: still analyzed
+    assert only_b.error is None and only_b.not_reviewed == []
+    for focus in (["app/b.py", "app/a.py"], ["app/"], ["docs/*", "app/*.py"], ["docs/readme.md"]):
+        planned = security(context, focus_paths=focus, step_budget=1)
+        # every file, in the change's own order, so a once-per-change finding does not move with the plan
+        assert [s.args["path"] for s in planned.steps] == ["app/a.py", "app/b.py", "docs/readme.md"]
+        assert planned.findings == only_b.findings
 
 
 def test_focus_on_nothing_reviewable_and_config_exclusions(build_context: Any, context: ReviewContext) -> None:
     nothing = security(context, focus_paths=["app/missing.py"])
-    assert nothing.steps == [] and nothing.findings == []
+    assert lines(nothing) == [("app/a.py", 4), ("app/b.py", 4)]
     assert nothing.error == "no focus path is a changed file the security reviewer reads: app/missing.py"
     excluded = build_context({}, {"app/a.py": A, "app/b.py": B}, config=RepoConfig(exclude=["app/a.py"]))
-    assert lines(security(excluded)) == [("app/b.py", 4)]
-    # code_quality does not read markdown: the readme is not one of its targets at all.
+    assert lines(security(excluded)) == [("app/b.py", 4)]  # the team's own exclusion: not named
+    assert security(excluded).not_reviewed == []
+    # code_quality does not read markdown: the readme is not one of its files at all.
     quality = run_reviewer("code_quality", context, PlanItem(reviewer="code_quality"), None)
     assert [s.args["path"] for s in quality.steps] == ["app/a.py", "app/b.py"]
 
 
-def test_generated_and_minified_files_are_named_not_reviewed(build_context: Any) -> None:
-    minified = "var a=1;" * 500 + "eval(x)\n"
-    generated = "# Code generated by protoc. DO NOT EDIT.\nimport os\nos.system(cmd)\n"
-    ctx = build_context({}, {"web/app.min.js": minified, "api/pb2.py": generated, "app/a.py": A})
+def test_generated_huge_and_oddly_encoded_files_get_the_secrets_scan_and_are_named(build_context: Any) -> None:
+    token = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+    minified = "var a=1;" * 500 + "eval(x)\n" + f"const t = '{token}';\n"
+    generated = "# Code generated by protoc. DO NOT EDIT.\nimport os\nos.system(cmd)\npassword = 'Zq8#vL2!pX9w'\n"
+    huge = "import os\nos.system(cmd)\napi_key = 'Zq8#vL2!pX9wK3'\n" + "x = 1\n" * 200_000
+    latin = "import os\n# caf\ufffd\nos.system(cmd)\npassword = 'Zq8#vL2!pX9w'\n"
+    ctx = build_context(
+        {}, {"web/app.min.js": minified, "api/pb2.py": generated, "app/a.py": A, "big.py": huge, "old.py": latin}
+    )
     result = security(ctx)
-    assert lines(result) == [("app/a.py", 4)] and len(result.steps) == 1
-    assert result.error == "skipped as generated or minified: api/pb2.py, web/app.min.js"
+    # the secrets scan reads them all; nothing else does (no os.system finding but in app/a.py)
+    assert {(f.path, f.rule) for f in result.findings} == {
+        ("app/a.py", "python:shell-interpolation"),
+        ("web/app.min.js", "secrets:known-prefix"),
+        ("api/pb2.py", "secrets:named-literal"),
+        ("big.py", "secrets:named-literal"),
+        ("old.py", "secrets:named-literal"),
+    }
+    named = {n.path: (n.reason, n.detail) for n in result.not_reviewed}
+    assert {p: r for p, (r, _) in named.items()} == {
+        "web/app.min.js": "generated",
+        "api/pb2.py": "generated",
+        "big.py": "size",
+        "old.py": "encoding",
+    }
+    assert all("secrets scanned only" in d for _, d in named.values())
+    assert "searched for vendor tokens only" in named["web/app.min.js"][1]  # the minified line: said, too
+    assert [s.args["path"] for s in result.steps] == ["app/a.py"]
+    quality = run_reviewer("code_quality", ctx, PlanItem(reviewer="code_quality"), None)
+    assert {n.path: n.reason for n in quality.not_reviewed} == {
+        "web/app.min.js": "generated",
+        "api/pb2.py": "generated",
+        "big.py": "size",
+        "old.py": "encoding",
+    }
+    assert all(n.detail.endswith("not analyzed by the code_quality reviewer") for n in quality.not_reviewed)
+
+
+def test_the_deadline_names_the_files_it_cut_off(context: ReviewContext) -> None:
+    context.deadline = 0.0  # long past: no analyzer step is taken
+    result = security(context)
+    assert result.steps == [] and result.findings == []
+    assert [(n.path, n.reason) for n in result.not_reviewed] == [
+        ("app/a.py", "deadline"),
+        ("app/b.py", "deadline"),
+        ("docs/readme.md", "deadline"),
+    ]
 
 
 def test_a_model_adds_to_what_the_analyzers_found(context: ReviewContext, scripted_llm: Any) -> None:
@@ -103,10 +130,11 @@ def test_a_model_adds_to_what_the_analyzers_found(context: ReviewContext, script
     )
     result = security(context, llm, step_budget=2)
     assert result.used_model
-    # The analyzers run first, exactly as without a model; then the model's own budget of steps.
+    # The analyzers run first on every file, exactly as without a model; then the model's own budget of steps.
     assert [(s.tool, s.valid, s.new_findings) for s in result.steps] == [
         ("run_analyzer", True, 1),
         ("run_analyzer", True, 1),
+        ("run_analyzer", True, 0),
         ("read_file", True, 0),
         ("run_analyzer", True, 0),  # already analyzed: costs the model a step, finds nothing new
     ]
@@ -114,7 +142,7 @@ def test_a_model_adds_to_what_the_analyzers_found(context: ReviewContext, script
         ("app/a.py", 4, "python:shell-interpolation"),
         ("app/b.py", 4, "python:shell-interpolation"),
     }
-    assert result.error == "step budget 2 used up; not reviewed: docs/readme.md"
+    assert result.error is None and result.not_reviewed == []
     assert llm.purposes == ["reviewer.security"] * 2
 
     llm = scripted_llm([{"tool": "read_file", "path": "app/a.py", "start": 1, "end": 4}, report, report])
@@ -201,8 +229,8 @@ def test_a_failed_step_costs_one_step_not_the_loop(context: ReviewContext, scrip
 
     # A model that never answers usably spends at most its own budget, and gives up after three in a row.
     broken = security(context, scripted_llm([LLMOutputError("not JSON twice")] * 9), step_budget=2)
-    assert [s.tool for s in broken.steps] == ["run_analyzer", "run_analyzer", "model_error", "model_error"]
-    assert not broken.used_model and broken.error is not None and "not reviewed: docs/readme.md" in broken.error
+    assert [s.tool for s in broken.steps] == ["run_analyzer"] * 3 + ["model_error", "model_error"]
+    assert not broken.used_model and broken.error is None and broken.not_reviewed == []
     hopeless = security(context, scripted_llm([LLMOutputError("not JSON twice")] * 9), step_budget=8)
     assert [s.tool for s in hopeless.steps] == ["run_analyzer"] * 3 + ["model_error"] * 3
     assert hopeless.error == (
@@ -225,8 +253,8 @@ def test_an_unreachable_model_ends_only_the_model_part(context: ReviewContext, s
         step_budget=2,
     )
     assert later.used_model
-    assert [s.args.get("path") for s in later.steps] == ["app/a.py", "app/b.py", "app/b.py"]
-    assert later.error is not None and "LLMUnavailableError" in later.error and "docs/readme.md" in later.error
+    assert [s.args.get("path") for s in later.steps] == ["app/a.py", "app/b.py", "docs/readme.md", "app/b.py"]
+    assert later.error is not None and "LLMUnavailableError" in later.error and later.not_reviewed == []
 
 
 def test_prompts_share_a_prefix_and_carry_the_plan(build_context: Any, scripted_llm: Any) -> None:

@@ -74,15 +74,13 @@ def test_tools_without_a_path_to_take_are_left_out() -> None:
 
 
 def test_the_loop_sends_each_step_its_schema(build_context: Any, scripted_llm: Any) -> None:
-    """The analyzer pass takes the first two files (the plan's budget of 2); the model's steps are
-    decoded under a schema that offers run_analyzer only for the file not analyzed yet."""
+    """The analyzer pass reads every file, whatever the plan's budget (2 here); the model's steps are
+    decoded under a schema that offers run_analyzer for no file (none is left to analyze)."""
     files = {"app/a.py": A, "app/b.py": B, "app/c.py": A.replace("a", "c")}
     context: ReviewContext = build_context({}, files)
-    llm = scripted_llm([{"tool": "run_analyzer", "path": "app/c.py"}, {"tool": "finish"}])
+    llm = scripted_llm([{"tool": "read_file", "path": "app/c.py", "start": 1, "end": 2}, {"tool": "finish"}])
     run_reviewer("security", context, PlanItem(reviewer="security", step_budget=2), llm)
     first, second = llm.json_schemas
-    assert first == tool_call_json_schema(paths=list(files), analyzer_paths=["app/c.py"])
-    # After c.py was analyzed, run_analyzer has no file left; the other tools keep all three.
-    assert second == tool_call_json_schema(paths=list(files), analyzer_paths=[])
+    assert first == second == tool_call_json_schema(paths=list(files), analyzer_paths=[])
     assert not admitted(second, {"tool": "run_analyzer", "path": "app/c.py"})
     assert admitted(second, {"tool": "read_file", "path": "app/a.py", "start": 1, "end": 4})

@@ -1,0 +1,361 @@
+"""Are the rules right on real history? Review the last commits of real Python repositories, no model.
+
+The noise bench (bench/noise.py) asks how much a review says about released code; this one asks
+whether what it says is *right*, on the changes real maintainers made: for each of several open-source
+repositories, kept as local git mirrors, the last N first-parent commits that change Python code are
+reviewed one at a time exactly as `reviewloop review MIRROR --base C~1 --head C` does (the real
+pipeline, no model, no database). Every finding the verifier labels REAL is recorded with its
+repository and commit, so a person can read the code and judge it; the judgements live in a JSON
+file beside this module (`history_judgements.json`) and the report joins them to the findings.
+
+Mirrors are bare git directories laid out as `ROOT/OWNER+NAME/repo` (what the session's `fetch`
+tool makes of `github:OWNER/NAME`; `git clone --mirror https://github.com/OWNER/NAME ROOT/OWNER+NAME/repo`
+makes the same).
+
+    python -m bench.history --mirrors /work/.mirror                 # print the report
+    python -m bench.history --mirrors /work/.mirror --per-repo 40 --json out.json
+    python -m bench.history --render out.json                       # re-render with the judgements
+
+Lines changed: added plus deleted lines of `.py` files, the code a reviewer reads. A commit whose
+Python change is larger than MAX_COMMIT_LINES (a reformat, a vendored library) is left out and
+counted as skipped: one such commit would dominate the line count and says little about a rule.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Literal
+
+REPOSITORIES = (
+    "pallets/flask", "psf/requests", "encode/httpx", "pallets/click", "django/asgiref",
+    "python-attrs/attrs", "pypa/packaging", "aio-libs/yarl", "benoitc/gunicorn", "Textualize/rich",
+)  # fmt: skip
+PER_REPO = 40
+MAX_COMMIT_LINES = 1500  # a larger Python change is a reformat or a vendored drop, not a review
+LOG_DEPTH = 400  # first-parent commits looked at per repository to find PER_REPO code commits
+REVIEW_DEADLINE_S = 120.0  # one commit's reviewers stop here; what they skip is named as not reviewed
+GIT_TIMEOUT_S = 120.0
+TARGET_RIGHT = 0.70
+TARGET_PER_1000 = 1.0
+JUDGEMENTS = Path(__file__).with_name("history_judgements.json")
+
+Verdict = Literal["right", "debatable", "wrong"]
+
+
+@dataclass(frozen=True)
+class Commit:
+    sha: str
+    subject: str
+    lines: int  # added + deleted lines in .py files
+
+
+@dataclass
+class Posted:
+    repo: str
+    commit: str
+    rule: str
+    severity: str
+    path: str
+    line: int
+    title: str
+    evidence: str
+
+
+@dataclass
+class CommitResult:
+    repo: str
+    commit: str
+    subject: str
+    lines: int
+    seconds: float
+    posted: list[Posted] = field(default_factory=list)
+    error: str = ""
+
+
+@dataclass
+class Judgement:
+    verdict: Verdict
+    why: str
+
+
+# --- choosing commits (pure) ------------------------------------------------------------------------
+
+LOG_FORMAT = "--format=%x00%H%x09%P%x09%s"
+
+
+def parse_log(text: str) -> list[tuple[str, int, str, dict[str, int]]]:
+    """`git log --numstat` output in LOG_FORMAT → (sha, parent count, subject, {path: changed lines})."""
+    out: list[tuple[str, int, str, dict[str, int]]] = []
+    for block in text.split("\x00")[1:]:
+        header, _, rest = block.partition("\n")
+        sha, parents, subject = (header.split("\t", 2) + ["", ""])[:3]
+        changed: dict[str, int] = {}
+        for row in rest.splitlines():
+            parts = row.split("\t")
+            if len(parts) != 3:
+                continue
+            added, deleted, path = parts
+            if " => " in path:  # a rename, `a => b` or `src/{old => new}/m.py`: count it under its new name
+                path = re.sub(r"\{[^{}]* => ([^{}]*)\}", r"\1", path).split(" => ")[-1].replace("//", "/")
+            # "-" for a binary file: not code a rule reads
+            changed[path] = (int(added) if added.isdigit() else 0) + (int(deleted) if deleted.isdigit() else 0)
+        out.append((sha, len(parents.split()), subject, changed))
+    return out
+
+
+def select_commits(
+    log: list[tuple[str, int, str, dict[str, int]]], *, per_repo: int = PER_REPO, max_lines: int = MAX_COMMIT_LINES
+) -> tuple[list[Commit], int]:
+    """The newest `per_repo` code commits of a first-parent log, and how many too-large ones were passed over.
+
+    A code commit changes at least one `.py` line and has a parent (a root commit has no base to
+    review against)."""
+    chosen: list[Commit] = []
+    skipped = 0
+    for sha, parents, subject, changed in log:
+        if len(chosen) >= per_repo:
+            break
+        lines = sum(n for path, n in changed.items() if path.endswith(".py"))
+        if parents == 0 or lines == 0:
+            continue
+        if lines > max_lines:
+            skipped += 1
+            continue
+        chosen.append(Commit(sha, subject, lines))
+    return chosen, skipped
+
+
+def interleave(queues: list[tuple[str, Path, list[Commit]]]) -> list[tuple[str, Path, Commit]]:
+    """The i-th commit of every repository before the (i+1)-th of any."""
+    longest = max((len(commits) for _, _, commits in queues), default=0)
+    return [(repo, mirror, commits[i]) for i in range(longest) for repo, mirror, commits in queues if i < len(commits)]
+
+
+def mirror_path(root: Path, repo: str) -> Path:
+    return root / repo.replace("/", "+") / "repo"
+
+
+def code_commits(mirror: Path, *, per_repo: int, max_lines: int = MAX_COMMIT_LINES) -> tuple[list[Commit], int]:
+    text = subprocess.run(
+        [
+            "git",
+            "--no-pager",
+            "log",
+            "--first-parent",
+            "--diff-merges=first-parent",
+            "--numstat",
+            LOG_FORMAT,
+            f"--max-count={LOG_DEPTH}",
+            "HEAD",
+        ],  # fmt: skip
+        cwd=mirror,
+        capture_output=True,
+        check=True,
+        timeout=GIT_TIMEOUT_S,
+    ).stdout.decode("utf-8", errors="replace")
+    return select_commits(parse_log(text), per_repo=per_repo, max_lines=max_lines)
+
+
+# --- reviewing ----------------------------------------------------------------------------------------
+
+
+def review_commit(repo: str, mirror: Path, commit: Commit) -> CommitResult:
+    """One commit reviewed as `reviewloop review MIRROR --base C~1 --head C` does, without a model."""
+    from agent.context import ReviewRequest
+    from agent.pipeline import run_review
+    from agent.runtime import Runtime
+    from reviewers.kernel.errors import ReviewloopError
+
+    started = time.perf_counter()
+    request = ReviewRequest(
+        source="local", title=commit.subject, repo_path=str(mirror), base=f"{commit.sha}~1", head=commit.sha
+    )
+    result = CommitResult(repo, commit.sha, commit.subject, commit.lines, 0.0)
+    try:
+        runtime = Runtime(pool=None, llm=None, review_deadline_s=REVIEW_DEADLINE_S)
+        outcome = run_review(runtime, request, dsn=None, review_id=0)
+    except ReviewloopError as exc:
+        result.error = str(exc)
+    else:
+        for v in outcome.verified:
+            if v.verdict != "REAL":
+                continue
+            f = v.finding
+            evidence = f.evidence.strip().splitlines()[0][:160] if f.evidence.strip() else ""
+            result.posted.append(Posted(repo, commit.sha, f.rule, f.severity, f.path, f.line, f.title, evidence))
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def run(
+    mirrors: Path,
+    repos: tuple[str, ...] = REPOSITORIES,
+    *,
+    per_repo: int = PER_REPO,
+    budget_s: float | None = None,
+    progress: bool = True,
+) -> tuple[list[CommitResult], dict[str, int]]:
+    """Every chosen commit of every mirror present, one review at a time; stops starting new reviews
+    once `budget_s` has passed (the commits left are not counted)."""
+    started = time.monotonic()
+    results: list[CommitResult] = []
+    skipped: dict[str, int] = {}
+    queues: list[tuple[str, Path, list[Commit]]] = []
+    for repo in repos:
+        mirror = mirror_path(mirrors, repo)
+        if not mirror.is_dir():
+            print(f"[history] {repo}: no mirror at {mirror}, left out", file=sys.stderr)
+            continue
+        commits, skipped[repo] = code_commits(mirror, per_repo=per_repo)
+        queues.append((repo, mirror, commits))
+    # Round robin, newest first in each repository: a run cut short by the budget is still spread
+    # over every repository instead of leaving the last ones out.
+    for repo, mirror, commit in interleave(queues):
+        if budget_s is not None and time.monotonic() - started > budget_s:
+            print(f"[history] time budget of {budget_s:.0f} s spent; stopping", file=sys.stderr)
+            break
+        done = review_commit(repo, mirror, commit)
+        results.append(done)
+        if progress:
+            print(
+                f"[history] {repo:22} {commit.sha[:10]} {commit.lines:5} lines {len(done.posted)} posted "
+                f"{done.seconds:5.1f} s {done.error}",
+                file=sys.stderr,
+                flush=True,
+            )
+    return results, skipped
+
+
+# --- the report (pure) --------------------------------------------------------------------------------
+
+
+def judgement_key(p: Posted) -> str:
+    """Stable across reruns: a finding is the same finding when its commit, rule and place are."""
+    return f"{p.repo}@{p.commit[:12]}:{p.path}:{p.line}:{p.rule}"
+
+
+def load_judgements(path: Path = JUDGEMENTS) -> dict[str, Judgement]:
+    if not path.exists():
+        return {}
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    return {key: Judgement(value["verdict"], value["why"]) for key, value in raw.items()}
+
+
+def render(
+    results: list[CommitResult], judgements: dict[str, Judgement], *, skipped: dict[str, int] | None = None
+) -> str:
+    """Per-repository table, the rate of posted findings, and every posted finding with its judgement."""
+    skipped = skipped or {}
+    repos = list(dict.fromkeys(r.repo for r in results))  # results hold each repository newest first
+    posted = [p for r in results for p in r.posted]
+    lines = sum(r.lines for r in results)
+    parts = [
+        "| repository | commits | first … last reviewed | lines changed (.py) | posted | per 1,000 lines |",
+        "|---|---:|---|---:|---:|---:|",
+    ]
+    for repo in repos:
+        mine = [r for r in results if r.repo == repo]
+        n_lines = sum(r.lines for r in mine)
+        n_posted = sum(len(r.posted) for r in mine)
+        extra = f" (+{skipped[repo]} over {MAX_COMMIT_LINES} lines skipped)" if skipped.get(repo) else ""
+        parts.append(
+            f"| {repo} | {len(mine)}{extra} | {mine[-1].commit[:10]} … {mine[0].commit[:10]} | {n_lines:,} | "
+            f"{n_posted} | {_rate(n_posted, n_lines)} |"
+        )
+    parts.append(
+        f"| **all** | {len(results)} | | {lines:,} | {len(posted)} | **{_rate(len(posted), lines)}** "
+        f"(target ≤ {TARGET_PER_1000:g}) |"
+    )
+    verdicts = Counter(judgements[judgement_key(p)].verdict if judgement_key(p) in judgements else None for p in posted)
+    judged = sum(n for v, n in verdicts.items() if v is not None)
+    right_share = verdicts["right"] / len(posted) if posted else float("nan")
+    parts += [
+        "",
+        f"Posted findings judged: {judged} of {len(posted)} — right {verdicts['right']}, debatable "
+        f"{verdicts['debatable']}, wrong {verdicts['wrong']}, not yet judged {verdicts[None]}. "
+        f"Right: **{_share(right_share)}** of posted (target ≥ {TARGET_RIGHT:.0%}).",
+    ]
+    errors = [r for r in results if r.error]
+    if errors:
+        parts += ["", "Reviews that failed:", *[f"- {r.repo}@{r.commit[:10]}: {r.error}" for r in errors]]
+    parts += ["", "| repository@commit | finding | judgement | why |", "|---|---|---|---|"]
+    for p in posted:
+        j = judgements.get(judgement_key(p))
+        finding = f"`{p.path}:{p.line}` {p.severity} {p.rule}: {p.title}"
+        if p.evidence:
+            evidence = p.evidence.replace("`", "'")
+            finding += f" — `{evidence}`"
+        parts.append(
+            f"| {p.repo}@{p.commit[:10]} | {finding.replace('|', '¦')} | {j.verdict if j else '—'} | "
+            f"{(j.why if j else 'not judged').replace('|', '¦')} |"
+        )
+    if not posted:
+        parts.append("| — | nothing posted | | |")
+    return "\n".join(parts)
+
+
+def _rate(count: int, lines: int) -> str:
+    return f"{1000.0 * count / lines:.2f}" if lines else "n/a"
+
+
+def _share(value: float) -> str:
+    return "n/a" if value != value else f"{value:.0%}"
+
+
+def to_json(results: list[CommitResult], skipped: dict[str, int]) -> str:
+    return json.dumps({"skipped": skipped, "results": [asdict(r) for r in results]}, indent=1)
+
+
+def from_json(text: str) -> tuple[list[CommitResult], dict[str, int]]:
+    raw = json.loads(text)
+    results = []
+    for r in raw["results"]:
+        posted = [Posted(**p) for p in r.pop("posted")]
+        results.append(CommitResult(**r, posted=posted))
+    return results, {k: int(v) for k, v in raw.get("skipped", {}).items()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Review the last code commits of real repositories, no model.")
+    parser.add_argument("--mirrors", type=Path, help="root of the mirrors, laid out as ROOT/OWNER+NAME/repo")
+    parser.add_argument("--repos", default=",".join(REPOSITORIES), help="comma-separated OWNER/NAME list")
+    parser.add_argument("--per-repo", type=int, default=PER_REPO, help="code commits reviewed per repository")
+    parser.add_argument("--budget-s", type=float, default=None, help="start no review after this many seconds")
+    parser.add_argument("--json", type=Path, default=None, help="write the raw results here")
+    parser.add_argument("--render", type=Path, default=None, help="render a --json file instead of reviewing")
+    parser.add_argument("--judgements", type=Path, default=JUDGEMENTS)
+    args = parser.parse_args(argv)
+    if args.render is not None:
+        results, skipped = from_json(args.render.read_text(encoding="utf-8"))
+    else:
+        if args.mirrors is None:
+            parser.error("--mirrors is needed to review (or --render FILE)")
+        started_at, started = datetime.now(UTC), time.perf_counter()
+        load = os.getloadavg()
+        repos = tuple(r.strip() for r in args.repos.split(",") if r.strip())
+        results, skipped = run(args.mirrors, repos, per_repo=args.per_repo, budget_s=args.budget_s)
+        print(
+            f"[history] {len(results)} commits in {time.perf_counter() - started:.0f} s, started "
+            f"{started_at:%Y-%m-%d %H:%M} UTC, load before {load[0]:.2f}",
+            file=sys.stderr,
+        )
+        if args.json is not None:
+            args.json.write_text(to_json(results, skipped), encoding="utf-8")
+    print(render(results, load_judgements(args.judgements), skipped=skipped))
+    lines = sum(r.lines for r in results)
+    posted = sum(len(r.posted) for r in results)
+    return 0 if lines and 1000.0 * posted / lines <= TARGET_PER_1000 else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,46 @@
+"""The sample cases that ship with the project: `reviewloop eval` runs on them in a fresh clone (the
+README's example), and the committed file is exactly what `examples/make_cases.py` builds."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from api.cli import app
+
+REPO = Path(__file__).resolve().parents[2]
+CASES = REPO / "examples" / "cases.jsonl"
+
+
+@pytest.fixture
+def env(db_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REVIEWLOOP_DATABASE_URL", db_dsn)
+    monkeypatch.setenv("REVIEWLOOP_DATA_DIR", str(tmp_path / "data"))
+    for name in ("REVIEWLOOP_LLM_BASE_URL", "REVIEWLOOP_LLM_MODEL", "REVIEWLOOP_LLM_MODEL_PATH"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def test_the_readme_eval_example_runs_on_the_shipped_cases(env: None) -> None:
+    assert "reviewloop eval --cases examples/cases.jsonl" in (REPO / "README.md").read_text(encoding="utf-8")
+    result = CliRunner().invoke(app, ["eval", "--cases", str(CASES), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    scores = json.loads(result.stdout)
+    assert {c["id"] for c in scores["cases"]} == {json.loads(line)["id"] for line in CASES.read_text().splitlines()}
+    # the planted problems are found and the clean change is left alone
+    assert scores["overall"]["recall"] == 1.0
+    clean = next(c for c in scores["cases"] if c["id"] == "sample-clean-conversion")
+    assert clean["fp"] == 0
+
+
+def test_the_committed_cases_are_what_the_generator_builds(tmp_path: Path) -> None:
+    before = CASES.read_bytes()
+    copy = tmp_path / "examples"
+    copy.mkdir()
+    (copy / "make_cases.py").write_bytes((REPO / "examples" / "make_cases.py").read_bytes())
+    subprocess.run([sys.executable, str(copy / "make_cases.py")], check=True, timeout=60)
+    assert (copy / "cases.jsonl").read_bytes() == before

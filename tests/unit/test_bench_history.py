@@ -1,0 +1,114 @@
+"""bench.history's pure parts: choosing code commits from a log, and the judged findings table."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from bench.history import (
+    Commit,
+    CommitResult,
+    Judgement,
+    Posted,
+    code_commits,
+    from_json,
+    interleave,
+    judgement_key,
+    parse_log,
+    render,
+    select_commits,
+    to_json,
+)
+
+LOG = (
+    "\x00" + "a" * 40 + "\t" + "p" * 40 + "\tfix the parser\n\n3\t1\tsrc/parse.py\n10\t0\tCHANGES.rst\n"
+    "\x00" + "b" * 40 + "\t" + "p" * 40 + "\tdocs only\n\n5\t5\tdocs/index.rst\n"
+    "\x00" + "c" * 40 + "\t" + "p" * 40 + " " + "q" * 40 + "\tmerge a reformat\n\n2000\t1900\tsrc/all.py\n"
+    "\x00" + "d" * 40 + "\t" + "p" * 40 + "\tmove a module\n\n4\t2\tsrc/{old => new}/mod.py\n-\t-\tlogo.png\n"
+    "\x00" + "e" * 40 + "\t\troot commit\n\n7\t0\tsrc/first.py\n"
+)
+
+
+def test_the_log_is_parsed_with_renames_and_binary_files() -> None:
+    parsed = parse_log(LOG)
+    assert [(sha[0], parents) for sha, parents, _, _ in parsed] == [("a", 1), ("b", 1), ("c", 2), ("d", 1), ("e", 0)]
+    assert parsed[3][3] == {"src/new/mod.py": 6, "logo.png": 0}
+
+
+def test_code_commits_are_the_newest_with_python_lines_and_a_parent() -> None:
+    chosen, skipped = select_commits(parse_log(LOG), per_repo=10, max_lines=1500)
+    assert [(c.sha[0], c.lines, c.subject) for c in chosen] == [("a", 4, "fix the parser"), ("d", 6, "move a module")]
+    assert skipped == 1  # the reformat, larger than max_lines
+    first_only, _ = select_commits(parse_log(LOG), per_repo=1)
+    assert [c.sha[0] for c in first_only] == ["a"]
+
+
+def test_code_commits_of_a_real_repository_follow_the_first_parent(tmp_path: Path) -> None:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e.invalid"}
+    env |= {"GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@e.invalid"}
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], cwd=tmp_path, env=env, check=True, capture_output=True, timeout=60)
+        return done.stdout.decode().strip()
+
+    git("init", "-q", "-b", "main")
+    (tmp_path / "a.py").write_text("x = 1\n")
+    git("add", "-A")
+    git("commit", "-q", "-m", "root")
+    git("checkout", "-q", "-b", "feature")
+    (tmp_path / "b.py").write_text("y = 2\nz = 3\n")
+    git("add", "-A")
+    git("commit", "-q", "-m", "feature work")
+    git("checkout", "-q", "main")
+    (tmp_path / "README").write_text("hi\n")
+    git("add", "-A")
+    git("commit", "-q", "-m", "readme")
+    git("merge", "-q", "--no-ff", "-m", "merge feature", "feature")
+    chosen, _ = code_commits(tmp_path, per_repo=5)
+    # the merge carries the branch's Python change; the branch commit is not first-parent; the
+    # readme commit changes no Python; the root has no base
+    assert [c.subject for c in chosen] == ["merge feature"] and chosen[0].lines == 2
+
+
+def test_commits_are_taken_round_robin_so_a_cut_short_run_covers_every_repository() -> None:
+    a = [Commit(f"a{i}", "", 1) for i in range(3)]
+    b = [Commit("b0", "", 1)]
+    order = [(repo, c.sha) for repo, _, c in interleave([("r/a", Path("x"), a), ("r/b", Path("y"), b)])]
+    assert order == [("r/a", "a0"), ("r/b", "b0"), ("r/a", "a1"), ("r/a", "a2")]
+
+
+def _results() -> list[CommitResult]:
+    posted = [
+        Posted("o/lib", "1" * 40, "tests:test-deleted", "medium", "tests/t.py", 9, "Test gone", "def `x`|y"),
+        Posted("o/lib", "1" * 40, "ruff:B006", "medium", "lib/a.py", 3, "Mutable default", "def f(x=[]):"),
+    ]
+    return [
+        CommitResult("o/lib", "1" * 40, "change", 600, 1.0, posted),
+        CommitResult("o/lib", "2" * 40, "older", 400, 1.0),
+        CommitResult("o/other", "3" * 40, "quiet", 1000, 1.0),
+    ]
+
+
+def test_the_table_joins_judgements_and_counts_what_is_right() -> None:
+    results = _results()
+    judgements = {judgement_key(results[0].posted[1]): Judgement("right", "a shared list default")}
+    text = render(results, judgements, skipped={"o/lib": 2})
+    assert "| o/lib | 2 (+2 over 1500 lines skipped) | 2222222222 … 1111111111 | 1,000 | 2 | 2.00 |" in text
+    assert "| o/other | 1 | 3333333333 … 3333333333 | 1,000 | 0 | 0.00 |" in text
+    assert "| **all** | 3 | | 2,000 | 2 | **1.00** (target ≤ 1) |" in text
+    assert "right 1, debatable 0, wrong 0, not yet judged 1. Right: **50%**" in text
+    assert "| right | a shared list default |" in text
+    assert "| — | not judged |" in text
+    assert "def 'x'¦y" in text  # table and code delimiters in evidence cannot break the row
+
+
+def test_results_survive_the_json_round_trip() -> None:
+    results = _results()
+    again, skipped = from_json(to_json(results, {"o/lib": 2}))
+    assert again == results and skipped == {"o/lib": 2}
+
+
+def test_a_judgement_key_is_stable_across_reruns() -> None:
+    p = _results()[0].posted[0]
+    assert judgement_key(p) == "o/lib@111111111111:tests/t.py:9:tests:test-deleted"
