@@ -34,7 +34,9 @@ from agent.pipeline import run_review, unreached_files
 from agent.runtime import Runtime
 from agent.service_settings import Settings
 from agent.store import reviews as store_reviews
+from agent.strategy import Strategy
 from agent.strategy_model import StrategyModelSource
+from agent.summary import summary_opening
 from agent.verifier import VerifiedFinding
 from reviewers.kernel.contracts import FileChange, LLMPort, ReviewerResult, Workspace, merge_not_reviewed
 from reviewers.kernel.errors import PlatformError
@@ -114,21 +116,6 @@ def load_gitlab_snapshot(
     return snapshot, workspace, files
 
 
-def _summary_text(state: ReviewState, verified: Sequence[VerifiedFinding], *, max_discussions: int) -> str:
-    real = sum(1 for v in verified if v.verdict == "REAL")
-    human = sum(1 for v in verified if v.verdict == "NEEDS_HUMAN_REVIEW")
-    dropped = len(verified) - real - human
-    threads = min(real, max_discussions)
-    over = f", {real - threads} more listed below (comment budget)" if real > threads else ""
-    strategy = state.get("strategy", {})
-    planned = ", ".join(p.get("reviewer", "") for p in strategy.get("plan", [])) or "none (nothing to review)"
-    return (
-        f"reviewloop reviewed this merge request at `{str(state.get('snapshot', {}).get('head_sha', ''))[:12]}`: "
-        f"{threads} finding(s) posted as threads{over}, {human} for a human to judge, {dropped} dropped by the "
-        f"verifier. Reviewers: {planned}."
-    )
-
-
 def _cut_short(state: ReviewState) -> list[NotReviewed]:
     results = [ReviewerResult.model_validate(r) for r in state.get("reviewer_results", []) if not r.get("execution")]
     return unreached_files(results)
@@ -157,6 +144,8 @@ def make_publisher(deps: ReviewDeps, request: ReviewRequest) -> Any:
             )
 
         versions = DiffVersions(str(snapshot.base_sha), str(snapshot.start_sha), str(snapshot.head_sha))
+        # what GitLab did not send, and what a step budget, an analyzer budget or the deadline cut short
+        not_reviewed = merge_not_reviewed([*snapshot.not_reviewed, *_cut_short(state)])
         result = publish_review(
             deps.platform,
             project=project,
@@ -165,10 +154,16 @@ def make_publisher(deps: ReviewDeps, request: ReviewRequest) -> Any:
             diff_index=index,
             findings=items,
             existing=existing,
-            summary=_summary_text(state, verified, max_discussions=context.config.max_discussions),
+            summary=summary_opening(
+                strategy=Strategy.model_validate(state.get("strategy") or {"change_type": "mixed"}),
+                files=context.files,
+                verified=verified,
+                not_reviewed=not_reviewed,
+                head_sha=str(snapshot.head_sha or ""),
+                max_discussions=context.config.max_discussions,
+            ),
             record_posted=record,
-            # what GitLab did not send, and what a step budget, an analyzer budget or the deadline cut short
-            not_reviewed=merge_not_reviewed([*snapshot.not_reviewed, *_cut_short(state)]),
+            not_reviewed=not_reviewed,
             allowed_urls=deps.allowed_urls,
             max_discussions=context.config.max_discussions,
         )

@@ -83,7 +83,7 @@ def test_eleven_real_findings_get_ten_threads_and_the_rest_is_in_the_summary(fak
     assert (left["path"], left["severity"]) == ("svc/aa_load.py", "medium")
     assert len(threads(fake)) == 10 and discussion_posts(fake) == 10
     [summary] = [n for n in fake.notes(PID, IID) if SUMMARY_MARKER in n.body]
-    assert "10 finding(s) posted as threads, 1 more listed below (comment budget)" in summary.body
+    assert "10 posted as threads, 1 listed below (comment budget)" in summary.body
     assert "**1 more finding(s)** past this merge request's comment budget of 10 threads" in summary.body
     assert f"`svc/aa_load.py:{left['line']}` medium · security · {left['title']}" in summary.body
 

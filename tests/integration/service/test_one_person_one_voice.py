@@ -123,7 +123,7 @@ def thumbs_down(service: LiveServer, gitlab: FakeGitLab, note_id: int, who: User
 
 
 def summary_of(gitlab: FakeGitLab, iid: int) -> str:
-    notes = [n.body for n in gitlab.notes(PID, iid) if n.author.id == gitlab.bot.id and "reviewloop reviewed" in n.body]
+    notes = [n.body for n in gitlab.notes(PID, iid) if n.author.id == gitlab.bot.id and "**The change**" in n.body]
     assert notes, "no summary note"
     return notes[-1]
 

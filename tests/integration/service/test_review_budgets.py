@@ -47,7 +47,7 @@ def review_once(service: LiveServer, dsn: str, head: dict[str, str], **settings:
             elapsed = time.perf_counter() - started
         finally:
             session.close()
-        ours = [n for n in gitlab.notes(PID, IID) if n.author.id == gitlab.bot.id and "reviewloop reviewed" in n.body]
+        ours = [n for n in gitlab.notes(PID, IID) if n.author.id == gitlab.bot.id and "**The change**" in n.body]
     assert rows(dsn, "SELECT status FROM reviews WHERE NOT is_shadow ORDER BY id DESC LIMIT 1") == [("done",)]
     assert len(ours) == 1
     return elapsed, ours[0].body
@@ -66,7 +66,7 @@ def test_the_review_deadline_names_the_files_it_cut_off(service: LiveServer, ser
     _, summary = review_once(service, service_dsn, head, review_deadline_s=1e-6)
     for path in head:
         assert path in summary, summary
-    assert "review deadline reached" in summary, summary
+    assert "(3 deadline)" in summary and "the review deadline came before" in summary, summary
 
 
 def test_a_file_named_like_an_option_is_still_linted(service: LiveServer, service_dsn: str) -> None:

@@ -1,0 +1,97 @@
+"""The opening of the summary note: what the change does, what was checked, what was not, what was found.
+
+A colleague's note, not a report: a reader who opens the merge request should learn in four short
+lines what the reviewer understood the change to be (the strategy's change type and risk areas,
+the files that matter), what it looked at (the reviewers that ran, the analyzers on every file),
+what it could not look at (the coverage list, issue 21), and what it found by severity — the lists
+(threads past the budget, findings for a human, files not analyzed) follow in the publisher.
+
+Everything here is built from the review's own records (strategy, changed files, verdicts,
+coverage); no model text is quoted, so nothing here needs neutralising beyond the paths, which are
+quoted as code.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+from agent.diff import quote_path
+from agent.strategy import Strategy
+from agent.verifier import VerifiedFinding
+from reviewers.kernel.contracts import SEVERITY_RANK, FileChange, NotReviewed
+
+FILES_THAT_MATTER = 3  # the risk areas named in the opening; the strategy keeps at most 5
+CHANGE_WORDS = {
+    "feature": "adds behaviour",
+    "bugfix": "fixes behaviour",
+    "refactor": "restructures code without meaning to change behaviour",
+    "docs": "changes documentation only",
+    "tests": "changes tests only",
+    "config": "changes configuration",
+    "dependency": "changes dependencies",
+    "mixed": "mixes several kinds of change",
+}
+REVIEWER_WORDS = {
+    "security": "security (data flow from input to dangerous calls, secrets)",
+    "architecture": "architecture (layer rules, import cycles)",
+    "code_quality": "code quality (ruff, error handling)",
+    "test_impact": "test impact (tests removed or not covering new code)",
+}
+
+
+def _code(text: str) -> str:
+    body = text.replace("`", "'")
+    return f"`{body}`"
+
+
+def summary_opening(
+    *,
+    strategy: Strategy,
+    files: Sequence[FileChange],
+    verified: Sequence[VerifiedFinding],
+    not_reviewed: Sequence[NotReviewed],
+    head_sha: str,
+    max_discussions: int,
+) -> str:
+    """Four short paragraphs: the change, the checks, the gaps, the findings."""
+    added = sum(f.additions for f in files)
+    removed = sum(f.deletions for f in files)
+    what = CHANGE_WORDS.get(strategy.change_type, strategy.change_type)
+    lines = [f"**The change** ({len(files)} file(s), +{added} −{removed}) {what}."]
+    areas = strategy.risk_areas[:FILES_THAT_MATTER]
+    if areas:
+        named = "; ".join(f"{_code(quote_path(a.path, ascii_only=False))} ({a.why})" for a in areas)
+        lines[0] += f" The files that matter most: {named}."
+
+    gaps = {n.path for n in not_reviewed}
+    analyzed = sum(1 for f in files if f.path not in gaps and not f.is_binary)
+    reviewers = [REVIEWER_WORDS.get(p.reviewer, p.reviewer) for p in strategy.plan]
+    at = _code(head_sha[:12]) if head_sha else "head"
+    checked = f"**Checked** at {at}: the analyzers on {analyzed} of {len(files)} file(s)"
+    checked += f"; reviewers: {', '.join(reviewers)}." if reviewers else "; no reviewer was planned for this change."
+    lines.append(checked)
+
+    if not_reviewed:
+        reasons = Counter(n.reason for n in not_reviewed)
+        why = ", ".join(f"{count} {reason}" for reason, count in reasons.most_common())
+        lines.append(f"**Not checked in full:** {len(not_reviewed)} file(s) ({why}); they are listed below.")
+    else:
+        lines.append("**Not checked:** nothing; every changed file was analyzed in full.")
+
+    real = [v for v in verified if v.verdict == "REAL"]
+    human = [v for v in verified if v.verdict == "NEEDS_HUMAN_REVIEW"]
+    dropped = len(verified) - len(real) - len(human)
+    if real:
+        by_severity = Counter(v.finding.severity for v in real)
+        counts = ", ".join(f"{by_severity[s]} {s}" for s in sorted(by_severity, key=lambda s: -SEVERITY_RANK[s]))
+        threads = min(len(real), max_discussions)
+        found = f"**Found:** {counts}; {threads} posted as threads"
+        if len(real) > threads:
+            found += f", {len(real) - threads} listed below (comment budget)"
+    else:
+        found = "**Found:** nothing worth a thread"
+    found += f"; {len(human)} for a human to judge" if human else ""
+    found += f"; {dropped} dropped by the verifier (not shown)." if dropped else "."
+    lines.append(found)
+    return "\n\n".join(lines)
