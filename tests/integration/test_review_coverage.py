@@ -219,3 +219,32 @@ def test_a_newline_in_a_gitlab_path_does_not_sink_the_review(env: None, monkeypa
         assert [n["path"] for n in doc["not_reviewed"]] == ["app/api_pb2.py"]
         strict = CliRunner().invoke(app, [*args[:-1], "--fail-on-incomplete"])
         assert strict.exit_code == INCOMPLETE_EXIT_CODE
+
+
+ODD_PATHS = {
+    "newline": "notes\nfor ops.py",
+    "tab": "tab\there.py",
+    "quotes": "say \"hi\" 'there'.py",
+    "leading dash": "-rf.py",
+    "non-ascii": "café/naïve.py",
+    "dot-dot": "../outside.py",
+    "inner dot-dot": "app/../conf.py",
+}
+
+
+@pytest.mark.parametrize("odd", list(ODD_PATHS.values()), ids=list(ODD_PATHS))
+def test_every_odd_gitlab_path_is_reviewed_by_its_own_name(
+    env: None, monkeypatch: pytest.MonkeyPatch, odd: str
+) -> None:
+    """Each path as GitLab returns it is loaded, reviewed and reported under its own name, and the
+    other file's finding stands beside it."""
+    monkeypatch.setenv("REVIEWLOOP_GITLAB_TOKEN", BOT_TOKEN)
+    with FakeGitLab() as gitlab:
+        gitlab.add_project(1, "shop/app")
+        gitlab.add_merge_request(1, 8, files_base={}, files_head={"app/db.py": SQL, odd: f"KEY = '{TOKEN}'\n"})
+        args = ["review", "--gitlab-url", gitlab.url, "--project", "1", "--mr", "8", "--format", "json"]
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 0, result.output
+        doc = json.loads(result.stdout)
+    assert {("app/db.py", "python:sql-interpolation"), (odd, "secrets:known-prefix")} <= reported(doc)
+    assert doc["not_reviewed"] == []
