@@ -285,7 +285,12 @@ class ReplayEnv:
                 if left < 1:
                     break
                 item = item.model_copy(update={"step_budget": min(item.step_budget, left)})
-            result = run_reviewer(item.reviewer, context, item, llm, shared_prefix=prefix)
+            # Serving's analyzers read every changed file; this environment models limited review
+            # capacity, so here they read the plan's first `step_budget` files, as the strategy ordered
+            # them, and the plan's choice of focus decides what is found.
+            result = run_reviewer(
+                item.reviewer, context, item, llm, shared_prefix=prefix, analyzer_budget=item.step_budget
+            )
             results.append(result)
             if left is not None:
                 left -= len(result.steps)

@@ -261,14 +261,23 @@ def run_loop(
     *,
     shared_prefix: str | None,
     model_step_budget: int | None = None,
+    analyzer_budget: int | None = None,
 ) -> ReviewerResult:
     """`model_step_budget` (default: the plan's) bounds the model's own steps; a review that runs
     several executions splits its budget among them, while each still runs every analyzer. 0 runs
-    the analyzers only (a reviewer the model's plan left out, run for its static findings)."""
+    the analyzers only (a reviewer the model's plan left out, run for its static findings).
+
+    `analyzer_budget` is the learning loop's replay environment's model of limited review capacity,
+    never serving's: the analyzers then read only the plan's first that many targets (in the change's
+    order), and every other file is named with the reason "budget"."""
     eligible, aside = reviewable_paths(spec, context)
     targets, unmatched = plan_targets(plan, eligible)
-    if spec.prefetch is not None and eligible:
-        spec.prefetch(context, eligible)
+    to_analyze = eligible
+    if analyzer_budget is not None:
+        chosen = set(targets[: max(0, analyzer_budget)])
+        to_analyze = [p for p in eligible if p in chosen]
+    if spec.prefetch is not None and to_analyze:
+        spec.prefetch(context, to_analyze)
     box = Toolbox(spec, context, targets)
     steps: list[Step] = []
     notes: list[str] = []
@@ -280,7 +289,7 @@ def run_loop(
     used_model = False
     if plan.focus_paths and not targets:
         notes.append(f"no focus path is a changed file the {spec.name} reviewer reads: {', '.join(unmatched)}")
-    analyzed = _run_analyzers(box, steps, eligible)
+    analyzed = _run_analyzers(box, steps, to_analyze)
     if llm is not None and targets and model_step_budget != 0:
         # the model's own files first, so what it is asked about is not crowded out by the rest
         results = [analyzed[p] for p in targets if p in analyzed] + [o for p, o in analyzed.items() if p not in targets]
@@ -295,7 +304,11 @@ def run_loop(
         )
         if failure is not None:
             notes.append(failure)
-    unreached = [p for p in eligible if p not in box.analyzed]
+    unreached = [p for p in to_analyze if p not in box.analyzed]
+    over_budget = [p for p in eligible if p not in to_analyze]
+    if over_budget:
+        why = f"the replay environment's analyzer budget of {analyzer_budget} file(s) did not reach it"
+        not_reviewed += [NotReviewed(path=p, reason="budget", detail=why) for p in over_budget]
     if unreached:
         why = f"the review deadline came before the {spec.name} reviewer's analyzers reached it"
         not_reviewed += [NotReviewed(path=p, reason="deadline", detail=why) for p in unreached]

@@ -25,14 +25,24 @@ def run_reviewer(
     *,
     shared_prefix: str | None = None,
     model_step_budget: int | None = None,
+    analyzer_budget: int | None = None,
 ) -> ReviewerResult:
     """Run one reviewer under its plan item. `llm=None` runs the analyzers only. `shared_prefix` is
     the MR context every reviewer's prompt starts with (`render_review_prefix(context)` when None);
     pass the same string to all four so a server-side prefix cache is hit. `model_step_budget` bounds
-    the model's steps when it is not the plan's budget (one of several executions of a review)."""
+    the model's steps when it is not the plan's budget (one of several executions of a review).
+    `analyzer_budget` is for the replay environment only (`reviewers.loop.run_loop`)."""
     spec = REVIEWER_SPECS.get(name)
     if spec is None:
         raise InputError(f"unknown reviewer {name!r}; known: {', '.join(REVIEWER_SPECS)}")
     if plan.reviewer != name:
         raise InputError(f"the plan item is for the {plan.reviewer} reviewer, not {name}")
-    return run_loop(spec, context, plan, llm, shared_prefix=shared_prefix, model_step_budget=model_step_budget)
+    return run_loop(
+        spec,
+        context,
+        plan,
+        llm,
+        shared_prefix=shared_prefix,
+        model_step_budget=model_step_budget,
+        analyzer_budget=analyzer_budget,
+    )

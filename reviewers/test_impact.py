@@ -127,6 +127,7 @@ class TestImpactAnalyzer:
         self.changed_tests = {f.path for f in context.files if is_test_path(f.path)}
         self._index: TestIndex | None = None
         self._untested_reported = False
+        self._tested_dirs: dict[str, bool] = {}  # directory → whether a test names a module in it
 
     @property
     def index(self) -> TestIndex:
@@ -185,6 +186,11 @@ class TestImpactAnalyzer:
         if not self.index.paths:
             return False
         directory = posixpath.dirname(path)
+        if directory not in self._tested_dirs:
+            self._tested_dirs[directory] = self._tests_directory(directory)
+        return self._tested_dirs[directory]
+
+    def _tests_directory(self, directory: str) -> bool:
         added = {f.path for f in self.context.files if f.status == "added"}
         siblings = [
             p
@@ -199,8 +205,12 @@ class TestImpactAnalyzer:
         at the first such definition of the first file that has one."""
         if self._untested_reported or _untestable(file.path):
             return []
+        # the neighbours first: a repository (or a bare diff) without tests near this file settles it
+        # without searching for every new definition's uses
+        if not self.tests_neighbours(file.path):
+            return []
         here = self.untested(file)
-        if not here or not self.tests_neighbours(file.path):
+        if not here:
             return []
         self._untested_reported = True
         named = [f"`{d.qualified}`" for d in here]

@@ -134,6 +134,7 @@ def _check_complete(not_reviewed: Sequence[NotReviewed], fail_on_incomplete: boo
             f"reviewloop: incomplete review: {len(not_reviewed)} changed file(s) not analyzed in full ({reasons})",
             markup=False,
             highlight=False,
+            soft_wrap=True,
         )
         raise typer.Exit(INCOMPLETE_EXIT_CODE)
 

@@ -13,11 +13,14 @@ finding's confidence is bandit's confidence. Checks our syntax-tree rules judge 
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
+import os
 import subprocess
 import sys
 import tempfile
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +30,8 @@ from reviewers.kernel.contracts import Confidence, Severity
 from reviewers.kernel.errors import AnalyzerError
 
 BANDIT_TIMEOUT_S = 60  # bandit's start-up dominates (~0.5 s); a minute means it hung
+MAX_BANDIT_PROCESSES = 4  # bandit processes one prefetch runs at once (at most one per core)
+MIN_FILES_PER_PROCESS = 4  # fewer files than this do not pay for another process's start-up
 ANALYZER_CACHE_SIZE = 256  # distinct file texts kept; a replay batch touches far fewer
 BANDIT_SKIP = (
     "B101",  # assert used: asserts are how tests and invariants are written
@@ -96,23 +101,41 @@ def run_bandit_json(text: str, *, path: str) -> dict[str, Any]:
     return report
 
 
-_prefetched: BatchAnswers[str] = BatchAnswers()  # file text → bandit's JSON report for it alone
+# a file text's digest → bandit's JSON report for it alone (the digest: every changed file passes
+# through here, and the texts themselves would be kept in memory as keys)
+_prefetched: BatchAnswers[str] = BatchAnswers()
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", errors="surrogateescape")).hexdigest()
 
 
 def prefetch(texts: Sequence[str]) -> None:
-    """Run bandit once over many files and keep each file's report.
+    """Run bandit over many files in a few processes and keep each file's report.
 
-    bandit's start-up (about half a second) dominates its cost on a file, so a reviewer that will
-    read twenty files asks for all of them in one process. A failed batch is ignored: each file is
-    then analysed on its own, as without a prefetch.
+    bandit's start-up (about half a second) dominates its cost on a file, so a reviewer that reads
+    every changed file asks for all of them at once, split over up to `MAX_BANDIT_PROCESSES`
+    processes (bandit is single-threaded; the analyzers read every changed file, so this is their
+    largest cost). A file bandit could not parse, or a batch that failed, is left to its own run,
+    as without a prefetch.
     """
-    wanted = _prefetched.missing(texts)
+    by_digest = {_digest(text): text for text in texts}
+    wanted = [by_digest[d] for d in _prefetched.missing(by_digest)]
     if len(wanted) < 2:
         return
+    processes = max(1, min(MAX_BANDIT_PROCESSES, os.cpu_count() or 1, len(wanted) // MIN_FILES_PER_PROCESS))
+    chunks = [wanted[i::processes] for i in range(processes)]
+    with ThreadPoolExecutor(max_workers=processes) as pool:
+        for answers in pool.map(_bandit_batch, chunks):
+            _prefetched.store(answers)
+
+
+def _bandit_batch(texts: Sequence[str]) -> dict[str, str]:
+    """bandit in one process over `texts`: each text's report, for the texts it could parse."""
     with tempfile.TemporaryDirectory(prefix="reviewloop-bandit-") as tmp:
-        names = [f"f{i}.py" for i in range(len(wanted))]
-        for name, text in zip(names, wanted, strict=True):
-            (Path(tmp) / name).write_text(text, encoding="utf-8")
+        names = [f"f{i}.py" for i in range(len(texts))]
+        for name, text in zip(names, texts, strict=True):
+            (Path(tmp) / name).write_text(text, encoding="utf-8", errors="surrogateescape")
         command = [sys.executable, "-m", "bandit", "-f", "json", "-q", "-s", ",".join(BANDIT_SKIP), *names]
         try:
             done = subprocess.run(
@@ -120,21 +143,25 @@ def prefetch(texts: Sequence[str]) -> None:
             )
             report = json.loads(done.stdout)
         except (OSError, subprocess.TimeoutExpired, json.JSONDecodeError):
-            return
-    if not isinstance(report, dict) or report.get("errors"):
-        return  # a file bandit could not parse: leave every file to its own run, which reports it
+            return {}
+    if not isinstance(report, dict):
+        return {}
+    # a file bandit could not parse is left to its own run, which reports it; the others keep theirs
+    failed = {Path(str(e.get("filename", ""))).name for e in report.get("errors") or [] if isinstance(e, dict)}
     by_name: dict[str, list[Any]] = {name: [] for name in names}
     for result in report.get("results", []):
         name = Path(str(result.get("filename", ""))).name
         if name in by_name:
             by_name[name].append(result)
-    _prefetched.store(
-        {text: json.dumps({"results": by_name[name], "errors": []}) for name, text in zip(names, wanted, strict=True)}
-    )
+    return {
+        _digest(text): json.dumps({"results": by_name[name], "errors": []})
+        for name, text in zip(names, texts, strict=True)
+        if name not in failed
+    }
 
 
 def _bandit_stdout(text: str, path: str) -> str:
-    ready = _prefetched.get(text)
+    ready = _prefetched.get(_digest(text))
     return ready if ready is not None else _bandit_single(text, path)
 
 

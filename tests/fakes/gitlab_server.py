@@ -35,10 +35,9 @@ from typing import Any
 from urllib.parse import parse_qsl, quote, unquote, urlencode
 
 import uvicorn
-from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 
 from fakes.gitlab_diffs import DiffEntry, FileContent, diff_entries, is_binary
 
@@ -205,8 +204,9 @@ class FakeGitLab:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
         self.url = f"http://127.0.0.1:{port}"
-        app = Starlette(routes=[Route("/{rest:path}", self._dispatch, methods=["GET", "POST", "PUT", "DELETE"])])
-        config = uvicorn.Config(app, log_level="warning", lifespan="off", ws="none", http="h11")
+        config = uvicorn.Config(
+            self._asgi, log_level="warning", lifespan="off", ws="none", http="h11", interface="asgi3"
+        )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]}, daemon=True)
         self._thread.start()
@@ -573,6 +573,14 @@ class FakeGitLab:
         ]
         return [(m, re.compile(rx + r"/?"), h) for m, rx, h in table]
 
+    async def _asgi(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Every request to `_dispatch`, without Starlette's router: its path pattern stops at a newline,
+        and GitLab serves a file whose name holds one (`files/bad%0Aname.py/raw`)."""
+        if scope["type"] != "http":
+            return
+        response = await self._dispatch(Request(scope, receive))
+        await response(scope, receive, send)
+
     async def _dispatch(self, request: Request) -> Response:
         raw = request.scope.get("raw_path", b"").decode("latin-1").split("?", 1)[0]
         path = raw[len(API_PREFIX) :] if raw.startswith(API_PREFIX) else raw
@@ -723,7 +731,9 @@ class FakeGitLab:
             return _error(404, "404 File Not Found")
         data = content.encode() if isinstance(content, str) else content
         media = "application/octet-stream" if is_binary(content) else "text/plain; charset=utf-8"
-        return Response(data, media_type=media, headers={"X-Gitlab-File-Path": call.params["file"]})
+        # a header value cannot hold a newline (h11 refuses to send one): such a path goes percent-encoded
+        header = call.params["file"] if call.params["file"].isprintable() else quote(call.params["file"], safe="/")
+        return Response(data, media_type=media, headers={"X-Gitlab-File-Path": header})
 
     def _get_file(self, call: _Call) -> Response:
         files = self._files_at(call)

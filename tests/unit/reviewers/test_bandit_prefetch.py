@@ -19,13 +19,26 @@ def test_prefetched_reports_equal_single_runs() -> None:
     texts = [SQL + "# batch\n", SHELL + "# batch\n", CLEAN + "# batch\n"]
     bandit.prefetch(texts)
     for text in texts:
-        assert text in bandit._prefetched
-        assert _ids(bandit._prefetched[text]) == _ids(bandit._bandit_single(text, "x.py"))
-    assert any(tid == "B602" for tid, _ in _ids(bandit._prefetched[texts[1]]))  # B608 is skipped: ours
-    assert _ids(bandit._prefetched[texts[2]]) == []
+        assert _key(text) in bandit._prefetched
+        assert _ids(bandit._prefetched[_key(text)]) == _ids(bandit._bandit_single(text, "x.py"))
+    assert any(tid == "B602" for tid, _ in _ids(bandit._prefetched[_key(texts[1])]))  # B608 is skipped: ours
+    assert _ids(bandit._prefetched[_key(texts[2])]) == []
 
 
-def test_a_batch_with_an_unparsable_file_is_left_to_single_runs() -> None:
+def _key(text: str) -> str:
+    return bandit._digest(text)
+
+
+def test_an_unparsable_file_is_left_to_its_own_run_and_the_others_keep_their_reports() -> None:
+    """Issue 21: every changed file reaches the prefetch now, so one file bandit cannot parse must not
+    send all the others to a process each."""
     texts = ["def broken(:\n", SQL + "# second batch\n"]
     bandit.prefetch(texts)
-    assert all(t not in bandit._prefetched for t in texts)
+    assert _key(texts[0]) not in bandit._prefetched
+    assert _ids(bandit._prefetched[_key(texts[1])]) == _ids(bandit._bandit_single(texts[1], "x.py"))
+
+
+def test_a_large_prefetch_splits_over_processes_with_the_same_reports() -> None:
+    texts = [f"{SHELL}# many {i}\n" for i in range(2 * bandit.MIN_FILES_PER_PROCESS)]
+    bandit.prefetch(texts)
+    assert all(_ids(bandit._prefetched[_key(t)]) == _ids(bandit._bandit_single(t, "x.py")) for t in texts)
