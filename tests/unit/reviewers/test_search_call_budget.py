@@ -19,7 +19,7 @@ from agent.workspaces.snapshot import SnapshotWorkspace
 from reviewers import run_reviewer
 from reviewers.analyzers.tests_lookup import TestIndex
 from reviewers.kernel.budget import BudgetExhaustedError, SearchBudget
-from reviewers.kernel.contracts import PlanItem, ReviewContext, Workspace
+from reviewers.kernel.contracts import CoverageReason, PlanItem, ReviewContext, Workspace
 from reviewers.pattern_search import SEARCH_CALL_BUDGET_S
 from reviewers.security import SECURITY
 from reviewers.tools import Toolbox
@@ -50,8 +50,10 @@ class Files:
     def __init__(self, files: dict[str, str]) -> None:
         self.files = files
 
-    def read_file(self, project: ProjectRef, path: str, ref: str) -> str | None:
-        return self.files.get(path)
+    def read_text(
+        self, project: ProjectRef, path: str, ref: str
+    ) -> tuple[str | None, tuple[CoverageReason, str] | None]:
+        return self.files.get(path), None
 
     def list_paths(self, project: ProjectRef, ref: str) -> list[str]:
         return sorted(self.files)
