@@ -5,6 +5,8 @@ the schema applied, dropped afterwards."""
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,14 +28,23 @@ DEVSET = SHARED / "devset" / "cases.jsonl"
 
 
 @pytest.fixture(scope="session")
-def pg_admin_dsn(tmp_path_factory: pytest.TempPathFactory) -> str:
+def pg_admin_dsn() -> Iterator[str]:
     """A DSN for a maintenance database on a real Postgres server."""
     url = os.environ.get("REVIEWLOOP_TEST_DATABASE_URL")
     if url:
-        return url
-    from agent.store.embedded import start_embedded
+        yield url
+        return
+    from agent.store.embedded import start_embedded, stop_embedded
 
-    return start_embedded(tmp_path_factory.mktemp("pg"), database="postgres")
+    # Not under pytest's basetemp: pytest deletes all but the newest three basetemps when a run
+    # starts, so a second `make test` beside this one deleted the data directory of our running
+    # server mid-run. The server is stopped at the end (the product's default keeps it running).
+    data_dir = Path(tempfile.mkdtemp(prefix="reviewloop-test-pg-"))
+    try:
+        yield start_embedded(data_dir, database="postgres")
+    finally:
+        stop_embedded(data_dir)
+        shutil.rmtree(data_dir, ignore_errors=True)
 
 
 def _dsn_for(admin_dsn: str, dbname: str) -> str:
