@@ -65,6 +65,7 @@ class SenderResult:
     answer_s: float  # from the end of the headers to the status line (ANSWER_WAIT_S when unanswered)
     closed_by_server: bool  # the server closed the connection after answering, within CLOSE_WAIT_S
     body_bytes_sent: int
+    failure: str = ""  # why there is no status: "timeout", or the error that ended the connection
 
 
 def request_head(*, host: str, port: int, secret: str, declared: int) -> bytes:
@@ -123,8 +124,10 @@ async def slow_sender(host: str, port: int, *, head: bytes, mode: Mode, declared
                 status_line = await reader.readuntil(b"\r\n")
             answer_s = time.perf_counter() - headers_sent
             status: int | None = int(status_line.split(b" ", 2)[1])
-        except (TimeoutError, ConnectionError, asyncio.IncompleteReadError, OSError):
-            return SenderResult(mode, None, ANSWER_WAIT_S, False, sent[0])
+        except TimeoutError:
+            return SenderResult(mode, None, ANSWER_WAIT_S, False, sent[0], "timeout")
+        except (ConnectionError, asyncio.IncompleteReadError, OSError) as exc:
+            return SenderResult(mode, None, ANSWER_WAIT_S, False, sent[0], f"{type(exc).__name__}: {exc}")
         closed = await server_closed(reader, CLOSE_WAIT_S)
         return SenderResult(mode, status, answer_s, closed, sent[0])
     finally:
@@ -183,6 +186,7 @@ def summarize(results: list[SenderResult], *, rss_before: int, rss_peak: int, rs
         "senders": len(results),
         "statuses": dict(Counter(str(r.status) for r in results)),
         "unanswered": sum(r.status is None for r in results),
+        "failures": dict(Counter(f"{r.mode}: {r.failure}" for r in results if r.failure)),
         "left_open": sum(r.status is not None and not r.closed_by_server for r in results),
         "answer_p50_s": percentile(answered, 50),
         "answer_p99_s": percentile(answered, 99),
@@ -279,7 +283,7 @@ def render(rows: list[dict[str, Any]]) -> str:
                     "server",
                     "senders",
                     "answers",
-                    "unanswered",
+                    "unanswered (why)",
                     "left open",
                     "answer p50 / p99 / max (s)",
                     "body sent (MiB)",
@@ -290,7 +294,12 @@ def render(rows: list[dict[str, Any]]) -> str:
                         row.get("label", "this commit"),
                         row["senders"],
                         ", ".join(f"{n}× {s}" for s, n in sorted(row["statuses"].items())),
-                        row["unanswered"],
+                        f"{row['unanswered']}"
+                        + (
+                            f" ({', '.join(f'{n}× {k}' for k, n in sorted(row['failures'].items()))})"
+                            if row["failures"]
+                            else ""
+                        ),
                         row["left_open"],
                         " / ".join(fmt(row[k]) for k in ("answer_p50_s", "answer_p99_s", "answer_max_s")),
                         row["body_mib_sent"],

@@ -160,13 +160,16 @@ def uvicorn_config(api: FastAPI, settings: Settings, *, host: str, port: int, lo
     """How `serve` runs uvicorn, with its limits: connections (past them, 503), keep-alive, header size."""
     import uvicorn
 
+    from api.lingering import LingeringH11Protocol
+
     return uvicorn.Config(
         api,
         host=host,
         port=port,
-        # h11, named: `auto` would pick httptools where it happens to be installed, which ignores
-        # h11_max_incomplete_event_size and so has no bound on a request's head
-        http="h11",
+        # h11 (with a lingering close: api/lingering.py), named: `auto` would pick httptools where it
+        # happens to be installed, which ignores h11_max_incomplete_event_size and so has no bound on
+        # a request's head
+        http=LingeringH11Protocol,
         limit_concurrency=settings.max_connections,
         timeout_keep_alive=KEEP_ALIVE_S,
         h11_max_incomplete_event_size=MAX_INCOMPLETE_EVENT_BYTES,

@@ -89,11 +89,12 @@ def test_slow_senders_are_summarized_unanswered_counted_at_the_wait() -> None:
     results = [
         SenderResult("silent", 401, 0.02, True, 0),
         SenderResult("trickle", 401, 0.04, False, 3),
-        SenderResult("stream", None, ANSWER_WAIT_S, False, 5 * 2**20),
+        SenderResult("stream", None, ANSWER_WAIT_S, False, 5 * 2**20, "timeout"),
     ]
     row = summarize(results, rss_before=100_000_000, rss_peak=300_000_000, rss_after=120_000_000)
     assert row["statuses"] == {"401": 2, "None": 1}
     assert (row["unanswered"], row["left_open"]) == (1, 1)
+    assert row["failures"] == {"stream: timeout": 1}
     assert row["answer_max_s"] == ANSWER_WAIT_S and row["answer_p50_s"] == pytest.approx(0.03)
     assert row["body_mib_sent"] == pytest.approx(5 + 3 / 2**20)
     rss_target, answer_target = slow_sender_targets(row)

@@ -25,6 +25,7 @@ from service_harness import IID, PID, SECRET, LiveServer, rows, wait_for
 from agent.service_settings import Settings
 from api.app import create_app
 from api.commands.service import KEEP_ALIVE_S, MAX_INCOMPLETE_EVENT_BYTES, uvicorn_config
+from api.lingering import LingeringH11Protocol
 from bench.webhook_slow_senders import (
     ANSWER_TARGET_S,
     DECLARED_BYTES,
@@ -40,7 +41,9 @@ from bench.webhook_slow_senders import (
 SENDERS = 100
 MAX_CONNECTIONS = 150  # above the senders: each of them reaches the route
 WAIT_S = 30.0  # how long a raw socket waits for an answer; far above any deadline under test
-DEADLINE_S = 1.0  # the body deadline the tests inject; the trickle below needs minutes to finish
+DEADLINE_S = 1.0
+CHUNK = 64 * 1024
+CHUNK_EVERY_S = 0.005  # the 40 chunks span 0.2 s: a server that closes at once resets the later ones  # the body deadline the tests inject; the trickle below needs minutes to finish
 
 
 def connect(url: str) -> socket.socket:
@@ -109,9 +112,20 @@ def test_slow_senders_without_the_secret_get_401_at_once_and_cost_no_memory(db_d
         assert sampler.peak < RSS_TARGET_MB * 1e6, f"RSS {before / 1e6:.0f} MB before, {sampler.peak / 1e6:.0f} at peak"
         assert stored(db_dsn) == (0, 0)
 
+        # a client that goes on writing its body after the 401 (as GitLab writes a whole body before it
+        # reads) is not reset: the server drops what comes for a while (api/lingering.py), and the
+        # client then reads the 401 and the end of the connection
+        url = f"http://{host}:{port}"
+        with connect(url) as sock:
+            sock.sendall(head)
+            for _ in range(DECLARED_BYTES // (2 * CHUNK)):  # half the body, as the answer comes
+                sock.sendall(b" " * CHUNK)
+                time.sleep(CHUNK_EVERY_S)
+            status, headers, _ = read_answer(sock)
+        assert status == 401 and headers["connection"] == "close"
+
         # uvicorn's limits, as `serve` sets them: a request head that grows past h11's bound without
         # ending is refused, not buffered on ...
-        url = f"http://{host}:{port}"
         with connect(url) as sock:
             endless = post_head(length=2, headers={"X-Padding": "a" * (MAX_INCOMPLETE_EVENT_BYTES + 1024)})
             sock.sendall(endless.removesuffix(b"\r\n\r\n"))
@@ -130,7 +144,7 @@ def test_slow_senders_without_the_secret_get_401_at_once_and_cost_no_memory(db_d
 def test_serve_runs_uvicorn_with_its_limits() -> None:
     settings = Settings(database_url="postgresql://unused@127.0.0.1:1/unused", max_connections=77)
     config = uvicorn_config(create_app(settings), settings, host="127.0.0.1", port=1, log_level="info")
-    assert config.http == "h11"  # httptools would ignore the head's bound
+    assert config.http is LingeringH11Protocol  # h11's; httptools would ignore the head's bound
     assert config.limit_concurrency == 77
     assert config.timeout_keep_alive == KEEP_ALIVE_S
     assert config.h11_max_incomplete_event_size == MAX_INCOMPLETE_EVENT_BYTES
