@@ -45,7 +45,7 @@ ONE_EXECUTION = "[agreement]\nstrategies = 1\n"
 @pytest.fixture(
     params=[
         "scripted",
-        pytest.param("base-model", marks=pytest.mark.slow),
+        pytest.param("base-model", marks=[pytest.mark.slow, pytest.mark.timeout(2400)]),  # a loaded machine, not a hang
     ]
 )
 def review_model(request: pytest.FixtureRequest) -> Iterator[tuple[Any, ScriptedReviewerModel | None]]:

@@ -23,8 +23,8 @@ the focus and the budget. Measured (one reviewer, before the second was allowed)
 planned security alone on all 4 held-out MRs (reward 1.45 vs the rules' 1.05, 1 step vs 4). RL
 samples its plans under the same schema (`served_train`), so every rollout is a valid plan. While it runs, a second `reviewloop retrain` (a
 real subprocess) is refused. The next review carries the new version on its row and its strategy span.
-Finally a candidate worse by construction (it writes no plan, so serving falls back to the rules the
-version in service beat) is gated out, and the service keeps the version it had;
+Finally a candidate worse by construction (no plan fits its tokens, so serving falls back to the rules
+the version in service beat) is gated out, and the service keeps the version it had;
 before all this, a candidate that writes no valid strategy at all is kept out against the rules.
 """
 
@@ -50,13 +50,14 @@ from psycopg.conninfo import make_conninfo
 from psycopg.rows import dict_row
 
 from agent.context import ReviewRequest
+from agent.diff import parse_unified_diff
 from agent.evaluation import ExpectedFinding, match_findings
 from agent.pipeline import run_review
 from agent.runtime import Runtime
 from agent.session import prepare_database
 from agent.store import feedback as store_feedback
 from agent.store.db import Pool, open_pool
-from agent.strategy import STRATEGY_SYSTEM_PROMPT, Strategy
+from agent.strategy import DEFAULT_STOP_CONDITION, STRATEGY_SYSTEM_PROMPT, Strategy
 from agent.strategy_model import ServingOptions, StrategyModelSource
 from agent.tracing import setup_tracing, shutdown_tracing
 from learning.retrain import RetrainReport, VllmServer, retrain
@@ -65,6 +66,9 @@ from learning.train_configs import DPOTrainingConfig, KTOTrainingConfig, SFTTrai
 
 pytestmark = [
     pytest.mark.slow,
+    # pytest-timeout guards against a hang and counts fixture setup: the promoting retrain took 543 s of
+    # the default 600 on a loaded 2-core machine (issue 21); a guard must not be what decides
+    pytest.mark.timeout(2400),
     # peft 0.21 reads transformers 5's deprecated `is_gradient_checkpointing`; drop when peft reads the new name
     pytest.mark.filterwarnings("ignore:`is_gradient_checkpointing` is deprecated:FutureWarning"),
 ]
@@ -479,34 +483,73 @@ def test_the_next_review_uses_the_promoted_version(
     assert span["attributes"]["reviewloop.model_version_id"] == version_id
 
 
+WORSE_GATE_TOKENS = 150  # the worse run's decoding budget, for both versions (see the test below)
+
+
+def minimal_plan_tokens(tokenizer: Any, changed_paths: list[str]) -> int:
+    """The fewest tokens any valid decisions-only plan for a code change can take: the shortest change
+    type, security alone on the shortest changed path, budget 1, no whitespace."""
+    plans = [
+        Strategy.model_validate(
+            {
+                "change_type": "docs",
+                "risk_areas": [],
+                "plan": [{"reviewer": "security", "focus_paths": [p], "checks": "", "step_budget": 1}],
+                "stop_condition": DEFAULT_STOP_CONDITION,
+            }
+        ).to_json()
+        for p in changed_paths
+    ]
+    return min(len(tokenizer(plan)["input_ids"]) for plan in plans)
+
+
 def test_a_worse_candidate_is_kept_out_of_service(
-    seeded: Seeded, promoted_run: PromotedRun, tmp_path_factory: pytest.TempPathFactory
+    seeded: Seeded, promoted_run: PromotedRun, tmp_path_factory: pytest.TempPathFactory, devset_path: Path
 ) -> None:
     """Done when 2: a candidate worse than the version in service is kept out of service; the version
     in service stays, for the registry and for serving.
 
-    Worse by construction, not by a coin flip (issue 21): this candidate gets too few tokens to write
-    any plan, so on every held-out merge request serving falls back to the rules, which run every
-    reviewer and post the code-quality, architecture and test-impact findings this team rejects. Its
-    reward is therefore the rules' reward on these merge requests, which the version in service beat
-    by the margin to be promoted (the promoting run's gate, same cases). An untrained candidate that
-    writes valid plans, as this test used before, scores within noise of the trained one (1.583 vs
-    1.567 and 1.413 vs 1.400 in two runs): the schema requires security first, and which of the two
-    won depended on the run. (Against the rules, with nothing in service, the same kind of candidate
-    is its own test.)"""
+    Worse by construction, not by a coin flip (issue 21). The candidate is trained on a base model whose
+    tokenizer has almost no merges, so the shortest plan it could write for any held-out merge request
+    is longer than the gate's decoding budget: on every one, serving falls back to the rules, which run
+    every reviewer and post the code-quality, architecture and test-impact findings this team rejects.
+    Its reward is the rules' reward on these merge requests, which the version in service beat by the
+    margin to be promoted (the promoting run's gate, same cases); the version in service writes its
+    plans well within the budget (a 1024-token vocabulary learned from such plans). An untrained
+    candidate that writes valid plans, as this test used before, scores within noise of the trained
+    one (1.583 vs 1.567 and 1.413 vs 1.400 in two runs: the schema requires security first), and which
+    of the two won depended on the run. (Against the rules, with nothing in service, a candidate that
+    writes no plan is its own test.)"""
+    from transformers import AutoTokenizer
+
+    from learning.tiny_model import MIN_VOCAB_SIZE, build_tiny_model
+
     in_service = promoted_run.report.candidate_version_id
     assert in_service is not None
     promoting_gate = promoted_run.report.stage("eval").metrics
     assert promoting_gate["baseline"]["name"] == "rules"
+    byte_level = build_tiny_model(tmp_path_factory.mktemp("bytes") / "model", seed=0, vocab_size=MIN_VOCAB_SIZE)
+    cases = [json.loads(line) for line in devset_path.read_text().splitlines() if line.strip()]
+    tokenizer = AutoTokenizer.from_pretrained(byte_level)
+    for case in (held_out_case(c) for c in cases if c["id"] in HELD_OUT):
+        shortest = minimal_plan_tokens(tokenizer, [f["path"] for f in parse_unified_diff(case["diff"])])
+        assert shortest > WORSE_GATE_TOKENS, f"{case['id']}: a plan fits in {shortest} tokens"
     # the eval split: the held-out merge requests and whatever was reviewed since seeding (newer, and
     # without labels, so no replay case), so that the gate sees the promoting gate's cases again
     reviewed = rows(seeded.dsn, "SELECT DISTINCT project, mr_iid FROM reviews WHERE NOT is_shadow")
     since = len(reviewed) - seeded.merge_requests
     worse = dataclasses.replace(
-        tiny_config(seeded.base_model, tmp_path_factory.mktemp("worse"), run_preference=False, run_rl=False),
+        tiny_config(byte_level, tmp_path_factory.mktemp("worse"), run_preference=False, run_rl=False),
         eval_fraction=(len(HELD_OUT) + since) / len(reviewed),
-        sft=SFTTrainingConfig(max_steps=1, learning_rate=1e-6, validity_sample=1, validity_max_new_tokens=8, **TRAINER),
-        gate_max_new_tokens=4,  # no plan fits: every held-out merge request gets the rules' plan
+        sft=SFTTrainingConfig(
+            max_steps=1,
+            learning_rate=1e-6,
+            validity_sample=1,
+            validity_max_new_tokens=8,
+            max_length=4096,  # its prompts take several times the tokens; none may lose its completion
+            **TRAINER,
+        ),
+        gate_max_new_tokens=WORSE_GATE_TOKENS,
     )
     with open_pool(seeded.dsn, max_size=4) as pool:
         report = retrain(pool, worse, vllm=VllmServer(promoted_run.vllm.base_url, "sk-vllm"))
@@ -525,7 +568,7 @@ def test_a_worse_candidate_is_kept_out_of_service(
     # the same held-out cases as the promoting gate: the candidate scores what the rules scored there,
     # and the version in service what it scored there (greedy decoding, deterministic replay)
     assert m["eval_cases"] == promoting_gate["eval_cases"] == len(HELD_OUT)
-    assert m["candidate"]["valid_share"] == 0.0, "4 tokens held a valid strategy"
+    assert m["candidate"]["valid_share"] == 0.0 and m["baseline"]["valid_share"] == 1.0
     assert m["candidate"]["mean_reward"] == promoting_gate["baseline"]["mean_reward"]
     assert m["baseline"]["mean_reward"] == promoting_gate["candidate"]["mean_reward"]
     gain = m["candidate"]["mean_reward"] - m["baseline"]["mean_reward"]
