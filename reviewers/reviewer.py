@@ -108,6 +108,7 @@ def findings_from_issues(reviewer: ReviewerName, file: ChangedFile, issues: list
                 reviewer=reviewer,
                 rule=issue.rule,
                 confidence=issue.confidence,
+                cwe=issue.cwe,
             )
         )
     return sorted(findings, key=lambda f: f.line)

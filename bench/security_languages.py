@@ -1,0 +1,202 @@
+"""The labeled security suite for JavaScript/TypeScript, Go and Java, scored on the real engine.
+
+    python -m bench.security_languages            # the per-language table, and the engine's cost
+    python -m bench.security_languages --cost-lines 10000
+
+Cases live in tests/fixtures/security/<language>/: a line ending in a comment `expect: CWE-N` is a
+vulnerable case that must be reported with that CWE; `safe: CWE-N` marks a near-miss of that class
+(a guard, a constant, a sanitizer, a safe API) that must not be reported. A finding on any other
+line is a false positive too (counted under the rule's CWE). All files of all languages go through
+one engine run, as in a review.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from reviewers.analyzers import semgrep_taint
+from reviewers.paths import language_of
+
+REPO = Path(__file__).resolve().parent.parent
+SUITE = REPO / "tests" / "fixtures" / "security"
+SUITE_LANGUAGES = ("javascript", "typescript", "go", "java")
+_MARKER = re.compile(r"(?://|/\*)\s*(expect|safe):\s*(CWE-\d+)")
+
+
+@dataclass(frozen=True, slots=True)
+class Case:
+    path: str  # relative to SUITE
+    line: int
+    cwe: str
+    vulnerable: bool
+
+
+@dataclass
+class ClassScore:
+    vulnerable: int = 0
+    found: int = 0
+    safe: int = 0
+    flagged: int = 0  # safe cases reported, and reports on unmarked lines
+
+    @property
+    def tpr(self) -> float:
+        return self.found / self.vulnerable if self.vulnerable else 1.0
+
+    @property
+    def fpr(self) -> float:
+        return min(1.0, self.flagged / self.safe) if self.safe else float(self.flagged > 0)
+
+
+@dataclass
+class SuiteResult:
+    scores: dict[str, dict[str, ClassScore]] = field(default_factory=dict)  # language → CWE → score
+    missed: list[Case] = field(default_factory=list)
+    false_alarms: list[str] = field(default_factory=list)  # "path:line rule CWE"
+    not_analysed: list[str] = field(default_factory=list)
+    engine_s: float = 0.0
+    lines: int = 0
+
+
+def suite_files(languages: tuple[str, ...] = SUITE_LANGUAGES) -> list[Path]:
+    return sorted(p for lang in languages for p in (SUITE / lang).rglob("*") if p.is_file() and _language(p))
+
+
+def _language(path: Path) -> str | None:
+    language = language_of(path.name)
+    return language if language in semgrep_taint.LANGUAGES else None
+
+
+def cases_in(path: Path, text: str) -> list[Case]:
+    rel = str(path.relative_to(SUITE))
+    out: list[Case] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        m = _MARKER.search(line)
+        if m:
+            out.append(Case(rel, number, m.group(2), m.group(1) == "expect"))
+    return out
+
+
+def score_suite(languages: tuple[str, ...] = SUITE_LANGUAGES) -> SuiteResult:
+    files = suite_files(languages)
+    texts = [p.read_text(encoding="utf-8") for p in files]
+    started = time.perf_counter()
+    answers = semgrep_taint.scan([(p.name, t) for p, t in zip(files, texts, strict=True)])
+    result = SuiteResult(engine_s=time.perf_counter() - started, lines=sum(len(t.splitlines()) for t in texts))
+    _, rules = semgrep_taint.load_rules()
+    for path, text, answer in zip(files, texts, answers, strict=True):
+        language = path.relative_to(SUITE).parts[0]
+        per_class = result.scores.setdefault(language, defaultdict(ClassScore))
+        rel = str(path.relative_to(SUITE))
+        if answer.cut_short:
+            result.not_analysed.append(f"{rel}: {answer.cut_short}")
+        reported: dict[int, set[str]] = defaultdict(set)
+        for match in answer.matches:
+            for line in range(match.line, match.end_line + 1):
+                reported[line].add(rules[match.rule].cwe)
+        cases = cases_in(path, text)
+        marked = {c.line for c in cases}
+        for case in cases:
+            score = per_class[case.cwe]
+            if case.vulnerable:
+                score.vulnerable += 1
+                if case.cwe in reported.get(case.line, set()):
+                    score.found += 1
+                else:
+                    result.missed.append(case)
+            else:
+                score.safe += 1
+                if reported.get(case.line):
+                    score.flagged += 1
+                    result.false_alarms.append(f"{rel}:{case.line} {sorted(reported[case.line])}")
+        for match in answer.matches:
+            if not any(match.line <= n <= match.end_line for n in marked):
+                cwe = rules[match.rule].cwe
+                per_class[cwe].flagged += 1
+                result.false_alarms.append(f"{rel}:{match.line} unmarked {match.rule} {cwe}")
+    return result
+
+
+def render_table(result: SuiteResult) -> str:
+    rows = ["| language | classes | vulnerable found | safe flagged | TPR | FPR | TPR − FPR (mean of classes) |",
+            "|---|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+    for language, per_class in result.scores.items():
+        classes = list(per_class.values())
+        vulnerable = sum(c.vulnerable for c in classes)
+        found = sum(c.found for c in classes)
+        safe = sum(c.safe for c in classes)
+        flagged = sum(c.flagged for c in classes)
+        mean = sum(c.tpr - c.fpr for c in classes) / len(classes)
+        rows.append(
+            f"| {language} | {len(classes)} | {found}/{vulnerable} | {flagged}/{safe} | "
+            f"{found / vulnerable:.2f} | {flagged / safe:.2f} | {mean:+.2f} |"
+        )
+    return "\n".join(rows)
+
+
+def render_classes(result: SuiteResult) -> str:
+    rows = ["| language | CWE | vulnerable found | safe flagged | TPR − FPR |", "|---|---|---:|---:|---:|"]
+    for language, per_class in result.scores.items():
+        for cwe, c in sorted(per_class.items(), key=lambda kv: int(kv[0].split("-")[1])):
+            rows.append(f"| {language} | {cwe} | {c.found}/{c.vulnerable} | {c.flagged}/{c.safe} | {c.tpr - c.fpr:+.2f} |")
+    return "\n".join(rows)
+
+
+def synthetic_change(lines: int) -> list[tuple[str, str]]:
+    """About `lines` lines of non-Python code made of the suite's files (renamed copies, one language
+    after another), as a merge request of that size would hand the engine."""
+    sources = [(p, p.read_text(encoding="utf-8")) for p in suite_files()]
+    out: list[tuple[str, str]] = []
+    total = 0
+    n = 0
+    while total < lines:
+        path, text = sources[n % len(sources)]
+        out.append((f"src/copy{n}/{path.name}", text + f"\n// copy {n}\n"))  # distinct texts: nothing cached
+        total += len(text.splitlines()) + 2
+        n += 1
+    return out
+
+
+def engine_cost(lines: int, repeats: int = 3) -> tuple[int, int, list[float]]:
+    """(files, lines, wall seconds of each run) for one engine run over a synthetic change."""
+    files = synthetic_change(lines)
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        answers = semgrep_taint.scan(files)
+        times.append(time.perf_counter() - started)
+        failed = [a.cut_short for a in answers if a.cut_short]
+        if failed:
+            raise SystemExit(f"the engine did not finish: {failed[0]}")
+    return len(files), sum(len(t.splitlines()) for _, t in files), times
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cost-lines", type=int, default=10_000)
+    args = parser.parse_args(argv)
+    result = score_suite()
+    print(render_table(result))
+    print()
+    print(render_classes(result))
+    print(f"\nsuite: {result.lines} lines, one engine run {result.engine_s:.2f} s")
+    for case in result.missed:
+        print(f"missed: {case.path}:{case.line} {case.cwe}", file=sys.stderr)
+    for alarm in result.false_alarms:
+        print(f"false alarm: {alarm}", file=sys.stderr)
+    for why in result.not_analysed:
+        print(f"not analysed: {why}", file=sys.stderr)
+    if args.cost_lines:
+        files, lines, times = engine_cost(args.cost_lines)
+        runs = ", ".join(f"{t:.2f}" for t in times)
+        print(f"engine cost: {files} files, {lines} lines, one run each: {runs} s (median {sorted(times)[1]:.2f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
