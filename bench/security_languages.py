@@ -119,10 +119,8 @@ def score_suite(languages: tuple[str, ...] = SUITE_LANGUAGES) -> SuiteResult:
             cwe = rules[match.rule].cwe
             # A report a line or two from a case of its own class is the same finding once merged
             # (`reviewers.reviewer.merge_issues`), as in a review.
-            near = any(
-                c.vulnerable and c.cwe == cwe and match.line - MERGE_DISTANCE <= c.line <= match.end_line + MERGE_DISTANCE
-                for c in cases
-            )
+            low, high = match.line - MERGE_DISTANCE, match.end_line + MERGE_DISTANCE
+            near = any(c.vulnerable and c.cwe == cwe and low <= c.line <= high for c in cases)
             if not near and not any(match.line <= n <= match.end_line for n in marked):
                 per_class[cwe].flagged += 1
                 result.false_alarms.append(f"{rel}:{match.line} unmarked {match.rule} {cwe}")
@@ -150,7 +148,8 @@ def render_classes(result: SuiteResult) -> str:
     rows = ["| language | CWE | vulnerable found | safe flagged | TPR − FPR |", "|---|---|---:|---:|---:|"]
     for language, per_class in result.scores.items():
         for cwe, c in sorted(per_class.items(), key=lambda kv: int(kv[0].split("-")[1])):
-            rows.append(f"| {language} | {cwe} | {c.found}/{c.vulnerable} | {c.flagged}/{c.safe} | {c.tpr - c.fpr:+.2f} |")
+            counts = f"{c.found}/{c.vulnerable} | {c.flagged}/{c.safe}"
+            rows.append(f"| {language} | {cwe} | {counts} | {c.tpr - c.fpr:+.2f} |")
     return "\n".join(rows)
 
 

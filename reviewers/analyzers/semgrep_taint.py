@@ -67,6 +67,9 @@ PER_FILE_RULE_TIMEOUT_S = 5  # the engine gives up one rule on one file after th
 ENGINE_MAX_MEMORY_MIB = 2000
 MAX_FILE_BYTES = 1_000_000  # past this a file is data or generated; named, not analysed
 _SEVERITY: dict[str, Severity] = {"ERROR": "high", "WARNING": "medium", "INFO": "low"}
+# The line rules' families these rules judge by data flow in the languages they cover: when the engine
+# read a file in full, the line rules of these families stay quiet on it.
+ENGINE_KINDS = frozenset({"sql", "shell", "code-exec"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,26 +205,36 @@ def scan(files: Sequence[tuple[str, str]], *, timeout_s: float = ENGINE_TIMEOUT_
             "-timeout", str(PER_FILE_RULE_TIMEOUT_S), "-timeout_threshold", "3",
             "-max_memory", str(ENGINE_MAX_MEMORY_MIB),
         ]  # fmt: skip
-        failure = _run_engine(command, cwd=root, timeout_s=timeout_s)
-    if isinstance(failure, str):
+        report = _run_engine(command, cwd=root, timeout_s=timeout_s)
+    if isinstance(report, str):
         for i in wanted:
-            answers[i] = EngineAnswer(cut_short=f"security engine (semgrep) {failure}")
+            answers[i] = EngineAnswer(cut_short=f"security engine (semgrep) {report}")
         return answers
     matches: dict[int, list[EngineMatch]] = {i: [] for i in wanted}
-    for result in failure.get("results", []):
-        i = names.get(Path(str(result.get("path", ""))).name)
-        if i is not None:
+    for result in report.get("results", []):
+        hit = names.get(Path(str(result.get("path", ""))).name)
+        if hit is not None:
             start = int(result["start"]["line"])
-            matches[i].append(EngineMatch(str(result["check_id"]), start, int(result["end"]["line"])))
+            matches[hit].append(EngineMatch(str(result["check_id"]), start, int(result["end"]["line"])))
     problems: dict[int, str] = {}
-    for error in failure.get("errors", []):
-        i = names.get(Path(str(error.get("path", ""))).name)
-        if i is not None and i not in problems:
-            kind = str(error.get("type", ["error"])[0] if isinstance(error.get("type"), list) else error.get("type"))
-            problems[i] = f"security engine: {kind.lower()} (analysed in part)"
+    for error in report.get("errors", []):
+        location = error.get("location") or {}
+        unread = names.get(Path(str(location.get("path") or error.get("path", ""))).name)
+        if unread is None or unread in problems:
+            continue
+        kind = error.get("error_type", "error")
+        kind = str(kind[0] if isinstance(kind, list) and kind else kind)  # ["PartialParsing", [...]]
+        where = location.get("start", {}).get("line")
+        at = f" at line {where}" if where else ""
+        problems[unread] = f"security engine (semgrep): {_words(kind)}{at}, analysed in part"
     for i in wanted:
         answers[i] = EngineAnswer(tuple(matches[i]), problems.get(i))
     return answers
+
+
+def _words(kind: str) -> str:
+    """ "PartialParsing" → "partial parsing"."""
+    return "".join(f" {c.lower()}" if c.isupper() else c for c in kind).strip()
 
 
 def _run_engine(command: list[str], *, cwd: Path, timeout_s: float) -> dict[str, Any] | str:

@@ -112,3 +112,34 @@ def test_review_a_gitlab_merge_request_dry_run_then_post(env: None, monkeypatch:
         again = runner.invoke(app, [*args, "--post"])
         assert again.exit_code == 0
         assert len(gitlab.notes(1, 3)) == first, "a second --post posted again"
+
+
+JS_PATCH = """diff --git a/server/routes/admin.js b/server/routes/admin.js
+new file mode 100644
+--- /dev/null
++++ b/server/routes/admin.js
+@@ -0,0 +1,8 @@
++const { exec } = require("child_process");
++const express = require("express");
++const router = express.Router();
++
++router.get("/cleanup", (req, res) => {
++  exec("rm -rf " + req.query.dir);
++  res.sendStatus(204);
++});
+"""
+
+
+def test_review_of_a_javascript_diff_reports_the_shell_command_as_cwe_78(env: None, tmp_path: Path) -> None:
+    from reviewers.analyzers.semgrep_taint import engine_binary
+
+    if engine_binary() is None:
+        pytest.skip("semgrep's engine is not installed (make setup installs it)")
+    patch = tmp_path / "js.patch"
+    patch.write_text(JS_PATCH)
+    result = CliRunner().invoke(app, ["review", "--diff", str(patch), "--format", "json", "--no-store"])
+    assert result.exit_code == 0, result.output
+    findings = json.loads(result.stdout)["findings"]
+    assert [(f["path"], f["line"], f["cwe"], f["verdict"]) for f in findings if f["category"] == "security"] == [
+        ("server/routes/admin.js", 6, "CWE-78", "REAL")
+    ]
