@@ -19,14 +19,13 @@ from reviewers import run_reviewer
 from reviewers.analyzers import semgrep_taint
 from reviewers.kernel.contracts import PlanItem
 
-pytestmark = pytest.mark.skipif(
-    semgrep_taint.engine_binary() is None, reason="semgrep's engine is not installed (make setup installs it)"
-)
 MIN_CASES = 10  # per language: vulnerable cases, and safe near-misses
 
 
 @pytest.fixture(autouse=True)
 def _fresh_answers() -> None:
+    # Not a skip: a CI without the engine must fail here, not pass quietly (`make setup` installs it).
+    assert semgrep_taint.engine_binary() is not None, "semgrep's engine is not installed: run make setup"
     semgrep_taint._answers.clear()
 
 
@@ -151,3 +150,12 @@ def test_one_engine_process_per_review(build_context: Any, tmp_path: Path, monke
     assert not result.cut_short
     assert log.read_text().count("run") == 1
     assert os.access(wrapper, os.X_OK)
+
+
+def test_every_install_pins_the_engine_version_the_module_speaks() -> None:
+    repo = Path(__file__).resolve().parents[3]
+    pin = f"semgrep=={semgrep_taint.SEMGREP_VERSION}"
+    for name in ("Makefile", "deploy/Dockerfile", "deploy/Dockerfile.gpu"):
+        text = (repo / name).read_text(encoding="utf-8")
+        assert pin in text and "--no-deps" in text, name
+        assert text.count("semgrep==") == 1, name
