@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import resource
 import sys
 import time
 from collections import defaultdict
@@ -153,33 +154,67 @@ def render_classes(result: SuiteResult) -> str:
     return "\n".join(rows)
 
 
-def synthetic_change(lines: int) -> list[tuple[str, str]]:
+def synthetic_change(lines: int, *, salt: str = "") -> list[tuple[str, str]]:
     """About `lines` lines of non-Python code made of the suite's files (renamed copies, one language
-    after another), as a merge request of that size would hand the engine."""
+    after another), as a merge request of that size would hand the engine. A new `salt` makes texts
+    no cache has seen."""
     sources = [(p, p.read_text(encoding="utf-8")) for p in suite_files()]
     out: list[tuple[str, str]] = []
     total = 0
     n = 0
     while total < lines:
         path, text = sources[n % len(sources)]
-        out.append((f"src/copy{n}/{path.name}", text + f"\n// copy {n}\n"))  # distinct texts: nothing cached
+        out.append((f"src/copy{n}/{path.name}", text + f"\n// copy {n} {salt}\n"))
         total += len(text.splitlines()) + 2
         n += 1
     return out
 
 
-def engine_cost(lines: int, repeats: int = 3) -> tuple[int, int, list[float]]:
-    """(files, lines, wall seconds of each run) for one engine run over a synthetic change."""
-    files = synthetic_change(lines)
-    times = []
-    for _ in range(repeats):
-        started = time.perf_counter()
+def new_files_diff(files: list[tuple[str, str]]) -> str:
+    """`git diff` text adding each file whole."""
+    out: list[str] = []
+    for path, text in files:
+        lines = text.splitlines()
+        out += [f"diff --git a/{path} b/{path}", "new file mode 100644", "--- /dev/null", f"+++ b/{path}"]
+        out += [f"@@ -0,0 +1,{len(lines)} @@", *(f"+{line}" for line in lines)]
+    return "\n".join(out) + "\n"
+
+
+@dataclass
+class Cost:
+    files: int
+    lines: int
+    engine_s: list[float]  # one engine run over every file, each run on texts never seen
+    review_s: list[float]  # `run_review` with no model (all four reviewers, the rule strategy's budget)
+    engine_cpu_s: list[float] = field(default_factory=list)  # the engine process's CPU time
+    review_cpu_s: list[float] = field(default_factory=list)  # this process's and its children's
+
+
+def _cpu(*, own: bool = True) -> float:
+    """CPU seconds of this process (`own`) or of its finished children."""
+    usage = resource.getrusage(resource.RUSAGE_SELF if own else resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def measure_cost(lines: int, repeats: int = 3) -> Cost:
+    from bench.pipeline import review_once
+
+    cost = Cost(0, 0, [], [])
+    for run in range(repeats):
+        files = synthetic_change(lines, salt=f"engine {run} {time.time_ns()}")
+        cost.files, cost.lines = len(files), sum(len(t.splitlines()) for _, t in files)
+        started, children = time.perf_counter(), _cpu(own=False)
         answers = semgrep_taint.scan(files)
-        times.append(time.perf_counter() - started)
+        cost.engine_s.append(time.perf_counter() - started)
+        cost.engine_cpu_s.append(_cpu(own=False) - children)
         failed = [a.cut_short for a in answers if a.cut_short]
         if failed:
             raise SystemExit(f"the engine did not finish: {failed[0]}")
-    return len(files), sum(len(t.splitlines()) for _, t in files), times
+        files = synthetic_change(lines, salt=f"review {run} {time.time_ns()}")
+        cpu = _cpu() + _cpu(own=False)
+        cost.review_s.append(review_once(new_files_diff(files), dict(files)))
+        cost.review_cpu_s.append(_cpu() + _cpu(own=False) - cpu)
+    return cost
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -198,9 +233,13 @@ def main(argv: list[str] | None = None) -> int:
     for why in result.not_analysed:
         print(f"not analysed: {why}", file=sys.stderr)
     if args.cost_lines:
-        files, lines, times = engine_cost(args.cost_lines)
-        runs = ", ".join(f"{t:.2f}" for t in times)
-        print(f"engine cost: {files} files, {lines} lines, one run each: {runs} s (median {sorted(times)[1]:.2f} s)")
+        cost = measure_cost(args.cost_lines)
+        engine = ", ".join(f"{t:.2f}" for t in cost.engine_s)
+        review = ", ".join(f"{t:.2f}" for t in cost.review_s)
+        engine_cpu = ", ".join(f"{t:.2f}" for t in cost.engine_cpu_s)
+        review_cpu = ", ".join(f"{t:.2f}" for t in cost.review_cpu_s)
+        print(f"engine alone: {cost.files} files, {cost.lines} lines: wall {engine} s, CPU {engine_cpu} s")
+        print(f"whole review, no model: wall {review} s, CPU {review_cpu} s")
     return 0
 
 
