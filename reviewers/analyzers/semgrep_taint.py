@@ -130,7 +130,12 @@ def load_rules() -> tuple[str, dict[str, EngineRule]]:
     by_id: dict[str, EngineRule] = {}
     for name in sorted(set(rule_file for _, rule_file, _ in LANGUAGES.values())):
         document = yaml.safe_load((RULES_DIR / name).read_text(encoding="utf-8"))
+        # Calls that move taint into a container or builder (`list.push(x)`, `sb.append(x)`) hold for
+        # every taint rule of the file.
+        propagators = document.get("x-propagators", [])
         for rule in document["rules"]:
+            if rule.get("mode") == "taint" and propagators:
+                rule.setdefault("pattern-propagators", propagators)
             meta = rule["metadata"]
             confidence: Confidence = meta.get("confidence", "high" if rule.get("mode") == "taint" else "medium")
             by_id[rule["id"]] = EngineRule(
@@ -209,6 +214,13 @@ def scan(files: Sequence[tuple[str, str]], *, timeout_s: float = ENGINE_TIMEOUT_
     if isinstance(report, str):
         for i in wanted:
             answers[i] = EngineAnswer(cut_short=f"security engine (semgrep) {report}")
+        return answers
+    broken_rules = [e for e in report.get("errors", []) if e.get("rule_id") and e.get("severity") == "error"]
+    if broken_rules:  # a rule the engine refused: its run is not to be trusted for any file
+        first = broken_rules[0]
+        why = f"rule {first['rule_id']} refused ({str(first.get('error_type', 'error')).lower()})"
+        for i in wanted:
+            answers[i] = EngineAnswer(cut_short=f"security engine (semgrep): {why}")
         return answers
     matches: dict[int, list[EngineMatch]] = {i: [] for i in wanted}
     for result in report.get("results", []):
