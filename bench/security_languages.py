@@ -21,7 +21,6 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from reviewers.analyzers import semgrep_taint
 from reviewers.paths import language_of
 from reviewers.reviewer import MERGE_DISTANCE
 
@@ -71,7 +70,7 @@ def suite_files(languages: tuple[str, ...] = SUITE_LANGUAGES) -> list[Path]:
 
 def _language(path: Path) -> str | None:
     language = language_of(path.name)
-    return language if language in semgrep_taint.LANGUAGES else None
+    return language if language in SUITE_LANGUAGES else None
 
 
 def cases_in(path: Path, text: str) -> list[Case]:
@@ -85,6 +84,8 @@ def cases_in(path: Path, text: str) -> list[Case]:
 
 
 def score_suite(languages: tuple[str, ...] = SUITE_LANGUAGES) -> SuiteResult:
+    from reviewers.analyzers import semgrep_taint  # here, so an older tree can run the reviewer score
+
     files = suite_files(languages)
     texts = [p.read_text(encoding="utf-8") for p in files]
     started = time.perf_counter()
@@ -198,6 +199,7 @@ def _cpu(*, own: bool = True) -> float:
 
 def measure_cost(lines: int, repeats: int = 3) -> Cost:
     from bench.pipeline import review_once
+    from reviewers.analyzers import semgrep_taint
 
     cost = Cost(0, 0, [], [])
     for run in range(repeats):
@@ -217,10 +219,55 @@ def measure_cost(lines: int, repeats: int = 3) -> Cost:
     return cost
 
 
+def score_through_reviewer(languages: tuple[str, ...] = SUITE_LANGUAGES) -> dict[str, dict[str, ClassScore]]:
+    """Per language, the suite's cases judged on what the whole security analyzer reports (every
+    analyzer, every issue before the per-file limit) with the files presented as product code under
+    src/. A vulnerable case counts as found when any issue lands on its line, whatever its CWE, so
+    the figure also applies to a tree whose findings carry none (run it against an older
+    `reviewers` package to compare)."""
+    from agent.diff import parse_unified_diff
+    from agent.workspaces.snapshot import SnapshotWorkspace
+    from reviewers.analyzers.changed_file import ChangedFile
+    from reviewers.kernel.contracts import ReviewContext
+    from reviewers.security import SECURITY
+
+    out: dict[str, dict[str, ClassScore]] = {}
+    for language in languages:
+        head = {f"src/{p.relative_to(SUITE)}": p.read_text(encoding="utf-8") for p in suite_files((language,))}
+        changes = parse_unified_diff(new_files_diff(list(head.items())))
+        context = ReviewContext(title="suite", description="", files=changes, workspace=SnapshotWorkspace(head))
+        analyze = SECURITY.make_analyzer(context)
+        per_class: dict[str, ClassScore] = defaultdict(ClassScore)
+        for change in changes:
+            reported = {issue.line for issue in analyze(ChangedFile(change, head[change.path])).issues}
+            for case in cases_in(SUITE / change.path.removeprefix("src/"), head[change.path]):
+                score = per_class[case.cwe]
+                if case.vulnerable:
+                    score.vulnerable += 1
+                    score.found += case.line in reported
+                else:
+                    score.safe += 1
+                    score.flagged += case.line in reported
+        out[language] = dict(per_class)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cost-lines", type=int, default=10_000)
+    parser.add_argument("--through-reviewer", action="store_true", help="also score the whole security analyzer")
     args = parser.parse_args(argv)
+    if args.through_reviewer:
+        for language, per_class in score_through_reviewer().items():
+            found = sum(c.found for c in per_class.values())
+            vulnerable = sum(c.vulnerable for c in per_class.values())
+            flagged = sum(c.flagged for c in per_class.values())
+            safe = sum(c.safe for c in per_class.values())
+            mean = sum(c.tpr - c.fpr for c in per_class.values()) / len(per_class)
+            print(
+                f"whole analyzer, {language}: found {found}/{vulnerable}, safe flagged {flagged}/{safe}, "
+                f"TPR - FPR (mean of classes) {mean:+.2f}"
+            )
     result = score_suite()
     print(render_table(result))
     print()
