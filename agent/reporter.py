@@ -71,6 +71,7 @@ def finding_record(v: VerifiedFinding) -> dict[str, Any]:
         "evidence": f.evidence,
         "reviewer": f.reviewer,
         "rule": f.rule,
+        "cwe": f.cwe,
         "verdict": v.verdict,
         "verdict_reason": v.reason,
         "fingerprint": f.fingerprint,

@@ -71,6 +71,8 @@ def merge_issues(issues: list[Issue]) -> list[Issue]:
             folded.append([])
             continue
         lead = kept[twin]
+        if lead.cwe is None and issue.cwe is not None:  # the weakness survives the merge
+            lead = kept[twin] = replace(lead, cwe=issue.cwe)
         if SEVERITY_RANK[issue.severity] > SEVERITY_RANK[lead.severity]:
             if issue.kind != lead.kind:
                 kept[twin], issue = issue, lead
@@ -113,6 +115,7 @@ def findings_from_issues(reviewer: ReviewerName, file: ChangedFile, issues: list
                 reviewer=reviewer,
                 rule=issue.rule,
                 confidence=issue.confidence,
+                cwe=issue.cwe,
             )
         )
     return sorted(findings, key=lambda f: f.line)

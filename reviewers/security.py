@@ -1,8 +1,9 @@
 """The security reviewer: secrets, injection, unsafe deserialization, traversal, weakened settings.
 
 Its analyzer runs, in order of precision: the secret scanner; instructions addressed to AI
-reviewers (prompt injection); the Python syntax-tree checks (or the line rules when the file is not
-Python that parses); the settings check; and bandit. Test files get only the vendor-prefix secret
+reviewers (prompt injection); the Python syntax-tree checks, or for JavaScript/TypeScript, Go and
+Java our taint rules on semgrep's engine (`semgrep_taint`, one engine run per review); the line
+rules for what neither covers; the settings check; and bandit. Test files get only the vendor-prefix secret
 scan and the words aimed at reviewers: fixtures are full of fake passwords and disabled verification.
 """
 
@@ -18,6 +19,9 @@ from reviewers.analyzers.patterns import line_rule_issues
 from reviewers.analyzers.prompt_injection import prompt_injection_issues
 from reviewers.analyzers.python_security import python_security_issues
 from reviewers.analyzers.secrets import scan_secrets, secret_issues
+from reviewers.analyzers.semgrep_taint import ENGINE_KINDS, engine_issues
+from reviewers.analyzers.semgrep_taint import prefetch as engine_prefetch
+from reviewers.analyzers.semgrep_taint import supports as engine_supports
 from reviewers.kernel.contracts import ReviewContext
 from reviewers.kernel.errors import AnalyzerError
 from reviewers.paths import is_test_path
@@ -45,7 +49,15 @@ def _make_analyzer(context: ReviewContext) -> Analyzer:
             analysis.incomplete.append(("budget", f"secrets scan: {scan.cut_short}"))
         tree_issues = python_security_issues(file)
         analysis.issues += tree_issues or []
-        analysis.issues += line_rule_issues(file, python_ast_done=tree_issues is not None)
+        engine_done: frozenset[str] = frozenset()
+        if engine_supports(file.path):
+            found, cut_short = engine_issues(file, deadline=context.deadline)
+            analysis.issues += found
+            if cut_short is None:
+                engine_done = ENGINE_KINDS
+            else:
+                analysis.cut_short = "; ".join(filter(None, [analysis.cut_short, cut_short]))
+        analysis.issues += line_rule_issues(file, python_ast_done=tree_issues is not None, covered_kinds=engine_done)
         analysis.issues += security_setting_issues(file)
         if tree_issues is not None:  # bandit only reads Python that parses
             try:
@@ -68,6 +80,9 @@ def _safe_scan(file: ChangedFile) -> tuple[list[Issue], str]:
 def _prefetch(context: ReviewContext, paths: Sequence[str]) -> None:
     texts = [t for p in paths if p.endswith(".py") and (t := context.workspace.read_file(p)) is not None]
     bandit_prefetch(texts)
+    # Every other-language file the review will read, in one engine process.
+    others = [(p, t) for p in paths if engine_supports(p) and (t := context.workspace.read_file(p)) is not None]
+    engine_prefetch([(p, t) for p, t in others if not is_test_path(p)], deadline=context.deadline)
 
 
 SECURITY = ReviewerSpec(

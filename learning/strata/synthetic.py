@@ -3,10 +3,11 @@
 For tests and CPU demos of StraTA RL, where no labeled history exists. Each merge request changes a
 few files with neutral names (`src/alder.js`, `docs/birch.md`: no name says "risky"); some source
 files gain code with a real vulnerable pattern the security reviewer detects (SQL built by
-interpolation, a shell command from a variable, unsafe YAML, eval, TLS checks off, a hard-coded token
-with a known prefix); the other files gain harmless changes. The planted lines are the labeled,
-accepted findings. Under a small step budget (`ReplayEnvConfig.step_budget_cap`) a strategy finds a
-problem only by focusing its file first.
+interpolating request data, a shell command from request data, unsafe YAML, eval of request data,
+TLS checks off, a hard-coded token with a known prefix: JavaScript and Go sinks are judged by where
+their data comes from, so the planted ones read the request); the other files gain harmless
+changes. The planted lines are the labeled, accepted findings. Under a small step budget
+(`ReplayEnvConfig.step_budget_cap`) a strategy finds a problem only by focusing its file first.
 
 Held-out cases are drawn from names and a directory layout that no training case uses (`app/oak.js`
 beside `doc/oak.md`, where training had `src/alder.js` beside `docs/alder.md`): a constant plan, or
@@ -94,20 +95,24 @@ PROBLEMS: dict[Language, tuple[Template, ...]] = {
     "javascript": (
         Template(
             (
-                "export async function {fn}(db, {arg}) {{",
-                "  const rows = await db.query(`SELECT id, {col} FROM accounts WHERE {col} = '${{{arg}}}'`);",
+                "export async function {fn}(db, req) {{",
+                "  const rows = await db.query(`SELECT id, {col} FROM accounts WHERE {col} = '${{req.query.{arg}}}'`);",
                 "  return rows[0];",
                 "}}",
             ),
             problem=1,
         ),
         Template(
-            ("export function {fn}({arg}) {{", "  return child_process.execSync(`tar -czf out.tgz ${{{arg}}}`);", "}}"),
+            (
+                "export function {fn}(req) {{",
+                "  return child_process.execSync(`tar -czf out.tgz ${{req.body.{arg}}}`);",
+                "}}",
+            ),
             problem=1,
             header=('import child_process from "child_process";',),
         ),
         Template(("export function {fn}(text) {{", "  return yaml.load(text);", "}}"), problem=1),
-        Template(("export function {fn}({arg}) {{", "  return eval({arg});", "}}"), problem=1),
+        Template(("export function {fn}(req) {{", "  return eval(req.query.{arg});", "}}"), problem=1),
         Template(
             ("export function {fn}(url) {{", "  return https.get(url, {{ rejectUnauthorized: false }});", "}}"),
             problem=1,
@@ -121,8 +126,8 @@ PROBLEMS: dict[Language, tuple[Template, ...]] = {
     "go": (
         Template(
             (
-                "func {fn}(db *sql.DB, {arg} string) error {{",
-                '\t_, err := db.Exec("DELETE FROM accounts WHERE {col} = \'" + {arg} + "\'")',
+                "func {fn}(db *sql.DB, r *http.Request) error {{",
+                '\t_, err := db.Exec("DELETE FROM accounts WHERE {col} = \'" + r.FormValue("{arg}") + "\'")',
                 "\treturn err",
                 "}}",
             ),
@@ -130,8 +135,8 @@ PROBLEMS: dict[Language, tuple[Template, ...]] = {
         ),
         Template(
             (
-                "func {fn}({arg} string) error {{",
-                '\treturn exec.Command("sh", "-c", "tar -czf out.tgz " + {arg}).Run()',
+                "func {fn}(r *http.Request) error {{",
+                '\treturn exec.Command("sh", "-c", "tar -czf out.tgz " + r.URL.Query().Get("{arg}")).Run()',
                 "}}",
             ),
             problem=1,

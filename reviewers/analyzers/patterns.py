@@ -164,15 +164,18 @@ def _matches(rule: LineRule, text: str) -> bool:
     return True
 
 
-def line_rule_issues(file: ChangedFile, *, python_ast_done: bool) -> list[Issue]:
+def line_rule_issues(
+    file: ChangedFile, *, python_ast_done: bool, covered_kinds: frozenset[str] = frozenset()
+) -> list[Issue]:
     """Issues from the line rules on this change's added lines. `python_ast_done` skips the rules
-    the syntax-tree checks already covered."""
+    the syntax-tree checks already covered; `covered_kinds` the families another language's
+    data-flow rules judged on this file (a line cannot see where a value comes from)."""
     issues: list[Issue] = []
     for line, text in sorted(file.changed_lines.items()):
         if _COMMENT.match(text) or len(text) > MAX_RULE_LINE_CHARS:
             continue
         for rule in LINE_RULES:
-            if python_ast_done and rule.python_ast:
+            if (python_ast_done and rule.python_ast) or rule.kind in covered_kinds:
                 continue
             if _matches(rule, text):
                 issues.append(Issue(line, rule.rule, rule.severity, rule.title, rule.body, kind=rule.kind))

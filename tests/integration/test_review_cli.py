@@ -131,3 +131,30 @@ def test_a_shallow_clone_gets_a_hint_to_deepen(env: None, tmp_path: Path) -> Non
     said = " ".join(result.output.split())  # the console wraps long lines
     assert "shallow clone" in said and "git fetch --deepen" in said
     assert "Traceback" not in result.output
+
+
+JS_PATCH = """diff --git a/server/routes/admin.js b/server/routes/admin.js
+new file mode 100644
+--- /dev/null
++++ b/server/routes/admin.js
+@@ -0,0 +1,8 @@
++const { exec } = require("child_process");
++const express = require("express");
++const router = express.Router();
++
++router.get("/cleanup", (req, res) => {
++  exec("rm -rf " + req.query.dir);
++  res.sendStatus(204);
++});
+"""
+
+
+def test_review_of_a_javascript_diff_reports_the_shell_command_as_cwe_78(env: None, tmp_path: Path) -> None:
+    patch = tmp_path / "js.patch"
+    patch.write_text(JS_PATCH)
+    result = CliRunner().invoke(app, ["review", "--diff", str(patch), "--format", "json", "--no-store"])
+    assert result.exit_code == 0, result.output
+    findings = json.loads(result.stdout)["findings"]
+    assert [(f["path"], f["line"], f["cwe"], f["verdict"]) for f in findings if f["category"] == "security"] == [
+        ("server/routes/admin.js", 6, "CWE-78", "REAL")
+    ]

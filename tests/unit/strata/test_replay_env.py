@@ -21,14 +21,14 @@ from learning.strata.synthetic import file_diff
 from reviewers.kernel.contracts import PlanItem
 from reviewers.kernel.errors import ConfigError, TrainingError
 
-# a.js: line 2 builds SQL by interpolation (labeled accepted, high); line 5 evals a value (nobody
-# labeled it). b.js: line 2 loads YAML unsafely (labeled rejected). c.js: harmless.
+# a.js: line 2 builds SQL from a request parameter (labeled accepted, high); line 5 evals the request
+# body (nobody labeled it). b.js: line 2 loads YAML unsafely (labeled rejected). c.js: harmless.
 A_NEW = [
-    "export async function find(db, name) {",
-    "  return db.query(`SELECT id FROM users WHERE name = '${name}'`);",
+    "export async function find(db, req) {",
+    "  return db.query(`SELECT id FROM users WHERE name = '${req.query.name}'`);",
     "}",
-    "export function run(expr) {",
-    "  return eval(expr);",
+    "export function run(req) {",
+    "  return eval(req.body.expr);",
     "}",
 ]
 B_NEW = ["export function load(text) {", "  return yaml.load(text);", "}"]
