@@ -16,7 +16,7 @@ from reviewers.analyzers.changed_file import ChangedFile
 from reviewers.analyzers.config_changes import security_setting_issues
 from reviewers.analyzers.patterns import line_rule_issues
 from reviewers.analyzers.prompt_injection import prompt_injection_issues
-from reviewers.analyzers.python_security import python_security_issues
+from reviewers.analyzers.python_security import analyse_security, project_for
 from reviewers.analyzers.secrets import scan_secrets, secret_issues
 from reviewers.kernel.contracts import ReviewContext
 from reviewers.kernel.errors import AnalyzerError
@@ -36,6 +36,9 @@ def _supports(path: str) -> bool:
 
 
 def _make_analyzer(context: ReviewContext) -> Analyzer:
+    # one project per review: the summaries of the repository's functions serve every changed file
+    project = project_for(context.workspace.read_file)
+
     def analyze(file: ChangedFile) -> Analysis:
         if is_test_path(file.path):
             return Analysis(secret_issues(file, named_values=False) + prompt_injection_issues(file, test_file=True))
@@ -43,8 +46,11 @@ def _make_analyzer(context: ReviewContext) -> Analyzer:
         analysis = Analysis(
             scan.issues + prompt_injection_issues(file), cut_short=scan.cut_short and f"secrets scan: {scan.cut_short}"
         )
-        tree_issues = python_security_issues(file)
+        security = analyse_security(file, project)
+        tree_issues = security.issues if security is not None else None
         analysis.issues += tree_issues or []
+        if security is not None and security.cut_short:
+            analysis.cut_short = "; ".join(filter(None, [analysis.cut_short, security.cut_short]))
         analysis.issues += line_rule_issues(file, python_ast_done=tree_issues is not None)
         analysis.issues += security_setting_issues(file)
         if tree_issues is not None:  # bandit only reads Python that parses

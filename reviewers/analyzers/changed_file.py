@@ -46,6 +46,7 @@ class Issue:
     end_line: int | None = None
     kind: str = ""
     confidence: Confidence = "medium"
+    cwe: str | None = None  # "CWE-89": the weakness a security issue is an instance of
 
 
 @dataclass
