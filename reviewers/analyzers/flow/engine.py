@@ -181,6 +181,10 @@ def substitute(value: Value, binding: dict[str, Value]) -> Value:
         else:
             parts.append(of({o}))
     out = flat(*parts)
+    if value.seq is not None:
+        out = sequence(substitute(v, binding) for v in value.seq)
+    elif value.items is not None:
+        out = mapping((k, substitute(v, binding)) for k, v in value.items)
     if value.fields is not None:
         out = replace(out, fields=tuple((k, substitute(v, binding)) for k, v in value.fields), cls=value.cls)
     elif value.cls is not None:
@@ -443,6 +447,8 @@ class Interpreter:
         if name in module_globals:
             return module_globals[name]
         if name in self.module.aliases:
+            if self.module.aliases[name] in REQUEST_NAMES:  # flask's request proxy, passed around as a value
+                return of({Origin("request", self.module.aliases[name])})
             return self.imported(self.module.aliases[name])
         if name in self.module.functions or name in self.module.classes:
             return Value(callable_ref=f"{self.module.path}::{name}")
@@ -649,6 +655,14 @@ class Interpreter:
     ) -> Value:
         attr = func.attr
         target = func.value
+        owner = dotted(target)
+        if attr in REQUEST_PARTS and (
+            any(o.kind == "request" for o in receiver.origins)
+            or owner in REQUEST_NAMES
+            or owner.endswith(".request")
+            or self.qualified(target) in REQUEST_NAMES
+        ):
+            return of({Origin("source", f"request.{attr}()", line=call.lineno)})  # request.get_json(), await request.post()
         const_args = [self.const_key(a, env) for a in call.args]
         if attr in _MUTATORS and isinstance(target, ast.Name):
             current = self.lookup(target.id, env)
