@@ -915,7 +915,7 @@ class Interpreter:
     def check_ldap(self, call: ast.Call, name: str, receiver_name: str, args: list[Value], kwargs: dict[str, Value]) -> None:
         if name.startswith(("re.", "regex.")) or receiver_name in ("re", "regex"):
             return
-        scope_style = len(call.args) >= 3
+        scope_style = len(call.args) >= 3 or (len(call.args) == 2 and "SCOPE" in self.qualified(call.args[1]))
         filter_pos = 2 if scope_style else 1
         filter_expr = call.args[filter_pos] if len(call.args) > filter_pos else next(
             (k.value for k in call.keywords if k.arg in ("filterstr", "search_filter")), None
@@ -941,6 +941,8 @@ class Interpreter:
             if k.arg in ("mimetype", "content_type", "media_type"):
                 text = const_text(k.value)
                 return text is None or "html" in text
+        if name.endswith("HTMLResponse"):
+            return True
         # aiohttp's and Starlette's plain responses default to text/plain or no type at all
         return not name.startswith(("aiohttp", "starlette", "fastapi", "web."))
 
@@ -953,9 +955,15 @@ class Interpreter:
             # a bare name: text from the query, a form or a header is returned as HTML; a JSON body
             # comes back as a dict, which Flask serialises
             part = of(o for o in part.origins if not o.what.endswith(("json", "get_json", "files")))
-        elif not (isinstance(body, ast.JoinedStr | ast.BinOp) or interpolates(body)):
+        elif not (isinstance(body, ast.JoinedStr | ast.BinOp) or interpolates(body) or self.builds_text(body)):
             return
         self.sink(stmt, "xss", part, "the route's response body")
+
+    def builds_text(self, expr: ast.expr) -> bool:
+        """Whether a returned call is to one of the repository's functions (which builds the body)."""
+        if not (isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name)):
+            return False
+        return "::" in (self.lookup(expr.func.id, {}).callable_ref or "")
 
     def check_secret_store(self, name: str, value: Value, node: ast.AST) -> None:
         if names_secret(name) and any(o.kind == "weakrand" for o in value.origins):
