@@ -25,16 +25,18 @@ import re
 from reviewers.analyzers.flow.engine import dotted, words
 from reviewers.kernel.contracts import Confidence, Severity
 
-HardeningIssue = tuple[ast.AST, str, str, Severity, str, str, str, Confidence]  # node, rule, kind, sev, title, body, cwe, conf
+HardeningIssue = tuple[
+    ast.AST, str, str, Severity, str, str, str, Confidence
+]  # node, rule, kind, sev, title, body, cwe, conf
 
 _WEAK_HASHES = frozenset({"hashlib.md5", "hashlib.sha1", "md5", "sha1", "Crypto.Hash.MD5.new", "Crypto.Hash.SHA.new"})
 _PASSWORD_WORDS = frozenset({"password", "passwd", "pwd", "passphrase", "secret", "credential", "credentials"})
 _PURPOSE_WORDS = _PASSWORD_WORDS | frozenset({"signature", "sig", "signed", "sign", "token"})
 _CREDENTIAL_WORDS = frozenset({"password", "passwd", "pwd", "passphrase", "secret", "apikey", "token"})
 _KEY_QUALIFIERS = frozenset({"api", "secret", "private", "access", "signing", "auth", "encryption"})
-_NOT_A_VALUE_WORDS = frozenset({"name", "names", "field", "fields", "header", "url", "uri", "path", "file", "env", "var",
-                                "prefix", "type", "length", "len", "min", "max", "label", "hint", "prompt", "param",
-                                "key", "endpoint", "policy", "format", "pattern", "regex", "attr", "column", "id",
+_NOT_A_VALUE_WORDS = frozenset({"name", "names", "field", "fields", "header", "url", "uri", "path", "file", "env",
+                                "var", "prefix", "type", "length", "len", "min", "max", "label", "hint", "prompt",
+                                "param", "key", "endpoint", "policy", "format", "pattern", "regex", "attr", "column", "id",
                                 "template", "placeholder", "message", "msg", "error", "kind", "mode", "scope",
                                 "expiry", "expires", "ttl", "timeout", "count", "encoding", "method"})  # fmt: skip
 _PLACEHOLDER = re.compile(
@@ -72,7 +74,11 @@ def _target_name(target: ast.expr) -> str:
         return target.id
     if isinstance(target, ast.Attribute):
         return target.attr
-    if isinstance(target, ast.Subscript) and isinstance(target.slice, ast.Constant) and isinstance(target.slice.value, str):
+    if (
+        isinstance(target, ast.Subscript)
+        and isinstance(target.slice, ast.Constant)
+        and isinstance(target.slice.value, str)
+    ):
         return target.slice.value
     return ""
 
@@ -111,7 +117,9 @@ def _weak_hash(call: ast.Call, qualified: str, purpose: set[str]) -> HardeningIs
     algorithm = qualified
     if qualified == "hashlib.new" and call.args:
         first = call.args[0]
-        algorithm = f"hashlib.{first.value.lower()}" if isinstance(first, ast.Constant) and isinstance(first.value, str) else ""
+        algorithm = (
+            f"hashlib.{first.value.lower()}" if isinstance(first, ast.Constant) and isinstance(first.value, str) else ""
+        )
     if algorithm not in _WEAK_HASHES:
         return None
     if any(k.arg == "usedforsecurity" and isinstance(k.value, ast.Constant) and k.value.value is False
@@ -153,8 +161,11 @@ def hardening_issues(tree: ast.Module, aliases: dict[str, str]) -> list[Hardenin
             purpose = purpose | words(node.name)
             args = node.args
             positional = [*args.posonlyargs, *args.args]
-            pairs = [*zip(positional[len(positional) - len(args.defaults) :], args.defaults, strict=True),
-                     *((a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None)]  # fmt: skip
+            keyword_defaults = [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None]
+            pairs = [
+                *zip(positional[len(positional) - len(args.defaults) :], args.defaults, strict=True),
+                *keyword_defaults,
+            ]
             for arg, default in pairs:
                 if credential_name(arg.arg) and credential_literal(default):
                     out.append(_credential(default, arg.arg))
@@ -164,8 +175,6 @@ def hardening_issues(tree: ast.Module, aliases: dict[str, str]) -> list[Hardenin
             if node.value is not None and any(credential_name(n) for n in names) and credential_literal(node.value):
                 out.append(_credential(node, next(n for n in names if credential_name(n))))
             purpose = purpose | {w for n in names for w in words(n)}
-        elif isinstance(node, ast.Return):
-            pass
         elif isinstance(node, ast.Call):
             name = qualified(node.func)
             if (issue := _cookie(node)) is not None:

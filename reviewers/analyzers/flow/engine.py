@@ -289,54 +289,52 @@ class Interpreter:
             return self.branch(stmt.test, stmt.body, stmt.orelse, env)
         elif isinstance(stmt, ast.For | ast.AsyncFor):
             element = self.element(self.eval(stmt.iter, env))
-            before = dict(env)
-            ends = [before]
-            current = dict(env)
+            loop_ends: list[Env] = [dict(env)]
+            scope: Env = dict(env)
             for _ in range(2):
-                self.assign(stmt.target, element, current, None)
-                current, _left = self.block(stmt.body, current)
-                ends.append(current)
-                current = dict(current)
-            env = join_envs(ends)
+                self.assign(stmt.target, element, scope, None)
+                scope, _left = self.block(stmt.body, scope)
+                loop_ends.append(scope)
+                scope = dict(scope)
+            env = join_envs(loop_ends)
             env, _ = self.block(stmt.orelse, env)
         elif isinstance(stmt, ast.While):
-            ends = [dict(env)]
-            current = self.refined(stmt.test, True, env)
+            while_ends: list[Env] = [dict(env)]
+            scope = self.refined(stmt.test, True, env)
             for _ in range(2):
-                current, _left = self.block(stmt.body, current)
-                ends.append(current)
-                current = self.refined(stmt.test, True, dict(current))
-            env = join_envs(ends)
+                scope, _left = self.block(stmt.body, scope)
+                while_ends.append(scope)
+                scope = self.refined(stmt.test, True, dict(scope))
+            env = join_envs(while_ends)
         elif isinstance(stmt, ast.With | ast.AsyncWith):
             for item in stmt.items:
-                value = self.eval(item.context_expr, env)
+                entered = self.eval(item.context_expr, env)
                 if item.optional_vars is not None:
-                    self.assign(item.optional_vars, value, env, None)
+                    self.assign(item.optional_vars, entered, env, None)
             return self.block(stmt.body, env)
         elif isinstance(stmt, ast.Try | ast.TryStar):
             body_env, body_left = self.block(stmt.body, dict(env))
-            ends: list[Env] = []
+            try_ends: list[Env] = []
             if not body_left:
                 else_env, else_left = self.block(stmt.orelse, body_env)
                 if not else_left:
-                    ends.append(else_env)
+                    try_ends.append(else_env)
             for handler in stmt.handlers:
                 start = join_envs([env, body_env])
                 if handler.name:
                     start[handler.name] = CONSTANT
                 handler_env, handler_left = self.block(handler.body, start)
                 if not handler_left:
-                    ends.append(handler_env)
-            if not ends:
+                    try_ends.append(handler_env)
+            if not try_ends:
                 final_env, _ = self.block(stmt.finalbody, join_envs([env, body_env]))
                 return final_env, True
-            env, left = self.block(stmt.finalbody, join_envs(ends))
-            return env, left
+            return self.block(stmt.finalbody, join_envs(try_ends))
         elif isinstance(stmt, ast.Assert):
             env = self.refined(stmt.test, True, env)
         elif isinstance(stmt, ast.Match):
             subject = self.eval(stmt.subject, env)
-            ends = []
+            case_ends: list[Env] = []
             for case in stmt.cases:
                 case_env = dict(env)
                 for node in ast.walk(case.pattern):
@@ -344,15 +342,17 @@ class Interpreter:
                         case_env[node.name] = subject
                 case_env, left = self.block(case.body, case_env)
                 if not left:
-                    ends.append(case_env)
-            env = join_envs([env, *ends])
+                    case_ends.append(case_env)
+            env = join_envs([env, *case_ends])
         elif isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             env[stmt.name] = Value(callable_ref=f"{self.module.path}::{stmt.name}") if self.func is None else CONSTANT
         elif isinstance(stmt, ast.Delete | ast.Pass | ast.Global | ast.Nonlocal | ast.Import | ast.ImportFrom):
             pass
         return env, False
 
-    def branch(self, test: ast.expr, body: Sequence[ast.stmt], orelse: Sequence[ast.stmt], env: Env) -> tuple[Env, bool]:
+    def branch(
+        self, test: ast.expr, body: Sequence[ast.stmt], orelse: Sequence[ast.stmt], env: Env
+    ) -> tuple[Env, bool]:
         self.eval(test, env)
         true_env, true_left = self.block(body, self.refined(test, True, env))
         false_env, false_left = self.block(orelse, self.refined(test, False, env))
@@ -362,9 +362,7 @@ class Interpreter:
         return join_envs(alive), False
 
     def refined(self, test: ast.expr, positive: bool, env: Env) -> Env:
-        proven = guards.facts(
-            test, positive, is_const=lambda e: self.eval(e, env).constant, qualified=self.qualified
-        )
+        proven = guards.facts(test, positive, is_const=lambda e: self.eval(e, env).constant, qualified=self.qualified)
         if not proven:
             return dict(env)
         out = dict(env)
@@ -388,7 +386,11 @@ class Interpreter:
             self.check_secret_store(target.id, value, target)
         elif isinstance(target, ast.Tuple | ast.List):
             elts = target.elts
-            if value.seq is not None and len(value.seq) == len(elts) and not any(isinstance(e, ast.Starred) for e in elts):
+            if (
+                value.seq is not None
+                and len(value.seq) == len(elts)
+                and not any(isinstance(e, ast.Starred) for e in elts)
+            ):
                 for elt, part in zip(elts, value.seq, strict=True):
                     self.assign(elt, part, env, None)
             else:
@@ -399,7 +401,9 @@ class Interpreter:
         elif isinstance(target, ast.Attribute):
             base = target.value
             if isinstance(base, ast.Name) and self.func is not None and base.id == self._self_name():
-                self.fields[target.attr] = join([self.fields[target.attr], value]) if target.attr in self.fields else value
+                self.fields[target.attr] = (
+                    join([self.fields[target.attr], value]) if target.attr in self.fields else value
+                )
             if target.attr.lower() == "location" or dotted(target).endswith("headers.location"):
                 self.sink(target, "redirect", value, "a Location header")
             self.check_secret_store(target.attr, value, target)
@@ -558,9 +562,9 @@ class Interpreter:
         if isinstance(expr, ast.Starred):
             return flat(self.eval(expr.value, env))
         if isinstance(expr, ast.Slice):
-            for part in (expr.lower, expr.upper, expr.step):
-                if part is not None:
-                    self.eval(part, env)
+            for bound in (expr.lower, expr.upper, expr.step):
+                if bound is not None:
+                    self.eval(bound, env)
             return CONSTANT
         return CONSTANT
 
@@ -651,7 +655,13 @@ class Interpreter:
         return everything if (args or kwargs) else UNKNOWN
 
     def method(
-        self, call: ast.Call, func: ast.Attribute, receiver: Value, args: list[Value], kwargs: dict[str, Value], env: Env
+        self,
+        call: ast.Call,
+        func: ast.Attribute,
+        receiver: Value,
+        args: list[Value],
+        kwargs: dict[str, Value],
+        env: Env,
     ) -> Value:
         attr = func.attr
         target = func.value
@@ -662,7 +672,9 @@ class Interpreter:
             or owner.endswith(".request")
             or self.qualified(target) in REQUEST_NAMES
         ):
-            return of({Origin("source", f"request.{attr}()", line=call.lineno)})  # request.get_json(), await request.post()
+            return of(
+                {Origin("source", f"request.{attr}()", line=call.lineno)}
+            )  # request.get_json(), await request.post()
         const_args = [self.const_key(a, env) for a in call.args]
         if attr in _MUTATORS and isinstance(target, ast.Name):
             current = self.lookup(target.id, env)
@@ -673,24 +685,31 @@ class Interpreter:
                 parts.insert(const_args[0], args[1])
                 env[target.id] = sequence(parts)
             elif attr == "setdefault" and len(args) == 2:
-                env[target.id] = with_item(current, const_args[0], args[1]) if current.item(const_args[0]) is None else current
+                env[target.id] = (
+                    with_item(current, const_args[0], args[1]) if current.item(const_args[0]) is None else current
+                )
                 return current.item(const_args[0]) or args[1]
             else:
                 env[target.id] = Value(flat(current, *args, *kwargs.values()).origins, cls=current.cls)
             return CONSTANT
         if attr == "set" and len(args) == 3 and isinstance(target, ast.Name):
             # ConfigParser.set(section, option, value)
-            key = (const_args[0], const_args[1]) if None not in const_args[:2] else None
-            env[target.id] = with_item(self.lookup(target.id, env), key, args[2])
+            option: Hashable | None = (const_args[0], const_args[1]) if None not in const_args[:2] else None
+            env[target.id] = with_item(self.lookup(target.id, env), option, args[2])
             return CONSTANT
         if attr in ("get", "getlist", "pop", "__getitem__", "getint", "getfloat", "getboolean"):
             if attr in ("getint", "getfloat", "getboolean"):
                 return CONSTANT
-            key: Hashable | None
-            if len(const_args) >= 2 and receiver.items is not None and all(isinstance(k, tuple) for k, _ in receiver.items):
-                key = (const_args[0], const_args[1])  # ConfigParser.get(section, option)
+            lookup_key: Hashable | None
+            if (
+                len(const_args) >= 2
+                and receiver.items is not None
+                and all(isinstance(k, tuple) for k, _ in receiver.items)
+            ):
+                lookup_key = (const_args[0], const_args[1])  # ConfigParser.get(section, option)
             else:
-                key = const_args[0] if const_args else None
+                lookup_key = const_args[0] if const_args else None
+            key = lookup_key
             result: Value
             if attr == "pop" and receiver.seq is not None and receiver.seq:
                 index = key if isinstance(key, int) else -1
@@ -739,7 +758,9 @@ class Interpreter:
                 return f"{path}::{base_name}.{method}"
         return None
 
-    def apply(self, call: ast.Call, ref: str, args: list[Value], kwargs: dict[str, Value], receiver: Value | None) -> Value:
+    def apply(
+        self, call: ast.Call, ref: str, args: list[Value], kwargs: dict[str, Value], receiver: Value | None
+    ) -> Value:
         """A repository function's or class's effect at this call."""
         path, _, qualname = ref.partition("::")
         info = self.project.module_at(path)
@@ -758,7 +779,9 @@ class Interpreter:
                 self.sink(call, sink.cls, value, sink.call, via=sink.where)
         return substitute(summary.returns, binding)
 
-    def construct(self, call: ast.Call, info: ModuleInfo, cls_name: str, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    def construct(
+        self, call: ast.Call, info: ModuleInfo, cls_name: str, args: list[Value], kwargs: dict[str, Value]
+    ) -> Value:
         ref = f"{info.path}::{cls_name}"
         instance = Value(flat(*args, *kwargs.values()).origins, cls=ref)
         init = self.method_ref(ref, "__init__")
@@ -779,7 +802,9 @@ class Interpreter:
         for sink in summary.sinks:
             actual = binding.get(sink.param)
             if actual is not None:
-                self.sink(call, sink.cls, clear(resolve_path(actual, sink.path), sink.cleared), sink.call, via=sink.where)
+                self.sink(
+                    call, sink.cls, clear(resolve_path(actual, sink.path), sink.cleared), sink.call, via=sink.where
+                )
         return replace(instance, fields=tuple((k, substitute(v, binding)) for k, v in summary.fields))
 
     # --- sinks -----------------------------------------------------------------------------------
@@ -799,7 +824,9 @@ class Interpreter:
             what = f"parameter `{param.what}`" if param is not None else "a value of unknown origin"
             self.hits.append(Hit(node, cls, "low", what, call, via))
 
-    def arg(self, call: ast.Call, args: list[Value], kwargs: dict[str, Value], spec: S.ArgSink) -> list[tuple[ast.expr, Value]]:
+    def arg(
+        self, call: ast.Call, args: list[Value], kwargs: dict[str, Value], spec: S.ArgSink
+    ) -> list[tuple[ast.expr, Value]]:
         out: list[tuple[ast.expr, Value]] = []
         for position in spec.positions:
             if position < len(call.args) and not isinstance(call.args[position], ast.Starred):
@@ -822,10 +849,18 @@ class Interpreter:
                 self.sink(call, spec.cls, value, name, low=self.worth_a_look(spec.cls, expr, value))
             return
         if name in ("yaml.load", "yaml.load_all"):
-            loader = next((k.value for k in call.keywords if k.arg == "Loader"), call.args[1] if len(call.args) > 1 else None)
+            loader = next(
+                (k.value for k in call.keywords if k.arg == "Loader"), call.args[1] if len(call.args) > 1 else None
+            )
             if loader is None or self.qualified(loader).rsplit(".", 1)[-1] not in _SAFE_YAML_LOADERS:
                 if call.args:
-                    self.sink(call, "deserialization", args[0], name, low=self.worth_a_look("deserialization", call.args[0], args[0]))
+                    self.sink(
+                        call,
+                        "deserialization",
+                        args[0],
+                        name,
+                        low=self.worth_a_look("deserialization", call.args[0], args[0]),
+                    )
             return
         if name == "torch.load":
             weights = next((k.value for k in call.keywords if k.arg == "weights_only"), None)
@@ -849,12 +884,18 @@ class Interpreter:
                 text = self.text_of(expr)
                 if attr in S.SQL_SHAPE_METHODS and not SQL_SHAPE.search(text):
                     continue
-                self.sink(call, "sql", value, f"{receiver_name or '…'}.{attr}", low=self.worth_a_look("sql", expr, value))
+                self.sink(
+                    call, "sql", value, f"{receiver_name or '…'}.{attr}", low=self.worth_a_look("sql", expr, value)
+                )
         elif attr in S.PATH_METHODS and isinstance(func, ast.Attribute):
             self.sink(call, "path", receiver, f"Path.{attr}")
         elif attr in S.XPATH_METHODS and call.args:
             self.sink(call, "xpath", args[0], f"{receiver_name or '…'}.xpath")
-        elif attr in S.ELEMENTPATH_METHODS and call.args and any(c in self.text_of(call.args[0]) for c in ("[@", "//", "/")):
+        elif (
+            attr in S.ELEMENTPATH_METHODS
+            and call.args
+            and any(c in self.text_of(call.args[0]) for c in ("[@", "//", "/"))
+        ):
             if not name.startswith(("re.", "str.")):
                 self.sink(call, "xpath", args[0], f"{receiver_name or '…'}.{attr}")
         elif attr in S.LDAP_METHODS:
@@ -883,7 +924,9 @@ class Interpreter:
             return
         command = args[0] if call.args else kwargs["args"]
         if isinstance(shell, ast.Constant) and shell.value is True:
-            self.sink(call, "command", command, f"{name}(shell=True)", low=self.worth_a_look("command", command_expr, command))
+            self.sink(
+                call, "command", command, f"{name}(shell=True)", low=self.worth_a_look("command", command_expr, command)
+            )
             return
         if command.seq is not None:
             parts = command.seq
@@ -912,13 +955,17 @@ class Interpreter:
             return out
         return []
 
-    def check_ldap(self, call: ast.Call, name: str, receiver_name: str, args: list[Value], kwargs: dict[str, Value]) -> None:
+    def check_ldap(
+        self, call: ast.Call, name: str, receiver_name: str, args: list[Value], kwargs: dict[str, Value]
+    ) -> None:
         if name.startswith(("re.", "regex.")) or receiver_name in ("re", "regex"):
             return
         scope_style = len(call.args) >= 3 or (len(call.args) == 2 and "SCOPE" in self.qualified(call.args[1]))
         filter_pos = 2 if scope_style else 1
-        filter_expr = call.args[filter_pos] if len(call.args) > filter_pos else next(
-            (k.value for k in call.keywords if k.arg in ("filterstr", "search_filter")), None
+        filter_expr = (
+            call.args[filter_pos]
+            if len(call.args) > filter_pos
+            else next((k.value for k in call.keywords if k.arg in ("filterstr", "search_filter")), None)
         )
         if filter_expr is None:
             return
@@ -928,8 +975,10 @@ class Interpreter:
             looks_ldap = looks_ldap or "SCOPE" in self.qualified(call.args[1])
         if not looks_ldap:
             return
-        filter_value = args[filter_pos] if len(call.args) > filter_pos else next(
-            kwargs[k] for k in ("filterstr", "search_filter") if k in kwargs
+        filter_value = (
+            args[filter_pos]
+            if len(call.args) > filter_pos
+            else next(kwargs[k] for k in ("filterstr", "search_filter") if k in kwargs)
         )
         self.sink(call, "ldap", filter_value, f"{receiver_name or '…'}.{name.rsplit('.', 1)[-1]}")
         if call.args:
@@ -986,7 +1035,9 @@ class Interpreter:
         return cls in LOW_WHEN_UNKNOWN
 
 
-def bind(params: tuple[str, ...], args: list[Value], kwargs: dict[str, Value], receiver: Value | None) -> dict[str, Value]:
+def bind(
+    params: tuple[str, ...], args: list[Value], kwargs: dict[str, Value], receiver: Value | None
+) -> dict[str, Value]:
     names = list(params)
     out: dict[str, Value] = {}
     if receiver is not None and names:
@@ -1058,8 +1109,12 @@ def entry_bindings(info: ModuleInfo, func: FunctionNode, class_name: str | None)
     names = [p.arg for p in params]
     own = names[1:] if class_name is not None else names
     django_view = "django" in info.frameworks and bool(own) and own[0] in ("request", "req")
-    defaults = dict(zip([p.arg for p in [*func.args.posonlyargs, *func.args.args]][::-1], func.args.defaults[::-1], strict=False))
-    defaults.update({p.arg: d for p, d in zip(func.args.kwonlyargs, func.args.kw_defaults, strict=True) if d is not None})
+    defaults = dict(
+        zip([p.arg for p in [*func.args.posonlyargs, *func.args.args]][::-1], func.args.defaults[::-1], strict=False)
+    )
+    defaults.update(
+        {p.arg: d for p, d in zip(func.args.kwonlyargs, func.args.kw_defaults, strict=True) if d is not None}
+    )
     out: Env = {}
     for index, p in enumerate(params):
         annotation = ast.unparse(p.annotation) if p.annotation is not None else ""
@@ -1067,11 +1122,17 @@ def entry_bindings(info: ModuleInfo, func: FunctionNode, class_name: str | None)
         default_call = dotted(default.func) if isinstance(default, ast.Call) else ""
         if index == 0 and class_name is not None:
             out[p.arg] = Value(of({Origin("param", p.arg)}).origins, cls=f"{info.path}::{class_name}")
-        elif p.arg in ("request", "req") or annotation.rsplit(".", 1)[-1] in REQUEST_ANNOTATIONS or annotation in REQUEST_ANNOTATIONS:
+        elif (
+            p.arg in ("request", "req")
+            or annotation.rsplit(".", 1)[-1] in REQUEST_ANNOTATIONS
+            or annotation in REQUEST_ANNOTATIONS
+        ):
             out[p.arg] = of({Origin("request", p.arg, line=func.lineno)})
         elif (route or django_view) and annotation in CLEAN_ANNOTATIONS:
             out[p.arg] = CONSTANT
-        elif (route or django_view) and (p.arg in FRAMEWORK_PARAMS or default_call.rsplit(".", 1)[-1] in FRAMEWORK_DEFAULTS):
+        elif (route or django_view) and (
+            p.arg in FRAMEWORK_PARAMS or default_call.rsplit(".", 1)[-1] in FRAMEWORK_DEFAULTS
+        ):
             out[p.arg] = UNKNOWN
         elif route or django_view:
             out[p.arg] = of({Origin("source", f"route parameter `{p.arg}`", line=func.lineno)})

@@ -23,7 +23,9 @@ PREFIX = "~prefix"  # the value starts with a base: a containment check once the
 Facts = dict[str, set[str]]
 _TEXT_TRANSFORMS = frozenset({"lower", "upper", "strip", "casefold", "lstrip", "rstrip"})
 _URL_PARTS = frozenset({"netloc", "hostname", "scheme", "host"})
-_URL_PARSERS = frozenset({"urlparse", "urlsplit", "urllib.parse.urlparse", "urllib.parse.urlsplit", "urlparse.urlparse"})
+_URL_PARSERS = frozenset(
+    {"urlparse", "urlsplit", "urllib.parse.urlparse", "urllib.parse.urlsplit", "urlparse.urlparse"}
+)
 _VALIDATING_METHODS = frozenset({"isdigit", "isnumeric", "isdecimal", "isalnum", "isalpha", "isidentifier"})
 _CLEAN_TYPES = frozenset({"int", "float", "bool", "UUID", "uuid.UUID", "Decimal"})
 _URL_CLASSES = frozenset({"redirect", "ssrf"})

@@ -104,9 +104,7 @@ REQUEST_PARTS = frozenset(
      "get_json", "data", "get_data", "body", "files", "headers", "cookies", "query", "params", "match_info",
      "query_string", "content", "text", "stream", "post", "read", "url", "path", "full_path", "raw_uri"}
 )  # fmt: skip
-SOURCE_CALLS = frozenset(
-    {"input", "raw_input", "sys.stdin.read", "sys.stdin.readline", "click.prompt", "typer.prompt"}
-)
+SOURCE_CALLS = frozenset({"input", "raw_input", "sys.stdin.read", "sys.stdin.readline", "click.prompt", "typer.prompt"})
 SOURCE_ATTRIBUTES = frozenset({"sys.argv"})
 ROUTE_DECORATORS = frozenset(
     {"route", "get", "post", "put", "patch", "delete", "api_route", "websocket", "api_view", "view_config"}

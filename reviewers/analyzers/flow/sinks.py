@@ -47,7 +47,8 @@ CALL_SINKS: dict[str, ArgSink] = {
     **_all("RedirectResponse starlette.responses.RedirectResponse fastapi.responses.RedirectResponse",
            ArgSink("redirect", (0,), ("url",))),
     **_all("aiohttp.web.HTTPFound aiohttp.web.HTTPSeeOther aiohttp.web.HTTPMovedPermanently "
-           "aiohttp.web.HTTPTemporaryRedirect web.HTTPFound web.HTTPSeeOther", ArgSink("redirect", (0,), ("location",))),
+           "aiohttp.web.HTTPTemporaryRedirect web.HTTPFound web.HTTPSeeOther",
+           ArgSink("redirect", (0,), ("location",))),
     **_all("jinja2.Template Template render_template_string flask.render_template_string mako.template.Template "
            "django.template.Template jinja2.Environment.from_string",
            ArgSink("template", (0,), ("source", "text", "template_string"))),
@@ -95,4 +96,6 @@ XML_PARSER_FACTORIES = frozenset({"lxml.etree.XMLParser", "lxml.etree.XMLPullPar
 SAX_FACTORIES = frozenset({"xml.sax.make_parser"})
 UNSAFE_PARSER = "<xml parser resolving external entities>"
 SAX_PARSER = "<sax parser>"
-CONFIG_PARSERS = frozenset({"configparser.ConfigParser", "configparser.RawConfigParser", "configparser.SafeConfigParser"})
+CONFIG_PARSERS = frozenset(
+    {"configparser.ConfigParser", "configparser.RawConfigParser", "configparser.SafeConfigParser"}
+)

@@ -113,7 +113,9 @@ def with_item(container: Value, key: Hashable | None, value: Value) -> Value:
     merged[key] = value
     if len(merged) > MAX_PARTS:
         return Value(origins)
-    return replace(container, origins=frozenset().union(*(v.origins for v in merged.values())), items=tuple(merged.items()))
+    return replace(
+        container, origins=frozenset().union(*(v.origins for v in merged.values())), items=tuple(merged.items())
+    )
 
 
 def appended(container: Value, value: Value) -> Value:
