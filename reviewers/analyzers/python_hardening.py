@@ -36,8 +36,8 @@ _CREDENTIAL_WORDS = frozenset({"password", "passwd", "pwd", "passphrase", "secre
 _KEY_QUALIFIERS = frozenset({"api", "secret", "private", "access", "signing", "auth", "encryption"})
 _NOT_A_VALUE_WORDS = frozenset({"name", "names", "field", "fields", "header", "url", "uri", "path", "file", "env",
                                 "var", "prefix", "type", "length", "len", "min", "max", "label", "hint", "prompt",
-                                "param", "key", "endpoint", "policy", "format", "pattern", "regex", "attr", "column", "id",
-                                "template", "placeholder", "message", "msg", "error", "kind", "mode", "scope",
+                                "param", "key", "endpoint", "policy", "format", "pattern", "regex", "attr", "column",
+                                "id", "template", "placeholder", "message", "msg", "error", "kind", "mode", "scope",
                                 "expiry", "expires", "ttl", "timeout", "count", "encoding", "method"})  # fmt: skip
 _PLACEHOLDER = re.compile(
     r"(?i)(example|changeme|change[_\-]?me|dummy|placeholder|xxx|\*\*\*|redacted|your[_\-]|<[^>]*>|\$\{|\{\{|%\(|%s|"
