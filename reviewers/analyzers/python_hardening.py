@@ -57,10 +57,15 @@ def credential_name(name: str) -> bool:
     return bool(found & _CREDENTIAL_WORDS)
 
 
-def credential_literal(expr: ast.expr | None) -> bool:
+def credential_literal(expr: ast.expr | None, name: str = "") -> bool:
     if not (isinstance(expr, ast.Constant) and isinstance(expr.value, str)):
         return False
     value = expr.value
+    if name and not words(name) & (_CREDENTIAL_WORDS - {"token"}) and "key" not in words(name):
+        # "token" alone names lexer tokens as often as credentials: only a long random-looking value
+        mixed = any(c.isdigit() for c in value) and any(c.isalpha() for c in value)
+        if len(value) < LONG_CREDENTIAL_CHARS + 4 or not mixed or not value.replace("-", "").replace("_", "").isalnum():
+            return False
     if len(value) < MIN_CREDENTIAL_CHARS or any(c.isspace() for c in value) or _PLACEHOLDER.search(value):
         return False
     if _ENV_NAME.match(value) or value.startswith(("/", "$", "%", "http://", "https://", ".")) or "://" in value:
@@ -167,13 +172,14 @@ def hardening_issues(tree: ast.Module, aliases: dict[str, str]) -> list[Hardenin
                 *keyword_defaults,
             ]
             for arg, default in pairs:
-                if credential_name(arg.arg) and credential_literal(default):
+                if credential_name(arg.arg) and credential_literal(default, arg.arg):
                     out.append(_credential(default, arg.arg))
         elif isinstance(node, ast.Assign | ast.AnnAssign):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             names = [n for n in (_target_name(t) for t in targets) if n]
-            if node.value is not None and any(credential_name(n) for n in names) and credential_literal(node.value):
-                out.append(_credential(node, next(n for n in names if credential_name(n))))
+            named = next((n for n in names if credential_name(n)), None)
+            if node.value is not None and named is not None and credential_literal(node.value, named):
+                out.append(_credential(node, named))
             purpose = purpose | {w for n in names for w in words(n)}
         elif isinstance(node, ast.Call):
             name = qualified(node.func)
@@ -182,18 +188,18 @@ def hardening_issues(tree: ast.Module, aliases: dict[str, str]) -> list[Hardenin
             if (issue := _weak_hash(node, name, purpose)) is not None:
                 out.append(issue)
             for k in node.keywords:
-                if k.arg and credential_name(k.arg) and credential_literal(k.value):
+                if k.arg and credential_name(k.arg) and credential_literal(k.value, k.arg):
                     out.append(_credential(k.value, k.arg))
         elif isinstance(node, ast.Compare) and len(node.comparators) == 1:
             sides = [node.left, node.comparators[0]]
-            if isinstance(node.ops[0], ast.Eq | ast.NotEq) and any(credential_name(_target_name(s)) for s in sides):
-                literal = next((s for s in sides if credential_literal(s)), None)
-                if literal is not None:
-                    out.append(_credential(node, next(_target_name(s) for s in sides if _target_name(s))))
+            named = next((_target_name(s) for s in sides if credential_name(_target_name(s))), None)
+            if isinstance(node.ops[0], ast.Eq | ast.NotEq) and named is not None:
+                if any(credential_literal(s, named) for s in sides):
+                    out.append(_credential(node, named))
         elif isinstance(node, ast.Dict):
             for key, value in zip(node.keys, node.values, strict=True):
                 if isinstance(key, ast.Constant) and isinstance(key.value, str) and credential_name(key.value):
-                    if credential_literal(value):
+                    if credential_literal(value, key.value):
                         out.append(_credential(value, key.value))
         for child in ast.iter_child_nodes(node):
             visit(child, purpose)

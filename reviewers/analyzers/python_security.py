@@ -121,8 +121,15 @@ def analyse_security(file: ChangedFile, project: Project | None = None) -> Secur
     for node, rule, kind, severity, title, body, cwe, confidence in hardening_issues(tree, info.aliases):
         if (line := _first_changed(file, node)) is not None:
             out.issues.append(Issue(line, rule, severity, title, body, kind=kind, confidence=confidence, cwe=cwe))
+    constants = frozenset(
+        t.id
+        for n in tree.body
+        if isinstance(n, ast.Assign | ast.AnnAssign) and isinstance(n.value, ast.Constant)
+        for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+        if isinstance(t, ast.Name)
+    )
     for root, nodes in _scopes(tree):
-        for node, rule, kind, severity, title, body in auth_issues(root, nodes, info.aliases):
+        for node, rule, kind, severity, title, body in auth_issues(root, nodes, info.aliases, constants):
             if (line := _first_changed(file, node)) is not None:
                 out.issues.append(Issue(line, rule, severity, title, body, kind=kind, confidence="high",
                                         cwe=AUTH_CWE.get(rule)))  # fmt: skip

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import re
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
@@ -71,6 +72,10 @@ _SECRET_WORDS = frozenset({"token", "secret", "password", "passwd", "pwd", "nonc
                            "session", "sessionid", "apikey", "passphrase"})  # fmt: skip
 _KEY_QUALIFIERS = frozenset({"api", "secret", "private", "signing", "access", "encryption", "auth"})
 _SAFE_YAML_LOADERS = frozenset({"SafeLoader", "CSafeLoader", "BaseLoader"})
+# Command-line arguments and interactive input come from the person running the program: a file
+# they name or a page they would see is theirs to choose; what they splice into SQL, a shell or
+# code still crosses a boundary (a wrapper script, a cron job fed by others).
+LOCAL_USER_CLEARS = frozenset({"path", "redirect", "xss", "trust-boundary", "template", "ssrf"})
 _MUTATORS = frozenset({"append", "add", "insert", "extend", "update", "setdefault", "appendleft", "put", "push"})
 
 
@@ -97,6 +102,26 @@ def words(identifier: str) -> set[str]:
         if buf:
             out.add(buf.lower())
     return out
+
+
+URL_CLASSES = frozenset({"redirect", "ssrf"})
+_FIXED_ORIGIN = re.compile(r"^(?:/(?!/)|https?://[^/{}%]+/|[^:]*\?)")
+
+
+def _fixed_origin_text(text: str) -> bool:
+    """Whether text that starts a URL fixes its scheme and host: a local path, a full origin with a
+    path after it, or anything up to a query string."""
+    return bool(_FIXED_ORIGIN.match(text))
+
+
+def _fixes_origin(expr: ast.expr, value: Value) -> bool:
+    if isinstance(expr, ast.Constant):
+        return isinstance(expr.value, str) and _fixed_origin_text(expr.value)
+    if isinstance(expr, ast.FormattedValue):
+        expr = expr.value
+    # a clean computed start (url_for(...), a base URL from settings) fixes the origin too
+    chosen_outside = any(o.kind == "source" and "redirect" not in o.cleared for o in value.origins)
+    return not chosen_outside and isinstance(expr, ast.Call | ast.Name | ast.Attribute)
 
 
 def names_secret(identifier: str) -> bool:
@@ -404,8 +429,6 @@ class Interpreter:
                 self.fields[target.attr] = (
                     join([self.fields[target.attr], value]) if target.attr in self.fields else value
                 )
-            if target.attr.lower() == "location" or dotted(target).endswith("headers.location"):
-                self.sink(target, "redirect", value, "a Location header")
             self.check_secret_store(target.attr, value, target)
         elif isinstance(target, ast.Starred):
             self.assign(target.value, value, env, source)
@@ -508,13 +531,18 @@ class Interpreter:
         if isinstance(expr, ast.Await):
             return self.eval(expr.value, env)
         if isinstance(expr, ast.JoinedStr):
-            return flat(*(self.eval(v, env) for v in expr.values))
+            return self.built_text(expr.values, env)
         if isinstance(expr, ast.FormattedValue):
             return self.eval(expr.value, env)
         if isinstance(expr, ast.BinOp):
             left, right = self.eval(expr.left, env), self.eval(expr.right, env)
             if isinstance(expr.op, ast.Add) and left.seq is not None and right.seq is not None:
                 return sequence((*left.seq, *right.seq))
+            if isinstance(expr.op, ast.Add) and _fixes_origin(expr.left, left):
+                return flat(left, clear(right, URL_CLASSES))
+            if isinstance(expr.op, ast.Mod) and (text := const_text(expr.left)) is not None:
+                if _fixed_origin_text(text.split("%", 1)[0]):
+                    return flat(left, clear(right, URL_CLASSES))
             return flat(left, right)
         if isinstance(expr, ast.UnaryOp):
             value = self.eval(expr.operand, env)
@@ -568,6 +596,14 @@ class Interpreter:
             return CONSTANT
         return CONSTANT
 
+    def built_text(self, parts: Sequence[ast.expr], env: Env) -> Value:
+        """An f-string's value; parts after a leading fixed origin ("/path?", a clean URL) cannot
+        choose where a redirect or a request goes."""
+        values = [self.eval(v, env) for v in parts]
+        if parts and _fixes_origin(parts[0], values[0]):
+            return flat(values[0], *(clear(v, URL_CLASSES) for v in values[1:]))
+        return flat(*values)
+
     def element(self, iterable: Value) -> Value:
         if iterable.seq is not None:
             return join(iterable.seq) if iterable.seq else CONSTANT
@@ -578,10 +614,11 @@ class Interpreter:
     def eval_attribute(self, expr: ast.Attribute, env: Env) -> Value:
         name = self.qualified(expr)
         if name in SOURCE_ATTRIBUTES:
-            return of({Origin("source", name, line=expr.lineno)})
+            return of({Origin("source", name, cleared=LOCAL_USER_CLEARS, line=expr.lineno)})
         owner = dotted(expr.value)
         if expr.attr in REQUEST_PARTS and (
-            owner in REQUEST_NAMES or owner.endswith(".request") or self.qualified(expr.value) in REQUEST_NAMES
+            (self.module.frameworks and (owner in REQUEST_NAMES or owner.endswith(".request")))
+            or self.qualified(expr.value) in REQUEST_NAMES
         ):
             return of({Origin("source", f"request.{expr.attr}", line=expr.lineno)})
         base = self.eval(expr.value, env)
@@ -617,7 +654,7 @@ class Interpreter:
         self.check_call_sinks(call, name, receiver, args, kwargs, env)
 
         if name in SOURCE_CALLS or name.endswith(".parse_args") or name == "parse_args":
-            return of({Origin("source", f"{name}()", line=call.lineno)})
+            return of({Origin("source", f"{name}()", cleared=LOCAL_USER_CLEARS, line=call.lineno)})
         if name in WEAK_RANDOM:
             return of({Origin("weakrand", f"{name}()", line=call.lineno)})
         if name in CLEAN_CALLS:
@@ -668,8 +705,7 @@ class Interpreter:
         owner = dotted(target)
         if attr in REQUEST_PARTS and (
             any(o.kind == "request" for o in receiver.origins)
-            or owner in REQUEST_NAMES
-            or owner.endswith(".request")
+            or (self.module.frameworks and (owner in REQUEST_NAMES or owner.endswith(".request")))
             or self.qualified(target) in REQUEST_NAMES
         ):
             return of(
@@ -1122,11 +1158,7 @@ def entry_bindings(info: ModuleInfo, func: FunctionNode, class_name: str | None)
         default_call = dotted(default.func) if isinstance(default, ast.Call) else ""
         if index == 0 and class_name is not None:
             out[p.arg] = Value(of({Origin("param", p.arg)}).origins, cls=f"{info.path}::{class_name}")
-        elif (
-            p.arg in ("request", "req")
-            or annotation.rsplit(".", 1)[-1] in REQUEST_ANNOTATIONS
-            or annotation in REQUEST_ANNOTATIONS
-        ):
+        elif (info.frameworks and p.arg in ("request", "req")) or annotation.rsplit(".", 1)[-1] in REQUEST_ANNOTATIONS:
             out[p.arg] = of({Origin("request", p.arg, line=func.lineno)})
         elif (route or django_view) and annotation in CLEAN_ANNOTATIONS:
             out[p.arg] = CONSTANT
