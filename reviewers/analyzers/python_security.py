@@ -59,18 +59,23 @@ class SecurityAnalysis:
 
 
 def _scopes(tree: ast.Module) -> list[tuple[ast.AST, list[ast.AST]]]:
-    roots: list[ast.AST] = [tree] + [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
-    out: list[tuple[ast.AST, list[ast.AST]]] = []
-    for root in roots:
-        nodes: list[ast.AST] = []
-        stack = list(ast.iter_child_nodes(root))
-        while stack:
-            node = stack.pop()
-            nodes.append(node)
-            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef):
-                stack.extend(ast.iter_child_nodes(node))
-        out.append((root, nodes))
-    return out
+    """Each function (and the module) with the nodes that belong to it, nested scopes excluded; one
+    pass over the tree (a walk per function was quadratic in the nesting)."""
+    owned: dict[int, list[ast.AST]] = {id(tree): []}
+    roots: list[ast.AST] = [tree]
+    stack: list[tuple[ast.AST, ast.AST]] = [(child, tree) for child in ast.iter_child_nodes(tree)]
+    while stack:
+        node, owner = stack.pop()
+        owned[id(owner)].append(node)
+        inner = owner
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            owned[id(node)] = []
+            roots.append(node)
+            inner = node
+        elif isinstance(node, ast.Lambda | ast.ClassDef):
+            continue  # their bodies belong to no scope checked here, as before
+        stack.extend((child, inner) for child in ast.iter_child_nodes(node))
+    return [(root, owned[id(root)]) for root in roots]
 
 
 def _first_changed(file: ChangedFile, node: ast.AST) -> int | None:

@@ -24,7 +24,7 @@ from typing import Literal
 
 from reviewers.analyzers.flow import guards
 from reviewers.analyzers.flow import sinks as S
-from reviewers.analyzers.flow.project import FunctionNode, ModuleInfo, ParamSink, Project, Summary
+from reviewers.analyzers.flow.project import FunctionNode, ModuleInfo, ParamSink, Project, Summary, statements
 from reviewers.analyzers.flow.rules import (
     ABORTS,
     CLEAN_ANNOTATIONS,
@@ -37,6 +37,7 @@ from reviewers.analyzers.flow.rules import (
     PATH_NAME_ATTRIBUTES,
     REQUEST_ANNOTATIONS,
     REQUEST_NAMES,
+    REQUEST_PROXIES,
     REQUEST_PARTS,
     ROUTE_DECORATORS,
     SANITISERS,
@@ -244,7 +245,7 @@ class Interpreter:
     fields: dict[str, Value] = field(default_factory=dict)
     complete: bool = True
     statements: int = 0
-    _assigned_text: dict[str, str] = field(default_factory=dict)  # name → literal text it was built with
+    _assigned: dict[str, ast.expr] = field(default_factory=dict)  # name → the expression it was last built from
     _built: set[str] = field(default_factory=set)  # names assigned from text with values spliced in
 
     # --- driving ---------------------------------------------------------------------------------
@@ -403,7 +404,7 @@ class Interpreter:
         if isinstance(target, ast.Name):
             env[target.id] = value
             if source is not None:
-                self._assigned_text[target.id] = fragments(source)
+                self._assigned[target.id] = source
                 if interpolates(source):
                     self._built.add(target.id)
                 else:
@@ -474,7 +475,7 @@ class Interpreter:
         if name in module_globals:
             return module_globals[name]
         if name in self.module.aliases:
-            if self.module.aliases[name] in REQUEST_NAMES:  # flask's request proxy, passed around as a value
+            if self.module.aliases[name] in REQUEST_PROXIES:  # flask's request proxy, passed around as a value
                 return of({Origin("request", self.module.aliases[name])})
             return self.imported(self.module.aliases[name])
         if name in self.module.functions or name in self.module.classes:
@@ -618,7 +619,7 @@ class Interpreter:
         owner = dotted(expr.value)
         if expr.attr in REQUEST_PARTS and (
             (self.module.frameworks and (owner in REQUEST_NAMES or owner.endswith(".request")))
-            or self.qualified(expr.value) in REQUEST_NAMES
+            or self.qualified(expr.value) in REQUEST_PROXIES
         ):
             return of({Origin("source", f"request.{expr.attr}", line=expr.lineno)})
         base = self.eval(expr.value, env)
@@ -706,7 +707,7 @@ class Interpreter:
         if attr in REQUEST_PARTS and (
             any(o.kind == "request" for o in receiver.origins)
             or (self.module.frameworks and (owner in REQUEST_NAMES or owner.endswith(".request")))
-            or self.qualified(target) in REQUEST_NAMES
+            or self.qualified(target) in REQUEST_PROXIES
         ):
             return of(
                 {Origin("source", f"request.{attr}()", line=call.lineno)}
@@ -979,8 +980,8 @@ class Interpreter:
     def list_words(self, expr: ast.expr) -> list[str]:
         """The literal words at the start of a command list (followed through one local name)."""
         if isinstance(expr, ast.Name):
-            text = self._assigned_text.get(expr.id)
-            return text.split() if text else []
+            source = self._assigned.get(expr.id)
+            return fragments(source).split() if source is not None else []
         if isinstance(expr, ast.List | ast.Tuple):
             out: list[str] = []
             for e in expr.elts:
@@ -1057,7 +1058,8 @@ class Interpreter:
 
     def text_of(self, expr: ast.expr) -> str:
         if isinstance(expr, ast.Name):
-            return self._assigned_text.get(expr.id, "")
+            source = self._assigned.get(expr.id)
+            return fragments(source) if source is not None else ""
         return fragments(expr)
 
     def worth_a_look(self, cls: str, expr: ast.expr, value: Value) -> bool:
@@ -1186,8 +1188,9 @@ def analyse_module(project: Project, info: ModuleInfo) -> list[tuple[Hit, str]]:
     found += [(h, "<module>") for h in top.hits]
     for qualname, func in info.functions.items():
         found += [(h, qualname) for h in analyse_function(project, info, qualname, func)]
-    for node in ast.walk(info.tree):  # functions nested in functions: their own scope, parameters unknown
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node not in info.functions.values():
+    known = {id(f) for f in info.functions.values()}
+    for node in statements(info.tree):  # functions nested in functions: their own scope, parameters unknown
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and id(node) not in known:
             found += [(h, node.name) for h in analyse_function(project, info, node.name, node)]
     return found
 

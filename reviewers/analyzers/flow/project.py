@@ -70,12 +70,33 @@ def module_name(path: str) -> str:
     return ".".join(parts)
 
 
+def statements(tree: ast.Module) -> list[ast.stmt]:
+    """Every statement of a module, nested ones included, without visiting expressions (imports
+    and definitions are statements: a full walk costs several times more on a big module)."""
+    out: list[ast.stmt] = []
+    stack: list[ast.stmt] = list(reversed(tree.body))
+    while stack:
+        stmt = stack.pop()
+        out.append(stmt)
+        children: list[ast.stmt] = []
+        for name in ("body", "orelse", "finalbody"):
+            block = getattr(stmt, name, None)
+            if isinstance(block, list):
+                children += [s for s in block if isinstance(s, ast.stmt)]
+        for handler in getattr(stmt, "handlers", []):
+            children += handler.body
+        for case in getattr(stmt, "cases", []):
+            children += case.body
+        stack.extend(reversed(children))
+    return out
+
+
 def _aliases(tree: ast.Module, path: str) -> dict[str, str]:
     package = module_name(path).split(".")
     if not path.endswith("__init__.py"):
         package = package[:-1]
     out: dict[str, str] = {}
-    for node in ast.walk(tree):
+    for node in statements(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 out[alias.asname or alias.name.split(".")[0]] = alias.name if alias.asname else alias.name.split(".")[0]
@@ -128,6 +149,7 @@ class Project:
     in_progress: set[str] = field(default_factory=set)
     unfinished: dict[str, str] = field(default_factory=dict)  # what a bound cut off → which bound
     _resolved: dict[str, str | None] = field(default_factory=dict)
+    _found: dict[str, tuple[ModuleInfo, str] | None] = field(default_factory=dict)
     _started: float | None = None
 
     def start(self) -> None:
@@ -162,12 +184,18 @@ class Project:
     def resolve(self, dotted: str, importer: str) -> tuple[ModuleInfo, str] | None:
         """The module a dotted name lives in and the rest of the name in it ("" for the module):
         `pkg.helpers.get_value` → (pkg/helpers.py, "get_value")."""
+        key = f"{dotted}|{posixpath.dirname(importer)}"
+        if key in self._found:
+            return self._found[key]
+        found: tuple[ModuleInfo, str] | None = None
         parts = dotted.split(".")
         for cut in range(len(parts), 0, -1):
             path = self._module_path(".".join(parts[:cut]), importer)
             if path is not None and (info := self.module_at(path)) is not None:
-                return info, ".".join(parts[cut:])
-        return None
+                found = (info, ".".join(parts[cut:]))
+                break
+        self._found[key] = found
+        return found
 
     def _module_path(self, module: str, importer: str) -> str | None:
         key = f"{module}|{posixpath.dirname(importer)}"

@@ -99,6 +99,7 @@ LOW_WHEN_UNKNOWN = frozenset({"sql", "command", "code", "deserialization"})
 
 # --- sources ---------------------------------------------------------------------------------------
 REQUEST_NAMES = frozenset({"request", "req", "flask.request", "quart.request", "bottle.request"})
+REQUEST_PROXIES = frozenset({"flask.request", "quart.request", "bottle.request"})  # the module-level request objects
 REQUEST_PARTS = frozenset(
     {"args", "form", "values", "GET", "POST", "FILES", "COOKIES", "META", "query_params", "path_params", "json",
      "get_json", "data", "get_data", "body", "files", "headers", "cookies", "query", "params", "match_info",

@@ -25,6 +25,7 @@ LOCAL_SLASH = "~slash"
 NOT_DOUBLE_SLASH = "~no-double-slash"
 MAX_PATH = 4  # attribute steps remembered after a parameter (`self.req.args.get`)
 MAX_PARTS = 32  # list items / dict entries kept apart; more fold into the container
+MAX_ORIGINS = 24
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,13 +76,22 @@ def join(values: Iterable[Value]) -> Value:
     return Value(origins, cls=cls, fields=fields)
 
 
+def compact(origins: frozenset[Origin]) -> frozenset[Origin]:
+    """At most MAX_ORIGINS origins: beyond that, a parameter's paths fold into the parameter and
+    lines are forgotten (a value built from everything in a big function would otherwise carry
+    hundreds, and every call through a summary would resolve each one)."""
+    if len(origins) <= MAX_ORIGINS:
+        return origins
+    return frozenset(replace(o, path=o.path[:1], line=0) for o in origins)
+
+
 def of(origins: Iterable[Origin]) -> Value:
-    return Value(frozenset(origins))
+    return Value(compact(frozenset(origins)))
 
 
 def flat(*values: Value) -> Value:
     """A value carrying every origin of the given ones, no parts."""
-    return Value(frozenset().union(*(v.origins for v in values))) if values else CONSTANT
+    return Value(compact(frozenset().union(*(v.origins for v in values)))) if values else CONSTANT
 
 
 def sequence(parts: Iterable[Value]) -> Value:
