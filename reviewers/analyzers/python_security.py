@@ -44,11 +44,18 @@ def _parse(text: str, path: str) -> ast.Module | None:
     return parse_module(text, filename=path)
 
 
-def project_for(read_file: Callable[[str], str | None], *, budget_s: float | None = None) -> Project:
+def project_for(
+    read_file: Callable[[str], str | None],
+    *,
+    budget_s: float | None = None,
+    clock: Callable[[], float] | None = None,
+) -> Project:
     """A project over the files at head, for one review (summaries are shared across its files)."""
     project = Project(read_file=read_file, parse=_parse)
     if budget_s is not None:
         project.budget_s = budget_s
+    if clock is not None:
+        project.clock = clock
     return project
 
 
