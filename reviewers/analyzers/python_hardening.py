@@ -48,7 +48,13 @@ MIN_CREDENTIAL_CHARS = 6
 LONG_CREDENTIAL_CHARS = 12
 
 
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*$")
+
+
 def credential_name(name: str) -> bool:
+    """Whether an identifier (or a dict key shaped like one) names a credential's value."""
+    if not _IDENTIFIER.match(name):
+        return False  # "python:weak-password-hash", "a password" are text, not a field
     found = words(name)
     if found & _NOT_A_VALUE_WORDS - {"key"}:
         return False
