@@ -1,8 +1,9 @@
 """The security reviewer: secrets, injection, unsafe deserialization, traversal, weakened settings.
 
 Its analyzer runs, in order of precision: the secret scanner; instructions addressed to AI
-reviewers (prompt injection); the Python syntax-tree checks (or the line rules when the file is not
-Python that parses); the settings check; and bandit. Test files get only the vendor-prefix secret
+reviewers (prompt injection); the Python taint analysis with summaries of the repository's functions
+shared by every file of the review (or the line rules when the file is not Python that parses); the
+settings check; and bandit. What the taint analysis's budgets cut short is named in the review. Test files get only the vendor-prefix secret
 scan and the words aimed at reviewers: fixtures are full of fake passwords and disabled verification.
 """
 
@@ -70,8 +71,8 @@ def _prefetch(context: ReviewContext, paths: Sequence[str]) -> None:
 
 SECURITY = ReviewerSpec(
     name="security",
-    description="secrets, injection (SQL/shell/eval), unsafe deserialization, path traversal, TLS off, "
-    "weakened security settings; any language",
+    description="secrets, request data reaching SQL/shell/eval/files/redirects/XML/LDAP/HTML, deserialization, "
+    "cookie flags, weak random/hash, TLS off, weak settings",
     instructions=INSTRUCTIONS,
     supports=_supports,
     make_analyzer=_make_analyzer,
