@@ -3,8 +3,9 @@
 Its analyzer runs, in order of precision: the secret scanner; instructions addressed to AI
 reviewers (prompt injection); the Python taint analysis with summaries of the repository's functions
 shared by every file of the review (or the line rules when the file is not Python that parses); the
-settings check; and bandit. What the taint analysis's budgets cut short is named in the review. Test files get only the vendor-prefix secret
-scan and the words aimed at reviewers: fixtures are full of fake passwords and disabled verification.
+settings check; and bandit. What the taint analysis's budgets cut short is named in the review.
+Test files get only the vendor-prefix secret scan and the words aimed at reviewers: fixtures are
+full of fake passwords and disabled verification.
 """
 
 from __future__ import annotations
