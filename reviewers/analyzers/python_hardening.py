@@ -159,7 +159,9 @@ def _credential(node: ast.AST, name: str) -> HardeningIssue:
             "CWE-798", "medium")  # fmt: skip
 
 
-def hardening_issues(tree: ast.Module, aliases: dict[str, str]) -> list[HardeningIssue]:
+def hardening_issues(scopes: list[tuple[ast.AST, list[ast.AST]]], aliases: dict[str, str]) -> list[HardeningIssue]:
+    """The issues of every scope (a function, or the module with its class bodies), given the nodes
+    each scope owns: one pass over the tree serves these rules and the authentication checks."""
     out: list[HardeningIssue] = []
 
     def qualified(expr: ast.expr) -> str:
@@ -167,9 +169,8 @@ def hardening_issues(tree: ast.Module, aliases: dict[str, str]) -> list[Hardenin
         resolved = aliases.get(head, head)
         return f"{resolved}.{rest}" if rest else resolved
 
-    def visit(node: ast.AST, purpose: set[str]) -> None:
+    def check(node: ast.AST, purpose: set[str]) -> None:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-            purpose = purpose | words(node.name)
             args = node.args
             positional = [*args.posonlyargs, *args.args]
             keyword_defaults = [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None]
@@ -186,7 +187,6 @@ def hardening_issues(tree: ast.Module, aliases: dict[str, str]) -> list[Hardenin
             named = next((n for n in names if credential_name(n)), None)
             if node.value is not None and named is not None and credential_literal(node.value, named):
                 out.append(_credential(node, named))
-            purpose = purpose | {w for n in names for w in words(n)}
         elif isinstance(node, ast.Call):
             name = qualified(node.func)
             if (issue := _cookie(node)) is not None:
@@ -207,8 +207,18 @@ def hardening_issues(tree: ast.Module, aliases: dict[str, str]) -> list[Hardenin
                 if isinstance(key, ast.Constant) and isinstance(key.value, str) and credential_name(key.value):
                     if credential_literal(value, key.value):
                         out.append(_credential(value, key.value))
-        for child in ast.iter_child_nodes(node):
-            visit(child, purpose)
 
-    visit(tree, set())
+    for root, nodes in scopes:
+        function_words = words(root.name) if isinstance(root, ast.FunctionDef | ast.AsyncFunctionDef) else set()
+        # a call inside an assignment serves what it is stored as (`password_hash = md5(...)`)
+        stored_as: dict[int, set[str]] = {}
+        for node in nodes:
+            if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                target_words = {w for t in targets for w in words(_target_name(t))}
+                for inner in ast.walk(node.value):
+                    if isinstance(inner, ast.Call):
+                        stored_as[id(inner)] = target_words
+        for node in nodes:
+            check(node, function_words | stored_as.get(id(node), set()))
     return out

@@ -66,8 +66,8 @@ class SecurityAnalysis:
 
 
 def _scopes(tree: ast.Module) -> list[tuple[ast.AST, list[ast.AST]]]:
-    """Each function (and the module) with the nodes that belong to it, nested scopes excluded; one
-    pass over the tree (a walk per function was quadratic in the nesting)."""
+    """Each function (and the module, with its class bodies) with the nodes that belong to it,
+    nested functions excluded; one pass over the tree serves every syntax rule."""
     owned: dict[int, list[ast.AST]] = {id(tree): []}
     roots: list[ast.AST] = [tree]
     stack: list[tuple[ast.AST, ast.AST]] = [(child, tree) for child in ast.iter_child_nodes(tree)]
@@ -79,8 +79,8 @@ def _scopes(tree: ast.Module) -> list[tuple[ast.AST, list[ast.AST]]]:
             owned[id(node)] = []
             roots.append(node)
             inner = node
-        elif isinstance(node, ast.Lambda | ast.ClassDef):
-            continue  # their bodies belong to no scope checked here, as before
+        elif isinstance(node, ast.Lambda):
+            continue  # a lambda's body is an expression of its own: no statement rules apply
         stack.extend((child, inner) for child in ast.iter_child_nodes(node))
     return [(root, owned[id(root)]) for root in roots]
 
@@ -130,7 +130,8 @@ def analyse_security(file: ChangedFile, project: Project | None = None) -> Secur
         out.issues.append(_hit_issue(hit, line))
     # high confidence first, so that a merge keeps the stronger statement of one line
     out.issues.sort(key=lambda i: (i.confidence != "high", i.line))
-    for node, rule, kind, severity, title, body, cwe, confidence in hardening_issues(tree, info.aliases):
+    scopes = _scopes(tree)
+    for node, rule, kind, severity, title, body, cwe, confidence in hardening_issues(scopes, info.aliases):
         if (line := _first_changed(file, node)) is not None:
             out.issues.append(Issue(line, rule, severity, title, body, kind=kind, confidence=confidence, cwe=cwe))
     constants = frozenset(
@@ -140,7 +141,7 @@ def analyse_security(file: ChangedFile, project: Project | None = None) -> Secur
         for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
         if isinstance(t, ast.Name)
     )
-    for root, nodes in _scopes(tree):
+    for root, nodes in scopes:
         for node, rule, kind, severity, title, body in auth_issues(root, nodes, info.aliases, constants):
             if (line := _first_changed(file, node)) is not None:
                 out.issues.append(Issue(line, rule, severity, title, body, kind=kind, confidence="high",

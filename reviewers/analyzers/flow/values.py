@@ -82,7 +82,7 @@ def compact(origins: frozenset[Origin]) -> frozenset[Origin]:
     hundreds, and every call through a summary would resolve each one)."""
     if len(origins) <= MAX_ORIGINS:
         return origins
-    return frozenset(replace(o, path=o.path[:1], line=0) for o in origins)
+    return frozenset(Origin(o.kind, o.what, o.path[:1], o.cleared) for o in origins)
 
 
 def of(origins: Iterable[Origin]) -> Value:
@@ -139,7 +139,9 @@ def clear(value: Value, classes: Iterable[str]) -> Value:
     extra = frozenset(classes)
     if not extra:
         return value
-    origins = frozenset(replace(o, cleared=o.cleared | extra) for o in value.origins)
+    # the constructor, not dataclasses.replace: this runs for every sanitiser, guard and summary call
+    origins = frozenset(o if extra <= o.cleared else Origin(o.kind, o.what, o.path, o.cleared | extra, o.line)
+                        for o in value.origins)  # fmt: skip
     return Value(
         origins,
         seq=tuple(clear(v, extra) for v in value.seq) if value.seq is not None else None,
@@ -157,4 +159,4 @@ def normalised(value: Value) -> Value:
 def extend_path(origin: Origin, attr: str) -> Origin:
     if len(origin.path) >= MAX_PATH:
         return origin
-    return replace(origin, path=(*origin.path, attr))
+    return Origin(origin.kind, origin.what, (*origin.path, attr), origin.cleared, origin.line)
