@@ -125,6 +125,22 @@ def _fixes_origin(expr: ast.expr, value: Value) -> bool:
     return not chosen_outside and isinstance(expr, ast.Call | ast.Name | ast.Attribute)
 
 
+_READS = frozenset({"read", "readline", "readlines"})
+_FILE_OPENERS = frozenset({"open", "io.open", "codecs.open", "aiofiles.open", "gzip.open", "bz2.open", "lzma.open"})
+_DATABASE_WORDS = frozenset({"cursor", "cur", "conn", "connection", "db", "database", "session", "engine", "con",
+                             "c", "txn", "tx", "transaction", "sql", "pool", "objects"})  # fmt: skip
+_DATABASE_MODULES = ("sqlite3", "psycopg", "psycopg2", "sqlalchemy", "mysql", "MySQLdb", "pymysql", "aiosqlite",
+                     "asyncpg", "django.db", "pandas")  # fmt: skip
+
+
+def _database_like(receiver: str, qualified: str) -> bool:
+    """Whether a receiver reads as a database handle (`cur`, `self.conn`, `db.session`, `sqlite3...`)."""
+    if qualified.startswith(_DATABASE_MODULES):
+        return True
+    last = receiver.rsplit(".", 1)[-1]
+    return bool(words(last) & _DATABASE_WORDS) if last else True  # a call's result (`conn.cursor().execute`)
+
+
 def names_secret(identifier: str) -> bool:
     found = words(identifier)
     if "key" in found and found & _KEY_QUALIFIERS:
@@ -177,7 +193,9 @@ def attribute(value: Value, attr: str) -> Value:
         return known
     origins: set[Origin] = set()
     for o in value.origins:
-        if o.kind == "request":
+        if attr in _READS and o.kind == "source" and o.cleared >= LOCAL_USER_CLEARS:
+            origins.add(Origin("unknown", f"{o.what}.{attr}()"))
+        elif o.kind == "request":
             if attr in REQUEST_PARTS:
                 origins.add(Origin("source", f"request.{attr}", line=o.line))
         elif o.kind == "param":
@@ -537,8 +555,8 @@ class Interpreter:
             return self.eval(expr.value, env)
         if isinstance(expr, ast.BinOp):
             left, right = self.eval(expr.left, env), self.eval(expr.right, env)
-            if isinstance(expr.op, ast.Add) and left.seq is not None and right.seq is not None:
-                return sequence((*left.seq, *right.seq))
+            if isinstance(expr.op, ast.Add) and left.seq is not None:
+                return sequence((*left.seq, *(right.seq if right.seq is not None else (flat(right),))))
             if isinstance(expr.op, ast.Add) and _fixes_origin(expr.left, left):
                 return flat(left, clear(right, URL_CLASSES))
             if isinstance(expr.op, ast.Mod) and (text := const_text(expr.left)) is not None:
@@ -559,9 +577,10 @@ class Interpreter:
             return join([self.eval(expr.body, self.refined(expr.test, True, env)),
                          self.eval(expr.orelse, self.refined(expr.test, False, env))])  # fmt: skip
         if isinstance(expr, ast.List | ast.Tuple | ast.Set):
-            if any(isinstance(e, ast.Starred) for e in expr.elts):
-                return flat(*(self.eval(e.value if isinstance(e, ast.Starred) else e, env) for e in expr.elts))
-            return sequence(self.eval(e, env) for e in expr.elts)
+            # a starred part counts as one item: what comes before it keeps its place (argv[0])
+            return sequence(
+                flat(self.eval(e.value, env)) if isinstance(e, ast.Starred) else self.eval(e, env) for e in expr.elts
+            )
         if isinstance(expr, ast.Dict):
             entries: list[tuple[Hashable, Value]] = []
             loose: list[Value] = []
@@ -668,6 +687,10 @@ class Interpreter:
             return mapping(kwargs.items()) if name != "collections.defaultdict" else mapping(())
         if name in ("list", "tuple") and len(args) == 1:
             return args[0] if args[0].seq is not None else flat(args[0])
+        if name in ("compile", "builtins.compile"):
+            return args[0] if args else kwargs.get("source", CONSTANT)  # the code carries its source, not its file name
+        if name in _FILE_OPENERS:
+            return UNKNOWN  # what a file holds is not the data that named it (a script path on a command line)
         if name in S.XML_PARSER_FACTORIES:
             entities = next((k.value for k in call.keywords if k.arg == "resolve_entities"), None)
             unsafe = isinstance(entities, ast.Constant) and entities.value is True
@@ -721,6 +744,10 @@ class Interpreter:
                 parts = list(current.seq)
                 parts.insert(const_args[0], args[1])
                 env[target.id] = sequence(parts)
+            elif attr == "extend" and args and current.seq is not None:
+                env[target.id] = sequence(
+                    (*current.seq, *(args[0].seq if args[0].seq is not None else (flat(args[0]),)))
+                )
             elif attr == "setdefault" and len(args) == 2:
                 env[target.id] = (
                     with_item(current, const_args[0], args[1]) if current.item(const_args[0]) is None else current
@@ -771,6 +798,12 @@ class Interpreter:
             return CONSTANT
         if attr in CLEAN_METHODS:
             return CONSTANT
+        if attr in ("read_text", "read_bytes"):
+            return UNKNOWN  # a file's content, not its name
+        if attr in _READS and any(o.kind == "param" or o.cleared >= LOCAL_USER_CLEARS for o in receiver.origins):
+            # a file named on the command line (argparse.FileType): its content is the user's own file;
+            # on a parameter, the read is remembered and judged at each call
+            return flat(attribute(receiver, attr), *args)
         if attr in ("resolve", "absolute", "realpath"):
             return normalised(flat(receiver, *args))
         if attr == "copy":
@@ -919,8 +952,11 @@ class Interpreter:
             pairs = self.arg(call, args, kwargs, S.ArgSink("sql", (0,), ("sql", "statement", "query", "operation")))
             for expr, value in pairs:
                 text = self.text_of(expr)
-                if attr in S.SQL_SHAPE_METHODS and not SQL_SHAPE.search(text):
+                sql_text = bool(SQL_SHAPE.search(text))
+                if attr in S.SQL_SHAPE_METHODS and not sql_text:
                     continue
+                if not sql_text and not _database_like(receiver_name, name):
+                    continue  # `executor.execute(task)`: an execute that is not shown to take SQL
                 self.sink(
                     call, "sql", value, f"{receiver_name or '…'}.{attr}", low=self.worth_a_look("sql", expr, value)
                 )
@@ -1024,9 +1060,11 @@ class Interpreter:
     def html_response(self, call: ast.Call, name: str) -> bool:
         """Whether a response call's content type is HTML (or left to a default that is)."""
         for k in call.keywords:
+            if k.arg == "headers":
+                return False  # the headers may set the content type: not known to be HTML
             if k.arg in ("mimetype", "content_type", "media_type"):
                 text = const_text(k.value)
-                return text is None or "html" in text
+                return text is not None and "html" in text
         if name.endswith("HTMLResponse"):
             return True
         # aiohttp's and Starlette's plain responses default to text/plain or no type at all
