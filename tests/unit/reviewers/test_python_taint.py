@@ -96,3 +96,30 @@ def test_a_pathological_function_is_cut_and_named(build_context: Any) -> None:
     huge = "def f(x):\n" + "".join(f"    x{i} = x + {i}\n" for i in range(5000)) + "    os.system(x4999)\n"
     result = review("security", build_context({}, {"web/big.py": FLASK + huge}))
     assert "statements" in result.cut_short.get("web/big.py", "")
+
+
+CLI = "import subprocess\nimport sys\n\n\n"
+
+
+def cli_found(body: str) -> list[tuple[str | None, str]]:
+    return [(i.cwe, i.confidence) for i in python_security_issues(added_file("tool.py", CLI + body)) or []]
+
+
+def test_shapes_of_released_code_that_say_nothing() -> None:
+    # the arguments after a fixed program are the program's, not a command line
+    assert cli_found("subprocess.run(['ruff', *sys.argv[1:]])\n") == []
+    assert cli_found("cmd = ['python', 'serve.py']\ncmd.extend(sys.argv[1:])\nsubprocess.Popen(cmd)\n") == []
+    assert cli_found("subprocess.run(['sh', '-c', 'echo \"$1\"', 'sh', sys.argv[1]])\n") == []
+    # but the program itself, or a shell's script, is a command injection
+    assert cli_found("subprocess.run([sys.argv[1], '--version'])\n") == [("CWE-78", "high")]
+    assert cli_found("subprocess.run(['sh', '-c', 'ls ' + sys.argv[1]])\n") == [("CWE-78", "high")]
+    # a file named on the command line is the user's own: its content is not their input
+    assert cli_found("exec(open(sys.argv[1]).read())\n") == [("CWE-94", "low")]  # unknown: a person looks
+    # an execute() that is not shown to take SQL, and a file path from the command line
+    assert cli_found("def run(executor):\n    executor.execute(sys.argv[1])\n") == []
+    assert cli_found("print(open(sys.argv[1]).readline())\n") == []
+
+
+def test_the_request_object_of_a_client_library_is_not_request_data() -> None:
+    client = "import os\n\n\ndef send(request):\n    if os.path.exists(request.url):\n        return request.url\n"
+    assert python_security_issues(added_file("client/adapters.py", client)) == []
