@@ -41,7 +41,8 @@ _NOT_A_VALUE_WORDS = frozenset({"name", "names", "field", "fields", "header", "u
                                 "expiry", "expires", "ttl", "timeout", "count", "encoding", "method"})  # fmt: skip
 _PLACEHOLDER = re.compile(
     r"(?i)(example|changeme|change[_\-]?me|dummy|placeholder|xxx|\*\*\*|redacted|your[_\-]|<[^>]*>|\$\{|\{\{|%\(|%s|"
-    r"fake|sample|todo|^test|^none$|^null$|^secret$|^password$|\{[a-z_]*\})"
+    r"fake|sample|todo|^test|^none$|^null$|^secret$|^password$|\{[a-z_]*\}|"
+    r"^(?:string|str|int|bool|boolean|number|object|any|bytes)\??$)"
 )
 _ENV_NAME = re.compile(r"^[A-Z][A-Z0-9_]+$")
 MIN_CREDENTIAL_CHARS = 6

@@ -126,11 +126,20 @@ def _fixes_origin(expr: ast.expr, value: Value) -> bool:
 
 
 _READS = frozenset({"read", "readline", "readlines"})
-_FILE_OPENERS = frozenset({"open", "io.open", "codecs.open", "aiofiles.open", "gzip.open", "bz2.open", "lzma.open"})
+_FILE_OPENERS = frozenset(
+    {"open", "io.open", "codecs.open", "aiofiles.open", "gzip.open", "bz2.open", "lzma.open", "os.fdopen"}
+)
 _DATABASE_WORDS = frozenset({"cursor", "cur", "conn", "connection", "db", "database", "session", "engine", "con",
                              "c", "txn", "tx", "transaction", "sql", "pool", "objects"})  # fmt: skip
 _DATABASE_MODULES = ("sqlite3", "psycopg", "psycopg2", "sqlalchemy", "mysql", "MySQLdb", "pymysql", "aiosqlite",
                      "asyncpg", "django.db", "pandas")  # fmt: skip
+
+
+def _not_local(value: Value) -> Value:
+    """The value without what the person running the program typed: a command-line tool that runs
+    the program its user names (`--python`, `git -c core.editor`) does what it is for; a web request
+    choosing the program does not."""
+    return of(o for o in value.origins if not (o.kind == "source" and o.cleared >= LOCAL_USER_CLEARS))
 
 
 def _database_like(receiver: str, qualified: str) -> bool:
@@ -990,7 +999,7 @@ class Interpreter:
         if name == "asyncio.create_subprocess_exec" or name.startswith("os.spawn") or name.startswith("os.posix"):
             argv = args[1:] if name.startswith("os.spawn") else args
             if argv:
-                self.sink(call, "command", argv[0], name)
+                self.sink(call, "command", _not_local(argv[0]), name)
             return
         command_expr = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "args"), None)
         if command_expr is None:
@@ -1008,10 +1017,11 @@ class Interpreter:
                 # later items are the script's positional parameters ($0, $1), not shell text
                 script = parts[2] if len(parts) > 2 else CONSTANT
                 self.sink(call, "command", script, f'{name}(["{words_[0]}", "{words_[1]}", …])')
-            elif parts:
-                self.sink(call, "command", parts[0], f"{name} (the program)")
+            elif parts and not any(k.arg == "executable" for k in call.keywords):
+                self.sink(call, "command", _not_local(parts[0]), f"{name} (the program)")
             return
-        self.sink(call, "command", command, name)
+        if not any(k.arg == "executable" for k in call.keywords):
+            self.sink(call, "command", _not_local(command), name)
 
     def list_words(self, expr: ast.expr) -> list[str]:
         """The literal words at the start of a command list (followed through one local name)."""
