@@ -134,14 +134,33 @@ def render_markdown(verified: Sequence[VerifiedFinding], meta: dict[str, Any]) -
     return "\n".join(lines) + "\n"
 
 
+def _cwe_number(cwe: str) -> str:
+    return cwe.split("-", 1)[1]
+
+
 def render_sarif(verified: Sequence[VerifiedFinding], meta: dict[str, Any]) -> str:
+    """SARIF 2.1.0; a finding's CWE is a taxon of the CWE taxonomy (`runs[].taxonomies`), referenced
+    from its rule (`relationships`) and its result (`taxa`), as SARIF's own CWE examples do."""
     not_reviewed = not_reviewed_in(meta)
     rules: dict[str, dict[str, Any]] = {}
+    taxa: dict[str, dict[str, Any]] = {}
     results = []
     for v in verified:
         f = v.finding
         rule_id = f.rule or f"{f.category}/generic"
-        rules.setdefault(rule_id, {"id": rule_id, "shortDescription": {"text": f.title}})
+        rule = rules.setdefault(rule_id, {"id": rule_id, "shortDescription": {"text": f.title}})
+        result_taxa: list[dict[str, Any]] = []
+        if f.cwe:
+            number = _cwe_number(f.cwe)
+            taxa.setdefault(
+                number,
+                {"id": number, "name": f.cwe, "helpUri": f"https://cwe.mitre.org/data/definitions/{number}.html"},
+            )
+            reference = {"id": number, "toolComponent": {"name": "CWE"}}
+            relationships = rule.setdefault("relationships", [])
+            if not any(r["target"]["id"] == number for r in relationships):
+                relationships.append({"target": reference, "kinds": ["superset"]})
+            result_taxa.append(reference)
         results.append(
             {
                 "ruleId": rule_id,
@@ -157,6 +176,7 @@ def render_sarif(verified: Sequence[VerifiedFinding], meta: dict[str, Any]) -> s
                 ],
                 "partialFingerprints": {"reviewloop/v1": f.fingerprint},
                 "properties": {"category": f.category, "verdict": v.verdict, "verdictReason": v.reason},
+                **({"taxa": result_taxa} if result_taxa else {}),
             }
         )
     doc = {
@@ -170,8 +190,24 @@ def render_sarif(verified: Sequence[VerifiedFinding], meta: dict[str, Any]) -> s
                         "version": TOOL_VERSION,
                         "informationUri": "https://example.invalid/reviewloop",
                         "rules": list(rules.values()),
+                        **({"supportedTaxonomies": [{"name": "CWE"}]} if taxa else {}),
                     }
                 },
+                **(
+                    {
+                        "taxonomies": [
+                            {
+                                "name": "CWE",
+                                "organization": "MITRE",
+                                "informationUri": "https://cwe.mitre.org/",
+                                "isComprehensive": False,
+                                "taxa": list(taxa.values()),
+                            }
+                        ]
+                    }
+                    if taxa
+                    else {}
+                ),  # fmt: skip
                 "results": results,
                 # What was not analyzed in full is part of the result: a viewer shows these as tool
                 # notifications, and `complete` lets a CI job tell a partial review from a clean one.
@@ -202,7 +238,9 @@ def render_sarif(verified: Sequence[VerifiedFinding], meta: dict[str, Any]) -> s
 def render_codequality(verified: Sequence[VerifiedFinding], meta: dict[str, Any]) -> str:
     items = [
         {
-            "description": neutralise(f"{v.finding.title}: {v.finding.body}")[:1000],
+            "description": neutralise(
+                f"{f'[{v.finding.cwe}] ' if v.finding.cwe else ''}{v.finding.title}: {v.finding.body}"
+            )[:1000],
             "check_name": v.finding.rule or v.finding.category,
             "fingerprint": v.finding.fingerprint,
             "severity": CODEQUALITY_SEVERITY[v.finding.severity],

@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 from bench import agreement as agreement_bench
 from bench import base_model as base_model_bench
-from bench import dataset_build, noise, scaling, webhook
+from bench import dataset_build, noise, scaling, security_suite, webhook
 from bench import diff_parse as diff_parse_bench
 from bench import pipeline as pipeline_bench
 from bench import spans as spans_bench
@@ -92,6 +92,8 @@ class Results:
     webhook: list[dict[str, Any]] = field(default_factory=list)
     slow_senders: dict[str, Any] = field(default_factory=dict)
     noise: noise.NoiseResult | None = None
+    security_suite: list[security_suite.ClassScore] = field(default_factory=list)
+    security_suite_s: float = 0.0
     agreement: list[dict[str, Any]] = field(default_factory=list)
     agreement_seeds: int = agreement_bench.SEEDS
     base_model: base_model_bench.BaseModelResult | None = None
@@ -167,6 +169,9 @@ def collect(dsn: str, config: Config) -> Results:
         f"noise on released code ({len(config.noise_packages)} packages)",
         lambda: noise.run(config.noise_packages, progress=False),
     )
+    started = time.perf_counter()
+    r.security_suite = step("own labeled security suite (Python)", lambda: security_suite.score(security_suite.cases()))
+    r.security_suite_s = time.perf_counter() - started
     # Last: loading the model sets torch's threads for the whole process, and would share the
     # machine with the timings above.
     if config.base_model_ns:
@@ -259,6 +264,22 @@ def targets(r: Results) -> list[Target]:
             f"{len(r.noise.high_or_critical)} high or critical"
             if r.noise
             else "",
+        ),
+        Target(
+            f"own security suite: every Python class TPR − FPR ≥ {security_suite.MIN_SCORE:g}",
+            min((s.score for s in r.security_suite), default=nan),
+            security_suite.MIN_SCORE,
+            "at_least",
+            "worst class",
+            ", ".join(f"{s.cls} {s.score:+.2f}" for s in r.security_suite if s.score < 1.0),
+        ),
+        Target(
+            f"own security suite: every Python class FPR ≤ {security_suite.MAX_FPR:g}",
+            max((s.fpr for s in r.security_suite), default=nan),
+            security_suite.MAX_FPR,
+            "at_most",
+            "worst class",
+            "",
         ),
     ]
 
@@ -478,6 +499,9 @@ def render_results(r: Results) -> str:
         parts += ["", slow_senders_bench.render([r.slow_senders])]
     if r.noise is not None:
         parts += ["", noise.render(r.noise)]
+    if r.security_suite:
+        table_lines = security_suite.render(r.security_suite, seconds=r.security_suite_s, commit="", machine="")
+        parts += ["", "### Own security suite", "", *table_lines.splitlines()[2:]]
     if r.agreement:
         parts += ["", agreement_bench.render(r.agreement, seeds=r.agreement_seeds)]
     if r.base_model is not None:

@@ -78,6 +78,8 @@ def merge_issues(issues: list[Issue]) -> list[Issue]:
                 kept[twin], issue = issue, lead
             else:
                 kept[twin] = replace(lead, severity=issue.severity)
+        if kept[twin].cwe is None and issue.cwe is not None:  # the weakness survives the merge
+            kept[twin] = replace(kept[twin], cwe=issue.cwe)
         folded[twin].append(issue.rule)
     out: list[Issue] = []
     for issue, rules in zip(kept, folded, strict=True):

@@ -1,10 +1,12 @@
 """The security reviewer: secrets, injection, unsafe deserialization, traversal, weakened settings.
 
 Its analyzer runs, in order of precision: the secret scanner; instructions addressed to AI
-reviewers (prompt injection); the Python syntax-tree checks, or for JavaScript/TypeScript, Go and
-Java our taint rules on semgrep's engine (`semgrep_taint`, one engine run per review); the line
-rules for what neither covers; the settings check; and bandit. Test files get only the vendor-prefix secret
-scan and the words aimed at reviewers: fixtures are full of fake passwords and disabled verification.
+reviewers (prompt injection); the Python taint analysis with summaries of the repository's functions
+shared by every file of the review, or for JavaScript/TypeScript, Go and Java our taint rules on
+semgrep's engine (`semgrep_taint`, one engine run per review); the line rules for what neither
+covers; the settings check; and bandit. What the analyses' budgets cut short is named in the review.
+Test files get only the vendor-prefix secret scan and the words aimed at reviewers: fixtures are
+full of fake passwords and disabled verification.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from reviewers.analyzers.changed_file import ChangedFile, Issue
 from reviewers.analyzers.config_changes import security_setting_issues
 from reviewers.analyzers.patterns import line_rule_issues
 from reviewers.analyzers.prompt_injection import prompt_injection_issues
-from reviewers.analyzers.python_security import python_security_issues
+from reviewers.analyzers.python_security import analyse_security, project_for
 from reviewers.analyzers.secrets import scan_secrets, secret_issues
 from reviewers.analyzers.semgrep_taint import ENGINE_KINDS, engine_issues
 from reviewers.analyzers.semgrep_taint import prefetch as engine_prefetch
@@ -40,6 +42,9 @@ def _supports(path: str) -> bool:
 
 
 def _make_analyzer(context: ReviewContext) -> Analyzer:
+    # one project per review: the summaries of the repository's functions serve every changed file
+    project = project_for(context.workspace.read_file)
+
     def analyze(file: ChangedFile) -> Analysis:
         if is_test_path(file.path):
             return Analysis(secret_issues(file, named_values=False) + prompt_injection_issues(file, test_file=True))
@@ -47,8 +52,11 @@ def _make_analyzer(context: ReviewContext) -> Analyzer:
         analysis = Analysis(scan.issues + prompt_injection_issues(file))
         if scan.cut_short:
             analysis.incomplete.append(("budget", f"secrets scan: {scan.cut_short}"))
-        tree_issues = python_security_issues(file)
+        security = analyse_security(file, project)
+        tree_issues = security.issues if security is not None else None
         analysis.issues += tree_issues or []
+        if security is not None and security.cut_short:
+            analysis.incomplete.append(("budget", f"taint analysis: {security.cut_short}"))
         engine_done: frozenset[str] = frozenset()
         if engine_supports(file.path):
             found, cut_short = engine_issues(file, deadline=context.deadline)
@@ -56,7 +64,7 @@ def _make_analyzer(context: ReviewContext) -> Analyzer:
             if cut_short is None:
                 engine_done = ENGINE_KINDS
             else:
-                analysis.cut_short = "; ".join(filter(None, [analysis.cut_short, cut_short]))
+                analysis.incomplete.append(("budget", cut_short))
         analysis.issues += line_rule_issues(file, python_ast_done=tree_issues is not None, covered_kinds=engine_done)
         analysis.issues += security_setting_issues(file)
         if tree_issues is not None:  # bandit only reads Python that parses
@@ -87,8 +95,8 @@ def _prefetch(context: ReviewContext, paths: Sequence[str]) -> None:
 
 SECURITY = ReviewerSpec(
     name="security",
-    description="secrets, injection (SQL/shell/eval), unsafe deserialization, path traversal, TLS off, "
-    "weakened security settings; any language",
+    description="secrets, request data reaching SQL/shell/eval/files/redirects/XML/LDAP/HTML, deserialization, "
+    "cookie flags, weak random/hash, TLS off, weak settings",
     instructions=INSTRUCTIONS,
     supports=_supports,
     make_analyzer=_make_analyzer,

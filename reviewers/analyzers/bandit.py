@@ -188,6 +188,12 @@ def _bandit_single(text: str, path: str) -> str:
     return done.stdout
 
 
+def _cwe(field: object) -> str | None:
+    """bandit's `issue_cwe` ({"id": 78, "link": ...}) as "CWE-78"; None when it names none."""
+    cwe_id = field.get("id") if isinstance(field, dict) else None
+    return f"CWE-{cwe_id}" if isinstance(cwe_id, int) and cwe_id > 0 else None
+
+
 def bandit_issues(file: ChangedFile) -> list[Issue]:
     """bandit's findings on the lines this change added (any line of a multi-line statement)."""
     if file.language != "python":
@@ -217,6 +223,7 @@ def bandit_issues(file: ChangedFile) -> list[Issue]:
                 f"confidence {str(result.get('issue_confidence', '')).lower()})",
                 kind=KIND_BY_TEST.get(test_id, f"bandit:{test_id}"),
                 confidence=_CONFIDENCE.get(str(result.get("issue_confidence", "")).upper(), "medium"),
+                cwe=_cwe(result.get("issue_cwe")),
             )
         )
     return issues

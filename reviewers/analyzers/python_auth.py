@@ -20,7 +20,7 @@ from __future__ import annotations
 import ast
 import re
 
-from reviewers.analyzers.taint import dotted
+from reviewers.analyzers.flow.engine import dotted
 from reviewers.kernel.contracts import Severity
 
 AuthIssue = tuple[ast.AST, str, str, Severity, str, str]  # node, rule, kind, severity, title, body
@@ -66,8 +66,15 @@ def names_secret(expr: ast.expr) -> bool:
     return "token" in found and bool(found & TOKEN_QUALIFIERS)
 
 
-def _is_constant(expr: ast.expr) -> bool:
-    return isinstance(expr, ast.Constant) or (isinstance(expr, ast.Name) and expr.id.isupper())
+def _is_constant(expr: ast.expr, constants: frozenset[str] = frozenset()) -> bool:
+    """A literal, an UPPER_CASE name or attribute (`signal.SIGINT`), or a module constant."""
+    if isinstance(expr, ast.Subscript):  # data[: len(MAGIC)] != MAGIC compares a prefix with the constant
+        return False
+    if isinstance(expr, ast.Attribute):
+        return expr.attr.isupper()
+    return isinstance(expr, ast.Constant) or (
+        isinstance(expr, ast.Name) and (expr.id.isupper() or expr.id in constants)
+    )
 
 
 def _conditional_ids(nodes: list[ast.AST]) -> set[int]:
@@ -81,8 +88,11 @@ def _conditional_ids(nodes: list[ast.AST]) -> set[int]:
     return inside
 
 
-def auth_issues(func: ast.AST, nodes: list[ast.AST], aliases: dict[str, str]) -> list[AuthIssue]:
-    """(node, rule, kind, severity, title, body) for the auth and TLS defects of one scope."""
+def auth_issues(
+    func: ast.AST, nodes: list[ast.AST], aliases: dict[str, str], constants: frozenset[str] = frozenset()
+) -> list[AuthIssue]:
+    """(node, rule, kind, severity, title, body) for the auth and TLS defects of one scope;
+    `constants` are the module's names bound only to literals (a file format's magic bytes)."""
     out: list[AuthIssue] = []
     name = getattr(func, "name", "")
     conditional = _conditional_ids(nodes)
@@ -99,7 +109,7 @@ def auth_issues(func: ast.AST, nodes: list[ast.AST], aliases: dict[str, str]) ->
             if (
                 eq
                 and len(sides) == 2
-                and not any(_is_constant(s) for s in sides)
+                and not any(_is_constant(s, constants) for s in sides)
                 and any(names_secret(s) for s in sides)
             ):
                 out.append((

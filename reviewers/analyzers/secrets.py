@@ -107,6 +107,7 @@ def _issue(line: int, rule: str, severity: Severity, what: str) -> Issue:
             "it. Revoke it, load it from the environment or a secret store, and keep it out of the code."
         ),
         kind="secret",
+        cwe="CWE-798",
     )
 
 

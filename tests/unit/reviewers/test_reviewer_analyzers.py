@@ -165,9 +165,11 @@ def test_sql_through_a_variable_and_the_parameterised_form() -> None:
         "def find_concat(cur, table_id):\n"
         '    cur.execute("DELETE FROM t WHERE id = " + table_id)\n'
     )
-    assert rules(python_security_issues(added_file("db.py", text)) or []) == [
-        (2, "python:sql-interpolation"),
-        (9, "python:sql-interpolation"),
+    issues = python_security_issues(added_file("db.py", text)) or []
+    # reported at the sink; nobody is known to pass request data here, so a person looks first
+    assert [(i.line, i.rule, i.confidence, i.cwe) for i in issues] == [
+        (3, "python:sql-interpolation", "low", "CWE-89"),
+        (9, "python:sql-interpolation", "low", "CWE-89"),
     ]
 
 
@@ -195,32 +197,36 @@ def test_shell_eval_and_deserialization() -> None:
     ]
 
 
-def test_path_traversal_needs_a_join_and_no_containment() -> None:
+def test_path_traversal_needs_request_data_and_no_containment() -> None:
     text = (
         "import os\n"
         "from pathlib import Path\n"
+        "from flask import request\n"
         "BASE = Path('/srv/files')\n"
-        "def read(name: str) -> bytes:\n"
-        "    return (BASE / name).read_bytes()\n"
-        "def read_checked(name: str) -> bytes:\n"
-        "    p = (BASE / name).resolve()\n"
+        "def read() -> bytes:\n"
+        "    return (BASE / request.args['name']).read_bytes()\n"
+        "def read_checked() -> bytes:\n"
+        "    p = (BASE / request.args['name']).resolve()\n"
         "    if not p.is_relative_to(BASE):\n"
-        "        raise ValueError(name)\n"
+        "        raise ValueError(p)\n"
         "    return p.read_bytes()\n"
-        "def open_joined(filename):\n"
-        "    full = os.path.join('/data', filename)\n"
+        "def open_joined():\n"
+        "    full = os.path.join('/data', request.form['file'])\n"
         "    with open(full) as fh:\n"
         "        return fh.read()\n"
-        "def count(n: int) -> Path:\n"
-        "    return BASE / str(n)\n"
-        "def via_variable(doc):\n"
-        "    rel = Path(doc)\n"
+        "def count() -> Path:\n"
+        "    return BASE / str(int(request.args['n']))\n"
+        "def via_variable():\n"
+        "    rel = Path(request.args['doc'])\n"
         "    return (BASE / rel).read_text()\n"
+        "def only_a_parameter(name: str) -> bytes:\n"
+        "    return (BASE / name).read_bytes()\n"  # nobody known passes request data: silent
     )
-    assert rules(python_security_issues(added_file("files.py", text)) or []) == [
-        (5, "python:path-traversal"),
-        (13, "python:path-traversal"),
-        (19, "python:path-traversal"),
+    issues = python_security_issues(added_file("files.py", text)) or []
+    assert [(i.line, i.rule, i.cwe) for i in issues] == [
+        (6, "python:path-traversal", "CWE-22"),
+        (14, "python:path-traversal", "CWE-22"),
+        (20, "python:path-traversal", "CWE-22"),
     ]
 
 

@@ -132,7 +132,7 @@ def test_deleted_and_weakened_tests(build_context: Any) -> None:
 
 # --- security: taint from a source to a sink ---------------------------------------------------------
 
-FLASK = "from flask import Flask, request, redirect, render_template_string\nimport requests\nfrom pathlib import Path\nimport xml.etree.ElementTree as ET\n\napp = Flask(__name__)\nBASE = Path('/srv/files')\nDATA = Path(__file__).parent / 'data'\n\n\n"
+FLASK = "from flask import Flask, request, redirect, render_template_string\nimport requests\nfrom pathlib import Path\nimport xml.etree.ElementTree as ET\nfrom lxml import etree\n\napp = Flask(__name__)\nBASE = Path('/srv/files')\nDATA = Path(__file__).parent / 'data'\n\n\n"
 
 
 @pytest.mark.parametrize(
@@ -145,7 +145,11 @@ FLASK = "from flask import Flask, request, redirect, render_template_string\nimp
             "python:ssrf",
         ),
         ("def f():\n    return render_template_string(request.form['tpl'])\n", "python:template-injection"),
-        ("def f():\n    return ET.fromstring(request.data).tag\n", "python:xml-external"),
+        (
+            "def f():\n    parser = etree.XMLParser(resolve_entities=True)\n"
+            "    return etree.fromstring(request.data, parser).tag\n",
+            "python:xml-external",
+        ),
         ("@app.get('/files/<name>')\ndef f(name):\n    return open(BASE / name).read()\n", "python:path-traversal"),
     ],
 )
@@ -161,6 +165,8 @@ def test_outside_data_reaching_a_sink_fires(build_context: Any, body: str, rule:
         "def f():\n    return requests.get('https://api.example.org/status', timeout=5).text\n",
         "def f():\n    return render_template_string('Hello {{ name }}', name=request.args['n'])\n",
         "def f():\n    return ET.fromstring('<a/>').tag\n",
+        "def f():\n    return ET.fromstring(request.data).tag\n",  # the stdlib parser resolves no external entity
+        "def f():\n    return etree.fromstring(request.data).tag\n",  # nor does lxml >= 5 by default
         "def load_fixture(name: str) -> str:\n    return (DATA / name).read_text()\n",  # package-relative folder
         "def f():\n    name = request.args['n']\n    path = (BASE / name).resolve()\n"
         "    if not path.is_relative_to(BASE):\n        raise ValueError(name)\n    return path.read_bytes()\n",
@@ -171,10 +177,10 @@ def test_sinks_fed_by_constants_or_checked_values_stay_quiet(build_context: Any,
     assert review("security", build_context({}, {"web/views.py": FLASK + body})).findings == []
 
 
-def test_a_parameter_joined_to_a_fixed_server_folder_is_medium(build_context: Any) -> None:
-    body = "def read_upload(name: str) -> bytes:\n    return (BASE / name).read_bytes()\n"
+def test_a_sink_reached_only_by_a_value_of_unknown_origin_is_low_confidence(build_context: Any) -> None:
+    body = "def run(cmd: str) -> int:\n    import os\n    return os.system('nice ' + cmd)\n"
     [finding] = review("security", build_context({}, {"web/store.py": FLASK + body})).findings
-    assert (finding.rule, finding.severity, finding.confidence) == ("python:path-traversal", "medium", "medium")
+    assert (finding.rule, finding.confidence, finding.cwe) == ("python:shell-interpolation", "low", "CWE-78")
 
 
 AUTH = "import hashlib\nimport hmac\nimport ssl\nimport requests\n\n\n"

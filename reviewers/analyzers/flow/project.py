@@ -1,0 +1,227 @@
+"""The repository's modules as the taint interpreter reads them, and the budget it runs under.
+
+Modules are read at the head commit through the workspace and parsed once; an import is resolved
+to a file by its dotted name (from the root, from `src/`, beside the importing file, or relative).
+Function summaries are memoised here by `"path::qualname"`. Everything is bounded: modules read,
+characters per module, summaries computed, and seconds spent; what a bound cut off is named in
+`unfinished`, never dropped silently.
+"""
+
+from __future__ import annotations
+
+import ast
+import posixpath
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from reviewers.analyzers.flow.values import Value
+
+MAX_MODULES = 400  # modules read per review (the changed files and what they import)
+MAX_MODULE_CHARS = 400_000  # a larger module is not read for summaries (generated or vendored code)
+MAX_SUMMARIES = 3000
+DEFAULT_BUDGET_S = 2.0  # summaries per review; the changed files' own analysis is not cut by it
+MAX_UNFINISHED_NAMED = 5
+
+FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
+
+
+@dataclass(frozen=True, slots=True)
+class ParamSink:
+    """A parameter of a summarised function that reaches a sink inside it (or inside its callees)."""
+
+    param: str
+    path: tuple[str, ...]
+    cleared: frozenset[str]
+    cls: str
+    where: str  # "pkg/db.py:12"
+    call: str  # "cursor.execute"
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    params: tuple[str, ...]
+    returns: Value
+    sinks: tuple[ParamSink, ...] = ()
+    fields: tuple[tuple[str, Value], ...] = ()
+    complete: bool = True
+
+
+@dataclass
+class ModuleInfo:
+    path: str
+    tree: ast.Module
+    aliases: dict[str, str]  # local name → dotted name it was imported as (relative imports resolved)
+    functions: dict[str, FunctionNode]  # "f", "Class.method"
+    classes: dict[str, ast.ClassDef]
+    frameworks: frozenset[str]
+    globals: dict[str, Value] | None = None
+
+    @property
+    def dotted(self) -> str:
+        return module_name(self.path)
+
+
+def module_name(path: str) -> str:
+    stem = path[:-3] if path.endswith(".py") else path
+    parts = [p for p in stem.split("/") if p]
+    if parts and parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def statements(tree: ast.Module) -> list[ast.stmt]:
+    """Every statement of a module, nested ones included, without visiting expressions (imports
+    and definitions are statements: a full walk costs several times more on a big module)."""
+    out: list[ast.stmt] = []
+    stack: list[ast.stmt] = list(reversed(tree.body))
+    while stack:
+        stmt = stack.pop()
+        out.append(stmt)
+        children: list[ast.stmt] = []
+        for name in ("body", "orelse", "finalbody"):
+            block = getattr(stmt, name, None)
+            if isinstance(block, list):
+                children += [s for s in block if isinstance(s, ast.stmt)]
+        for handler in getattr(stmt, "handlers", []):
+            children += handler.body
+        for case in getattr(stmt, "cases", []):
+            children += case.body
+        stack.extend(reversed(children))
+    return out
+
+
+def _aliases(tree: ast.Module, path: str) -> dict[str, str]:
+    package = module_name(path).split(".")
+    if not path.endswith("__init__.py"):
+        package = package[:-1]
+    out: dict[str, str] = {}
+    for node in statements(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                out[alias.asname or alias.name.split(".")[0]] = alias.name if alias.asname else alias.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                keep = package[: len(package) - (node.level - 1)] if node.level > 1 else package
+                base = ".".join([*keep, *([base] if base else [])])
+            for alias in node.names:
+                if alias.name != "*":
+                    out[alias.asname or alias.name] = f"{base}.{alias.name}" if base else alias.name
+    return out
+
+
+def _definitions(tree: ast.Module) -> tuple[dict[str, FunctionNode], dict[str, ast.ClassDef]]:
+    functions: dict[str, FunctionNode] = {}
+    classes: dict[str, ast.ClassDef] = {}
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            functions[node.name] = node
+        elif isinstance(node, ast.ClassDef):
+            classes[node.name] = node
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef):
+                    functions[f"{node.name}.{item.name}"] = item
+    return functions, classes
+
+
+def _frameworks(aliases: dict[str, str]) -> frozenset[str]:
+    roots = {dotted.split(".")[0] for dotted in aliases.values()}
+    return frozenset(roots & {"flask", "quart", "django", "fastapi", "starlette", "aiohttp", "bottle", "pyramid"})
+
+
+def build_module(path: str, tree: ast.Module) -> ModuleInfo:
+    aliases = _aliases(tree, path)
+    functions, classes = _definitions(tree)
+    return ModuleInfo(path, tree, aliases, functions, classes, _frameworks(aliases))
+
+
+@dataclass
+class Project:
+    """The modules a review can read, with the summaries computed over them so far."""
+
+    read_file: Callable[[str], str | None]
+    parse: Callable[[str, str], ast.Module | None]
+    budget_s: float = DEFAULT_BUDGET_S
+    clock: Callable[[], float] = time.monotonic
+    modules: dict[str, ModuleInfo | None] = field(default_factory=dict)
+    summaries: dict[str, Summary] = field(default_factory=dict)
+    in_progress: set[str] = field(default_factory=set)
+    unfinished: dict[str, str] = field(default_factory=dict)  # what a bound cut off → which bound
+    _resolved: dict[str, str | None] = field(default_factory=dict)
+    _found: dict[str, tuple[ModuleInfo, str] | None] = field(default_factory=dict)
+    _started: float | None = None
+
+    def start(self) -> None:
+        if self._started is None:
+            self._started = self.clock()
+
+    def out_of_time(self) -> bool:
+        self.start()
+        assert self._started is not None
+        return self.clock() - self._started > self.budget_s
+
+    def add(self, path: str, tree: ast.Module) -> ModuleInfo:
+        info = build_module(path, tree)
+        self.modules[path] = info
+        return info
+
+    def module_at(self, path: str) -> ModuleInfo | None:
+        if path in self.modules:
+            return self.modules[path]
+        if len(self.modules) >= MAX_MODULES:
+            self.unfinished.setdefault(path, f"more than {MAX_MODULES} modules")
+            return None
+        text = self.read_file(path)
+        info: ModuleInfo | None = None
+        if text is not None and len(text) > MAX_MODULE_CHARS:
+            self.unfinished.setdefault(path, f"over {MAX_MODULE_CHARS} characters")
+        elif text is not None and (tree := self.parse(text, path)) is not None:
+            info = build_module(path, tree)
+        self.modules[path] = info
+        return info
+
+    def resolve(self, dotted: str, importer: str) -> tuple[ModuleInfo, str] | None:
+        """The module a dotted name lives in and the rest of the name in it ("" for the module):
+        `pkg.helpers.get_value` → (pkg/helpers.py, "get_value")."""
+        key = f"{dotted}|{posixpath.dirname(importer)}"
+        if key in self._found:
+            return self._found[key]
+        found: tuple[ModuleInfo, str] | None = None
+        parts = dotted.split(".")
+        for cut in range(len(parts), 0, -1):
+            path = self._module_path(".".join(parts[:cut]), importer)
+            if path is not None and (info := self.module_at(path)) is not None:
+                found = (info, ".".join(parts[cut:]))
+                break
+        self._found[key] = found
+        return found
+
+    def _module_path(self, module: str, importer: str) -> str | None:
+        key = f"{module}|{posixpath.dirname(importer)}"
+        if key in self._resolved:
+            return self._resolved[key]
+        rel = module.replace(".", "/")
+        here = posixpath.dirname(importer)
+        found: str | None = None
+        for root in ("", "src/", f"{here}/" if here else ""):
+            for candidate in (f"{root}{rel}.py", f"{root}{rel}/__init__.py"):
+                if candidate in self.modules and self.modules[candidate] is not None:
+                    found = candidate
+                    break
+                if self.read_file(candidate) is not None:
+                    found = candidate
+                    break
+            if found:
+                break
+        self._resolved[key] = found
+        return found
+
+    def describe_unfinished(self, *, since: int = 0) -> str | None:
+        """What the bounds cut off, in words: the entries added after the first `since`."""
+        named = list(self.unfinished.items())[since:]
+        if not named:
+            return None
+        shown = "; ".join(f"{what} ({why})" for what, why in named[:MAX_UNFINISHED_NAMED])
+        more = f"; and {len(named) - MAX_UNFINISHED_NAMED} more" if len(named) > MAX_UNFINISHED_NAMED else ""
+        return f"taint summaries not computed for {shown}{more}"
