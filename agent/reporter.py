@@ -19,6 +19,7 @@ from rich.table import Table
 
 from agent.diff import quote_path
 from agent.sanitize import code_block, inline_code, neutralise
+from agent.suggestions import suggestion_block
 from agent.verifier import VerifiedFinding
 from reviewers.kernel.contracts import SEVERITY_RANK, NotReviewed, Severity
 
@@ -72,6 +73,7 @@ def finding_record(v: VerifiedFinding) -> dict[str, Any]:
         "reviewer": f.reviewer,
         "rule": f.rule,
         "cwe": f.cwe,
+        "suggestion": f.suggestion.model_dump() if f.suggestion is not None else None,
         "verdict": v.verdict,
         "verdict_reason": v.reason,
         "fingerprint": f.fingerprint,
@@ -127,6 +129,9 @@ def render_markdown(verified: Sequence[VerifiedFinding], meta: dict[str, Any]) -
         lines.append(neutralise(f.body))
         if f.evidence:
             lines += ["", code_block(f.evidence)]
+        fix = f.suggestion
+        if fix is not None and fix.start_line <= f.line <= fix.end_line:  # the block the thread carries
+            lines += ["", "Suggested fix:", "", suggestion_block(fix, anchor_line=f.line)]
         lines.append("")
     for skipped in not_reviewed_in(meta):
         where = inline_code(quote_path(skipped.path, ascii_only=False))

@@ -84,7 +84,9 @@ def merge_issues(issues: list[Issue]) -> list[Issue]:
     out: list[Issue] = []
     for issue, rules in zip(kept, folded, strict=True):
         extra = [r for r in dict.fromkeys(rules) if r != issue.rule]
-        out.append(replace(issue, body=f"{issue.body} (Also reported by {', '.join(extra)}.)") if extra else issue)
+        # a suggestion fixes its own issue only: merged with another problem, it is not offered
+        merged = replace(issue, suggestion=None) if rules else issue
+        out.append(replace(merged, body=f"{issue.body} (Also reported by {', '.join(extra)}.)") if extra else merged)
     return out
 
 
@@ -118,6 +120,7 @@ def findings_from_issues(reviewer: ReviewerName, file: ChangedFile, issues: list
                 rule=issue.rule,
                 confidence=issue.confidence,
                 cwe=issue.cwe,
+                suggestion=issue.suggestion,
             )
         )
     return sorted(findings, key=lambda f: f.line)

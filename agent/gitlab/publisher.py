@@ -33,9 +33,10 @@ from agent.sanitize import (
     neutralise,
     parse_markers,
 )
+from agent.suggestions import applies_cleanly, suggestion_block
 from agent.verifier import Verdict
 from reviewers.fingerprint import make_fingerprint, normalise_evidence
-from reviewers.kernel.contracts import SEVERITY_RANK, Finding, Workspace
+from reviewers.kernel.contracts import SEVERITY_RANK, FileChange, Finding, Workspace
 from reviewers.kernel.errors import PositionRejectedError
 
 OUTDATED_MARKER = "<!-- reviewloop:outdated -->"
@@ -169,10 +170,22 @@ def _evidence(finding: Finding) -> str:
     return code_block(finding.evidence[:MAX_EVIDENCE_CHARS]) if finding.evidence.strip() else ""
 
 
-def discussion_body(finding: Finding, fingerprint: str, *, allowed_urls: Collection[str] = frozenset()) -> str:
+def discussion_body(
+    finding: Finding,
+    fingerprint: str,
+    *,
+    allowed_urls: Collection[str] = frozenset(),
+    anchor_line: int | None = None,
+    change: FileChange | None = None,
+) -> str:
+    """A positioned thread's text; with the thread's line (`anchor_line`) and the file's diff it carries
+    the finding's exact fix as a suggestion block, when that applies cleanly there."""
+    fix = finding.suggestion
+    offer = fix is not None and anchor_line is not None and applies_cleanly(fix, change, anchor_line=anchor_line)
     parts = [
         _heading(finding, allowed_urls),
         neutralise(finding.body, allowed_urls=allowed_urls),
+        suggestion_block(fix, anchor_line=anchor_line) if offer and fix and anchor_line else "",
         _footer(finding, fingerprint),
     ]
     return "\n\n".join(p for p in parts if p)
@@ -336,7 +349,13 @@ def _post_finding(
     why = "the line is outside the diff"
     if position is not None:
         try:
-            body = discussion_body(finding, fingerprint, allowed_urls=allowed_urls)
+            body = discussion_body(
+                finding,
+                fingerprint,
+                allowed_urls=allowed_urls,
+                anchor_line=position.new_line,
+                change=diff_index.file(finding.path),
+            )
             return platform.post_positioned_discussion(project, mr_iid, body=body, position=position), False
         except PositionRejectedError:
             why = "GitLab did not accept a comment on this line"

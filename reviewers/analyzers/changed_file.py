@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from reviewers.analyzers.parsing import parse_module
-from reviewers.kernel.contracts import Confidence, FileChange, Severity
+from reviewers.kernel.contracts import Confidence, FileChange, Severity, Suggestion
 
 # Minified bundles and generated code are not reviewed line by line: their "lines" are whole
 # programs, and any finding would land in code nobody wrote by hand.
@@ -83,6 +83,7 @@ class Issue:
     kind: str = ""
     confidence: Confidence = "medium"
     cwe: str | None = None  # "CWE-78": the weakness a security issue is an instance of
+    suggestion: Suggestion | None = None  # an exact fix (a tool's safe one), lines at head
 
 
 @dataclass

@@ -27,7 +27,7 @@ from typing import Any
 
 from reviewers.analyzers.batch_answers import BatchAnswers
 from reviewers.analyzers.changed_file import ChangedFile, Issue
-from reviewers.kernel.contracts import Severity
+from reviewers.kernel.contracts import Severity, Suggestion
 from reviewers.kernel.errors import AnalyzerError
 
 RUFF_CACHE_SIZE = 256  # distinct file texts kept; a replay batch touches far fewer
@@ -272,6 +272,59 @@ def ruff_issues(file: ChangedFile) -> list[Issue]:
                 body=" ".join(part for part in (message + ".", why) if part),
                 kind=f"ruff:{code}",
                 confidence="high",
+                suggestion=suggestion_from_fix(file, diag) if code in SUGGESTED_FIXES else None,
             )
         )
     return issues
+
+
+# ruff's fixes offered as one-click suggestions: where ruff calls the fix "safe" it changes nothing
+# but the diagnostic (an import nobody uses, an f-string with no placeholder, `== None`). Other
+# rules' fixes, even safe ones, are left to the author.
+SUGGESTED_FIXES = frozenset({"F401", "F541", "E711", "E712"})
+
+
+def suggestion_from_fix(file: ChangedFile, diag: dict[str, Any]) -> Suggestion | None:
+    """ruff's safe fix as a replacement of whole new-file lines, when every line it touches is one
+    this change added (a suggestion never edits code the merge request did not write)."""
+    fix = diag.get("fix")
+    if not isinstance(fix, dict) or fix.get("applicability") != "safe":
+        return None
+    edits = [e for e in fix.get("edits") or [] if isinstance(e, dict)]
+    if not edits:
+        return None
+    text = file.text
+    starts = [0]
+    for i, ch in enumerate(text):
+        if ch == "\n":
+            starts.append(i + 1)
+
+    def offset(point: dict[str, Any]) -> int:
+        row, column = int(point["row"]), int(point["column"])  # 1-based; columns count characters
+        if row > len(starts):
+            return len(text)
+        return min(starts[row - 1] + column - 1, len(text))
+
+    try:
+        spans = [(offset(e["location"]), offset(e["end_location"]), str(e.get("content") or "")) for e in edits]
+        first = min(int(e["location"]["row"]) for e in edits)
+        last = max(
+            int(e["end_location"]["row"]) - (1 if int(e["end_location"]["column"]) == 1 and
+                                             int(e["end_location"]["row"]) > int(e["location"]["row"]) else 0)
+            for e in edits
+        )  # fmt: skip
+    except (KeyError, TypeError, ValueError):
+        return None
+    if first < 1 or last < first or any(not file.is_changed(n) for n in range(first, last + 1)):
+        return None
+    region_start = starts[first - 1]
+    region_end = starts[last] if last < len(starts) else len(text)
+    region = text[region_start:region_end]
+    for start, end, content in sorted(spans, reverse=True):
+        if not region_start <= start <= end <= region_end:
+            return None
+        region = region[: start - region_start] + content + region[end - region_start :]
+        region_end += len(content) - (end - start)
+    original = text[starts[first - 1] : (starts[last] - 1 if last < len(starts) else len(text))]
+    replacement = region[:-1] if region.endswith("\n") else region
+    return Suggestion(start_line=first, end_line=last, original=original, replacement=replacement)

@@ -309,6 +309,17 @@ class Agreement(BaseModel):
     required: int = Field(ge=1)
 
 
+class Suggestion(BaseModel):
+    """An exact fix of a finding: new-file lines `start_line`..`end_line` at head, as they read there
+    (`original`), replaced by `replacement` ("" deletes them). Only a tool's safe fix becomes one
+    (e.g. ruff's "safe" applicability): a suggestion never changes behaviour beyond its finding."""
+
+    start_line: int = Field(ge=1)
+    end_line: int = Field(ge=1)
+    original: str
+    replacement: str
+
+
 class Finding(BaseModel):
     """A problem a reviewer reports. Lines are new-file lines at the head commit."""
 
@@ -328,6 +339,9 @@ class Finding(BaseModel):
     agreement: Agreement | None = None
     # The weakness a security finding is an instance of, as "CWE-89"; None for other categories.
     cwe: str | None = Field(default=None, pattern=r"^CWE-[0-9]{1,5}$")
+    # A mechanical, exact fix a reviewer can apply in one click (a GitLab suggestion block); None
+    # for every finding whose fix needs judgement.
+    suggestion: Suggestion | None = None
 
 
 ToolName = Literal["read_file", "search", "run_analyzer", "list_tests", "report", "finish"]
