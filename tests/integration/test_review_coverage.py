@@ -217,6 +217,8 @@ def test_a_newline_in_a_gitlab_path_does_not_sink_the_review(env: None, monkeypa
         assert "`app/api_pb2.py` — generated:" in summary
         doc = json.loads(result.stdout)
         assert [n["path"] for n in doc["not_reviewed"]] == ["app/api_pb2.py"]
+        # the generated file got the secrets scan: its password is reported (a thread or the summary)
+        assert ("app/api_pb2.py", "secrets:named-literal") in {(f["path"], f["rule"]) for f in doc["findings"]}
         strict = CliRunner().invoke(app, [*args[:-1], "--fail-on-incomplete"])
         assert strict.exit_code == INCOMPLETE_EXIT_CODE
 
