@@ -10,7 +10,7 @@ from __future__ import annotations
 from reviewers.analyzers.changed_file import ChangedFile
 from reviewers.analyzers.layers import ArchitectureAnalyzer
 from reviewers.kernel.contracts import ReviewContext
-from reviewers.paths import language_of
+from reviewers.paths import is_test_path, language_of
 from reviewers.reviewer import Analysis, Analyzer, ReviewerSpec
 
 INSTRUCTIONS = """You are the architecture reviewer. Look at the dependencies this merge request adds: imports
@@ -23,7 +23,8 @@ IMPORT_LANGUAGES = frozenset({"python", "javascript", "typescript"})
 
 
 def _supports(path: str) -> bool:
-    return language_of(path) in IMPORT_LANGUAGES
+    # Product code only (as the rule plan always focused it): a test imports across layers to test them.
+    return language_of(path) in IMPORT_LANGUAGES and not is_test_path(path)
 
 
 def _make_analyzer(context: ReviewContext) -> Analyzer:

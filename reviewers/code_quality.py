@@ -15,7 +15,7 @@ from reviewers.analyzers.ruff import prefetch as ruff_prefetch
 from reviewers.analyzers.ruff import ruff_issues
 from reviewers.kernel.contracts import ReviewContext
 from reviewers.kernel.errors import AnalyzerError
-from reviewers.paths import language_of
+from reviewers.paths import is_test_path, language_of
 from reviewers.reviewer import Analysis, Analyzer, ReviewerSpec
 
 INSTRUCTIONS = """You are the code-quality reviewer. Look for defects, not style: errors swallowed by bare or
@@ -29,6 +29,11 @@ _EMPTY_CATCH = re.compile(r"\bcatch\s*(?:\([^)]*\))?\s*\{\s*\}")
 
 
 def _supports(path: str) -> bool:
+    # Product code only: the analyzers now read every file a reviewer supports (issue 21), and test
+    # code was never this reviewer's (the rule plan focused it on product code): fixtures and mocks
+    # break style rules on purpose.
+    if is_test_path(path):
+        return False
     return language_of(path) == "python" or language_of(path) in CATCH_LANGUAGES
 
 

@@ -30,6 +30,7 @@ from agent.gitlab.models import DiffVersions
 from agent.gitlab.projects import confirm_project_allowed
 from agent.gitlab.publisher import FindingToPublish, OpenThread, PostedThread, publish_review, resolve_outdated
 from agent.graph import ReviewState
+from agent.loaders import not_reviewed_files
 from agent.pipeline import run_review, unreached_files
 from agent.runtime import Runtime
 from agent.service_settings import Settings
@@ -96,7 +97,7 @@ def load_gitlab_snapshot(
     mr_diff = platform.diffs(project, iid)
     versions = mr_diff.versions
     files = mr_diff.files
-    not_reviewed = list(mr_diff.not_reviewed)
+    not_reviewed = list(mr_diff.not_reviewed)  # what GitLab sent no diff for, with its words
     if since_head and since_head != versions.head_sha:
         touched = platform.changed_paths(project, from_sha=since_head, to_sha=versions.head_sha)
         if touched is not None:
@@ -109,7 +110,10 @@ def load_gitlab_snapshot(
         base_sha=versions.base_sha,
         start_sha=versions.start_sha,
         head_sha=versions.head_sha,
-        not_reviewed=not_reviewed,
+        # and the binary files, which GitLab diffs as such: named as a local review names them
+        not_reviewed=merge_not_reviewed(
+            [*not_reviewed, *(n for n in not_reviewed_files(files) if n.reason == "binary")]
+        ),
         files=head_files_for_snapshot(files, workspace),
         config_text=read_config_text(workspace),
     )

@@ -196,7 +196,8 @@ def mark_done(
     cost_tokens: int,
     not_reviewed: Sequence[Mapping[str, Any]] = (),
 ) -> None:
-    """Finish a review. `not_reviewed` lists `{path, reason}` for what was skipped, said in the summary."""
+    """Finish a review. `not_reviewed` lists `{path, reason, detail}` (`NotReviewed`) for every changed file
+    not analyzed in full, said in the summary."""
     _update_review(
         db,
         review_id,

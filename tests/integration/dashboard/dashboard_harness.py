@@ -56,10 +56,12 @@ def make_settings(dsn: str) -> Settings:
     )
 
 
-def review_through_pipeline(dsn: str, *, title: str = "Orders lookup", mr_iid: int = 12) -> ReviewOutcome:
+def review_through_pipeline(
+    dsn: str, *, title: str = "Orders lookup", mr_iid: int = 12, diff_text: str = SQL_DIFF
+) -> ReviewOutcome:
     """One review of `SQL_DIFF` by the real graph, stored in `dsn` (no model: rules and analyzers)."""
     prepare_database(dsn)
-    request = ReviewRequest(source="diff", project="shop/api", mr_iid=mr_iid, title=title, diff_text=SQL_DIFF)
+    request = ReviewRequest(source="diff", project="shop/api", mr_iid=mr_iid, title=title, diff_text=diff_text)
     with open_pool(dsn) as pool:
         return run_review(Runtime(pool=pool, llm=None), request, dsn=dsn)
 
