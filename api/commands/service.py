@@ -26,9 +26,6 @@ from api.cli import app
 from reviewers.kernel.errors import ReviewloopError
 
 if TYPE_CHECKING:
-    import uvicorn
-    from fastapi import FastAPI
-
     from agent.session import Session
     from api.worker import QueueConfig, WorkerRuntime
     from api.worker_process import WorkerChild
@@ -148,40 +145,6 @@ def serve(
                 child.stop()
 
 
-# What one HTTP connection may cost. uvicorn's defaults leave connections unbounded; a body's own
-# limits (size, deadline, concurrent reads) are the webhook route's (api/routes/webhooks.py).
-KEEP_ALIVE_S = 5  # an idle keep-alive connection is closed after this (uvicorn's default, stated)
-# The request line and headers h11 buffers before it answers 400: a hook's head is a few hundred
-# bytes; h11's own default, stated so that it cannot drift.
-MAX_INCOMPLETE_EVENT_BYTES = 16 * 1024
-
-
-def uvicorn_config(api: FastAPI, settings: Settings, *, host: str, port: int, log_level: str) -> uvicorn.Config:
-    """How `serve` runs uvicorn, with its limits: connections (past them, 503), keep-alive, header size."""
-    import uvicorn
-
-    from api.lingering import LingeringH11Protocol
-
-    return uvicorn.Config(
-        api,
-        host=host,
-        port=port,
-        # h11 (with a lingering close: api/lingering.py), named: `auto` would pick httptools where it
-        # happens to be installed, which ignores h11_max_incomplete_event_size and so has no bound on
-        # a request's head
-        http=LingeringH11Protocol,
-        limit_concurrency=settings.max_connections,
-        timeout_keep_alive=KEEP_ALIVE_S,
-        h11_max_incomplete_event_size=MAX_INCOMPLETE_EVENT_BYTES,
-        log_config=None,
-        log_level=log_level,
-        # X-Forwarded-Proto/-For are believed only from REVIEWLOOP_TRUSTED_PROXIES (the Ingress, a local
-        # proxy): the scheme decides the dashboard cookie's `Secure` flag and the client address in logs
-        proxy_headers=True,
-        forwarded_allow_ips=settings.trusted_proxies,
-    )
-
-
 async def serve_async(
     settings: Settings,
     *,
@@ -197,6 +160,7 @@ async def serve_async(
 
     from api.app import create_app
     from api.db import make_pool
+    from api.http_server import uvicorn_config
     from api.worker import create_queue_app
 
     class Server(uvicorn.Server):

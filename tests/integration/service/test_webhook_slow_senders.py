@@ -24,7 +24,7 @@ from service_harness import IID, PID, SECRET, LiveServer, rows, wait_for
 
 from agent.service_settings import Settings
 from api.app import create_app
-from api.commands.service import KEEP_ALIVE_S, MAX_INCOMPLETE_EVENT_BYTES, uvicorn_config
+from api.http_server import KEEP_ALIVE_S, MAX_INCOMPLETE_EVENT_BYTES, uvicorn_config
 from api.lingering import LingeringH11Protocol
 from bench.webhook_slow_senders import (
     ANSWER_TARGET_S,
