@@ -9,8 +9,10 @@ import typer
 
 from agent.service_settings import Settings
 from api.cli import app
-from api.commands.service import clear_errors, fail, prepare_database
 from reviewers.kernel.errors import InputError
+
+# `api.commands.service`'s helpers are imported inside the commands: that module imports `api.cli`,
+# which imports every command module, this one included (a cycle when service is imported first).
 
 reviews_app = typer.Typer(help="Merge-request reviews: the failed ones, and retrying them.", no_args_is_help=True)
 app.add_typer(reviews_app, name="reviews")
@@ -22,6 +24,7 @@ def reviews_failed(
     limit: Annotated[int, typer.Option(help="the newest this many")] = 50,
 ) -> None:
     """List failed and retrying reviews with their reason and attempts (newest first)."""
+    from api.commands.service import clear_errors, prepare_database
     from api.failures import list_failed_reviews
 
     async def run(dsn: str) -> None:
@@ -48,6 +51,7 @@ def reviews_failed(
 @reviews_app.command("retry")
 def reviews_retry(event_id: Annotated[int, typer.Argument(help="the event id `reviews failed` shows")]) -> None:
     """Queue a failed review again; a running worker picks it up."""
+    from api.commands.service import clear_errors, fail, prepare_database
     from api.failures import retry_review
     from api.worker import create_queue_app
 
