@@ -214,7 +214,7 @@ def unreached_files(results: Sequence[ReviewerResult]) -> list[dict[str, str]]:
                 missed.setdefault(path, []).append(r.reviewer)
     for path, reviewers in missed.items():
         reasons.setdefault(path, []).append(f"step budget of {', '.join(reviewers)} used up")
-    return [{"path": p, "reason": "; ".join(rs)} for p, rs in reasons.items()]
+    return [{"path": p, "reason": "; ".join(dict.fromkeys(rs))} for p, rs in reasons.items()]
 
 
 def _outcome(review_id: int, state: Mapping[str, Any]) -> ReviewOutcome:

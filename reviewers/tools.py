@@ -174,6 +174,9 @@ class Toolbox:
         self.problems += analysis.problems
         if analysis.cut_short:
             self.cut_short[path] = analysis.cut_short
+        if (unreadable := file.python_syntax_error) is not None and not file.partial:
+            # the syntax-tree rules and bandit did not read it (a text rebuilt from hunks is expected not to parse)
+            self.cut_short.setdefault(path, unreadable.reason)
         new = self._add(findings_from_issues(self.spec.name, file, analysis.issues))
         lines = [f"{f.path}:{f.line} [{f.severity}] {f.title} ({f.rule})" for f in new]
         head = f"{path}: {len(new)} finding(s)" + (

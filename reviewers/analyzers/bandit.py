@@ -1,6 +1,7 @@
 """bandit as one of the security analyzers, run on a temporary copy of a changed Python file.
 
-bandit parses the file and walks its syntax tree; it never imports or runs it. The copy keeps the
+bandit parses the file and walks its syntax tree; it never imports or runs it. It parses with the
+reader every analyzer uses (`bandit_runner`), so a file in 3.12+ syntax is not lost to it. The copy keeps the
 reviewed code away from the repository checkout (and from any bandit configuration in it). Checks
 that only say "this module was imported" or "an assert exists" are skipped: they are noise in a
 review. Only issues on lines the change added are kept.
@@ -26,6 +27,9 @@ from reviewers.analyzers.changed_file import ChangedFile, Issue
 from reviewers.kernel.contracts import Confidence, Severity
 from reviewers.kernel.errors import AnalyzerError
 
+# bandit with our parser in place of `ast.parse`, so it reads 3.12+ syntax as every analyzer does
+# (`bandit_runner`); -I keeps the reviewed code's directory and PYTHONPATH out of its imports.
+BANDIT_COMMAND = (sys.executable, "-I", str(Path(__file__).with_name("bandit_runner.py")))
 BANDIT_TIMEOUT_S = 60  # bandit's start-up dominates (~0.5 s); a minute means it hung
 ANALYZER_CACHE_SIZE = 256  # distinct file texts kept; a replay batch touches far fewer
 BANDIT_SKIP = (
@@ -113,7 +117,7 @@ def prefetch(texts: Sequence[str]) -> None:
         names = [f"f{i}.py" for i in range(len(wanted))]
         for name, text in zip(names, wanted, strict=True):
             (Path(tmp) / name).write_text(text, encoding="utf-8")
-        command = [sys.executable, "-m", "bandit", "-f", "json", "-q", "-s", ",".join(BANDIT_SKIP), *names]
+        command = [*BANDIT_COMMAND, "-f", "json", "-q", "-s", ",".join(BANDIT_SKIP), *names]
         try:
             done = subprocess.run(
                 command, cwd=tmp, capture_output=True, text=True, timeout=BANDIT_TIMEOUT_S * 4, check=False
@@ -146,7 +150,7 @@ def _bandit_single(text: str, path: str) -> str:
         # A fixed name: the reviewed path could start with "-" or hold characters bandit misreads.
         copy = Path(tmp) / "reviewed.py"
         copy.write_text(text, encoding="utf-8")
-        command = [sys.executable, "-m", "bandit", "-f", "json", "-q", "-s", ",".join(BANDIT_SKIP), copy.name]
+        command = [*BANDIT_COMMAND, "-f", "json", "-q", "-s", ",".join(BANDIT_SKIP), copy.name]
         try:
             done = subprocess.run(
                 command, cwd=tmp, capture_output=True, text=True, timeout=BANDIT_TIMEOUT_S, check=False
