@@ -243,8 +243,12 @@ def _rewriter_class() -> type[Any]:
                         node.whitespace_after_equals,
                     )
                 )
-                target = f"{node.name.value}{continuations(removed)}"
-                return Raw(f"{target} = {self.code(node.value)}{self.code(node.semicolon)}")
+                target = cst.AssignTarget(
+                    target=node.name,
+                    whitespace_before_equal=cst.SimpleWhitespace(continuations(removed) + " "),
+                    whitespace_after_equal=cst.SimpleWhitespace(" "),
+                )
+                return cst.Assign(targets=[target], value=node.value, semicolon=node.semicolon)
             if isinstance(node, cst.ExceptHandler | cst.ExceptStarHandler) and isinstance(node.type, cst.Tuple):
                 if not node.type.lpar:
                     return node.with_changes(
