@@ -88,7 +88,7 @@ def test_a_local_range_adding_312_syntax_keeps_its_findings(env: None, tmp_path:
     git("add", "-A")
     git("commit", "-qm", "base")
     git("tag", "base")
-    (repo / "app" / "handler.py").write_text(HANDLER + '\n\ntype Paths[T] = list[T]\n')
+    (repo / "app" / "handler.py").write_text(HANDLER + "\n\ntype Paths[T] = list[T]\n")
     git("commit", "-qam", "head")
     result = CliRunner().invoke(app, ["review", str(repo), "--base", "base", "--head", "HEAD", "--format", "json"])
     assert result.exit_code == 0, result.output

@@ -259,7 +259,9 @@ def test_the_tree_matches_what_a_newer_interpreter_builds(sample: str) -> None:
     native = subprocess.run([newer, "-c", _NORMALISE], input=source, capture_output=True, text=True, check=True)
     expected = [tuple(x) for x in json.loads(native.stdout)]
     tree = parse_python(source, "sample.py")
-    ours = [(type(n).__name__, getattr(n, "lineno", None)) for n in ast.walk(tree) if not isinstance(n, ast.expr_context)]
+    ours = [
+        (type(n).__name__, getattr(n, "lineno", None)) for n in ast.walk(tree) if not isinstance(n, ast.expr_context)
+    ]
     # string internals (text parts, replacement fields) carry the string's position in our tree, their own in 3.12's
     inside = {"Constant", "FormattedValue", "JoinedStr"}
     assert [(k, None if k in inside else n) for k, n in ours] == [(k, None if k in inside else n) for k, n in expected]
