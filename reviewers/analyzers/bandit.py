@@ -14,7 +14,9 @@ finding's confidence is bandit's confidence. Checks our syntax-tree rules judge 
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -22,8 +24,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from reviewers.analyzers.bandit_runner import CONVERSIONS_ENV
 from reviewers.analyzers.batch_answers import BatchAnswers
 from reviewers.analyzers.changed_file import ChangedFile, Issue
+from reviewers.analyzers.pysyntax import conversion_of
 from reviewers.kernel.contracts import Confidence, Severity
 from reviewers.kernel.errors import AnalyzerError
 
@@ -120,7 +124,13 @@ def prefetch(texts: Sequence[str]) -> None:
         command = [*BANDIT_COMMAND, "-f", "json", "-q", "-s", ",".join(BANDIT_SKIP), *names]
         try:
             done = subprocess.run(
-                command, cwd=tmp, capture_output=True, text=True, timeout=BANDIT_TIMEOUT_S * 4, check=False
+                command,
+                cwd=tmp,
+                capture_output=True,
+                text=True,
+                timeout=BANDIT_TIMEOUT_S * 4,
+                check=False,
+                env=_with_conversions(wanted, Path(tmp)),
             )
             report = json.loads(done.stdout)
         except (OSError, subprocess.TimeoutExpired, json.JSONDecodeError):
@@ -135,6 +145,24 @@ def prefetch(texts: Sequence[str]) -> None:
     _prefetched.store(
         {text: json.dumps({"results": by_name[name], "errors": []}) for name, text in zip(names, wanted, strict=True)}
     )
+
+
+def _with_conversions(texts: Sequence[str], tmp: Path) -> dict[str, str]:
+    """bandit's environment, naming a file of the reader's conversions of the texts in newer syntax
+    (their sha256 → `Downlevelled`): bandit reads them as every analyzer does, and libcst runs only
+    in the reader's isolated process, never in bandit's. A text no version reads gets none, and
+    bandit reports it as a syntax error, as it always did."""
+    conversions = {
+        hashlib.sha256(text.encode("utf-8")).hexdigest(): converted
+        for text in texts
+        if (converted := conversion_of(text)) is not None
+    }
+    env = dict(os.environ)
+    if conversions:
+        table = tmp / "conversions.json"
+        table.write_text(json.dumps(conversions), encoding="utf-8")
+        env[CONVERSIONS_ENV] = str(table)
+    return env
 
 
 def _bandit_stdout(text: str, path: str) -> str:
@@ -153,7 +181,13 @@ def _bandit_single(text: str, path: str) -> str:
         command = [*BANDIT_COMMAND, "-f", "json", "-q", "-s", ",".join(BANDIT_SKIP), copy.name]
         try:
             done = subprocess.run(
-                command, cwd=tmp, capture_output=True, text=True, timeout=BANDIT_TIMEOUT_S, check=False
+                command,
+                cwd=tmp,
+                capture_output=True,
+                text=True,
+                timeout=BANDIT_TIMEOUT_S,
+                check=False,
+                env=_with_conversions([text], Path(tmp)),
             )
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise AnalyzerError(f"bandit could not run on {path}: {exc}") from exc

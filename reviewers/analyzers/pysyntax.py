@@ -11,8 +11,9 @@ reads, which is most files, at no cost). When that refuses the text, libcst (1.9
 line, what 3.11 does not read; 3.11's `ast` parses the rewrite, and the f-string and t-string nodes
 are spliced back in. So every analyzer gets an ordinary `ast.Module` whose line numbers are those of
 the file, built by the same interpreter for every file. bandit runs through
-`reviewers.analyzers.bandit_runner`, which hands bandit this same reading, so it sees the tree the
-other analyzers see, line for line, while its `# nosec` comments and snippets come from the real text.
+`reviewers.analyzers.bandit_runner`, which hands bandit this same reading (the conversions made here,
+`conversion_of`), so it sees the tree the other analyzers see, line for line, while its `# nosec`
+comments and snippets come from the real text.
 
 The other means — running the analyzers under a newer interpreter when the machine has one — was not
 taken: the production image has one Python, findings would depend on what else happens to be
@@ -101,6 +102,18 @@ def parse_python(source: str, path: str = "<reviewed>") -> ast.Module:
         return splice(tree, converted)
     except DownlevelError as exc:
         raise PythonSyntaxError(f"{exc.what} (the reader's own failure)", path=path) from None
+
+
+def conversion_of(source: str) -> Downlevelled | None:
+    """The down-level the reader uses for this text (converting it now if need be), or None when the
+    running `ast` reads it as it is or no version reads it. bandit is handed these (`bandit_runner`)."""
+    try:
+        _native_module(source, "<reviewed>")
+        return None
+    except (SyntaxError, PythonSyntaxError):
+        pass
+    converted = _converted(source)
+    return None if isinstance(converted, _Refusal) else converted
 
 
 def parse_python_expression(source: str) -> ast.Expression:

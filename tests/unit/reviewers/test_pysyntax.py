@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from reviewers.analyzers import bandit
 from reviewers.analyzers.bandit import bandit_issues
 from reviewers.analyzers.changed_file import ChangedFile
 from reviewers.analyzers.pysyntax import parse_python
@@ -220,6 +221,11 @@ def test_bandit_sees_a_file_written_in_312_syntax() -> None:
     file = ChangedFile(FileChange(path="run.py", old_path="run.py", status="added", collapsed=True), source)
     issues = bandit_issues(file)
     assert [(i.rule, i.line) for i in issues if i.kind == "shell"] == [("bandit:B602", 6)]
+    # the batch run a reviewer starts before its files are analyzed reads it too
+    batch = [source + "# batch\n", "import os\n\n\ndef g(p):\n    os.system(f'ls {p}')\n"]
+    bandit.prefetch(batch)
+    report = json.loads(bandit._prefetched[batch[0]])
+    assert [(r["test_id"], r["line_number"]) for r in report["results"] if r["test_id"] == "B602"] == [("B602", 6)]
 
 
 SAMPLES = [FSTRINGS, PEP695]
