@@ -1,10 +1,10 @@
 """Python syntax newer than the running interpreter's, rewritten into text its `ast` reads — line for line.
 
 `reviewers.analyzers.pysyntax` says why this exists and when it runs; this module is the how. It is
-self-contained on purpose (the standard library, and libcst only inside `downlevel`), because it runs
-in three processes: the converter process pysyntax keeps (`python -I downlevel.py --serve`), the
-bandit process (`reviewers.analyzers.bandit_runner` loads it by path), and the service itself, which
-only calls `splice`.
+self-contained on purpose (the standard library, and libcst only inside `downlevel`), because it is
+used in three processes: libcst runs only in the converter process pysyntax keeps
+(`python -I downlevel.py --serve`); the service and the bandit process
+(`reviewers.analyzers.bandit_runner` loads this file by path) only call `splice`.
 
 `downlevel(source)` parses with libcst (Python 3.0 to 3.15) and rewrites what 3.11 refuses, keeping
 every line where it was (a construct that spanned three lines still spans three; columns may move on
