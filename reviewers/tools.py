@@ -192,6 +192,9 @@ class Toolbox:
             NotReviewed(path=path, reason="analyzer-error", detail=f"{self.spec.name}: {problem}")
             for problem in analysis.problems
         ]
+        if (unreadable := file.python_syntax_error) is not None and not file.partial:
+            # the syntax-tree rules and bandit did not read it (a text rebuilt from hunks is expected not to parse)
+            self.not_reviewed.append(NotReviewed(path=path, reason="parse-error", detail=unreadable.reason))
         new = self._add(findings_from_issues(self.spec.name, file, analysis.issues))
         lines = [f"{f.path}:{f.line} [{f.severity}] {f.title} ({f.rule})" for f in new]
         head = f"{path}: {len(new)} finding(s)" + (

@@ -12,7 +12,9 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
+from reviewers.analyzers.pysyntax import parse_python
 from reviewers.kernel.contracts import Finding
+from reviewers.kernel.errors import PythonSyntaxError
 from reviewers.paths import language_of
 
 SINK_FAMILIES = frozenset({"sql", "shell", "code-exec"})
@@ -138,8 +140,8 @@ def sink_gets_constants(finding: Finding, *, family: str | None, head_text: str 
     if family not in SINK_FAMILIES or head_text is None or language_of(finding.path) != "python":
         return None
     try:
-        tree = ast.parse(head_text)
-    except (SyntaxError, ValueError):
+        tree = parse_python(head_text, finding.path)
+    except PythonSyntaxError:
         return None
     scope = _enclosing_scope(tree, finding.line)
     nodes = _scope_nodes(scope)

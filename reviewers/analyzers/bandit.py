@@ -1,6 +1,7 @@
 """bandit as one of the security analyzers, run on a temporary copy of a changed Python file.
 
-bandit parses the file and walks its syntax tree; it never imports or runs it. The copy keeps the
+bandit parses the file and walks its syntax tree; it never imports or runs it. It parses with the
+reader every analyzer uses (`bandit_runner`), so a file in 3.12+ syntax is not lost to it. The copy keeps the
 reviewed code away from the repository checkout (and from any bandit configuration in it). Checks
 that only say "this module was imported" or "an assert exists" are skipped: they are noise in a
 review. Only issues on lines the change added are kept.
@@ -24,11 +25,16 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from reviewers.analyzers.bandit_runner import CONVERSIONS_ENV
 from reviewers.analyzers.batch_answers import BatchAnswers
 from reviewers.analyzers.changed_file import ChangedFile, Issue
+from reviewers.analyzers.pysyntax import conversion_of
 from reviewers.kernel.contracts import Confidence, Severity
 from reviewers.kernel.errors import AnalyzerError
 
+# bandit with our parser in place of `ast.parse`, so it reads 3.12+ syntax as every analyzer does
+# (`bandit_runner`); -I keeps the reviewed code's directory and PYTHONPATH out of its imports.
+BANDIT_COMMAND = (sys.executable, "-I", str(Path(__file__).with_name("bandit_runner.py")))
 BANDIT_TIMEOUT_S = 60  # bandit's start-up dominates (~0.5 s); a minute means it hung
 MAX_BANDIT_PROCESSES = 4  # bandit processes one prefetch runs at once (at most one per core)
 MIN_FILES_PER_PROCESS = 4  # fewer files than this do not pay for another process's start-up
@@ -136,10 +142,16 @@ def _bandit_batch(texts: Sequence[str]) -> dict[str, str]:
         names = [f"f{i}.py" for i in range(len(texts))]
         for name, text in zip(names, texts, strict=True):
             (Path(tmp) / name).write_text(text, encoding="utf-8", errors="surrogateescape")
-        command = [sys.executable, "-m", "bandit", "-f", "json", "-q", "-s", ",".join(BANDIT_SKIP), *names]
+        command = [*BANDIT_COMMAND, "-f", "json", "-q", "-s", ",".join(BANDIT_SKIP), *names]
         try:
             done = subprocess.run(
-                command, cwd=tmp, capture_output=True, text=True, timeout=BANDIT_TIMEOUT_S * 4, check=False
+                command,
+                cwd=tmp,
+                capture_output=True,
+                text=True,
+                timeout=BANDIT_TIMEOUT_S * 4,
+                check=False,
+                env=_with_conversions(texts, Path(tmp)),
             )
             report = json.loads(done.stdout)
         except (OSError, subprocess.TimeoutExpired, json.JSONDecodeError):
@@ -160,6 +172,24 @@ def _bandit_batch(texts: Sequence[str]) -> dict[str, str]:
     }
 
 
+def _with_conversions(texts: Sequence[str], tmp: Path) -> dict[str, str]:
+    """bandit's environment, naming a file of the reader's conversions of the texts in newer syntax
+    (their sha256 → `Downlevelled`): bandit reads them as every analyzer does, and libcst runs only
+    in the reader's isolated process, never in bandit's. A text no version reads gets none, and
+    bandit reports it as a syntax error, as it always did."""
+    conversions = {
+        hashlib.sha256(text.encode("utf-8", errors="surrogateescape")).hexdigest(): converted
+        for text in texts
+        if (converted := conversion_of(text)) is not None
+    }
+    env = dict(os.environ)
+    if conversions:
+        table = tmp / "conversions.json"
+        table.write_text(json.dumps(conversions), encoding="utf-8")
+        env[CONVERSIONS_ENV] = str(table)
+    return env
+
+
 def _bandit_stdout(text: str, path: str) -> str:
     ready = _prefetched.get(_digest(text))
     return ready if ready is not None else _bandit_single(text, path)
@@ -173,10 +203,16 @@ def _bandit_single(text: str, path: str) -> str:
         # A fixed name: the reviewed path could start with "-" or hold characters bandit misreads.
         copy = Path(tmp) / "reviewed.py"
         copy.write_text(text, encoding="utf-8")
-        command = [sys.executable, "-m", "bandit", "-f", "json", "-q", "-s", ",".join(BANDIT_SKIP), copy.name]
+        command = [*BANDIT_COMMAND, "-f", "json", "-q", "-s", ",".join(BANDIT_SKIP), copy.name]
         try:
             done = subprocess.run(
-                command, cwd=tmp, capture_output=True, text=True, timeout=BANDIT_TIMEOUT_S, check=False
+                command,
+                cwd=tmp,
+                capture_output=True,
+                text=True,
+                timeout=BANDIT_TIMEOUT_S,
+                check=False,
+                env=_with_conversions([text], Path(tmp)),
             )
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise AnalyzerError(f"bandit could not run on {path}: {exc}") from exc

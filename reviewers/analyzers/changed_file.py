@@ -13,8 +13,9 @@ import re
 from dataclasses import dataclass
 from functools import cached_property
 
-from reviewers.analyzers.parsing import parse_module
+from reviewers.analyzers.pysyntax import parse_python
 from reviewers.kernel.contracts import Confidence, FileChange, Severity, Suggestion
+from reviewers.kernel.errors import PythonSyntaxError
 
 # Minified bundles and generated code are not reviewed line by line: their "lines" are whole
 # programs, and any finding would land in code nobody wrote by hand.
@@ -140,9 +141,24 @@ class ChangedFile:
         return any(start <= n <= end for n in self.changed_lines)
 
     @cached_property
-    def python_tree(self) -> ast.Module | None:
-        """The parsed module (parsing is not executing), or None for other languages and for text
-        that does not parse — such as a file rebuilt from diff hunks only."""
+    def _python_parse(self) -> ast.Module | PythonSyntaxError | None:
         if self.language != "python":
             return None
-        return parse_module(self.text, filename=self.path)
+        try:
+            return parse_python(self.text, self.path)
+        except PythonSyntaxError as exc:
+            return exc
+
+    @property
+    def python_tree(self) -> ast.Module | None:
+        """The parsed module (parsing is not executing), or None for other languages and for text
+        that no Python version reads — such as a file rebuilt from diff hunks only. Python of every
+        version from 3.0 to 3.15 parses, whatever interpreter runs the service (`pysyntax`)."""
+        parsed = self._python_parse
+        return parsed if isinstance(parsed, ast.Module) else None
+
+    @property
+    def python_syntax_error(self) -> PythonSyntaxError | None:
+        """Why a Python file has no tree: the syntax no version reads, and where."""
+        parsed = self._python_parse
+        return parsed if isinstance(parsed, PythonSyntaxError) else None

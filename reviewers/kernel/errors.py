@@ -17,6 +17,7 @@ It lives at the bottom layer so that every layer can raise and catch it::
     │   └── PositionRejectedError   GitLab refused a diff position (fall back to a note)
     ├── StoreError                  Postgres failed (retryable)
     ├── AnalyzerError               a static analyzer (ruff, bandit) failed or timed out on a file
+    │   └── PythonSyntaxError       a changed Python file that no supported Python version reads
     └── TrainingError               a training or dataset step cannot go on (one clear line)
 
 The job queue's and the graph's retry policies read `retryable`; the CLI prints `str(error)`.
@@ -133,6 +134,25 @@ class AnalyzerError(ReviewloopError):
 
     A reviewer records it on the step and in its result and goes on with the next file.
     """
+
+
+class PythonSyntaxError(AnalyzerError):
+    """A Python file that no Python version the reader knows (3.0 to 3.15) parses, or whose newer
+    syntax could not be brought to the running interpreter's tree.
+
+    `what` names the syntax and where (`"invalid syntax at line 4: `def f(:`"`); `reason` is the
+    words a review's `not_reviewed` entry carries for the file.
+    """
+
+    def __init__(self, what: str, *, path: str, line: int | None = None) -> None:
+        super().__init__(f"{path}: {what}")
+        self.what = what
+        self.path = path
+        self.line = line
+
+    @property
+    def reason(self) -> str:
+        return f"parse error: {self.what}"
 
 
 class TrainingError(ReviewloopError):
