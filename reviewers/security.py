@@ -59,12 +59,12 @@ def _make_analyzer(context: ReviewContext) -> Analyzer:
             analysis.incomplete.append(("budget", f"taint analysis: {security.cut_short}"))
         engine_done: frozenset[str] = frozenset()
         if engine_supports(file.path):
-            found, cut_short = engine_issues(file, deadline=context.deadline)
+            found, incomplete = engine_issues(file, deadline=context.deadline)
             analysis.issues += found
-            if cut_short is None:
+            if incomplete is None:
                 engine_done = ENGINE_KINDS
             else:
-                analysis.incomplete.append(("budget", cut_short))
+                analysis.incomplete.append(incomplete)
         analysis.issues += line_rule_issues(file, python_ast_done=tree_issues is not None, covered_kinds=engine_done)
         analysis.issues += security_setting_issues(file)
         if tree_issues is not None:  # bandit only reads Python that parses

@@ -20,7 +20,7 @@ registry rules, no metrics: the engine binary has none of those. The interface i
 
 Bounded: the engine runs in a subprocess with a wall-clock timeout, a per-file-and-rule timeout and
 a memory cap. A file the engine could not parse in full, that timed out, or a run that failed
-(engine missing, crashed, timed out) is named with its reason (`cut_short`, shown as not reviewed),
+(engine missing, crashed, timed out) is named with its reason (`incomplete`, in `not_reviewed`),
 never dropped silently. Parsing is not executing: the engine reads the files.
 
 What this does not catch: flows across files or through a helper that launders the value (the
@@ -49,7 +49,7 @@ from typing import Any
 import yaml
 
 from reviewers.analyzers.changed_file import ChangedFile, Issue
-from reviewers.kernel.contracts import Confidence, Severity
+from reviewers.kernel.contracts import Confidence, CoverageReason, Severity
 from reviewers.paths import language_of
 
 SEMGREP_VERSION = "1.185.0"  # the engine's input and output formats are those of this release
@@ -102,7 +102,12 @@ class EngineAnswer:
     """What the engine said about one file: its matches, and what it could not finish (or None)."""
 
     matches: tuple[EngineMatch, ...] = ()
-    cut_short: str | None = None
+    cut_short: str | None = None  # in words; None when the engine read the file in full
+    reason: CoverageReason = "analyzer-error"  # what kind of gap `cut_short` is
+
+    @property
+    def incomplete(self) -> tuple[CoverageReason, str] | None:
+        return None if self.cut_short is None else (self.reason, self.cut_short)
 
 
 def supports(path: str) -> bool:
@@ -178,14 +183,18 @@ def scan(files: Sequence[tuple[str, str]], *, timeout_s: float = ENGINE_TIMEOUT_
         if language_of(path) not in LANGUAGES:
             continue
         if len(text.encode("utf-8", "replace")) > MAX_FILE_BYTES:
-            answers[i] = EngineAnswer(cut_short=f"security engine: over {MAX_FILE_BYTES} bytes, not analysed")
+            answers[i] = EngineAnswer(
+                cut_short=f"security engine: over {MAX_FILE_BYTES} bytes, not analysed", reason="size"
+            )
             continue
         wanted.append(i)
     if not wanted:
         return answers
     binary = engine_binary()
     if binary is None:
-        failed = EngineAnswer(cut_short=f"security engine (semgrep {SEMGREP_VERSION}) not installed")
+        failed = EngineAnswer(
+            cut_short=f"security engine (semgrep {SEMGREP_VERSION}) not installed", reason="unavailable"
+        )
         for i in wanted:
             answers[i] = failed
         return answers
@@ -240,7 +249,7 @@ def scan(files: Sequence[tuple[str, str]], *, timeout_s: float = ENGINE_TIMEOUT_
         at = f" at line {where}" if where else ""
         problems[unread] = f"security engine (semgrep): {_words(kind)}{at}, analysed in part"
     for i in wanted:
-        answers[i] = EngineAnswer(tuple(matches[i]), problems.get(i))
+        answers[i] = EngineAnswer(tuple(matches[i]), problems.get(i), reason="parse-error")
     return answers
 
 
@@ -297,8 +306,11 @@ def engine_answer(path: str, text: str, *, deadline: float | None = None) -> Eng
     return answer
 
 
-def engine_issues(file: ChangedFile, *, deadline: float | None = None) -> tuple[list[Issue], str | None]:
-    """(the engine's findings on lines this change wrote, what it could not finish in this file)."""
+def engine_issues(
+    file: ChangedFile, *, deadline: float | None = None
+) -> tuple[list[Issue], tuple[CoverageReason, str] | None]:
+    """(the engine's findings on lines this change wrote, what it could not finish in this file and
+    why, or None)."""
     if not supports(file.path):
         return [], None
     answer = engine_answer(file.path, file.text, deadline=deadline)
@@ -324,4 +336,4 @@ def engine_issues(file: ChangedFile, *, deadline: float | None = None) -> tuple[
                 cwe=rule.cwe,
             )
         )
-    return issues, answer.cut_short
+    return issues, answer.incomplete

@@ -22,11 +22,6 @@ from reviewers.kernel.contracts import PlanItem, ReviewerResult
 MIN_CASES = 10  # per language: vulnerable cases, and safe near-misses
 
 
-def gaps(result: ReviewerResult) -> dict[str, str]:
-    """path → the details of what the review did not analyze there."""
-    return {n.path: n.detail for n in result.not_reviewed}
-
-
 @pytest.fixture(autouse=True)
 def _fresh_answers() -> None:
     # Not a skip: a CI without the engine must fail here, not pass quietly (`make setup` installs it).
@@ -106,6 +101,11 @@ def test_only_lines_the_change_wrote_are_reported(build_context: Any) -> None:
     assert run_reviewer("security", context, PlanItem(reviewer="security"), None).findings == []
 
 
+def _not_reviewed(result: ReviewerResult) -> dict[str, str]:
+    """path → "reason: detail" for every file the reviewer names as not analysed in full."""
+    return {n.path: n.describe() for n in result.not_reviewed}
+
+
 def _fake_engine(tmp_path: Path, script: str) -> str:
     binary = tmp_path / "semgrep-core"
     binary.write_text("#!/bin/sh\n" + script + "\n")
@@ -128,8 +128,9 @@ def test_an_engine_that_fails_or_hangs_names_every_file_not_reviewed(
     monkeypatch.setattr(semgrep_taint, "ENGINE_TIMEOUT_S", 1.0)
     head = {"web/a.js": "exec(req.query.x);\n", "svc/b.go": "package b\n", "app/C.java": "class C {}\n"}
     result = run_reviewer("security", build_context({}, head), PlanItem(reviewer="security"), None)
-    assert {n.path for n in result.not_reviewed} == set(head)
-    assert all(reason in n.detail and "semgrep" in n.detail for n in result.not_reviewed)
+    named = _not_reviewed(result)
+    assert set(named) == set(head)
+    assert all(reason in why and "semgrep" in why for why in named.values())
     assert "web/a.js" in (result.error or "")
 
 
@@ -141,19 +142,24 @@ def test_a_rule_the_engine_refuses_fails_the_run_loudly(build_context: Any, monk
     result = run_reviewer(
         "security", build_context({}, {"a.js": "eval(req.query.x);\n"}), PlanItem(reviewer="security"), None
     )
-    assert "rule javascript.code-eval refused" in gaps(result)["a.js"]
+    assert (
+        "analyzer-error: security engine (semgrep): rule javascript.code-eval refused" in _not_reviewed(result)["a.js"]
+    )
 
 
 def test_a_missing_engine_is_named(build_context: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(semgrep_taint, "engine_binary", lambda: None)
     result = run_reviewer("security", build_context({}, {"a.ts": "let x = 1;\n"}), PlanItem(reviewer="security"), None)
-    assert "not installed" in gaps(result)["a.ts"]
+    assert (
+        _not_reviewed(result)["a.ts"].startswith("unavailable: ") and "not installed" in _not_reviewed(result)["a.ts"]
+    )
 
 
 def test_a_file_that_does_not_parse_is_named_and_what_parsed_is_kept(build_context: Any) -> None:
     broken = 'const { exec } = require("child_process");\nfunction f(req) {\n  exec("ls " + req.query.d);\n}\n)))) {{\n'
     result = run_reviewer("security", build_context({}, {"bad.js": broken}), PlanItem(reviewer="security"), None)
-    assert "analysed in part" in gaps(result)["bad.js"]
+    why = _not_reviewed(result)["bad.js"]
+    assert why.startswith("parse-error: ") and "line 5" in why and "analysed in part" in why
     assert [(f.line, f.cwe) for f in result.findings] == [(3, "CWE-78")]
 
 
