@@ -150,3 +150,13 @@ def test_every_finding_of_the_security_reviewer_names_its_cwe(build_context: Any
     assert all(f.cwe is not None and f.cwe.startswith("CWE-") for f in result.findings), [
         (f.rule, f.cwe) for f in result.findings
     ]
+
+
+def test_a_sink_only_check_of_bandit_goes_to_a_person_where_the_flow_was_read(build_context: Any) -> None:
+    body = (
+        "import pickle\nimport subprocess\n\n\ndef restore(blob, expr, name):\n    pickle.loads(blob)\n"
+        "    eval(expr)\n    subprocess.run('gzip ' + name, shell=True)\n"
+    )
+    result = review("security", build_context({}, {"jobs/restore.py": body}))
+    assert [f.line for f in result.findings] == [6, 7, 8]
+    assert all(f.confidence == "low" for f in result.findings), [(f.rule, f.confidence) for f in result.findings]
