@@ -40,7 +40,7 @@ def _supports(path: str) -> bool:
 
 def _make_analyzer(context: ReviewContext) -> Analyzer:
     # one project per review: the summaries of the repository's functions serve every changed file
-    project = project_for(context.workspace.read_file)
+    project = project_for(context.workspace.read_file, list_paths=context.workspace.list_paths)
 
     def analyze(file: ChangedFile) -> Analysis:
         if is_test_path(file.path):

@@ -160,3 +160,20 @@ def test_a_sink_only_check_of_bandit_goes_to_a_person_where_the_flow_was_read(bu
     result = review("security", build_context({}, {"jobs/restore.py": body}))
     assert [f.line for f in result.findings] == [6, 7, 8]
     assert all(f.confidence == "low" for f in result.findings), [(f.rule, f.confidence) for f in result.findings]
+
+
+def test_imports_are_looked_up_in_the_listing_not_by_reading_candidates() -> None:
+    files = {
+        "web/app.py": FLASK + "from web.tools import run\n\n\n@app.route('/x')\ndef f():\n    run(request.args['c'])\n",
+        "web/tools.py": "import os\n\n\ndef run(cmd):\n    os.system(cmd)\n",
+    }
+    reads: list[str] = []
+
+    def read(path: str) -> str | None:
+        reads.append(path)
+        return files.get(path)
+
+    project = project_for(read, list_paths=lambda: sorted(files))
+    found = python_security_issues(added_file("web/app.py", files["web/app.py"]), project) or []
+    assert [(i.cwe, i.confidence) for i in found] == [("CWE-78", "high")]
+    assert set(reads) == {"web/tools.py"}  # no request for os.py, flask/__init__.py, src/os.py, ...
