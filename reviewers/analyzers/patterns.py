@@ -158,6 +158,7 @@ LINE_RULES: tuple[LineRule, ...] = (
         re.compile(r"dangerouslySetInnerHTML|\.innerHTML\s*=\s*[^'\"\s;]|\bmark_safe\s*\(\s*[^'\")\s]|\|\s*safe\b"),
         "Unescaped HTML from a value",
         "If the value carries user text, it is cross-site scripting. Escape it or sanitize with an allow-list.",
+        unless=re.compile(r"""^\s*(?:[rfbu]?["'])?\|"""),  # a Markdown table row ("| safe |"), not a `|safe` filter
         cwe="CWE-79",
     ),
 )
