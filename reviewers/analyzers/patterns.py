@@ -155,7 +155,9 @@ LINE_RULES: tuple[LineRule, ...] = (
         "patterns:raw-html",
         "xss",
         "medium",
-        re.compile(r"dangerouslySetInnerHTML|\.innerHTML\s*=\s*[^'\"\s;]|\bmark_safe\s*\(\s*[^'\")\s]|\|\s*safe\b"),
+        re.compile(
+            r"dangerouslySetInnerHTML|\.innerHTML\s*=\s*[^'\"\s;]|\bmark_safe\s*\(\s*[^'\")\s]|\|\s*safe\b(?!\s*\|)"
+        ),
         "Unescaped HTML from a value",
         "If the value carries user text, it is cross-site scripting. Escape it or sanitize with an allow-list.",
         unless=re.compile(r"""^\s*(?:[rfbu]?["'])?\|"""),  # a Markdown table row ("| safe |"), not a `|safe` filter

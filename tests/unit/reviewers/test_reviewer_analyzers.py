@@ -312,3 +312,12 @@ def test_bandit_runs_on_a_copy_and_keeps_added_lines() -> None:
     issues = bandit_issues(edited_file("client.py", text, added={4}))
     assert [(i.line, i.rule, i.kind) for i in issues] == [(4, "bandit:B501", "tls-verify")]
     assert bandit_issues(edited_file("client.py", text, added={1})) == []
+
+
+def test_a_markdown_table_row_is_not_a_template_safe_filter() -> None:
+    table = 'ROW = "| class | vulnerable | safe | TPR |"\n'
+    template = "<p>{{ comment.body|safe }}</p>\n"
+    assert rules(line_rule_issues(added_file("bench/table.py", table), python_ast_done=True)) == []
+    assert rules(line_rule_issues(added_file("web/page.html", template), python_ast_done=False)) == [
+        (1, "patterns:raw-html")
+    ]
