@@ -124,7 +124,7 @@ def analyse_security(file: ChangedFile, project: Project | None = None) -> Secur
     out = SecurityAnalysis()
     seen: set[tuple[int, str]] = set()
     for hit, _scope in analyse_module(project, info):
-        line = _first_changed(file, hit.node)
+        line = (_first_changed(file, hit.built) if hit.built is not None else None) or _first_changed(file, hit.node)
         if line is None or (line, hit.cls) in seen:
             continue
         seen.add((line, hit.cls))
