@@ -286,6 +286,24 @@ def security_judgment(change: ValueChange) -> tuple[Severity, str] | None:
     return None  # changed, but not in a direction that is weaker on its face
 
 
+# The weakness a weakened setting opens, by the words of its key; else an insecure default.
+_SETTING_CWES: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("debug",), "CWE-489"),
+    (("csrf", "xsrf"), "CWE-352"),
+    (("cors", "origin"), "CWE-942"),
+    (("httponly",), "CWE-1004"),
+    (("secure", "https", "hsts"), "CWE-614"),
+    (("verify", "ssl", "tls", "cert"), "CWE-295"),
+    (("expire", "lifetime", "age", "ttl", "timeout"), "CWE-613"),
+    (("password", "hash", "rounds", "iterations"), "CWE-916"),
+)
+
+
+def setting_cwe(key: str) -> str:
+    lowered = key.lower()
+    return next((cwe for needles, cwe in _SETTING_CWES if any(n in lowered for n in needles)), "CWE-1188")
+
+
 def security_setting_issues(file: ChangedFile) -> list[Issue]:
     """Security-sensitive settings this change weakened. Only configuration is read: any key of a
     configuration file or settings module, and in other code only module-level constants
@@ -310,6 +328,7 @@ def security_setting_issues(file: ChangedFile) -> list[Issue]:
                 "useful or which protection is active; confirm the new value is intended and documented.",
                 kind="config",
                 confidence="high" if severity == "medium" else "medium",
+                cwe=setting_cwe(change.key),
             )
         )
     return issues

@@ -44,6 +44,7 @@ class LineRule:
     body: str
     unless: re.Pattern[str] | None = None
     python_ast: bool = False  # python_security covers this rule for Python files that parse
+    cwe: str | None = None
 
 
 LINE_RULES: tuple[LineRule, ...] = (
@@ -61,6 +62,7 @@ LINE_RULES: tuple[LineRule, ...] = (
         "Without certificate checks anyone on the network path can impersonate the server and read or "
         "change the traffic, credentials included. Fix the trust store (e.g. a CA bundle) instead.",
         python_ast=True,  # python_auth: only when unconditional, not a user's opt-out the code implements
+        cwe="CWE-295",
     ),
     LineRule(
         "patterns:sql-interpolation",
@@ -71,6 +73,7 @@ LINE_RULES: tuple[LineRule, ...] = (
         "Values spliced into SQL text let a crafted input change the statement (SQL injection). "
         "Pass them as bound parameters of the driver instead.",
         python_ast=True,
+        cwe="CWE-89",
     ),
     LineRule(
         "patterns:shell-interpolation",
@@ -85,6 +88,7 @@ LINE_RULES: tuple[LineRule, ...] = (
         "A value containing shell metacharacters (`;`, `$()`, spaces) runs arbitrary commands. Pass an "
         "argument list without a shell, or quote the value (shlex.quote).",
         python_ast=True,
+        cwe="CWE-78",
     ),
     LineRule(
         "patterns:unsafe-deserialization",
@@ -100,6 +104,7 @@ LINE_RULES: tuple[LineRule, ...] = (
         "Use a data-only format (JSON, yaml.safe_load) for anything not produced by this process.",
         unless=re.compile(r"SafeLoader|safe_load|CSafeLoader|BaseLoader"),
         python_ast=True,
+        cwe="CWE-502",
     ),
     LineRule(
         "patterns:code-eval",
@@ -111,6 +116,7 @@ LINE_RULES: tuple[LineRule, ...] = (
         "eval/exec run whatever the value contains; if any part of it comes from outside, it is code "
         "execution. Parse the data instead (ast.literal_eval, json).",
         python_ast=True,
+        cwe="CWE-94",
     ),
     LineRule(
         "patterns:cors-any-origin",
@@ -122,6 +128,7 @@ LINE_RULES: tuple[LineRule, ...] = (
         ),
         "CORS allows every origin",
         "Any web site can now call this API from a visitor's browser. List the origins that need access.",
+        cwe="CWE-942",
     ),
     LineRule(
         "patterns:jwt-unverified",
@@ -132,6 +139,7 @@ LINE_RULES: tuple[LineRule, ...] = (
         ),
         "JWT accepted without verifying its signature",
         "Anyone can forge a token with any claims. Verify the signature with an explicit algorithm list.",
+        cwe="CWE-347",
     ),
     LineRule(
         "patterns:csrf-exempt",
@@ -141,14 +149,19 @@ LINE_RULES: tuple[LineRule, ...] = (
         "CSRF protection switched off",
         "A page on another site can submit this request with the visitor's cookies. Keep CSRF checks on "
         "for cookie-authenticated endpoints.",
+        cwe="CWE-352",
     ),
     LineRule(
         "patterns:raw-html",
         "xss",
         "medium",
-        re.compile(r"dangerouslySetInnerHTML|\.innerHTML\s*=\s*[^'\"\s;]|\bmark_safe\s*\(\s*[^'\")\s]|\|\s*safe\b"),
+        re.compile(
+            r"dangerouslySetInnerHTML|\.innerHTML\s*=\s*[^'\"\s;]|\bmark_safe\s*\(\s*[^'\")\s]|\|\s*safe\b(?!\s*\|)"
+        ),
         "Unescaped HTML from a value",
         "If the value carries user text, it is cross-site scripting. Escape it or sanitize with an allow-list.",
+        unless=re.compile(r"""^\s*(?:[rfbu]?["'])?\|"""),  # a Markdown table row ("| safe |"), not a `|safe` filter
+        cwe="CWE-79",
     ),
 )
 
@@ -178,6 +191,8 @@ def line_rule_issues(
             if (python_ast_done and rule.python_ast) or rule.kind in covered_kinds:
                 continue
             if _matches(rule, text):
-                issues.append(Issue(line, rule.rule, rule.severity, rule.title, rule.body, kind=rule.kind))
+                issues.append(
+                    Issue(line, rule.rule, rule.severity, rule.title, rule.body, kind=rule.kind, cwe=rule.cwe)
+                )
                 break
     return issues

@@ -142,6 +142,7 @@ def prompt_injection_issues(file: ChangedFile, *, test_file: bool = False) -> li
                     "text reaches a model's prompt at run time, that prompt is injectable."
                 ),
                 kind="prompt-injection",
+                cwe="CWE-1427",  # improper neutralization of input used for LLM prompting
             )
         )
     return issues

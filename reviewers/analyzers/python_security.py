@@ -53,11 +53,12 @@ def _parse(text: str, path: str) -> ast.Module | None:
 def project_for(
     read_file: Callable[[str], str | None],
     *,
+    list_paths: Callable[[], list[str]] | None = None,
     budget_s: float | None = None,
     clock: Callable[[], float] | None = None,
 ) -> Project:
     """A project over the files at head, for one review (summaries are shared across its files)."""
-    project = Project(read_file=read_file, parse=_parse)
+    project = Project(read_file=read_file, parse=_parse, list_paths=list_paths)
     if budget_s is not None:
         project.budget_s = budget_s
     if clock is not None:
@@ -139,7 +140,7 @@ def analyse_security(file: ChangedFile, project: Project | None = None) -> Secur
     out = SecurityAnalysis()
     seen: set[tuple[int, str]] = set()
     for hit, _scope in analyse_module(project, info):
-        line = _first_changed(file, hit.node)
+        line = (_first_changed(file, hit.built) if hit.built is not None else None) or _first_changed(file, hit.node)
         if line is None or (line, hit.cls) in seen:
             continue
         seen.add((line, hit.cls))

@@ -26,9 +26,11 @@ FIELDS = {
     "fingerprint",
 }
 BASE = {"app/db.py": "import sqlite3\n\n\ndef connect(p):\n    return sqlite3.connect(p)\n"}
-HEAD = {
-    "app/db.py": BASE["app/db.py"]
-    + "\n\ndef find(conn, name):\n    query = f\"SELECT * FROM users WHERE name = '{name}'\"\n    return conn.execute(query).fetchall()\n"
+HEAD = {  # request data spliced into SQL: a REAL finding (a parameter of unknown origin would go to a person)
+    "app/db.py": "from flask import request\n"
+    + BASE["app/db.py"]
+    + "\n\ndef find(conn):\n    name = request.args['name']\n"
+    + "    query = f\"SELECT * FROM users WHERE name = '{name}'\"\n    return conn.execute(query).fetchall()\n"
 }
 
 

@@ -88,6 +88,7 @@ class Hit:
     origin: str  # what the data is: "request.args", "route parameter `name`", "parameter `cmd`"
     call: str  # the sink, in words
     via: str = ""  # "pkg/db.py:12" when the sink is inside a called function
+    built: ast.AST | None = None  # where the sink's text was spliced together, when that is elsewhere
 
 
 def words(identifier: str) -> set[str]:
@@ -888,20 +889,26 @@ class Interpreter:
 
     # --- sinks -----------------------------------------------------------------------------------
 
-    def sink(self, node: ast.AST, cls: str, value: Value, call: str, *, via: str = "", low: bool = False) -> None:
+    def sink(
+        self, node: ast.AST, cls: str, value: Value, call: str, *, via: str = "", low: bool = False,
+        argument: ast.expr | None = None,
+    ) -> None:  # fmt: skip
         """Data reaching a sink: a hit for request data (or, with `low`, for data of unknown origin),
-        and, in a summary, the parameters that reach it."""
+        and, in a summary, the parameters that reach it. `argument` is the sink's argument: a local
+        name assigned from spliced text points the hit at that assignment, where the defect is."""
+        built = self._assigned.get(argument.id) if isinstance(argument, ast.Name) else None
+        built = built if built is not None and interpolates(built) else None
         live = [o for o in value.origins if cls not in o.cleared]
         sources = [o for o in live if o.kind == "source"]
         if sources:
-            self.hits.append(Hit(node, cls, "high", sources[0].what, call, via))
+            self.hits.append(Hit(node, cls, "high", sources[0].what, call, via, built))
         for o in live:
             if o.kind == "param":
                 self.param_sinks.append(ParamSink(o.what, o.path, o.cleared, cls, via or self.where(node), call))
         if not sources and low and cls in LOW_WHEN_UNKNOWN and any(o.kind in ("param", "unknown") for o in live):
             param = next((o for o in live if o.kind == "param"), None)
             what = f"parameter `{param.what}`" if param is not None else "a value of unknown origin"
-            self.hits.append(Hit(node, cls, "low", what, call, via))
+            self.hits.append(Hit(node, cls, "low", what, call, via, built))
 
     def arg(
         self, call: ast.Call, args: list[Value], kwargs: dict[str, Value], spec: S.ArgSink
@@ -925,7 +932,7 @@ class Interpreter:
             if spec.cls == "xss" and not self.html_response(call, name):
                 return
             for expr, value in self.arg(call, args, kwargs, spec):
-                self.sink(call, spec.cls, value, name, low=self.worth_a_look(spec.cls, expr, value))
+                self.sink(call, spec.cls, value, name, low=self.worth_a_look(spec.cls, expr, value), argument=expr)
             return
         if name in ("yaml.load", "yaml.load_all"):
             loader = next(
@@ -967,8 +974,9 @@ class Interpreter:
                 if not sql_text and not _database_like(receiver_name, name):
                     continue  # `executor.execute(task)`: an execute that is not shown to take SQL
                 self.sink(
-                    call, "sql", value, f"{receiver_name or '…'}.{attr}", low=self.worth_a_look("sql", expr, value)
-                )
+                    call, "sql", value, f"{receiver_name or '…'}.{attr}", low=self.worth_a_look("sql", expr, value),
+                    argument=expr,
+                )  # fmt: skip
         elif attr in S.PATH_METHODS and isinstance(func, ast.Attribute):
             self.sink(call, "path", receiver, f"Path.{attr}")
         elif attr in S.XPATH_METHODS and call.args:
@@ -1007,8 +1015,9 @@ class Interpreter:
         command = args[0] if call.args else kwargs["args"]
         if isinstance(shell, ast.Constant) and shell.value is True:
             self.sink(
-                call, "command", command, f"{name}(shell=True)", low=self.worth_a_look("command", command_expr, command)
-            )
+                call, "command", command, f"{name}(shell=True)",
+                low=self.worth_a_look("command", command_expr, command), argument=command_expr,
+            )  # fmt: skip
             return
         if command.seq is not None:
             parts = command.seq

@@ -142,6 +142,9 @@ class Project:
 
     read_file: Callable[[str], str | None]
     parse: Callable[[str, str], ast.Module | None]
+    # every path at head, when the workspace can list them: an import is looked for in this list
+    # rather than by reading candidate files (over HTTP, each miss would be a request)
+    list_paths: Callable[[], list[str]] | None = None
     budget_s: float = DEFAULT_BUDGET_S
     clock: Callable[[], float] = time.monotonic
     modules: dict[str, ModuleInfo | None] = field(default_factory=dict)
@@ -150,6 +153,7 @@ class Project:
     unfinished: dict[str, str] = field(default_factory=dict)  # what a bound cut off → which bound
     _resolved: dict[str, str | None] = field(default_factory=dict)
     _found: dict[str, tuple[ModuleInfo, str] | None] = field(default_factory=dict)
+    _known: frozenset[str] | None = None
     _started: float | None = None
 
     def start(self) -> None:
@@ -204,11 +208,15 @@ class Project:
         rel = module.replace(".", "/")
         here = posixpath.dirname(importer)
         found: str | None = None
+        if self._known is None and self.list_paths is not None:
+            self._known = frozenset(self.list_paths())
         for root in ("", "src/", f"{here}/" if here else ""):
             for candidate in (f"{root}{rel}.py", f"{root}{rel}/__init__.py"):
                 if candidate in self.modules and self.modules[candidate] is not None:
                     found = candidate
                     break
+                if self._known is not None and candidate not in self._known:
+                    continue
                 if self.read_file(candidate) is not None:
                     found = candidate
                     break

@@ -45,7 +45,7 @@ def test_security_reviewer(build_context: Any) -> None:
     )
     result = review("security", context)
     assert where(result) == [
-        ("app/db.py", 10, "python:sql-interpolation"),  # at the sink; the parameter's origin is unknown
+        ("app/db.py", 9, "python:sql-interpolation"),  # where the SQL is spliced; the parameter's origin is unknown
         ("app/settings.py", 1, "config:security-setting"),
         ("app/settings.py", 3, "secrets:known-prefix"),
         ("web/client.ts", 1, "patterns:tls-verify-disabled"),
