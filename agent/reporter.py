@@ -243,8 +243,9 @@ def render_sarif(verified: Sequence[VerifiedFinding], meta: dict[str, Any]) -> s
 def render_codequality(verified: Sequence[VerifiedFinding], meta: dict[str, Any]) -> str:
     items = [
         {
-            "description": neutralise(
-                f"{f'[{v.finding.cwe}] ' if v.finding.cwe else ''}{v.finding.title}: {v.finding.body}"
+            # the CWE is ours (a validated "CWE-n"), so it goes outside the neutralised model text
+            "description": (
+                (f"[{v.finding.cwe}] " if v.finding.cwe else "") + neutralise(f"{v.finding.title}: {v.finding.body}")
             )[:1000],
             "check_name": v.finding.rule or v.finding.category,
             "fingerprint": v.finding.fingerprint,

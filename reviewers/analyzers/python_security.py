@@ -7,9 +7,8 @@ with summaries of the repository functions it calls (read at head); each finding
   deserialiser that runs code (502), a file path (22), a redirect (601), a parser resolving external
   entities (611), XPath (643), LDAP (90), an HTML response (79), the session (501), a template's
   source (1336), an outbound URL (918) — is high confidence (REAL);
-- a value of unknown origin (a parameter no known caller fills from a request) spliced into SQL text
-  is a medium finding (binding is right whatever the origin); reaching a shell, eval or a
-  deserialiser it is low confidence: a person looks first;
+- a value of unknown origin (a parameter no known caller fills from a request) reaching SQL text
+  with values spliced in, a shell, eval or a deserialiser is low confidence: a person looks first;
 - a `random` value stored as a token, password, salt or session id (330);
 - the syntax-level rules of `python_hardening` (cookie flags 614/1004, weak hashes 328, hard-coded
   credentials 798) and `python_auth` (timing-unsafe compare 208, fast password hash 916, TLS off 295).
@@ -32,11 +31,6 @@ from reviewers.analyzers.parsing import parse_module
 from reviewers.analyzers.python_auth import auth_issues
 from reviewers.analyzers.python_hardening import hardening_issues
 from reviewers.kernel.contracts import Confidence, Severity
-
-# Sink classes where a value of unknown origin spliced in is itself the defect (a medium finding,
-# posted): the fix is mechanical and right for every origin. For a shell, eval or a deserialiser an
-# unknown origin is a question for a person (low confidence), as the rule over-reports otherwise.
-SPLICE_IS_THE_DEFECT = frozenset({"sql"})
 
 AUTH_CWE = {
     "python:timing-unsafe-compare": "CWE-208",
@@ -106,16 +100,6 @@ def _hit_issue(hit: Hit, line: int) -> Issue:
         body = f"{spec.body} Here {hit.origin} reaches {hit.call}{via}."
         severity: Severity = spec.severity
         confidence: Confidence = "high"
-    elif hit.cls in SPLICE_IS_THE_DEFECT:
-        # Values spliced into SQL text are a defect whatever their origin today: binding them is always
-        # right, costs nothing, and the next caller that passes request data makes it an injection.
-        title = "SQL statement built by splicing a value into its text"
-        body = (
-            f"{spec.body} Here {hit.origin} is spliced into the statement run by {hit.call}{via}. No caller in this "
-            "change is known to pass request data, but any that does makes this an injection: pass it as a "
-            "bound parameter instead."
-        )
-        severity, confidence = "medium", "medium"
     else:
         title = spec.title.replace("request data", "a value of unknown origin")
         body = (

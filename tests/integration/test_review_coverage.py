@@ -18,9 +18,12 @@ from typer.testing import CliRunner
 from api.cli import app
 from api.commands.review import INCOMPLETE_EXIT_CODE
 
+# request data spliced into SQL: a REAL finding (a parameter of unknown origin would go to a person)
 SQL = (
-    "import sqlite3\n\n\ndef find(conn, name):\n"
-    "    query = f\"SELECT * FROM users WHERE name = '{name}'\"\n    return conn.execute(query).fetchall()\n"
+    "import sqlite3\n\nfrom flask import Flask, request\n\napp = Flask(__name__)\n\n\n"
+    "@app.get('/users')\ndef find():\n    name = request.args['name']\n"
+    "    query = f\"SELECT * FROM users WHERE name = '{name}'\"\n"
+    "    return str(sqlite3.connect('app.db').execute(query).fetchall())\n"
 )
 PASSWORD = "password = 'Zq8#vL2!pX9w'"
 TOKEN = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
@@ -90,7 +93,7 @@ def test_a_small_shell_file_after_thirty_big_ones_is_reported(env: None, tmp_pat
     stays quick.)"""
     big = "".join(f"export function total{k}(items) {{ return items.length + {k}; }}\n" for k in range(2400))
     files = {f"web/big_{i:02d}.js": big.replace("total", f"t{i}_") for i in range(30)}
-    files["ops/deploy.py"] = "import subprocess\n\ndef deploy(cmd):\n    subprocess.run(cmd, shell=True)\n"
+    files["ops/deploy.py"] = "import subprocess\n\ndef deploy():\n    subprocess.run(input('command: '), shell=True)\n"
     patch = tmp_path / "thirty.patch"
     patch.write_text(new_files_diff(files))
     _, doc = review_json(CliRunner(), "--diff", str(patch))

@@ -30,11 +30,14 @@ diff --git a/shop/orders.py b/shop/orders.py
 new file mode 100644
 --- /dev/null
 +++ b/shop/orders.py
-@@ -0,0 +1,13 @@
+@@ -0,0 +1,16 @@
 +import sqlite3
 +
++from flask import request
 +
-+def find_orders(conn: sqlite3.Connection, customer: str) -> list[tuple[str, int]]:
++
++def find_orders(conn: sqlite3.Connection) -> list[tuple[str, int]]:
++    customer = request.args["customer"]
 +    query = f"SELECT id, total FROM orders WHERE customer = '{customer}'"
 +    return conn.execute(query).fetchall()
 +

@@ -68,7 +68,7 @@ def test_thumbs_down_from_the_page_is_a_feedback_row(db_dsn: str, live: LiveServ
     expect(page.locator("pre.strategy")).to_contain_text("security")
     card = page.locator(f"#finding-{finding_id}")
     expect(card).to_contain_text(sql_finding.finding.title)
-    expect(card).to_contain_text("shop/orders.py:5")
+    expect(card).to_contain_text("shop/orders.py:8")
     expect(card.locator(".verdict")).to_have_text("REAL")
     expect(page.locator("article.finding")).to_have_count(len(outcome.verified))
 

@@ -89,7 +89,7 @@ def test_the_right_token_opens_every_page(db_dsn: str, client: httpx.Client) -> 
     for verified in outcome.verified:
         assert verified.finding.title in detail.text
         assert verified.reason in detail.text
-    assert "SQL statement built by string interpolation" in detail.text
+    assert "SQL statement built from request data" in detail.text
     assert client.get("/dashboard/quality", headers=HTML).status_code == 200
     assert client.get("/dashboard/models", headers=HTML).status_code == 200
     assert client.get("/dashboard/reviews/999999", headers=HTML).status_code == 404
