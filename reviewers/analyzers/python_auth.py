@@ -67,7 +67,13 @@ def names_secret(expr: ast.expr) -> bool:
 
 
 def _is_constant(expr: ast.expr) -> bool:
-    return isinstance(expr, ast.Constant) or (isinstance(expr, ast.Name) and expr.id.isupper())
+    """A literal or a module constant, bare or qualified (`SIGNATURE_V2`, `signal.SIGTTIN`): a value
+    compared with a constant is being classified, not checked as a secret."""
+    return (
+        isinstance(expr, ast.Constant)
+        or (isinstance(expr, ast.Name) and expr.id.isupper())
+        or (isinstance(expr, ast.Attribute) and expr.attr.isupper())
+    )
 
 
 def _conditional_ids(nodes: list[ast.AST]) -> set[int]:
