@@ -334,9 +334,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=None, help="write the raw results here")
     parser.add_argument("--render", type=Path, default=None, help="render a --json file instead of reviewing")
     parser.add_argument("--judgements", type=Path, default=JUDGEMENTS)
+    parser.add_argument(
+        "--recheck",
+        type=Path,
+        default=None,
+        help="review again only the commits of this --json file that posted something (after a rule fix that "
+        "can only silence findings), keeping the rest as they were",
+    )
     args = parser.parse_args(argv)
     if args.render is not None:
         results, skipped = from_json(args.render.read_text(encoding="utf-8"))
+    elif args.recheck is not None:
+        if args.mirrors is None:
+            parser.error("--recheck needs --mirrors")
+        results, skipped = from_json(args.recheck.read_text(encoding="utf-8"))
+        for i, old in enumerate(results):
+            if old.posted:
+                commit = Commit(old.commit, old.subject, old.lines)
+                results[i] = review_commit(old.repo, mirror_path(args.mirrors, old.repo), commit)
+                print(f"[history] recheck {old.repo} {old.commit[:10]}: {len(old.posted)} → {len(results[i].posted)}",
+                      file=sys.stderr)  # fmt: skip
+        if args.json is not None:
+            args.json.write_text(to_json(results, skipped), encoding="utf-8")
     else:
         if args.mirrors is None:
             parser.error("--mirrors is needed to review (or --render FILE)")

@@ -4,7 +4,8 @@ What a reviewer would ask for, answered from the files at head without running a
 policy, per rule (each also carries its confidence):
 
 - `tests:removed-symbol` (high): a public definition is gone from its file, is defined nowhere else
-  at head (not moved, not inherited from a base class), and unchanged tests still use it.
+  at head (not moved, not inherited from a base class), and unchanged tests still use it in their
+  code (a word in a string or a comment is no use).
 - `tests:stale-signature` (medium): a function's parameters changed so that old calls break (one
   removed or renamed, a new required one, reordered), and the tests that call it were not touched.
   A test that only defines a function of the same name (an error handler, a view's method) or
@@ -46,7 +47,12 @@ from reviewers.analyzers.symbols import (
     removed_python_shape,
     signature_changed,
 )
-from reviewers.analyzers.test_changes import added_test_names, removed_vocabulary, test_change_issues
+from reviewers.analyzers.test_changes import (
+    added_test_names,
+    removed_vocabulary,
+    strip_strings_and_comments,
+    test_change_issues,
+)
 from reviewers.analyzers.tests_lookup import TestIndex, TestReference, distinctive, list_test_functions, module_tokens
 from reviewers.kernel.contracts import ReviewContext
 from reviewers.kernel.errors import InputError
@@ -266,6 +272,13 @@ class TestImpactAnalyzer:
                 )
         return issues
 
+    def _uses_in_code(self, test_path: str, name: str) -> bool:
+        """Whether a test file names `name` in its code, not only in strings and comments (`FOO=env`)."""
+        word = re.compile(rf"\b{re.escape(name)}\b")
+        return any(
+            word.search(strip_strings_and_comments(line)) for line in (self.index.text(test_path) or "").splitlines()
+        )
+
     def _calls(self, test_path: str, name: str) -> bool:
         """Whether a test file calls `name` and does not define a function of that name itself."""
         text = self.index.text(test_path) or ""
@@ -329,7 +342,8 @@ class TestImpactAnalyzer:
     def removal_issues(self, file: ChangedFile) -> list[Issue]:
         issues: list[Issue] = []
         for name in sorted(n for n in gone_definition_names(file) if not n.startswith("_")):
-            stale = self.stale(self.index.references(file.path, name))
+            refs = self.stale(self.index.references(file.path, name))
+            stale = [r for r in refs if self._uses_in_code(r.path, name)]
             anchor = self._anchor_for_removal(file, name) if stale else None
             if anchor is None:
                 continue  # nothing uses it

@@ -8,6 +8,8 @@ used for Python only as the fallback.
 Severity policy: each rule's severity is in its `LineRule` below (code execution, injection, TLS
 and JWT verification off: high; CORS open, CSRF off, raw HTML: medium). A line pattern cannot see
 where a value comes from, so its findings carry medium confidence.
+TLS verification switched off on a line that connects only to this machine (`localhost`,
+`127.0.0.1`, `::1`: a container health check of its own self-signed server) is not reported.
 """
 
 from __future__ import annotations
@@ -177,6 +179,10 @@ def _matches(rule: LineRule, text: str) -> bool:
     return True
 
 
+# A connection that names only this machine: verification off there exposes nothing on a network.
+_LOOPBACK = re.compile(r"""(?<![\w.-])(?:localhost|127\.0\.0\.1|\[?::1\]?)(?![\w.-])""")
+
+
 def line_rule_issues(
     file: ChangedFile, *, python_ast_done: bool, covered_kinds: frozenset[str] = frozenset()
 ) -> list[Issue]:
@@ -191,6 +197,8 @@ def line_rule_issues(
             if (python_ast_done and rule.python_ast) or rule.kind in covered_kinds:
                 continue
             if _matches(rule, text):
+                if rule.kind == "tls-verify" and _LOOPBACK.search(text):
+                    break  # a check of this host's own server (a health check): no network path to attack
                 issues.append(
                     Issue(line, rule.rule, rule.severity, rule.title, rule.body, kind=rule.kind, cwe=rule.cwe)
                 )

@@ -5,7 +5,8 @@ A deleted test whose subject was removed in the same change is housekeeping and 
 is a test the same change defines again elsewhere: moved to another file, or up into a base class
 (in this file or another) that the test classes now inherit. So is a test whose expectation the
 change took out of the product: a name the test used (the `LiveError` it expected) that the change
-removes from product code and writes nowhere. A name the test defines itself (a local view
+removes from product code and writes nowhere; and a test rewritten in place (the lines added in
+its hunk call every subject it called, as a parametrized replacement does). A name the test defines itself (a local view
 function) is never its subject. A weakened test is one that still exists at head but lost
 assertions: more assertion lines removed than added within it.
 
@@ -49,7 +50,15 @@ _NOT_A_SUBJECT = frozenset(
      "func", "test", "Errorf", "Fatalf", "main"}
 )  # fmt: skip
 # Words of the language itself say nothing about which behaviour left.
-_COMMON_WORDS = frozenset({*keyword.kwlist, *keyword.softkwlist, *dir(builtins), "self", "cls", "args", "kwargs"})
+# Builtin exception names stay: a `raise RuntimeError` the change removed is behaviour that left.
+_BUILTIN_EXCEPTIONS = {
+    n
+    for n in dir(builtins)
+    if isinstance(getattr(builtins, n), type) and issubclass(getattr(builtins, n), BaseException)
+}
+_COMMON_WORDS = frozenset(
+    {*keyword.kwlist, *keyword.softkwlist, *(set(dir(builtins)) - _BUILTIN_EXCEPTIONS), "self", "cls", "args", "kwargs"}
+)
 MAX_SUBJECTS = 3
 
 
@@ -58,6 +67,7 @@ class RemovedTest:
     name: str
     body: list[str]  # the removed lines of its body
     anchor: int | None  # the new-side line where it stood
+    written_in_place: frozenset[str] = frozenset()  # names the lines added in its hunk call
 
 
 def added_test_names(change: FileChange) -> set[str]:
@@ -91,7 +101,8 @@ def removed_tests(file: ChangedFile, *, defined_elsewhere: frozenset[str] = froz
             after = [ln.new_line for ln in lines[i:] if ln.new_line is not None]
             before = [ln.new_line for ln in lines[:i] if ln.new_line is not None]
             anchor = after[0] if after else before[-1] if before else None
-            out.append(RemovedTest(name, body, anchor if anchor and 1 <= anchor <= len(file.lines) else None))
+            in_place = frozenset(m for ln in lines if ln.kind == "add" for m in _CALLED.findall(ln.text))
+            out.append(RemovedTest(name, body, anchor if anchor and 1 <= anchor <= len(file.lines) else None, in_place))
     return out
 
 
@@ -144,9 +155,14 @@ def _python_names(text: str | None, lines: set[int]) -> set[str] | None:
     return {n for n in names if _IDENTIFIER.fullmatch(n)}
 
 
+def strip_strings_and_comments(line: str) -> str:
+    """One line of code with its string literals and end-of-line comment taken out."""
+    return _COMMENT.sub("", _STRING.sub("", line))
+
+
 def code_identifiers(line: str) -> set[str]:
-    """Identifiers of one line of code with its string literals and end-of-line comment taken out."""
-    return set(_IDENTIFIER.findall(_COMMENT.sub("", _STRING.sub("", line))))
+    """Identifiers of one line of code, strings and comments left out."""
+    return set(_IDENTIFIER.findall(strip_strings_and_comments(line)))
 
 
 def removed_vocabulary(changes: Iterable[FileChange], base: BaseTree, head: Workspace) -> frozenset[str]:
@@ -201,6 +217,8 @@ def test_change_issues(
             continue  # the head tree could not be searched: no claim we cannot check
         if not alive:
             continue  # its subject went with it, or we cannot tell what it tested
+        if set(alive) <= test.written_in_place:
+            continue  # rewritten in place: the lines that replaced it call the same code
         subjects = ", ".join(f"`{n}`" for n in alive)
         issues.append(
             Issue(

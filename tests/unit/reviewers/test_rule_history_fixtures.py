@@ -244,3 +244,72 @@ def test_the_same_shape_inside_text_is_still_an_instruction(build_context: Any) 
         ("app/hint.py", "security:prompt-injection"),
         ("web/hint.js", "security:prompt-injection"),
     ]
+
+
+# --- second round (bench.history at 1,000 commits) ----------------------------------------------------
+
+
+def test_a_test_rewritten_in_place_as_a_parametrized_one_is_not_deleted(build_context: Any) -> None:
+    url = "class URL:\n    def __init__(self, text):\n        if '[' in text:\n            raise ValueError(text)\n"
+    old = "import pytest\nfrom net.url import URL\n\n\ndef test_brackets():\n    with pytest.raises(ValueError):\n        URL('http://[1]/')\n"
+    new = (
+        "import pytest\nfrom net.url import URL\n\n\n@pytest.mark.parametrize('u', ['http://[1]/', 'http://[]/'])\n"
+        "def test_invalid(u):\n    with pytest.raises(ValueError):\n        URL(u)\n"
+    )
+    base = {"net/url.py": url, "tests/test_url.py": old}
+    assert review("test_impact", build_context(base, {**base, "tests/test_url.py": new})).findings == []
+
+
+def test_a_removed_raise_of_a_builtin_exception_takes_its_test_along(build_context: Any) -> None:
+    code = "def run(job):\n    if job.busy:\n        raise RuntimeError('would deadlock')\n    return job()\n"
+    tests = "import pytest\nfrom jobs.run import run\n\n\ndef test_ok():\n    assert run(lambda: 1)\n\n\ndef test_busy():\n    with pytest.raises(RuntimeError):\n        run(Busy())\n"
+    base = {"jobs/run.py": code, "tests/test_run.py": tests}
+    head = {
+        "jobs/run.py": "def run(job):\n    return job()\n",
+        "tests/test_run.py": tests.split("\n\n\ndef test_busy")[0] + "\n",
+    }
+    assert review("test_impact", build_context(base, head)).findings == []
+
+
+def test_a_removed_symbol_named_only_in_test_strings_is_not_used_by_them(build_context: Any) -> None:
+    app = (
+        "class App:\n    @property\n    def env(self):\n        return 'prod'\n\n    def run(self):\n        return 1\n"
+    )
+    tests = "from web.app import App\n\n\ndef test_run():\n    # .env files are read first\n    assert App().run() == 1 and 'FOO=env'\n"
+    base = {"web/app.py": app, "tests/test_app.py": tests}
+    head = {**base, "web/app.py": "class App:\n    def run(self):\n        return 1\n"}
+    assert review("test_impact", build_context(base, head)).findings == []
+    uses = tests.replace("App().run() == 1", "App().env == 'prod'")
+    base = {"web/app.py": app, "tests/test_app.py": uses}
+    assert rules(review("test_impact", build_context(base, {**base, "web/app.py": head["web/app.py"]}))) == [
+        "tests:removed-symbol"
+    ]
+
+
+def test_ruff_idioms_that_are_not_defects(build_context: Any) -> None:
+    idioms = (
+        "import ipaddress\n\n\ndef is_async(f):\n    return hasattr(getattr(f, '__call__', f), '__await__')\n\n\n"
+        "def is_ip(h):\n    try:\n        ipaddress.ip_address(h)\n    except Exception:\n        return False\n    return True\n\n\n"
+        "def close(sock):\n    try:\n        sock.close()\n    except Exception:\n        pass\n\n\n"
+        "def with_exc_info(exc, f):\n    try:\n        raise exc\n    except BaseException:\n        return f()\n"
+    )
+    assert review("code_quality", build_context({}, {"lib/idioms.py": idioms})).findings == []
+    swallowed = "def step(q, workers):\n    try:\n        q.get_nowait()\n        workers.kill()\n    except Exception:\n        pass\n"
+    assert rules(review("code_quality", build_context({}, {"lib/step.py": swallowed}))) == ["ruff:S110"]
+
+
+def test_a_signal_compared_with_a_module_constant_is_not_a_secret(build_context: Any) -> None:
+    code = "import signal\n\n\ndef on(sig):\n    if sig == signal.SIGTTIN:\n        return 1\n    return 0\n"
+    assert review("security", build_context({}, {"srv/arbiter.py": code})).findings == []
+    secret = "def check(sig, expected):\n    return sig == expected\n"
+    assert rules(review("security", build_context({}, {"srv/auth.py": secret}))) == ["python:timing-unsafe-compare"]
+
+
+def test_tls_verification_off_for_a_loopback_health_check_is_not_reported(build_context: Any) -> None:
+    health = "HEALTHCHECK CMD python -c \"import ssl; c=ssl.create_default_context(); c.verify_mode=ssl.CERT_NONE; c.wrap_socket(s).connect(('localhost', 8443))\"\n"
+    remote = "RUN curl -k https://downloads.example.com/tool.tgz -o /tmp/tool.tgz\n"
+    found = [
+        (f.path, f.rule)
+        for f in review("security", build_context({}, {"Dockerfile": health, "ci/Dockerfile": remote})).findings
+    ]
+    assert found == [("ci/Dockerfile", "patterns:tls-verify-disabled")]
