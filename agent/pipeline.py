@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
-from langgraph.checkpoint.postgres import PostgresSaver
 from opentelemetry import trace
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
@@ -53,6 +52,14 @@ def thread_id_for(request: ReviewRequest, review_id: int) -> str:
     return f"review:{review_id}"
 
 
+def _postgres_saver(conn: psycopg.Connection[Any]) -> Any:
+    """LangGraph's Postgres checkpointer, imported when a review is checkpointed: a local review
+    without a database (a CI job on every push) does not pay for loading it."""
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    return PostgresSaver(conn)
+
+
 def checkpointer_connection(dsn: str) -> psycopg.Connection[Any]:
     return psycopg.connect(dsn, autocommit=True, prepare_threshold=0, row_factory=dict_row)
 
@@ -60,7 +67,7 @@ def checkpointer_connection(dsn: str) -> psycopg.Connection[Any]:
 def setup_checkpointer(dsn: str) -> None:
     """Create LangGraph's checkpoint tables (idempotent); part of `reviewloop db upgrade`."""
     with checkpointer_connection(dsn) as conn:
-        PostgresSaver(conn).setup()
+        _postgres_saver(conn).setup()
 
 
 def run_review(
@@ -102,7 +109,7 @@ def run_review(
         try:
             if dsn is not None:
                 with checkpointer_connection(dsn) as conn:
-                    graph = build_review_graph(runtime, PostgresSaver(conn))
+                    graph = build_review_graph(runtime, _postgres_saver(conn))
                     state = _invoke_or_resume(graph, config, request, review_id)
             else:
                 state = build_review_graph(runtime).invoke(
@@ -189,7 +196,7 @@ def pending_review_id(dsn: str, runtime: Runtime, request: ReviewRequest) -> int
         return None
     config = {"configurable": {"thread_id": thread_id_for(request, 0)}}
     with checkpointer_connection(dsn) as conn:
-        snap = build_review_graph(runtime, PostgresSaver(conn)).get_state(config)
+        snap = build_review_graph(runtime, _postgres_saver(conn)).get_state(config)
     if snap.next and snap.values.get("review_id"):
         return int(snap.values["review_id"])
     return None
