@@ -103,6 +103,9 @@ class ReplayCase(BaseModel):
     review_budget: int | None = Field(
         default=None, ge=1, description="reviewer steps for the whole review (one file per step); None: no limit"
     )
+    # The project's (team's) feedback history at the time, as serving shows it in s1.
+    history: dict[str, float] = Field(default_factory=dict)  # path → accepted share
+    rule_votes: dict[str, tuple[int, int]] = Field(default_factory=dict)  # kind → (people up, people down)
 
     def snapshot(self) -> dict[str, Any]:
         """The snapshot mapping the dataset builder renders prompts from."""
@@ -113,6 +116,9 @@ class ReplayCase(BaseModel):
             "files": self.files,
             "config_text": self.config_text,
             "s1": self.s1,
+            "history": self.history,
+            "rule_votes": self.rule_votes,
+            "review_budget": self.review_budget,
         }
 
     def repo_config(self) -> RepoConfig:

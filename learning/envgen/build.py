@@ -14,8 +14,6 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from agent.diff import parse_unified_diff
-from agent.strategy import render_s1
 from learning.envgen.edits import apply_benign_edits
 from learning.envgen.plants import DECOYS, DEFECTS, Plant, PlantRole, PlantTemplate, labeled_line, plant
 from learning.envgen.profile import TeamProfile
@@ -132,15 +130,15 @@ def generate_mr(
         )  # fmt: skip
     diff = "".join(file_diff(path, old.splitlines(), new.splitlines()) for path, old, new in changed)
     title = rng.choice(_TITLES).format(pkg=package.name)
-    helpers = sorted(path for path, _ in plants)
-    description = "Docstrings, debug logging, renames and type hints across the package."
-    if helpers:
-        description = f"Adds small helpers in {', '.join(helpers)}. " + description
+    # The description says what every such change says; it names no file (a real one rarely lists
+    # where its risky lines are, and issue 24 found the old "Adds small helpers in …" naming them all).
+    description = "Docstrings, debug logging, renames, type hints and a few small helpers across the package."
     budget = max(1, round(config.budget_fraction * len(changed)))
-    s1 = render_s1(title=title, description=description, files=parse_unified_diff(diff))
+    history, rule_votes = profile.past_votes(list(files), rng)
+    # s1 is rendered by the environment with serving's one renderer, from these same fields.
     return ReplayCase(
-        case_id=case_id, title=title, description=description, diff=diff, files=files, s1=s1,
-        findings=findings, package=package.name, review_budget=budget,
+        case_id=case_id, title=title, description=description, diff=diff, files=files,
+        findings=findings, package=package.name, review_budget=budget, history=history, rule_votes=rule_votes,
     )  # fmt: skip
 
 

@@ -194,7 +194,11 @@ def test_a_profile_with_an_unknown_category_is_one_line(source_dir: Path, tmp_pa
 def test_cases_read_back_as_replay_cases(env_file: Path) -> None:
     first = json.loads(env_file.read_text().splitlines()[0])
     case = ReplayCase.model_validate(first)
-    assert case.s1 and f"title: {case.title}" in case.s1 and case.split == "train"
+    s1 = ReplayEnv().reset(case)  # rendered by serving's renderer, with the team's votes and the budget
+    assert f"title: {case.title}" in s1 and case.split == "train" and case.s1 is None
+    assert f"review budget: {case.review_budget} reviewer steps" in s1 and "team votes by kind" in s1
+    # the description names no changed file (issue 24: the old one listed every planted helper)
+    assert not any(path in case.description for path in case.files)
 
 
 @pytest.mark.slow
