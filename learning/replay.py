@@ -68,6 +68,9 @@ from reviewers.kernel.errors import ConfigError, TrainingError
 from reviewers.loop import plan_targets
 
 ReplaySplit = Literal["train", "eval"]
+# make-env's output format: 2 added teams' votes, the review budget in s1, false-alarm decoys and
+# defects out of test paths (issue 24). A file an older make-env wrote is refused, not half-read.
+ENVGEN_VERSION = 2
 LabeledAs = Literal["accepted", "rejected"]
 
 # --- cases -----------------------------------------------------------------------------------------
@@ -106,6 +109,8 @@ class ReplayCase(BaseModel):
     # The project's (team's) feedback history at the time, as serving shows it in s1.
     history: dict[str, float] = Field(default_factory=dict)  # path → accepted share
     rule_votes: dict[str, tuple[int, int]] = Field(default_factory=dict)  # kind → (people up, people down)
+    team: str | None = None  # the team profile a synthesised case was drawn with
+    envgen_version: int | None = None  # the make-env version that wrote a synthesised case
 
     def snapshot(self) -> dict[str, Any]:
         """The snapshot mapping the dataset builder renders prompts from."""
@@ -164,9 +169,15 @@ def read_jsonl_cases(path: Path) -> list[ReplayCase]:
         if not line.strip():
             continue
         try:
-            cases.append(ReplayCase.model_validate_json(line))
+            case = ReplayCase.model_validate_json(line)
         except ValidationError as exc:
             raise TrainingError(f"{path}:{number}: not a replay case: {_first_error(exc)}") from exc
+        if case.package is not None and case.envgen_version != ENVGEN_VERSION:
+            raise TrainingError(
+                f"{path}:{number}: written by an older make-env (version {case.envgen_version or 1}, this is "
+                f"{ENVGEN_VERSION}); rebuild it with `reviewloop dev make-env`"
+            )
+        cases.append(case)
     return cases
 
 
