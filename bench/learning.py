@@ -2,6 +2,7 @@
 
     python -m bench.learning [--out DIR] [--budget-minutes M] [--steps S] [--seeds K] ...
     python -m bench.learning --report-only DIR/results.json
+    python -m bench.learning --summary [--out DIR] [--headroom bench/learning_headroom.json]
 
 Merge requests come from learning/envgen over the Python packages installed beside this interpreter;
 the held-out ones are from packages no training merge request touches. Every stage is a LoRA
@@ -136,6 +137,7 @@ class Bench:
         held_pk = sorted({x.package or "" for x in self.heldout})
         if set(train_pk) & set(held_pk):
             raise SystemExit("envgen split leaked a package into both splits")
+        self.results["held_out_case_ids"] = [x.case_id for x in self.heldout]
         self.results["heldout"] = {
             "cases": len(self.heldout), "packages": held_pk,
             "train_cases": len(self.train), "train_packages": len(train_pk),
@@ -411,7 +413,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--n-mrs", type=int, default=BenchConfig.n_mrs)
     parser.add_argument("--sft-cases", type=int, default=BenchConfig.sft_cases)
     parser.add_argument("--ablations", default=",".join(BenchConfig.ablations))
+    parser.add_argument("--summary", action="store_true", help="print one JSON line from the recorded results")
+    parser.add_argument("--headroom", type=Path, default=ROOT / "bench" / "learning_headroom.json")
     args = parser.parse_args(argv)
+    if args.summary:
+        from bench.learning_summary import summary_line
+        from reviewers.kernel.errors import ReviewloopError
+
+        try:
+            print(summary_line(args.headroom, args.out / "results.json"))
+        except ReviewloopError as exc:
+            raise SystemExit(f"bench.learning: {exc}") from None
+        return
     if args.report_only is not None:
         report(args.report_only, results_md=args.results_md, png=args.png)
         return

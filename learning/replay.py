@@ -330,13 +330,32 @@ class ReplayEnv:
             z = z.model_copy(
                 update={"plan": [p.model_copy(update={"step_budget": min(p.step_budget, cap)}) for p in z.plan]}
             )
-        visits: tuple[tuple[str, str], ...] = ()
         if llm is None:
-            results, visits = self._visit_plan(case, z)
-            charged = len(visits)
-        else:
-            results = self._run_plan(case, z, context, llm, render_review_prefix(context))
-            charged = sum(1 for r in results for s in r.steps if s.tool != "run_analyzer")
+            execution = self.execute_visits(case, self.plan_visits(case, z))
+            return Execution(
+                strategy=z,
+                results=execution.results,
+                verified=execution.verified,
+                added_by_safety_net=added,
+                visits=execution.visits,
+                charged=execution.charged,
+            )
+        results = self._run_plan(case, z, context, llm, render_review_prefix(context))
+        charged = sum(1 for r in results for s in r.steps if s.tool != "run_analyzer")
+        return self._verified(case, z, results, added=added, visits=(), charged=charged)
+
+    def _verified(
+        self,
+        case: ReplayCase,
+        z: Strategy,
+        results: tuple[ReviewerResult, ...],
+        *,
+        added: tuple[str, ...],
+        visits: tuple[tuple[str, str], ...],
+        charged: int,
+    ) -> Execution:
+        ready = self._prepare(case)
+        context = ready.context
         found = [f for r in results for f in r.findings if not below_min_severity(f, context.config.min_severity)]
         if self.config.verify:
             verified = verify_findings(found, VerifierInputs(workspace=context.workspace, diff_index=ready.diff_index))
@@ -351,23 +370,36 @@ class ReplayEnv:
             charged=charged,
         )
 
-    def _visit_plan(
-        self, case: ReplayCase, z: Strategy
-    ) -> tuple[tuple[ReviewerResult, ...], tuple[tuple[str, str], ...]]:
-        """The plan's visits in order under the item budgets and the case's shared `review_budget`;
-        each reviewer's result keeps only its visited files' steps and findings."""
+    def readable(self, case: ReplayCase, reviewer: str) -> list[str]:
+        """The changed files the reviewer reads in full, in diff order: what its steps can visit."""
+        return [s.paths[0] for s in self.static_result(case, reviewer).steps if s.paths]
+
+    def plan_visits(self, case: ReplayCase, z: Strategy) -> tuple[tuple[str, str], ...]:
+        """The (reviewer, file) items z's steps visit, in order, under the item budgets and the case's
+        shared `review_budget` (first come, first served)."""
         left = case.review_budget
-        results: list[ReviewerResult] = []
         visits: list[tuple[str, str]] = []
         for item in z.plan:
             if left is not None and left < 1:
                 break
-            static = self.static_result(case, item.reviewer)
-            readable = [s.paths[0] for s in static.steps if s.paths]
-            targets, _ = plan_targets(item, readable)
+            targets, _ = plan_targets(item, self.readable(case, item.reviewer))
             allowed = item.step_budget if left is None else min(item.step_budget, left)
             seen = [p for p in targets if (item.reviewer, p) not in visits][:allowed]
             visits += [(item.reviewer, p) for p in seen]
+            if left is not None:
+                left -= len(seen)
+        return tuple(visits)
+
+    def execute_visits(self, case: ReplayCase, visits: Sequence[tuple[str, str]]) -> Execution:
+        """The fixed executor on explicit visits (each a step): each visited reviewer's result keeps only
+        its visited files' steps and findings, then the verifier. The strategy recorded is the visits as
+        a plan (one item per reviewer, focus paths in visit order)."""
+        order = list(dict.fromkeys(r for r, _ in visits))
+        results: list[ReviewerResult] = []
+        plan: list[PlanItem] = []
+        for reviewer in order:
+            seen = [p for r, p in visits if r == reviewer]
+            static = self.static_result(case, reviewer)
             results.append(
                 static.model_copy(
                     update={
@@ -376,9 +408,9 @@ class ReplayEnv:
                     }
                 )
             )
-            if left is not None:
-                left -= len(seen)
-        return tuple(results), tuple(visits)
+            plan.append(PlanItem(reviewer=reviewer, focus_paths=seen, step_budget=max(1, len(seen))))  # type: ignore[arg-type]
+        z = Strategy(change_type="mixed", plan=plan)
+        return self._verified(case, z, tuple(results), added=(), visits=tuple(visits), charged=len(visits))
 
     def _run_plan(
         self, case: ReplayCase, z: Strategy, context: ReviewContext, llm: LLMPort, prefix: str
