@@ -27,10 +27,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
 from agent.risk import change_signals
-from agent.strategy import mandatory_reviewers, rule_based_strategy
+from agent.strategy import Strategy, mandatory_reviewers, rule_based_strategy
 from learning.replay import Execution, ReplayCase, ReplayEnv
 from learning.replay_reward import ReplayRewardConfig, reward_breakdown
-from reviewers.kernel.contracts import FileChange
+from reviewers.kernel.contracts import FileChange, PlanItem
 
 Visit = tuple[str, str]
 FILE_ORDERS = ("diff", "largest", "risk")
@@ -309,4 +309,59 @@ def summarise(rows: Sequence[MRRow], *, gap_threshold: float = 0.05, seed: int =
             "max_additivity_error": max(r.additivity_error for r in part),
         }
     out["splits"] = splits
+    return out
+
+
+# --- training data from the table: SFT on the oracle plan, DPO oracle vs. worst -----------------------
+
+
+def strategy_of(visits: Sequence[Visit], *, change_type: str) -> Strategy:
+    """The decisions-only strategy whose execution is exactly `visits` (one item per reviewer, focus
+    paths in visit order, a step budget of as many files): what a model is trained to write."""
+    plan: list[PlanItem] = []
+    for reviewer in dict.fromkeys(r for r, _ in visits):
+        paths = [p for r, p in visits if r == reviewer]
+        plan.append(PlanItem(reviewer=reviewer, focus_paths=paths, step_budget=len(paths)))  # type: ignore[arg-type]
+    return Strategy(change_type=change_type, plan=plan)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class PlanExample:
+    """One training MR's prompt, its oracle plan and its worst plan seen (with their rewards)."""
+
+    case_id: str
+    s1: str
+    best: Strategy
+    best_reward: float
+    worst: Strategy
+    worst_reward: float
+
+
+def plan_examples(
+    env: ReplayEnv, cases: Sequence[ReplayCase], config: ReplayRewardConfig, *, random_plans: int = 32, seed: int = 0
+) -> list[PlanExample]:
+    """SFT targets (the oracle plan) and DPO pairs (oracle vs. the worst of the random and fixed-rule
+    plans) for each case, prompted with the one renderer (`ReplayEnv.reset`). Cases where the two
+    earn the same carry no preference and are left out."""
+    out = []
+    for case in cases:
+        table = case_table(env, case, config)
+        change_type = rule_based_strategy(env.files(case), case.repo_config(), case.history).change_type
+        best = oracle_visits(table)
+        rng = random.Random(f"{seed}:{case.case_id}")
+        candidates = [random_visits(table, rng) for _ in range(random_plans)]
+        candidates += [r.visits(table) for r in fixed_rules(case.repo_config().reviewers)]
+        worst = min(candidates, key=lambda v: (table.total(v).reward, len(v)))
+        best_reward, worst_reward = table.total(best).reward, table.total(worst).reward
+        if best_reward > worst_reward:
+            out.append(
+                PlanExample(
+                    case.case_id,
+                    env.reset(case),
+                    strategy_of(best, change_type=change_type),
+                    best_reward,
+                    strategy_of(worst, change_type=change_type),
+                    worst_reward,
+                )  # fmt: skip
+            )
     return out

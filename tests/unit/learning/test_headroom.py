@@ -6,6 +6,7 @@ import random
 
 import pytest
 
+from agent.strategy import Strategy
 from learning.headroom import (
     MRRow,
     Outcome,
@@ -13,11 +14,12 @@ from learning.headroom import (
     fixed_rules,
     mr_row,
     oracle_visits,
+    plan_examples,
     random_visits,
     summarise,
 )
 from learning.replay import ReplayEnv
-from learning.replay_reward import ReplayRewardConfig
+from learning.replay_reward import ReplayRewardConfig, reward
 from tests.unit.strata.test_replay_env import hand_case
 
 CONFIG = ReplayRewardConfig()
@@ -69,3 +71,19 @@ def test_summary_shares_and_paired_gap_by_hand() -> None:
     assert held["oracle_minus_rule"]["mean"] == pytest.approx(0.17)
     assert held["oracle_minus_rule"]["p"] == 0.5  # two MRs, both positive: 2 of 4 patterns
     assert held["means"]["oracle"]["reward"] == pytest.approx(0.27)
+
+
+def test_oracle_plans_become_sft_targets_and_dpo_pairs_that_execute_as_tabulated() -> None:
+    env = ReplayEnv()
+    case = hand_case().model_copy(update={"review_budget": 2})
+    [example] = plan_examples(env, [case], CONFIG, random_plans=16)
+    assert example.s1 == env.reset(case)  # the one renderer
+    assert env.plan_visits(case, example.best) == (("security", "src/a.js"),)
+    assert example.best_reward == pytest.approx(0.85)
+    best = env.execute(case, example.best)
+    assert not best.added_by_safety_net and reward(best, case, CONFIG) == pytest.approx(0.85)
+    # the worst plan seen spends both steps and posts the rejected YAML finding
+    assert ("security", "src/b.js") in env.plan_visits(case, example.worst)
+    assert reward(env.execute(case, example.worst), case, CONFIG) == pytest.approx(example.worst_reward)
+    assert example.worst_reward < -1.0
+    assert Strategy.model_validate_json(example.best.to_json()) == example.best
