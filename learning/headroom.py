@@ -271,6 +271,21 @@ def reference(row: MRRow, name: str, fixed: str) -> Outcome:
     return row.fixed[fixed] if name == "best_fixed" else getattr(row, name)  # type: ignore[no-any-return]
 
 
+# z(0.975) + z(0.8): a paired two-sided test at α = 0.05 with 80 % power.
+_Z_SUM = 1.959964 + 0.841621
+
+
+def _power(diffs: Sequence[float]) -> dict[str, float]:
+    """With the per-MR sd of oracle − rule as the stand-in for a stage's paired sd: the smallest mean
+    difference a paired test on these MRs detects, and the MRs needed to detect 0.3 × the gap."""
+    n = len(diffs)
+    mean = sum(diffs) / n
+    sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (n - 1)) if n > 1 else 0.0
+    target = 0.3 * mean
+    needed = math.ceil((_Z_SUM * sd / target) ** 2) if target > 0 else float("inf")
+    return {"paired_sd": sd, "detectable_difference": _Z_SUM * sd / math.sqrt(n), "mrs_for_0_3_gap": needed}
+
+
 def summarise(rows: Sequence[MRRow], *, gap_threshold: float = 0.05, seed: int = 0) -> dict[str, object]:
     """Per split: each reference's mean reward and parts, oracle − rule paired (bootstrap interval,
     sign-flip p), the share of MRs whose oracle − rule gap exceeds `gap_threshold`, and how the gap
@@ -307,6 +322,7 @@ def summarise(rows: Sequence[MRRow], *, gap_threshold: float = 0.05, seed: int =
                 "fewer_steps": means["rule"]["step_cost"] - means["oracle"]["step_cost"],
             },
             "max_additivity_error": max(r.additivity_error for r in part),
+            "power": _power([r.oracle.reward - r.rule.reward for r in part]),
         }
     out["splits"] = splits
     return out
