@@ -17,6 +17,7 @@ import argparse
 import json
 import sysconfig
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -114,12 +115,30 @@ def main(argv: list[str] | None = None) -> int:
         f"[{held['oracle_minus_rule']['lo']:+.3f}, {held['oracle_minus_rule']['hi']:+.3f}]; "
         f"{held['share_gap_over_threshold']:.0%} of MRs with a gap > 0.05"
     )
+    args.out.with_suffix(".md").write_text(section, encoding="utf-8")
     if not args.no_record:
-        from bench.results_file import record_run
-
-        title = "Learning headroom before training (rule, random, oracle, best fixed rule)"
-        record_run(name="learning-headroom", title=title, headline=headline, section=section)
+        record(section, headline)
     return 0
+
+
+def record(section: str, headline: str) -> None:
+    """Record the run with `bench.results_file.record_run` — once bench/latest.json exists. Before the
+    results file is migrated to it, rebuilding RESULTS.md from a latest.json holding this run alone
+    would drop every other benchmark's figures, so the section is appended to RESULTS.md as the
+    older benchmarks' sections are (`python -m bench.results_file add learning-headroom --section
+    bench/learning_headroom.md` registers it after the migration)."""
+    from bench.report import git_commit
+    from bench.results_file import LATEST, RESULTS, record_run, this_machine
+
+    title = "Learning headroom before training (rule, random, oracle, best fixed rule)"
+    if LATEST.is_file() or not RESULTS.is_file():
+        record_run(name="learning-headroom", title=title, headline=headline, section=section)
+        return
+    when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    heading = f"## {title}, {when} · commit {git_commit(ROOT)} · {this_machine()}"
+    body = section.split("\n", 1)[1] if section.startswith("## ") else section
+    text = RESULTS.read_text(encoding="utf-8").rstrip("\n")
+    RESULTS.write_text(f"{text}\n\n{heading}\n\n**{headline}**\n{body}", encoding="utf-8")
 
 
 if __name__ == "__main__":
