@@ -101,7 +101,12 @@ def main(argv: list[str] | None = None) -> int:
     seconds = time.monotonic() - started
     args.out.write_text(
         json.dumps(
-            {"summary": summary, "config": vars(config), "packages": packages, "rows": [r.as_dict() for r in rows]},
+            {
+                "summary": summary,
+                "config": vars(config),
+                "packages": packages,
+                "rows": [r.as_dict(fixed=[str(summary["best_fixed_rule"])]) for r in rows],
+            },
             indent=1,
         )
         + "\n",

@@ -210,11 +210,13 @@ class MRRow:
     fixed: dict[str, Outcome]
     additivity_error: float  # |Σ visit values − exact reward| of the oracle plan
 
-    def as_dict(self) -> dict[str, object]:
+    def as_dict(self, *, fixed: Sequence[str] | None = None) -> dict[str, object]:
+        """As JSON; `fixed` limits the fixed rules kept (the file stays small with the chosen one only)."""
+        kept = self.fixed if fixed is None else {k: self.fixed[k] for k in fixed}
         return {
             "case_id": self.case_id, "split": self.split, "team": self.team,
             "rule": asdict(self.rule), "random": asdict(self.random), "oracle": asdict(self.oracle),
-            "fixed": {k: asdict(v) for k, v in self.fixed.items()}, "additivity_error": self.additivity_error,
+            "fixed": {k: asdict(v) for k, v in kept.items()}, "additivity_error": self.additivity_error,
         }  # fmt: skip
 
 
