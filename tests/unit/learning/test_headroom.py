@@ -87,3 +87,19 @@ def test_oracle_plans_become_sft_targets_and_dpo_pairs_that_execute_as_tabulated
     assert reward(env.execute(case, example.worst), case, CONFIG) == pytest.approx(example.worst_reward)
     assert example.worst_reward < -1.0
     assert Strategy.model_validate_json(example.best.to_json()) == example.best
+
+
+def test_the_oracle_plan_is_one_the_decoding_schema_admits() -> None:
+    """SFT targets must be writable under the per-MR decisions-only grammar RL and serving decode with."""
+    import json
+
+    import jsonschema
+
+    from learning.strata.constrained import case_schema
+
+    env = ReplayEnv()
+    case = hand_case().model_copy(update={"review_budget": 2})
+    [example] = plan_examples(env, [case], CONFIG, random_plans=16)
+    schema = case_schema(case, env, decisions_only=True)
+    jsonschema.validate(json.loads(example.best.to_json()), schema)
+    jsonschema.validate(json.loads(example.worst.to_json()), schema)
