@@ -122,22 +122,22 @@ def main(argv: list[str] | None = None) -> int:
     )
     args.out.with_suffix(".md").write_text(section, encoding="utf-8")
     if not args.no_record:
-        record(section, headline)
+        title = "Learning headroom before training (rule, random, oracle, best fixed rule)"
+        record(section, headline, name="learning-headroom", title=title)
     return 0
 
 
-def record(section: str, headline: str) -> None:
+def record(section: str, headline: str, *, name: str, title: str) -> None:
     """Record the run with `bench.results_file.record_run` — once bench/latest.json exists. Before the
     results file is migrated to it, rebuilding RESULTS.md from a latest.json holding this run alone
     would drop every other benchmark's figures, so the section is appended to RESULTS.md as the
-    older benchmarks' sections are (`python -m bench.results_file add learning-headroom --section
-    bench/learning_headroom.md` registers it after the migration)."""
+    older benchmarks' sections are (`python -m bench.results_file add NAME --section FILE` registers
+    it after the migration)."""
     from bench.report import git_commit
     from bench.results_file import LATEST, RESULTS, record_run, this_machine
 
-    title = "Learning headroom before training (rule, random, oracle, best fixed rule)"
     if LATEST.is_file() or not RESULTS.is_file():
-        record_run(name="learning-headroom", title=title, headline=headline, section=section)
+        record_run(name=name, title=title, headline=headline, section=section)
         return
     when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     heading = f"## {title}, {when} · commit {git_commit(ROOT)} · {this_machine()}"
