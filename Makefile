@@ -17,7 +17,7 @@ SEMGREP_PACKAGE := semgrep==1.185.0
 # pytest-xdist workers for `make test`; whole files go to one worker (fixtures stay per file).
 PYTEST_WORKERS ?= 2
 
-.PHONY: setup chromium run test lint typecheck pytest bench bench-learning clean
+.PHONY: setup chromium run test lint typecheck pytest bench bench-learning bench-headroom clean
 
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PY) -m venv $(VENV)
@@ -62,7 +62,13 @@ bench: $(STAMP)
 # bench/RESULTS.md and draws bench/learning_reward.png. `python -m bench.learning --report-only
 # .data/bench-learning/results.json` re-renders both from a run's saved numbers.
 bench-learning: $(STAMP)
+	$(BIN)/python -m bench.headroom
 	$(BIN)/python -m bench.learning
+	$(BIN)/python -m bench.learning --summary
+
+# The headroom alone (rule, random, oracle, best fixed rule; no model): a few minutes of CPU.
+bench-headroom: $(STAMP)
+	$(BIN)/python -m bench.headroom
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache

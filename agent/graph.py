@@ -27,10 +27,10 @@ from agent.strategy import (
     Strategy,
     StrategySource,
     generate_strategy,
-    render_s1,
     rule_based_strategy,
     with_analyzer_coverage,
 )
+from agent.strategy_prompt import render_s1
 from agent.verifier import VerifiedFinding, VerifierInputs, below_min_severity, verify_findings
 from reviewers.kernel.contracts import (
     Finding,
@@ -92,7 +92,7 @@ class ReviewRuntime(Protocol):
 
     def history(self, context: ReviewContext) -> Mapping[str, float]: ...
 
-    def diff_overview(self, context: ReviewContext) -> str: ...
+    def rule_votes(self, context: ReviewContext) -> Mapping[str, tuple[int, int]]: ...
 
     def strategy_llm(self) -> StrategyModel: ...
 
@@ -156,17 +156,10 @@ def build_review_graph(runtime: ReviewRuntime, checkpointer: BaseCheckpointSaver
         with tracer.start_as_current_span("strategy", attributes=span_attrs(state)) as span:
             review_id = state["review_id"]
             context = runtime.context(review_id, state["request"], state["snapshot"])
-            s1 = render_s1(
-                title=context.title,
-                description=context.description,
-                files=context.files,
-                config=context.config,
-                history=runtime.history(context),
-                diff_overview=runtime.diff_overview(context),
-            )
+            history = runtime.history(context)
+            s1 = serving_s1(runtime, context, history=history)
             writer = runtime.strategy_llm()
             llm, version_id = writer.llm, writer.version_id
-            history = runtime.history(context)
             z, source, note = generate_strategy(
                 llm,
                 s1=s1,
@@ -298,6 +291,25 @@ def build_review_graph(runtime: ReviewRuntime, checkpointer: BaseCheckpointSaver
     graph.add_edge("verifier", "reporter")
     graph.add_edge("reporter", END)
     return graph.compile(checkpointer=checkpointer)
+
+
+class HistorySource(Protocol):
+    def history(self, context: ReviewContext) -> Mapping[str, float]: ...
+
+    def rule_votes(self, context: ReviewContext) -> Mapping[str, tuple[int, int]]: ...
+
+
+def serving_s1(runtime: HistorySource, context: ReviewContext, *, history: Mapping[str, float] | None = None) -> str:
+    """The strategy prompt serving renders (the strategy node and the shadows): the one renderer, fed
+    the project's feedback history. Serving sets no review-wide budget."""
+    return render_s1(
+        title=context.title,
+        description=context.description,
+        files=context.files,
+        config=context.config,
+        history=runtime.history(context) if history is None else history,
+        rule_votes=runtime.rule_votes(context),
+    )
 
 
 def unplanned_analyzers(z: Strategy, already: Sequence[PlanItem], context: ReviewContext) -> list[PlanItem]:

@@ -20,10 +20,10 @@ from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
 from agent.context import ReviewRequest, Snapshot
-from agent.graph import build_review_graph
+from agent.graph import build_review_graph, serving_s1
 from agent.runtime import Runtime, verdict_counts
 from agent.store import reviews as store_reviews
-from agent.strategy import Strategy, render_s1
+from agent.strategy import Strategy
 from agent.verifier import VerifiedFinding
 from reviewers.kernel.contracts import NotReviewed, ReviewerResult, merge_not_reviewed
 from reviewers.kernel.errors import StoreError
@@ -150,13 +150,7 @@ def _run_shadows(runtime: Runtime, pool: ConnectionPool[Any], request: ReviewReq
     context, index = runtime.context_and_index(
         outcome.review_id, request.model_dump(mode="json"), outcome.snapshot.model_dump(mode="json")
     )
-    s1 = render_s1(
-        title=context.title,
-        description=context.description,
-        files=context.files,
-        config=context.config,
-        diff_overview=runtime.diff_overview(context),
-    )
+    s1 = serving_s1(runtime, context)  # the same s1 the strategy node rendered for this review
     llm = runtime.strategy_llm().llm
     run_shadow_reviews(
         pool,

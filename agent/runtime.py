@@ -12,7 +12,7 @@ from typing import Any
 from psycopg_pool import ConnectionPool
 
 from agent.context import ReviewRequest, Snapshot, build_context
-from agent.diff import DiffIndex, parse_unified_diff, render_diff_overview
+from agent.diff import DiffIndex, parse_unified_diff
 from agent.embeddings import Embedder
 from agent.gitrepo import open_repository
 from agent.graph import ReviewState
@@ -20,7 +20,7 @@ from agent.loaders import load_diff, load_local, load_replay
 from agent.store import rejections as store_rejections
 from agent.store import reviews as store_reviews
 from agent.store import snapshots as store_snapshots
-from agent.strategy import S1_DIFF_OVERVIEW_LINES, Strategy, StrategySource
+from agent.strategy import Strategy, StrategySource
 from agent.strategy_model import StrategyModel, StrategyModelSource
 from agent.verdicts.feedback import PeopleVotes
 from agent.verifier import VerifiedFinding, VerifierInputs
@@ -181,8 +181,12 @@ class Runtime:
             self.pool, project=context.project, paths=[f.path for f in context.files]
         )
 
-    def diff_overview(self, context: ReviewContext) -> str:
-        return render_diff_overview(context.files, max_lines=S1_DIFF_OVERVIEW_LINES)
+    def rule_votes(self, context: ReviewContext) -> Mapping[str, tuple[int, int]]:
+        """The project's votes by rule, (people up, people down): the strategy prompt's team history."""
+        if self.pool is None or not context.project:
+            return {}
+        by_rule, _ = store_rejections.people_by_rule_and_path(self.pool, project=context.project)
+        return {rule: (up, down) for rule, (down, up) in by_rule.items() if rule}
 
     # --- stages --------------------------------------------------------------------------------
 

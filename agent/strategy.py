@@ -22,11 +22,9 @@ from reviewers.kernel.contracts import (
     PlanItem,
     RepoConfig,
     ReviewerName,
-    render_files_overview,
 )
 from reviewers.kernel.errors import LLMError
 from reviewers.paths import CODE_LANGUAGES, CONFIG_LANGUAGES, DOC_LANGUAGES, is_test_path
-from reviewers.prompts import untrusted
 
 ChangeType = Literal["feature", "bugfix", "refactor", "docs", "tests", "config", "dependency", "mixed"]
 MAX_RISK_AREAS = 5
@@ -75,50 +73,7 @@ class Strategy(BaseModel):
         return json.dumps(self.model_dump(mode="json"), separators=(",", ":"), ensure_ascii=False)
 
 
-# --- s1: what the strategy model sees -----------------------------------------------------------
-
-S1_MAX_FILES = 80  # beyond this the overview lists counts per directory instead of files
-S1_DIFF_OVERVIEW_LINES = 60  # keeps s1 within a small model's context next to the system prompt
-TEXT_LIMIT = 1200
-
-
-def _clip(text: str, limit: int) -> str:
-    text = text.strip()
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def render_s1(
-    *,
-    title: str,
-    description: str,
-    files: Sequence[FileChange],
-    config: RepoConfig | None = None,
-    history: Mapping[str, float] | None = None,
-    diff_overview: str = "",
-) -> str:
-    """Render the state s1 the strategy is conditioned on: compact, deterministic, no secrets added.
-
-    The merge request's own words (title, description, diff) are fenced as data: text in the change
-    that says "plan nothing" must not plan the review.
-    """
-    mr_text = f"title: {_clip(title, 200)}\ndescription: {_clip(description, TEXT_LIMIT) or '(none)'}"
-    parts = [untrusted("merge request", mr_text)]
-    parts.append(f"files ({len(files)}, +{sum(f.additions for f in files)} -{sum(f.deletions for f in files)}):")
-    parts.append(render_files_overview(files, limit=S1_MAX_FILES))
-    if config is not None:
-        enabled = ", ".join(config.reviewers)
-        parts.append(f"config: reviewers {enabled}; min severity {config.min_severity}")
-        if config.layers:
-            rules = "; ".join(f"{lr.name} may import {', '.join(lr.may_import) or 'nothing'}" for lr in config.layers)
-            parts.append(f"layers: {rules}")
-    if history:
-        hist = ", ".join(f"{p} {rate:.0%}" for p, rate in sorted(history.items())[:10])
-        parts.append(f"accepted-rate history: {hist}")
-    if diff_overview:
-        overview = "\n".join(diff_overview.splitlines()[:S1_DIFF_OVERVIEW_LINES])
-        parts.append(untrusted("diff overview", overview))
-    return "\n".join(parts)
-
+# --- s1: what the strategy model sees (rendered by `agent.strategy_prompt`, the one renderer) ------
 
 STRATEGY_SYSTEM_PROMPT = (
     "You plan code reviews. Given a merge request, answer with one JSON object: "

@@ -2,6 +2,7 @@
 
     python -m bench.learning [--out DIR] [--budget-minutes M] [--steps S] [--seeds K] ...
     python -m bench.learning --report-only DIR/results.json
+    python -m bench.learning --summary [--out DIR] [--headroom bench/learning_headroom.json]
 
 Merge requests come from learning/envgen over the Python packages installed beside this interpreter;
 the held-out ones are from packages no training merge request touches. Every stage is a LoRA
@@ -10,11 +11,9 @@ the held-out MRs greedily and by sampling, with strategies decoded under each MR
 schema (one reviewer, or security first and one more on a code change; focus paths in order;
 learning/strata/constrained.py):
 
-- SFT: rejection sampling on the training split: K constrained samples of the base model per MR,
-  replayed; the best of each MR (where they differ) is the target. The replay labels are the team
-  profile's votes on the planted findings; the votes → feedback → dataset path (learning/envgen/votes.py)
-  needs a full pipeline run per MR in Postgres, which the CPU budget here does not hold.
-- DPO: (best, worst) of the same samples, on top of the SFT adapter (learning/strata/preference.py).
+- SFT: each training MR's oracle plan (the best valid plan, from the cached visit table of
+  learning/headroom.py), prompted with the one strategy-prompt renderer serving uses.
+- DPO: (oracle, worst plan seen) per MR, on top of the SFT adapter (learning/strata/preference.py).
 - RL: StraTA from the DPO adapter, several seeds; ablations at equal compute; seed 0 runs on to 3× the
   steps as the collapse watch (reward std, entropy, gradient-norm spikes). Its first S steps are exactly
   a S-step run (the schedule does not depend on the step count), so its step-S evaluation is seed 0.
@@ -40,8 +39,7 @@ from typing import Any
 
 from bench.learning_report import append_results, plot_rewards, render_markdown
 from bench.report import git_commit
-from learning.envgen.build import EnvGenConfig, make_env
-from learning.envgen.profile import TeamProfile
+from learning.envgen.build import EnvGenConfig, make_env, seeded_profiles
 from learning.envgen.sources import discover_packages
 from learning.gate import parse_strategy
 from learning.replay import ReplayCase, read_jsonl_cases, write_jsonl_cases
@@ -60,18 +58,14 @@ LORA_LAST_LAYERS = 4  # LoRA on the last layers only: backward stops there (CPU 
 
 @dataclass(frozen=True)
 class BenchConfig:
-    n_mrs: int = 64
-    heldout_fraction: float = 0.32  # 20 held-out merge requests
-    min_files: int = 5
-    max_files: int = 7
-    budget_fraction: float = 0.34
-    profile_seed: int = 0
+    # envgen's defaults (10–16 files, 0–3 defects and decoys, budget 30 %, 10 seeded teams), the same
+    # environment `python -m bench.headroom` measures: 240 MRs, 72 held out from unseen packages.
+    n_mrs: int = 240
     env_seed: int = 0
-    sft_cases: int = 8
-    sft_samples: int = 4
+    sft_cases: int = 168  # every training MR: its oracle plan is read from the cached table, not sampled
     sft_steps: int = 6
     dpo_steps: int = 3
-    rl_steps: int = 4
+    rl_steps: int = 30  # issue 24: at least 30 steps of 4 MRs each
     plans_per_mr: int = 4  # N: with 2, most groups had no reward spread and were skipped (run of a4f0009)
     seeds: int = 3
     ablations: tuple[str, ...] = ("no_fps", "no_filter", "no_judge", "plain_mean")
@@ -95,7 +89,7 @@ class Bench:
         self.started = time.monotonic()
         self.env = CachedReplayEnv()
         self.reward_config = ReplayRewardConfig()
-        self.profile = TeamProfile.sample(config.profile_seed)
+        self.profiles = {t.name: t for t in seeded_profiles(EnvGenConfig(n=config.n_mrs, seed=config.env_seed))}
         self.policy_config = PolicyConfig(device="cpu", lora_target_modules=lora_targets(base_model, LORA_LAST_LAYERS))
         self.results: dict[str, Any] = {"stages": {}, "curves": {}, "ablations": {}, "rl_logs": {}, "notes": []}
         self.train: list[ReplayCase] = []
@@ -123,12 +117,9 @@ class Bench:
             cases = read_jsonl_cases(cached)
         else:
             source = Path(sysconfig.get_paths()["purelib"])
-            packages = discover_packages(source, min_files=c.min_files)
-            env_config = EnvGenConfig(
-                n=c.n_mrs, heldout_fraction=c.heldout_fraction, min_files=c.min_files, max_files=c.max_files,
-                max_defects=2, max_decoys=2, budget_fraction=c.budget_fraction, seed=c.env_seed,
-            )  # fmt: skip
-            cases = make_env(packages, env_config, self.profile)
+            env_config = EnvGenConfig(n=c.n_mrs, seed=c.env_seed)
+            packages = discover_packages(source, min_files=env_config.min_files)
+            cases = make_env(packages, env_config)
             write_jsonl_cases(cached, cases)
         self.train = [x for x in cases if x.split == "train"]
         self.heldout = [x for x in cases if x.split == "eval"]
@@ -136,6 +127,7 @@ class Bench:
         held_pk = sorted({x.package or "" for x in self.heldout})
         if set(train_pk) & set(held_pk):
             raise SystemExit("envgen split leaked a package into both splits")
+        self.results["held_out_case_ids"] = [x.case_id for x in self.heldout]
         self.results["heldout"] = {
             "cases": len(self.heldout), "packages": held_pk,
             "train_cases": len(self.train), "train_packages": len(train_pk),
@@ -174,7 +166,8 @@ class Bench:
         value = reward(execution, case, self.reward_config) if valid else INVALID_REWARD
         result, labels = match_labeled(execution.findings, case)
         matched = [labels[id(expected)] for _, expected in result.true_positives]
-        votes = [self.profile.vote_on(f) for f in execution.findings]
+        team = self.profiles[case.team or ""]
+        votes = [team.vote_on(f) for f in execution.findings]
         return {
             "reward": value,
             "found": sum(1 for f in matched if not f.kind.startswith("decoy:")),
@@ -206,35 +199,30 @@ class Bench:
     def load(self, adapter: Path | None = None) -> StrategyPolicy:
         return StrategyPolicy.load(self.base_model, adapter=adapter, config=self.policy_config)
 
-    def replay_samples(self, policy: StrategyPolicy) -> list[tuple[ReplayCase, list[tuple[list[int], float]]]]:
-        """K constrained samples of each of `sft_cases` training MRs, with their rewards."""
-        c = self.config
-        cases = random.Random(0).sample(self.train, min(c.sft_cases, len(self.train)))
-        rows = self.generate(policy, cases, n=c.sft_samples, temperature=1.0, seed=1)
-        return [
-            (x, [(ids, self.outcome(x, policy.decode(ids))["reward"]) for ids in samples])
-            for x, samples in zip(cases, rows, strict=True)
-        ]
-
     def sft_and_dpo(self, policy: StrategyPolicy) -> Path:
+        """SFT on each sampled training MR's oracle plan, then DPO oracle vs. the worst plan seen, both
+        read from the cached visit table (learning/headroom.py), not from the base model's samples."""
+        from learning.headroom import plan_examples
         from learning.strata.preference import DPOLoopConfig, PreferencePair, train_dpo_pairs
         from learning.strata.warm_start import WarmStartConfig, warm_start
 
-        samples = self.replay_samples(policy)
-        informative = [(x, s) for x, s in samples if max(r for _, r in s) > min(r for _, r in s)]
-        examples = [(self.env.reset(x), policy.decode(max(s, key=lambda p: p[1])[0])) for x, s in informative]
-        self.results["sft_data"] = {"cases": len(samples), "informative": len(informative)}
-        self.log(f"SFT data: {len(informative)} of {len(samples)} training MRs had samples that differ")
+        cases = random.Random(0).sample(self.train, min(self.config.sft_cases, len(self.train)))
+        data = plan_examples(self.env, cases, self.reward_config)
+        examples = [(x.s1, x.best.to_json()) for x in data]
+        self.results["sft_data"] = {"cases": len(cases), "informative": len(data)}
+        self.log(f"SFT data: {len(data)} of {len(cases)} training MRs have a best plan better than their worst")
         if not examples:
-            self.results["notes"].append("SFT and DPO had no data: every sample of every training MR scored the same.")
+            self.results["notes"].append("SFT and DPO had no data: every plan of every training MR scored the same.")
             return self.save_adapter(policy, "sft")
         warm_start(policy, examples, WarmStartConfig(steps=self.config.sft_steps, batch_size=4, learning_rate=2e-3))
         sft_dir = self.save_adapter(policy, "sft")
         self.record("sft", policy)
-        pairs = []
-        for x, s in informative:
-            ranked = sorted(s, key=lambda p: p[1])
-            pairs.append(PreferencePair(policy.prompt_ids(self.env.reset(x)), ranked[-1][0], ranked[0][0]))
+        end = policy.tokenizer.eos_token or ""
+
+        def ids(text: str) -> list[int]:
+            return list(policy.tokenizer(text + end, add_special_tokens=False)["input_ids"])
+
+        pairs = [PreferencePair(policy.prompt_ids(x.s1), ids(x.best.to_json()), ids(x.worst.to_json())) for x in data]
         train_dpo_pairs(policy, pairs, DPOLoopConfig(steps=self.config.dpo_steps, batch_size=2, learning_rate=1e-3))
         self.log(f"DPO on {len(pairs)} pairs")
         del sft_dir
@@ -252,7 +240,7 @@ class Bench:
             embedder="hashing", learning_rate=1e-3, max_steps=steps, seed=seed,
         )  # fmt: skip
         train = RLTrainConfig(
-            mrs_per_step=2, ppo_epochs=1, checkpoint_every=steps, keep_checkpoints=1, cpu_threads=1,
+            mrs_per_step=4, ppo_epochs=1, checkpoint_every=steps, keep_checkpoints=1, cpu_threads=1,
             invalid_reward=INVALID_REWARD, constrained_decoding=True, decisions_only=True,
         )  # fmt: skip
         return StrataConfig.ablation(ablation, strata), train
@@ -411,7 +399,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--n-mrs", type=int, default=BenchConfig.n_mrs)
     parser.add_argument("--sft-cases", type=int, default=BenchConfig.sft_cases)
     parser.add_argument("--ablations", default=",".join(BenchConfig.ablations))
+    parser.add_argument("--summary", action="store_true", help="print one JSON line from the recorded results")
+    parser.add_argument("--headroom", type=Path, default=ROOT / "bench" / "learning_headroom.json")
     args = parser.parse_args(argv)
+    if args.summary:
+        from bench.learning_summary import summary_line
+        from reviewers.kernel.errors import ReviewloopError
+
+        try:
+            print(summary_line(args.headroom, args.out / "results.json"))
+        except ReviewloopError as exc:
+            raise SystemExit(f"bench.learning: {exc}") from None
+        return
     if args.report_only is not None:
         report(args.report_only, results_md=args.results_md, png=args.png)
         return

@@ -19,10 +19,11 @@ from typing import Any, cast
 from psycopg.rows import dict_row
 from pydantic import ValidationError
 
-from agent.diff import parse_unified_diff, render_diff_overview
+from agent.diff import parse_unified_diff
 from agent.repo_config import parse_repo_config
 from agent.store.db import Database, connection
-from agent.strategy import S1_DIFF_OVERVIEW_LINES, Strategy, render_s1
+from agent.strategy import Strategy
+from agent.strategy_prompt import render_s1
 from learning.feedback_labels import (
     FeedbackRewardConfig,
     FindingLabel,
@@ -104,11 +105,12 @@ class Episode:
 
 
 def s1_for_snapshot(snapshot: Mapping[str, Any]) -> str:
-    """The state s1 for a stored snapshot, rendered the way the strategy node renders it.
+    """The state s1 for a stored snapshot, by serving's one renderer (`agent.strategy_prompt.render_s1`).
 
     A snapshot that stored the exact s1 the model saw (`s1`) is used as it is. Otherwise s1 is
-    rendered again from the diff and config; the per-path acceptance history of that moment is not
-    in the snapshot, so it is left out rather than recomputed from today's feedback (which would
+    rendered again from the diff and config, with the history the snapshot carries (a replay case
+    or a synthesised one keeps its team's votes there); a stored review's history of that moment is
+    not in its snapshot, so it is left out rather than recomputed from today's feedback (which would
     leak the labels into the prompt).
     """
     stored = snapshot.get("s1")
@@ -116,12 +118,17 @@ def s1_for_snapshot(snapshot: Mapping[str, Any]) -> str:
         return stored
     files = parse_unified_diff(str(snapshot.get("diff") or ""))
     config_text = snapshot.get("config_text")
+    history = snapshot.get("history") or {}
+    votes = snapshot.get("rule_votes") or {}
+    budget = snapshot.get("review_budget")
     return render_s1(
         title=str(snapshot.get("title") or ""),
         description=str(snapshot.get("description") or ""),
         files=files,
         config=parse_repo_config(config_text) if isinstance(config_text, str) and config_text else None,
-        diff_overview=render_diff_overview(files, max_lines=S1_DIFF_OVERVIEW_LINES) if files else "",
+        history={str(p): float(r) for p, r in history.items()},
+        rule_votes={str(k): (int(v[0]), int(v[1])) for k, v in votes.items()},
+        review_budget=int(budget) if isinstance(budget, int) else None,
     )
 
 

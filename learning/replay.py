@@ -2,10 +2,34 @@
 
 A `ReplayCase` is one merge request's snapshot (title, description, diff, files at head) and the
 findings people labeled on it (accepted or rejected, with severity). `ReplayEnv.reset(case)` gives the
-state s1 the strategy model sees — rendered exactly as the dataset builder renders prompts — and
-`ReplayEnv.execute(case, z)` runs the reviewers z plans against the snapshot (a `SnapshotWorkspace`:
-nothing is fetched, nothing under review is executed), then the deterministic verifier. What an
-execution earns is `learning.replay_reward` (severity-weighted matches against the labeled findings).
+state s1 the strategy model sees — rendered by the one strategy-prompt renderer serving uses
+(`agent.strategy_prompt`) — and `ReplayEnv.execute(case, z)` executes z against the snapshot (a
+`SnapshotWorkspace`: nothing is fetched, nothing under review is executed), then the deterministic
+verifier. What an execution earns is `learning.replay_reward`.
+
+The execution model (what a plan is worth here), made explicit because production changed under it:
+since issue 21 serving runs every enabled reviewer's analyzers on every changed file whatever the
+plan says, and the plan decides only where the *model's* steps go. A plan's value is therefore what
+its model steps examine. The fixed executor (`llm=None`) models exactly that and nothing else:
+
+- An execution of a plan is a sequence of **visits**, one (reviewer, file) item per step: each plan
+  item visits its targets (`reviewers.loop.plan_targets`: its focus paths in order, or every file the
+  reviewer reads in diff order) while its own step budget, the env's `step_budget_cap` and the case's
+  shared `review_budget` (first come, first served across items) last. Each visit costs one step.
+- A visit yields what that reviewer's analyzers find on that file: the analyzer stands in for what a
+  model-driven reviewer finds when it examines the file. Findings on files no plan item visits are
+  **not credited** to the plan. In production they are posted anyway, but the same ones for every
+  plan: they add one constant to every plan's reward of a merge request, so they cannot rank plans,
+  and crediting them would make every plan look alike (the reason the replay tests went flat after
+  issue 21). Leaving them out keeps what the strategy controls — which files get a reviewer's
+  attention, which reviewers it spends steps on (a reviewer whose kind of finding the team rejects
+  costs when it is sent to look), and how many steps — as the whole of the reward.
+- The reward is then exactly additive over visits (`visit_table` gives each (reviewer, file) item's
+  findings), which is what lets the headroom bench enumerate every valid plan of a merge request
+  from one analyzer run per reviewer (cached here per case).
+
+A model executor (`llm` given) is production's review: every analyzer on every file, the model's
+steps bounded by the plan; its findings are all credited and its charged steps are the model's.
 
 RL (learning/strata) and the evaluation gate (learning/gate) both read this one environment.
 """
@@ -33,6 +57,7 @@ from reviewers.kernel.contracts import (
     FileChange,
     Finding,
     LLMPort,
+    PlanItem,
     RepoConfig,
     ReviewContext,
     ReviewerResult,
@@ -40,8 +65,12 @@ from reviewers.kernel.contracts import (
     Step,
 )
 from reviewers.kernel.errors import ConfigError, TrainingError
+from reviewers.loop import plan_targets
 
 ReplaySplit = Literal["train", "eval"]
+# make-env's output format: 2 added teams' votes, the review budget in s1, false-alarm decoys and
+# defects out of test paths (issue 24). A file an older make-env wrote is refused, not half-read.
+ENVGEN_VERSION = 2
 LabeledAs = Literal["accepted", "rejected"]
 
 # --- cases -----------------------------------------------------------------------------------------
@@ -77,6 +106,11 @@ class ReplayCase(BaseModel):
     review_budget: int | None = Field(
         default=None, ge=1, description="reviewer steps for the whole review (one file per step); None: no limit"
     )
+    # The project's (team's) feedback history at the time, as serving shows it in s1.
+    history: dict[str, float] = Field(default_factory=dict)  # path → accepted share
+    rule_votes: dict[str, tuple[int, int]] = Field(default_factory=dict)  # kind → (people up, people down)
+    team: str | None = None  # the team profile a synthesised case was drawn with
+    envgen_version: int | None = None  # the make-env version that wrote a synthesised case
 
     def snapshot(self) -> dict[str, Any]:
         """The snapshot mapping the dataset builder renders prompts from."""
@@ -87,6 +121,9 @@ class ReplayCase(BaseModel):
             "files": self.files,
             "config_text": self.config_text,
             "s1": self.s1,
+            "history": self.history,
+            "rule_votes": self.rule_votes,
+            "review_budget": self.review_budget,
         }
 
     def repo_config(self) -> RepoConfig:
@@ -132,9 +169,15 @@ def read_jsonl_cases(path: Path) -> list[ReplayCase]:
         if not line.strip():
             continue
         try:
-            cases.append(ReplayCase.model_validate_json(line))
+            case = ReplayCase.model_validate_json(line)
         except ValidationError as exc:
             raise TrainingError(f"{path}:{number}: not a replay case: {_first_error(exc)}") from exc
+        if case.package is not None and case.envgen_version != ENVGEN_VERSION:
+            raise TrainingError(
+                f"{path}:{number}: written by an older make-env (version {case.envgen_version or 1}, this is "
+                f"{ENVGEN_VERSION}); rebuild it with `reviewloop dev make-env`"
+            )
+        cases.append(case)
     return cases
 
 
@@ -197,6 +240,9 @@ class Execution:
     verified: tuple[VerifiedFinding, ...]
     # Reviewers serving's safety net added because z left them out (security on a code change).
     added_by_safety_net: tuple[str, ...] = ()
+    # The (reviewer, file) items the plan's steps examined, in order (the fixed executor's visits).
+    visits: tuple[tuple[str, str], ...] = ()
+    charged: int | None = None  # steps the plan is charged for (None: every step of the results)
 
     @property
     def findings(self) -> list[Finding]:
@@ -209,7 +255,8 @@ class Execution:
 
     @property
     def n_steps(self) -> int:
-        return sum(len(r.steps) for r in self.results)
+        """Steps the plan is charged for: one per visit (fixed executor), the model's steps (model)."""
+        return self.charged if self.charged is not None else sum(len(r.steps) for r in self.results)
 
 
 @dataclass
@@ -218,6 +265,8 @@ class _Prepared:
     context: ReviewContext
     diff_index: DiffIndex
     s1: str
+    # Each reviewer's analyzer-only run over every file it reads: the visits' findings come from here.
+    static: dict[str, ReviewerResult] = field(default_factory=dict)
 
 
 class ReplayEnv:
@@ -251,8 +300,26 @@ class ReplayEnv:
     def files(self, case: ReplayCase) -> list[FileChange]:
         return self._prepare(case).files
 
+    def static_result(self, case: ReplayCase, reviewer: str) -> ReviewerResult:
+        """The reviewer's analyzers over every changed file it reads (deterministic; run once per case)."""
+        ready = self._prepare(case)
+        result = ready.static.get(reviewer)
+        if result is None:
+            result = run_reviewer(reviewer, ready.context, PlanItem(reviewer=reviewer), None)  # type: ignore[arg-type]
+            ready.static[reviewer] = result
+        return result
+
+    def visit_table(self, case: ReplayCase, reviewer: str) -> dict[str, list[Finding]]:
+        """Each file the reviewer reads → what one visit of it finds (before min-severity and verifier)."""
+        result = self.static_result(case, reviewer)
+        table: dict[str, list[Finding]] = {s.paths[0]: [] for s in result.steps if s.paths}
+        for f in result.findings:
+            table.setdefault(f.path, []).append(f)
+        return table
+
     def execute(self, case: ReplayCase, z: Strategy, *, llm: LLMPort | None = None) -> Execution:
-        """Run z's planned reviewers on the snapshot (`llm=None`: the fixed analyzer executor), then verify."""
+        """Execute z on the snapshot (`llm=None`: visits scored by the analyzers; see the module
+        docstring), then verify."""
         ready = self._prepare(case)
         context = ready.context
         written = {p.reviewer for p in z.plan}
@@ -263,37 +330,103 @@ class ReplayEnv:
             z = z.model_copy(
                 update={"plan": [p.model_copy(update={"step_budget": min(p.step_budget, cap)}) for p in z.plan]}
             )
-        prefix = render_review_prefix(context) if llm is not None else None
-        results = self._run_plan(case, z, context, llm, prefix)
+        if llm is None:
+            execution = self.execute_visits(case, self.plan_visits(case, z))
+            return Execution(
+                strategy=z,
+                results=execution.results,
+                verified=execution.verified,
+                added_by_safety_net=added,
+                visits=execution.visits,
+                charged=execution.charged,
+            )
+        results = self._run_plan(case, z, context, llm, render_review_prefix(context))
+        charged = sum(1 for r in results for s in r.steps if s.tool != "run_analyzer")
+        return self._verified(case, z, results, added=added, visits=(), charged=charged)
+
+    def _verified(
+        self,
+        case: ReplayCase,
+        z: Strategy,
+        results: tuple[ReviewerResult, ...],
+        *,
+        added: tuple[str, ...],
+        visits: tuple[tuple[str, str], ...],
+        charged: int,
+    ) -> Execution:
+        ready = self._prepare(case)
+        context = ready.context
         found = [f for r in results for f in r.findings if not below_min_severity(f, context.config.min_severity)]
         if self.config.verify:
             verified = verify_findings(found, VerifierInputs(workspace=context.workspace, diff_index=ready.diff_index))
         else:
             verified = [VerifiedFinding(f, "REAL", "verifier off") for f in found]
-        return Execution(strategy=z, results=results, verified=tuple(verified), added_by_safety_net=added)
+        return Execution(
+            strategy=z,
+            results=results,
+            verified=tuple(verified),
+            added_by_safety_net=added,
+            visits=visits,
+            charged=charged,
+        )
 
-    @staticmethod
+    def readable(self, case: ReplayCase, reviewer: str) -> list[str]:
+        """The changed files the reviewer reads in full, in diff order: what its steps can visit."""
+        return [s.paths[0] for s in self.static_result(case, reviewer).steps if s.paths]
+
+    def plan_visits(self, case: ReplayCase, z: Strategy) -> tuple[tuple[str, str], ...]:
+        """The (reviewer, file) items z's steps visit, in order, under the item budgets and the case's
+        shared `review_budget` (first come, first served)."""
+        left = case.review_budget
+        visits: list[tuple[str, str]] = []
+        for item in z.plan:
+            if left is not None and left < 1:
+                break
+            targets, _ = plan_targets(item, self.readable(case, item.reviewer))
+            allowed = item.step_budget if left is None else min(item.step_budget, left)
+            seen = [p for p in targets if (item.reviewer, p) not in visits][:allowed]
+            visits += [(item.reviewer, p) for p in seen]
+            if left is not None:
+                left -= len(seen)
+        return tuple(visits)
+
+    def execute_visits(self, case: ReplayCase, visits: Sequence[tuple[str, str]]) -> Execution:
+        """The fixed executor on explicit visits (each a step): each visited reviewer's result keeps only
+        its visited files' steps and findings, then the verifier. The strategy recorded is the visits as
+        a plan (one item per reviewer, focus paths in visit order)."""
+        order = list(dict.fromkeys(r for r, _ in visits))
+        results: list[ReviewerResult] = []
+        plan: list[PlanItem] = []
+        for reviewer in order:
+            seen = [p for r, p in visits if r == reviewer]
+            static = self.static_result(case, reviewer)
+            results.append(
+                static.model_copy(
+                    update={
+                        "findings": [f for f in static.findings if f.path in seen],
+                        "steps": [s for s in static.steps if s.paths and s.paths[0] in seen],
+                    }
+                )
+            )
+            plan.append(PlanItem(reviewer=reviewer, focus_paths=seen, step_budget=max(1, len(seen))))  # type: ignore[arg-type]
+        z = Strategy(change_type="mixed", plan=plan)
+        return self._verified(case, z, tuple(results), added=(), visits=tuple(visits), charged=len(visits))
+
     def _run_plan(
-        case: ReplayCase, z: Strategy, context: ReviewContext, llm: LLMPort | None, prefix: str | None
+        self, case: ReplayCase, z: Strategy, context: ReviewContext, llm: LLMPort, prefix: str
     ) -> tuple[ReviewerResult, ...]:
-        """Run the plan in order; a case's `review_budget` is shared by all its reviewers, first come first
-        served, so a plan that spends steps on the wrong reviewer or files has none left for the right ones."""
+        """Production's review with a model: every analyzer on every file; the case's `review_budget`
+        is shared by the reviewers' model steps, first come first served."""
         left = case.review_budget
         results: list[ReviewerResult] = []
         for item in z.plan:
-            if left is not None:
-                if left < 1:
-                    break
-                item = item.model_copy(update={"step_budget": min(item.step_budget, left)})
-            # Serving's analyzers read every changed file; this environment models limited review
-            # capacity, so here they read the plan's first `step_budget` files, as the strategy ordered
-            # them, and the plan's choice of focus decides what is found.
+            budget = item.step_budget if left is None else min(item.step_budget, left)
             result = run_reviewer(
-                item.reviewer, context, item, llm, shared_prefix=prefix, analyzer_budget=item.step_budget
+                item.reviewer, context, item, llm, shared_prefix=prefix, model_step_budget=budget if budget > 0 else 0
             )
             results.append(result)
             if left is not None:
-                left -= len(result.steps)
+                left -= sum(1 for s in result.steps if s.tool != "run_analyzer")
         return tuple(results)
 
 

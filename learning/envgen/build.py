@@ -12,17 +12,17 @@ drawn: the held-out merge requests come from packages no training merge request 
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from agent.diff import parse_unified_diff
-from agent.strategy import render_s1
 from learning.envgen.edits import apply_benign_edits
 from learning.envgen.plants import DECOYS, DEFECTS, Plant, PlantRole, PlantTemplate, labeled_line, plant
 from learning.envgen.profile import TeamProfile
 from learning.envgen.sources import Package, SourceFile
-from learning.replay import ReplayCase, ReplayFinding, ReplaySplit
+from learning.replay import ENVGEN_VERSION, ReplayCase, ReplayFinding, ReplaySplit
 from learning.strata.synthetic import file_diff
 from reviewers.kernel.errors import ConfigError, InputError
+from reviewers.paths import is_test_path
 
 _TITLES = (
     "{pkg}: helper refresh and logging",
@@ -42,11 +42,16 @@ class EnvGenConfig:
         default=0.3, metadata={"help": "share of packages (and so of merge requests) held out for evaluation"}
     )
     min_files: int = field(default=10, metadata={"help": "fewest changed files per merge request"})
-    max_files: int = field(default=40, metadata={"help": "most changed files per merge request"})
+    max_files: int = field(default=16, metadata={"help": "most changed files per merge request"})
     max_defects: int = field(default=3, metadata={"help": "planted defects per merge request: 0 to this"})
-    max_decoys: int = field(default=3, metadata={"help": "safe look-alikes per merge request: 0 to this"})
+    max_decoys: int = field(
+        default=3, metadata={"help": "false alarms (code the analyzers flag, the team calls safe) per MR: 0 to this"}
+    )
     budget_fraction: float = field(
-        default=0.25, metadata={"help": "review budget (reviewer steps) as a share of the changed files"}
+        default=0.3, metadata={"help": "review budget (reviewer steps) as a share of the changed files"}
+    )
+    n_profiles: int = field(
+        default=10, metadata={"help": "seeded team profiles; each merge request is drawn with one of them"}
     )
     seed: int = field(default=0, metadata={"help": "the same seed and source give the same merge requests"})
 
@@ -102,21 +107,24 @@ def generate_mr(
     roles: list[tuple[PlantRole, PlantTemplate] | None] = [("defect", rng.choice(DEFECTS)) for _ in range(n_defects)]
     roles += [("decoy", rng.choice(DECOYS)) for _ in range(n_decoys)]
     roles += [None] * (count - len(roles))
-    rng.shuffle(roles)
     changed: list[tuple[str, str, str]] = []
     plants: list[tuple[str, Plant]] = []
-    # A file no edit fits is skipped and the next one takes its role, so the count holds where it can.
-    for source in candidates:
-        if not roles:
-            break
-        edited = _edit_file(source, roles[-1], rng)
-        if edited is None:
-            continue
-        roles.pop()
-        text, planted = edited
-        changed.append((source.path, source.text, text))
-        if planted is not None:
-            plants.append((source.path, planted))
+    # Plants first, and never in a test path: a reviewer reads released code there, so every defect
+    # is one some plan can find (issue 24 found 7 of 11 in test paths, out of every plan's reach).
+    # A file no edit fits is dropped and the next one takes its role, so the count holds where it can.
+    for role in roles:
+        for index, source in enumerate(candidates):
+            if role is not None and is_test_path(source.path):
+                continue
+            del candidates[index]
+            edited = _edit_file(source, role, rng)
+            if edited is not None:
+                text, planted = edited
+                changed.append((source.path, source.text, text))
+                if planted is not None:
+                    plants.append((source.path, planted))
+                break
+    rng.shuffle(changed)  # diff order says nothing
     findings = []
     files = {path: new for path, _, new in changed}
     for path, item in plants:
@@ -132,20 +140,38 @@ def generate_mr(
         )  # fmt: skip
     diff = "".join(file_diff(path, old.splitlines(), new.splitlines()) for path, old, new in changed)
     title = rng.choice(_TITLES).format(pkg=package.name)
-    helpers = sorted(path for path, _ in plants)
-    description = "Docstrings, debug logging, renames and type hints across the package."
-    if helpers:
-        description = f"Adds small helpers in {', '.join(helpers)}. " + description
+    # The description says what every such change says; it names no file (a real one rarely lists
+    # where its risky lines are, and issue 24 found the old "Adds small helpers in …" naming them all).
+    description = "Docstrings, debug logging, renames, type hints and a few small helpers across the package."
     budget = max(1, round(config.budget_fraction * len(changed)))
-    s1 = render_s1(title=title, description=description, files=parse_unified_diff(diff))
+    history, rule_votes = profile.past_votes(list(files), rng)
+    # s1 is rendered by the environment with serving's one renderer, from these same fields.
     return ReplayCase(
-        case_id=case_id, title=title, description=description, diff=diff, files=files, s1=s1,
-        findings=findings, package=package.name, review_budget=budget,
+        case_id=case_id, title=title, description=description, diff=diff, files=files,
+        findings=findings, package=package.name, review_budget=budget, history=history, rule_votes=rule_votes,
+        team=profile.name, envgen_version=ENVGEN_VERSION,
     )  # fmt: skip
 
 
-def make_env(packages: list[Package], config: EnvGenConfig, profile: TeamProfile) -> list[ReplayCase]:
-    """`n` merge requests, train then eval, each from a package of its own split."""
+def seeded_profiles(config: EnvGenConfig) -> list[TeamProfile]:
+    """`n_profiles` teams seeded from the environment's seed."""
+    return [TeamProfile.sample(config.seed * 1000 + i) for i in range(config.n_profiles)]
+
+
+def make_env(
+    packages: list[Package], config: EnvGenConfig, profiles: TeamProfile | Sequence[TeamProfile] | None = None
+) -> list[ReplayCase]:
+    """`n` merge requests, train then eval, each from a package of its own split and drawn with one
+    team (one given profile: every MR; None: `seeded_profiles`)."""
+    teams = (
+        seeded_profiles(config)
+        if profiles is None
+        else [profiles]
+        if isinstance(profiles, TeamProfile)
+        else list(profiles)
+    )
+    if not teams:
+        raise ConfigError("need at least one team profile")
     usable = [p for p in packages if len(p.files) >= config.min_files]
     splits = split_packages(usable, config)
     n_eval = max(1, round(config.heldout_fraction * config.n))
@@ -157,6 +183,7 @@ def make_env(packages: list[Package], config: EnvGenConfig, profile: TeamProfile
         pool = splits[split]
         for i in range(counts[split]):
             package = pool[i % len(pool)] if i < len(pool) else rng.choice(pool)
-            case = generate_mr(f"envgen-{config.seed}-{split}-{i:04d}", package, config, profile, rng)
+            team = teams[rng.randrange(len(teams))]
+            case = generate_mr(f"envgen-{config.seed}-{split}-{i:04d}", package, config, team, rng)
             cases.append(case.model_copy(update={"split": split}))
     return cases

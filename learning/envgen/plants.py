@@ -4,9 +4,10 @@ A plant is a small private helper added to a real module (private, so the test-i
 not ask for its tests). A *defect* carries a pattern a reviewer targets — SQL built by an f-string
 from a parameter, a shell command from a parameter, `yaml.load` without a safe loader, `pickle.loads`
 or `eval` on input, a hard-coded token, a mutable default argument, a bare `except:` — and its line
-is the label. A *decoy* looks the same at a glance but is safe (a parameterised query, a command as a
-constant list, `yaml.safe_load`, `json.loads`, `ast.literal_eval`, a token from the environment, a
-`None` default, a named exception); posting on it is a false alarm, so its line is a negative label.
+is the label. A *decoy* is a false alarm: code an analyzer flags that is safe where it stands (a
+dev socket on all interfaces, a cache the module wrote itself, TLS checks off for localhost, MD5 as
+an ETag, a best-effort close, a lock file under /tmp); posting on it costs, so its line is a negative
+label.
 """
 
 from __future__ import annotations
@@ -81,49 +82,42 @@ DEFECTS: tuple[PlantTemplate, ...] = (
     ), 3, sink="except:"),
 )  # fmt: skip
 
+# Decoys are false alarms the analyzers DO raise and the verifier keeps (issue 24): code an analyzer
+# flags but the team, knowing its context, calls safe — a dev socket on all interfaces, a cache the
+# module wrote itself, a TLS check off for localhost, MD5 as an ETag, a best-effort close, a lock file
+# under /tmp. Posting one costs. (A constant shell command or `eval` of a literal would not do: the
+# verifier already drops those as literals.)
 DECOYS: tuple[PlantTemplate, ...] = (
-    PlantTemplate("sql-injection", "security", "high", (
-        "def {fn}(connection, {arg}):",
-        "    cursor = connection.cursor()",
-        '    cursor.execute("SELECT id, {col} FROM {table} WHERE {col} = %s", ({arg},))',
-        "    return cursor.fetchall()",
-    ), 2, sink="cursor.execute(\"SELECT"),
-    PlantTemplate("shell-injection", "security", "high", (
+    PlantTemplate("bind-all", "security", "medium", (
         "def {fn}():",
-        '    return subprocess.run(["tar", "-czf", "{table}.tgz", "build"], check=False)',
-    ), 1, ("subprocess",), sink="subprocess.run(["),
-    PlantTemplate("unsafe-yaml", "security", "high", (
-        "def {fn}({arg}):",
-        "    return yaml.safe_load({arg})",
-    ), 1, ("yaml",), sink="yaml.safe_load("),
+        "    sock = socket.socket()",
+        '    sock.bind(("0.0.0.0", 8080))',
+        "    return sock",
+    ), 2, ("socket",), sink='bind(("0.0.0.0"'),
     PlantTemplate("unsafe-pickle", "security", "high", (
-        "def {fn}({arg}):",
-        "    return json.loads({arg})",
-    ), 1, ("json",), sink="json.loads("),
-    PlantTemplate("code-exec", "security", "high", (
-        "def {fn}({arg}):",
-        "    return ast.literal_eval({arg})",
-    ), 1, ("ast",), sink="literal_eval("),
-    PlantTemplate("hardcoded-secret", "security", "critical", (
-        '{const} = os.environ.get("{env}", "")',
-        "",
-        "",
         "def {fn}():",
-        '    return {{"Authorization": f"token {{{const}}}"}}',
-    ), 0, ("os",), sink="os.environ.get("),
-    PlantTemplate("mutable-default", "code_quality", "medium", (
-        "def {fn}({arg}, seen=None):",
-        "    seen = [] if seen is None else seen",
-        "    seen.append({arg})",
-        "    return len(seen)",
-    ), 0, sink="seen=None"),
-    PlantTemplate("bare-except", "code_quality", "medium", (
+        '    with open(__file__ + ".{table}.cache", "rb") as handle:',
+        "        return pickle.loads(handle.read())",
+    ), 2, ("pickle",), sink="pickle.loads(handle.read())"),
+    PlantTemplate("tls-verify-off", "security", "high", (
+        "def {fn}():",
+        '    return requests.get("https://localhost:8443/{table}/health", verify=False, timeout=5)',
+    ), 1, ("requests",), sink="verify=False"),
+    PlantTemplate("weak-hash", "security", "high", (
+        "def {fn}({arg}):",
+        "    return hashlib.md5({arg}).hexdigest()",
+    ), 1, ("hashlib",), sink="hashlib.md5("),
+    PlantTemplate("swallowed-error", "code_quality", "medium", (
         "def {fn}({arg}):",
         "    try:",
-        "        return int({arg})",
-        "    except ValueError:",
-        "        return None",
-    ), 3, sink="except ValueError:"),
+        "        {arg}.close()",
+        "    except Exception:",
+        "        pass",
+    ), 3, sink="except Exception:"),
+    PlantTemplate("temp-path", "security", "medium", (
+        "def {fn}():",
+        '    return open("/tmp/{table}.lock", "w")',
+    ), 1, sink='open("/tmp/'),
 )  # fmt: skip
 
 KINDS: tuple[str, ...] = tuple(t.kind for t in DEFECTS)

@@ -18,10 +18,11 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from learning.envgen.plants import KINDS
+from learning.envgen.plants import DEFECTS, KINDS
 from reviewers.kernel.contracts import CATEGORIES, Finding
 from reviewers.kernel.errors import InputError
 
+_CATEGORY_OF_KIND = {t.kind: t.category for t in DEFECTS}
 Vote = Literal["accepted", "rejected"]
 # Paths a team commonly asks reviews to leave alone (generated, vendored, compatibility shims).
 _PATH_HABITS = ("*/compat*", "*/_vendor/*", "*/tests/*", "*/testing/*", "*/_internal/*", "*/utils/*")
@@ -73,6 +74,21 @@ class TeamProfile(BaseModel):
         return self.vote(
             path=finding.path, category=finding.category, kind=finding_kind(rule=finding.rule, title=finding.title)
         )
+
+    def past_votes(self, paths: list[str], rng: random.Random) -> tuple[dict[str, float], dict[str, tuple[int, int]]]:
+        """The team's earlier votes as serving shows a project's history in s1: the accepted share of
+        past comments on the changed paths its habits reject (0%), and people up/down per kind of
+        finding (every kind: those the team rejects mostly down, the rest mostly up). Counts are drawn
+        from `rng`, so two merge requests of one team show the same taste with different numbers."""
+        history = {p: 0.0 for p in paths if any(fnmatch.fnmatch(p, pat) for pat in self.reject_paths)}
+        votes: dict[str, tuple[int, int]] = {}
+        for kind in KINDS:
+            category = _CATEGORY_OF_KIND[kind]
+            if self.vote(path="", category=category, kind=kind) == "rejected":
+                votes[kind] = (rng.randint(0, 1), rng.randint(3, 6))
+            else:
+                votes[kind] = (rng.randint(2, 6), rng.randint(0, 1))
+        return history, votes
 
     @classmethod
     def sample(cls, seed: int) -> TeamProfile:

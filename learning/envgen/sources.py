@@ -72,11 +72,41 @@ def _package_files(root: Path, entry: Path) -> list[SourceFile]:
     return files
 
 
+def _is_package_dir(path: Path) -> bool:
+    return (path / "__init__.py").is_file()
+
+
+def split_one_package(package: Package, *, min_files: int) -> list[Package]:
+    """A single package split by its sub-packages and directories (one level below the package's own
+    directory; its top-level modules form one more part), keeping the parts with `min_files` files.
+
+    A user points make-env at their own repository, which is one package: its sub-packages are the
+    units of the train/held-out split then, as packages are in a site-packages.
+    """
+    parts: dict[str, list[SourceFile]] = {}
+    for f in package.files:
+        segments = f.path.split("/")
+        inner = segments[1:] if segments[0] == package.name else segments
+        key = f"{package.name}.{inner[0]}" if len(inner) > 1 else package.name
+        parts.setdefault(key, []).append(SourceFile(package=key, path=f.path, text=f.text))
+    return [Package(name=k, files=tuple(v)) for k, v in sorted(parts.items()) if len(v) >= min_files]
+
+
 def discover_packages(source: Path, *, min_files: int) -> list[Package]:
-    """The packages under `source` with at least `min_files` usable Python files, sorted by name."""
+    """The packages under `source` with at least `min_files` usable Python files, sorted by name.
+
+    `source` is a directory of packages (a site-packages) or one package or project directory; where
+    that gives one package only, it is split by sub-package or directory (`split_one_package`), and a
+    package that cannot be split into two usable parts is one clear error: a held-out split needs two.
+    """
     source = Path(source)
     if not source.is_dir():
         raise InputError(f"source {source} is not a directory")
+    if _is_package_dir(source):
+        files = _package_files(source.parent, source)
+        if not files:
+            raise InputError(f"source {source} has no Python files to build merge requests from")
+        return _split_or_fail(source, Package(name=source.name, files=tuple(files)), min_files=min_files)
     packages: list[Package] = []
     any_python = False
     for entry in sorted(source.iterdir()):
@@ -91,4 +121,16 @@ def discover_packages(source: Path, *, min_files: int) -> list[Package]:
         raise InputError(f"source {source} has no Python files to build merge requests from")
     if not packages:
         raise InputError(f"source {source} has no package with at least {min_files} usable Python files")
+    if len(packages) == 1:
+        return _split_or_fail(source, packages[0], min_files=min_files)
     return packages
+
+
+def _split_or_fail(source: Path, package: Package, *, min_files: int) -> list[Package]:
+    parts = split_one_package(package, min_files=min_files)
+    if len(parts) < 2:
+        raise InputError(
+            f"source {source} holds one package ({package.name}) that does not split into two parts of "
+            f"{min_files}+ usable Python files (sub-packages or directories): a held-out split needs two"
+        )
+    return parts

@@ -31,8 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from agent.diff import parse_unified_diff
-from agent.strategy import Strategy, render_s1
+from agent.strategy import Strategy
 from learning.replay import ReplayCase, ReplayFinding
 from reviewers.kernel.contracts import PlanItem, Severity
 from reviewers.kernel.errors import ConfigError
@@ -263,13 +262,6 @@ class SyntheticConfig:
     signals: tuple[Signal, ...] = field(
         default=("file_kind",), metadata={"help": "what in s1 reveals the problem files (see the module docstring)"}
     )
-    diff_overview: bool = field(
-        default=False,
-        metadata={
-            "help": "show the trimmed diff in s1 (False keeps s1 to title, description and file list: short"
-            " prompts for CPU runs; the snapshot then stores that s1, as a real one stores what the model saw)"
-        },
-    )
     seed: int = field(default=0, metadata={"help": "the same seed gives the same cases"})
 
     def __post_init__(self) -> None:
@@ -387,14 +379,8 @@ def generate_case(case_id: str, config: SyntheticConfig, rng: random.Random, *, 
     title = rng.choice(TITLES)
     diff = "".join(file_diff(path, old, new) for path, old, new in changed)
     files = {path: "\n".join(new) + "\n" for path, _, new in changed}
-    s1 = (
-        None
-        if config.diff_overview
-        else render_s1(title=title, description=description, files=parse_unified_diff(diff))
-    )
-    return ReplayCase(
-        case_id=case_id, title=title, description=description, diff=diff, files=files, s1=s1, findings=findings
-    )
+    # s1 is left to the environment, which renders it with serving's one renderer (agent.strategy_prompt)
+    return ReplayCase(case_id=case_id, title=title, description=description, diff=diff, files=files, findings=findings)
 
 
 def generate_replay_set(config: SyntheticConfig | None = None) -> list[ReplayCase]:

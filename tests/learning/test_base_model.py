@@ -17,7 +17,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from typer.testing import CliRunner
 
 from agent.diff import parse_unified_diff
-from agent.strategy import Strategy, render_s1, strategy_messages
+from agent.strategy import Strategy, strategy_messages
+from agent.strategy_prompt import render_s1
 from agent.strategy_schema import strategy_json_schema
 from api.cli import app
 from learning import base_model

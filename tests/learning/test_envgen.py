@@ -21,6 +21,7 @@ from learning.envgen.profile import TeamProfile
 from learning.replay import ReplayCase, ReplayEnv, read_jsonl_cases
 from learning.replay_reward import match_labeled
 from reviewers.kernel.contracts import PlanItem
+from reviewers.kernel.errors import TrainingError
 
 runner = CliRunner()
 # Small pure-Python packages the project itself depends on (so they are installed wherever tests run).
@@ -56,7 +57,7 @@ def test_train_and_held_out_come_from_different_packages(env_file: Path) -> None
     assert by_split["train"] and by_split["eval"]
     for case in cases:
         assert case.package and all(path.split("/")[0] == case.package for path in case.files)
-        assert 10 <= len(case.files) <= 40
+        assert 10 <= len(case.files) <= 16
     train_files = {p for c in by_split["train"] for p in c.files}
     eval_files = {p for c in by_split["eval"] for p in c.files}
     assert not train_files & eval_files
@@ -83,23 +84,24 @@ def test_each_label_sits_on_its_planted_line_at_head(env_file: Path) -> None:
 
 
 @pytest.mark.slow
-def test_the_reviewers_find_every_planted_defect_and_no_decoy(env_file: Path) -> None:
-    """With an unlimited budget over every labeled file, the security and code-quality analyzers report
-    exactly the planted defects: the labels are findable, the decoys are safe."""
+def test_every_defect_and_every_decoy_is_found_by_a_one_step_plan(env_file: Path) -> None:
+    """No defect any plan cannot find, and every decoy is a false alarm the analyzers DO raise (issue 24):
+    one visit of its file by the reviewer of its category, within the case's own budget, reports it."""
     env = ReplayEnv()
-    for case in read_jsonl_cases(env_file)[:5]:
-        unlimited = case.model_copy(update={"review_budget": None})
-        paths = sorted({f.path for f in case.findings})
-        if not paths:
-            continue
-        z = Strategy(
-            change_type="feature",
-            plan=[PlanItem(reviewer=r, focus_paths=paths, step_budget=30) for r in ("security", "code_quality")],
-        )
-        result, labels = match_labeled(env.execute(unlimited, z).findings, unlimited)
-        matched = [labels[id(e)] for _, e in result.true_positives]
-        assert sorted(f.line for f in matched) == sorted(f.line for f in case.findings if f.kind[:6] != "decoy:")
-        assert all(not f.kind.startswith("decoy:") for f in matched)
+    cases = read_jsonl_cases(env_file)
+    assert any(f.kind.startswith("decoy:") for c in cases for f in c.findings)
+    for case in cases:
+        for label in case.findings:
+            assert not label.path.split("/")[-1].startswith("test_")
+            # security is in every plan of a code change (serving's safety net), so it is planned here too
+            reviewers = ["security"] + (["code_quality"] if label.category == "code_quality" else [])
+            z = Strategy(
+                change_type="feature",
+                plan=[PlanItem(reviewer=r, focus_paths=[label.path], step_budget=1) for r in reviewers],
+            )
+            execution = env.execute(case, z)
+            result, labels = match_labeled(execution.findings, case)
+            assert label in [labels[id(e)] for _, e in result.true_positives], (case.case_id, label)
 
 
 def test_the_review_budget_is_shared_by_all_reviewers(env_file: Path) -> None:
@@ -191,10 +193,91 @@ def test_a_profile_with_an_unknown_category_is_one_line(source_dir: Path, tmp_pa
     assert "unknown categories style" in one_line(result.stderr)
 
 
+def test_a_profile_with_an_unknown_kind_is_one_line(source_dir: Path, tmp_path: Path) -> None:
+    profile = tmp_path / "team.json"
+    profile.write_text(json.dumps({"reject_kinds": ["sql-injection", "tabs-vs-spaces"]}))
+    result = runner.invoke(
+        app,
+        ["dev", "make-env", "--source", str(source_dir), "--out", str(tmp_path / "e.jsonl"), "--profile", str(profile)],
+    )
+    assert result.exit_code == 1
+    assert "unknown kinds tabs-vs-spaces" in one_line(result.stderr)
+
+
+def _project(root: Path, parts: dict[str, str]) -> Path:
+    """One package whose sub-packages hold real released modules (copied from installed packages)."""
+    project = root / "myproject"
+    project.mkdir()
+    (project / "__init__.py").write_text('"""My project."""\n')
+    for sub, package in parts.items():
+        spec = importlib.util.find_spec(package)
+        assert spec is not None and spec.submodule_search_locations
+        (project / sub).mkdir()
+        (project / sub / "__init__.py").write_text("")
+        for module in sorted(Path(next(iter(spec.submodule_search_locations))).glob("*.py")):
+            (project / sub / module.name).write_text(module.read_text(encoding="utf-8"), encoding="utf-8")
+    return project
+
+
+def test_make_env_on_one_package_directory_splits_it_by_sub_package(tmp_path: Path) -> None:
+    project = _project(tmp_path, {"cli": "click", "wire": "h11", "templates": "jinja2"})
+    out = tmp_path / "own.jsonl"
+    args = ["dev", "make-env", "--source", str(project), "--out", str(out), "--n", "6", "--min-files", "6"]
+    result = runner.invoke(app, [*args, "--max-files", "8", "--profiles", "3"])
+    assert result.exit_code == 0, result.stderr
+    cases = read_jsonl_cases(out)
+    by_split = {s: {c.package for c in cases if c.split == s} for s in ("train", "eval")}
+    assert by_split["train"] and by_split["eval"] and not by_split["train"] & by_split["eval"]
+    assert by_split["train"] | by_split["eval"] <= {"myproject.cli", "myproject.wire", "myproject.templates"}
+    for case in cases:
+        part = (case.package or "").split(".")[1]
+        assert all(path.startswith(f"myproject/{part}/") for path in case.files)
+    assert len(json.loads(out.with_suffix(".profiles.json").read_text())) == 3
+
+
+def test_one_package_that_does_not_split_is_one_line(tmp_path: Path) -> None:
+    project = _project(tmp_path, {"cli": "click"})
+    result = runner.invoke(app, ["dev", "make-env", "--source", str(project), "--out", str(tmp_path / "e.jsonl")])
+    assert result.exit_code == 1
+    assert "holds one package (myproject) that does not split into two parts" in one_line(result.stderr)
+
+
+def test_an_env_file_from_an_older_make_env_is_one_line(env_file: Path, tmp_path: Path) -> None:
+    old = json.loads(env_file.read_text().splitlines()[0])
+    old.pop("envgen_version")
+    (tmp_path / "old.jsonl").write_text(json.dumps(old) + "\n")
+    with pytest.raises(TrainingError, match=r"old.jsonl:1: written by an older make-env \(version 1, this is 2\)"):
+        read_jsonl_cases(tmp_path / "old.jsonl")
+
+
+def test_each_merge_request_is_drawn_with_a_team_whose_votes_s1_shows(env_file: Path) -> None:
+    cases = read_jsonl_cases(env_file)
+    assert len({c.team for c in cases}) >= 2
+    profiles = {
+        p["name"]: TeamProfile.model_validate(p) for p in json.loads(env_file.with_suffix(".profiles.json").read_text())
+    }
+    assert len(profiles) == 10
+    for case in cases:
+        team = profiles[case.team or ""]
+        s1 = ReplayEnv().reset(case)
+        for kind in team.reject_kinds:
+            up, down = case.rule_votes[kind]
+            assert down > up and f"{kind} +{up}/-{down}" in s1
+        for label in case.findings:
+            if not label.kind.startswith("decoy:"):
+                assert label.label == (
+                    team.vote(path=label.path, category=label.category, kind=label.kind) or "accepted"
+                )
+
+
 def test_cases_read_back_as_replay_cases(env_file: Path) -> None:
     first = json.loads(env_file.read_text().splitlines()[0])
     case = ReplayCase.model_validate(first)
-    assert case.s1 and f"title: {case.title}" in case.s1 and case.split == "train"
+    s1 = ReplayEnv().reset(case)  # rendered by serving's renderer, with the team's votes and the budget
+    assert f"title: {case.title}" in s1 and case.split == "train" and case.s1 is None
+    assert f"review budget: {case.review_budget} reviewer steps" in s1 and "team votes by kind" in s1
+    # the description names no changed file (issue 24: the old one listed every planted helper)
+    assert not any(path in case.description for path in case.files)
 
 
 @pytest.mark.slow

@@ -9,10 +9,10 @@ from agent.strategy import (
     constrain_strategy,
     generate_strategy,
     parse_valid_strategy,
-    render_s1,
     rule_based_strategy,
     with_analyzer_coverage,
 )
+from agent.strategy_prompt import render_s1
 from reviewers.kernel.contracts import ChatMessage, PlanItem, RepoConfig
 from reviewers.kernel.errors import LLMOutputError
 
