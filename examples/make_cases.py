@@ -39,6 +39,10 @@ def thumbnail():
 
 LEDGER_BASE = """import sqlite3
 
+from flask import Flask
+
+app = Flask(__name__)
+
 
 def open_ledger(path: str) -> sqlite3.Connection:
     return sqlite3.connect(path)
@@ -48,12 +52,14 @@ LEDGER_HEAD = (
     LEDGER_BASE
     + '''
 
-def entries_for(conn: sqlite3.Connection, account: str) -> list[tuple[int, float]]:
-    """Ledger entries of one account, oldest first."""
+@app.get("/entries")
+def entries() -> list[tuple[int, float]]:
+    """Ledger entries of the account the request names, oldest first."""
+    account = request.args["account"]
     sql = "SELECT id, amount FROM entries WHERE account = '%s' ORDER BY id" % account
-    return conn.execute(sql).fetchall()
+    return open_ledger("ledger.db").execute(sql).fetchall()
 '''
-)
+).replace("from flask import Flask", "from flask import Flask, request")
 
 UNITS_BASE = '''"""Unit conversions used by the report module."""
 
@@ -121,9 +127,9 @@ CASES: list[dict[str, Any]] = [
         "expected": [
             {
                 "path": "ledger/store.py",
-                "line": 10,
+                "line": 16,
                 "category": "security",
-                "description": "the account is formatted into the SQL text; use a bound parameter",
+                "description": "the account from the request is formatted into the SQL text; use a bound parameter",
             }
         ],
         "negatives": [],

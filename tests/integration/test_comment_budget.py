@@ -25,20 +25,22 @@ PID, IID = 12, 7
 
 
 def injections(prefix: str, count: int) -> str:
-    """`count` functions, each splicing its parameter into SQL (one high finding each)."""
-    return "".join(
-        f"def {prefix}{i}(cur, name):\n    cur.execute(f\"SELECT {i} FROM t WHERE n = '{{name}}'\")\n\n\n"
+    """`count` functions, each splicing a request parameter into SQL (one high, REAL finding each)."""
+    return "from flask import request\n\n\n" + "".join(
+        f"def {prefix}{i}(cur):\n    name = request.args['name']\n"
+        f"    cur.execute(f\"SELECT {i} FROM t WHERE n = '{{name}}'\")\n\n\n"
         for i in range(count)
     )
 
 
 # Five per file: a reviewer reports at most five findings on one file. The medium finding sits in
 # the file that sorts first, so only ranking by severity keeps it out of the ten threads.
-LOAD = "import yaml\n\n\ndef load(text):\n    return yaml.full_load(text)\n"
+# The medium one is an outbound request to a URL from the request (server-side request forgery).
+FETCH = "import requests\nfrom flask import request\n\n\ndef fetch():\n    return requests.get(request.args['url'], timeout=5).text\n"
 HEAD = {
     ".reviewloop.toml": 'reviewers = ["security"]\n',
     "svc/__init__.py": "",
-    "svc/aa_load.py": LOAD,
+    "svc/aa_fetch.py": FETCH,
     "svc/bb.py": injections("b", 5),
     "svc/cc.py": injections("c", 5),
 }
@@ -80,20 +82,22 @@ def test_eleven_real_findings_get_ten_threads_and_the_rest_is_in_the_summary(fak
     posted = [f for f in real if f["discussion_id"]]
     [left] = [f for f in real if not f["discussion_id"]]
     assert len(posted) == 10 and {f["severity"] for f in posted} == {"high"}
-    assert (left["path"], left["severity"]) == ("svc/aa_load.py", "medium")
+    assert (left["path"], left["severity"]) == ("svc/aa_fetch.py", "medium")
     assert len(threads(fake)) == 10 and discussion_posts(fake) == 10
     [summary] = [n for n in fake.notes(PID, IID) if SUMMARY_MARKER in n.body]
     assert "10 posted as threads, 1 listed below (comment budget)" in summary.body
     assert "**1 more finding(s)** past this merge request's comment budget of 10 threads" in summary.body
-    assert f"`svc/aa_load.py:{left['line']}` medium · security · {left['title']}" in summary.body
+    assert f"`svc/aa_fetch.py:{left['line']}` medium · security · {left['title']}" in summary.body
 
     # A new push touching every reviewed file: the review runs again and posts nothing twice.
-    fake.push(PID, IID, {**HEAD, **{p: f"{HEAD[p]}# reviewed\n" for p in ("svc/aa_load.py", "svc/bb.py", "svc/cc.py")}})
+    fake.push(
+        PID, IID, {**HEAD, **{p: f"{HEAD[p]}# reviewed\n" for p in ("svc/aa_fetch.py", "svc/bb.py", "svc/cc.py")}}
+    )
     review(fake, db_dsn)
     assert discussion_posts(fake) == 10 and len(threads(fake)) == 10
     [summary] = [n for n in fake.notes(PID, IID) if SUMMARY_MARKER in n.body]
     assert "**1 more finding(s)** past this merge request's comment budget of 10 threads" in summary.body
-    assert f"`svc/aa_load.py:{left['line']}`" in summary.body
+    assert f"`svc/aa_fetch.py:{left['line']}`" in summary.body
 
 
 def finding(line: int, confidence: str) -> Finding:

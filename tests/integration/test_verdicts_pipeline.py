@@ -42,7 +42,11 @@ BACKEND = 'class Backend:\n    def model_name(self) -> str:\n        return "m"\
 CLIENT_TEST = "from pkg.client import Client\n\n\ndef test_name() -> None:\n    assert Client().model_name() == 'm'\n"
 CONSTANT_SQL = '    return cur.execute(f"SELECT count(*) FROM {TABLE}").fetchone()'
 DATA_SQL = "    return cur.execute(f\"SELECT * FROM {TABLE} WHERE name = '{name}'\").fetchall()"
-DB = f'TABLE = "users"\n\n\ndef count(cur):\n{CONSTANT_SQL}\n\n\ndef find(cur, name):\n{DATA_SQL}\n'
+FIND = "def find(cur):"  # the name comes from the request: a real source, so the analyzer's finding is REAL
+DB = (
+    f'from flask import request\n\nTABLE = "users"\n\n\ndef count(cur):\n{CONSTANT_SQL}\n\n\n'
+    f"{FIND}\n    name = request.args['name']\n{DATA_SQL}\n"
+)
 
 
 def git_repo(root: Path, *commits: tuple[str, dict[str, str]]) -> Path:
@@ -89,7 +93,7 @@ def test_claims_the_head_tree_contradicts_are_false_positives(
 ) -> None:
     """A scripted model claims a method was removed (it moved to a base class) and an injection into
     a query built from a constant: both FALSE_POSITIVE with the code that contradicts them. The rules
-    make neither claim themselves; the analyzer's finding on the query built from a parameter stays REAL."""
+    make neither claim themselves; the analyzer's finding on the query built from request data stays REAL."""
     repo = git_repo(
         tmp_path / "repo",
         ("base", {"pkg/__init__.py": "", "pkg/client.py": CLIENT_BASE, "tests/test_client.py": CLIENT_TEST}),
@@ -125,7 +129,8 @@ def test_claims_the_head_tree_contradicts_are_false_positives(
     constant = only(findings, rule="llm", path="pkg/db.py", line=count_line)
     assert (constant["verdict"], constant["verdict_reason"]) == (
         "FALSE_POSITIVE",
-        f"the value reaching `execute()` at pkg/db.py:{count_line} is built only from constants: `TABLE` (line 1)",
+        f"the value reaching `execute()` at pkg/db.py:{count_line} is built only from constants: "
+        f"`TABLE` (line {line_in(DB, 'TABLE =')})",
     )
     data = only(findings, path="pkg/db.py", line=data_line, category="security")
     assert data["rule"] != "llm" and data["verdict"] == "REAL", data["verdict_reason"]
@@ -137,9 +142,12 @@ def test_a_high_security_rule_three_people_rejected_goes_to_a_human_until_someon
     """Three people's 👎 and no 👍 on a rule's findings in this project (feedback rows in Postgres) send
     its next finding, on new code, to a human with the count (a high security finding is never dropped
     on votes alone); one 👍 lifts it."""
-    first = {f"svc/q{i}.py": f"def q{i}(cur, name):\n    cur.execute(f\"SELECT {i} FROM t WHERE n = '{{name}}'\")\n"
+    # every query splices a request parameter: a real source, so each finding is REAL before the votes
+    first = {f"svc/q{i}.py": f"from flask import request\n\n\ndef q{i}(cur):\n    name = request.args['name']\n"
+                             f"    cur.execute(f\"SELECT {i} FROM t WHERE n = '{{name}}'\")\n"
              for i in range(3)}  # fmt: skip
-    later = "def late(cur, city):\n    cur.execute(f\"SELECT * FROM t WHERE c = '{city}'\")\n"
+    later = ("from flask import request\n\n\ndef late(cur):\n    city = request.args['city']\n"
+             "    cur.execute(f\"SELECT * FROM t WHERE c = '{city}'\")\n")  # fmt: skip
     repo = git_repo(
         tmp_path / "repo",
         ("base", {"svc/__init__.py": ""}),
@@ -241,4 +249,4 @@ def test_a_models_findings_are_anchored_folded_and_checked(
     assert len(judged) == 1, "only the one finding that passed every check is judged"
     shown = judged[0].messages[-1]["content"]
     assert f"pkg/db.py:{sql_line}" in shown and DATA_SQL.strip() in shown  # the evidence
-    assert "+def find(cur, name):" in shown and f"+{DATA_SQL}" in shown and "@@ -0 +1 @@" in shown  # the hunk
+    assert f"+{FIND}" in shown and f"+{DATA_SQL}" in shown and "@@ -0 +1 @@" in shown  # the hunk

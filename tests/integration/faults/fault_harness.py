@@ -32,15 +32,17 @@ BASE = {
         "    return conn.execute('SELECT * FROM users WHERE name = ?', (name,)).fetchall()\n"
     )
 }
-# two analyzer findings without a model: the interpolated query (line 6) and the shell call (line 10)
+# two analyzer findings without a model, both fed by the request (a real source, so both are posted):
+# the interpolated query (line 9) and the shell call (line 13)
 HEAD = {
     "app/db.py": (
-        "import sqlite3\nimport subprocess\n\n\ndef find(conn, name):\n"
+        "import sqlite3\nimport subprocess\n\nfrom flask import request\n\n\ndef find(conn):\n"
+        "    name = request.args['name']\n"
         "    return conn.execute(f\"SELECT * FROM users WHERE name = '{name}'\").fetchall()\n\n\n"
-        "def run(cmd):\n    return subprocess.call(cmd, shell=True)\n"
+        "def run():\n    return subprocess.call(request.args['cmd'], shell=True)\n"
     )
 }
-FINDING_LINES = frozenset({6, 10})
+FINDING_LINES = frozenset({9, 13})
 NOTES_PATH = rf"/projects/{PID}/merge_requests/{IID}/notes/?$"  # the summary note is posted here
 
 

@@ -36,12 +36,12 @@ DAN = User(35, "dan", "Dan")  # the next merge request's author
 
 FIRST_HEAD = {
     "calc/one.py": (
-        "import hashlib\nimport subprocess\n\n\n"
-        "def first(a):\n    return eval(a)\n\n\n"
-        "def second(b):\n    return eval(b)\n\n\n"
-        "def third(c):\n    return eval(c)\n\n\n"
-        "def shell(cmd):\n    return subprocess.call(cmd, shell=True)\n\n\n"
-        "def digest(data):\n    return hashlib.md5(data).hexdigest()\n\n\n"
+        "import hashlib\nimport subprocess\n\nfrom flask import request\n\n\n"
+        'def first():\n    return eval(request.args["a"])\n\n\n'
+        'def second():\n    return eval(request.args["b"])\n\n\n'
+        'def third():\n    return eval(request.args["c"])\n\n\n'
+        'def shell():\n    return subprocess.call(request.args["cmd"], shell=True)\n\n\n'
+        "def digest(password):\n    return hashlib.md5(password.encode()).hexdigest()\n\n\n"
         "def load_d(path):\n    try:\n        return open(path).read()\n    except Exception:\n        pass\n\n\n"
         "def load_e(path):\n    try:\n        return open(path).read()\n"
         "    except Exception as exc:  # noqa: F841\n        pass\n\n\n"
@@ -50,8 +50,9 @@ FIRST_HEAD = {
 }
 NEXT_HEAD = {
     "tools/two.py": (
+        "from flask import request\n\n"
         'GITHUB_TOKEN = "ghp_4fJ9kQ2mZx7LpR8vT3nW6yB1cD5hG0sKaE2u"\n\n\n'
-        "def compute(expression):\n    return eval(expression)\n\n\n"
+        'def compute():\n    return eval(request.args["expression"])\n\n\n'
         "def read_other(path):\n    try:\n        return open(path).read()\n    except Exception:\n        pass\n"
     )
 }
@@ -133,7 +134,7 @@ def test_an_authors_thumbs_down_on_their_own_threads_neither_drop_a_rule_nor_low
 ) -> None:
     review(service, FIRST)
     threads = posted(service_dsn, FIRST)
-    assert {rule for _, _, rule in threads} == {"bandit:B324", "python:shell-interpolation", EVAL, QUIET}
+    assert {rule for _, _, rule in threads} == {"python:weak-hash", "python:shell-interpolation", EVAL, QUIET}
     assert len(threads) == 8
     for _, note_id, _ in threads:  # Mallory 👎 every thread on her own merge request
         thumbs_down(service, gitlab, note_id, MALLORY)

@@ -23,7 +23,10 @@ from api.worker import ReviewFunction, pipeline_review_function
 
 OTHER_PID, OTHER_PATH = 555, "other/secret"
 BASE = {"app.py": "def f():\n    return 1\n"}
-HEAD = {"app.py": "import subprocess\n\n\ndef f(cmd):\n    return subprocess.call(cmd, shell=True)\n"}
+HEAD = {  # the command comes from the request: a real source, so the shell finding is posted
+    "app.py": "import subprocess\n\nfrom flask import request\n\n\n"
+    "def f():\n    return subprocess.call(request.args['cmd'], shell=True)\n"
+}
 
 
 @pytest.fixture

@@ -48,14 +48,15 @@ BASE = {
         "    return conn.execute('SELECT * FROM users WHERE name = ?', (name,)).fetchall()\n"
     )
 }
-HEAD = {
+HEAD = {  # the name and the command come from the request: real sources, so both findings are posted
     "app/db.py": (
-        "import sqlite3\nimport subprocess\n\n\ndef find(conn, name):\n"
+        "import sqlite3\nimport subprocess\n\nfrom flask import request\n\n\ndef find(conn):\n"
+        "    name = request.args['name']\n"
         "    return conn.execute(f\"SELECT * FROM users WHERE name = '{name}'\").fetchall()\n\n\n"
-        "def run(cmd):\n    return subprocess.call(cmd, shell=True)\n"
+        "def run():\n    return subprocess.call(request.args['cmd'], shell=True)\n"
     )
 }
-SQL_LINE, SHELL_LINE = 6, 10  # new-file lines of the interpolated query and of the shell call
+SQL_LINE, SHELL_LINE = 9, 13  # new-file lines of the interpolated query and of the shell call
 
 
 @pytest.fixture
@@ -172,7 +173,9 @@ def test_new_push_reviews_the_change_without_reposting(
     before = {d.id for d in our_threads(gitlab)}
     shell_thread = positioned(gitlab)[SHELL_LINE]
     old_head = gitlab.merge_request(PID, IID).latest.head_sha
-    fixed = HEAD["app/db.py"].replace("subprocess.call(cmd, shell=True)", "subprocess.call(cmd.split())")
+    fixed = HEAD["app/db.py"].replace(
+        "subprocess.call(request.args['cmd'], shell=True)", "subprocess.call(['ls', '-l'])"
+    )
     gitlab.push(PID, IID, {"app/db.py": fixed})
     answer = deliver(service, merge_request_hook(gitlab, PID, IID, action="update", oldrev=old_head))
     assert answer.status_code == 202, answer.text
