@@ -2,12 +2,11 @@
 
 A plant is a small private helper added to a real module (private, so the test-impact reviewer does
 not ask for its tests). A *defect* carries a pattern a reviewer targets — SQL built by an f-string
-from a parameter, a shell command from a parameter, `yaml.load` without a safe loader, `pickle.loads`
-or `eval` on input, a hard-coded token, a mutable default argument, a bare `except:` — and its line
-is the label. A *decoy* is a false alarm: code an analyzer flags that is safe where it stands (a
-dev socket on all interfaces, a cache the module wrote itself, TLS checks off for localhost, MD5 as
-an ETag, a best-effort close, a lock file under /tmp); posting on it costs, so its line is a negative
-label.
+from request data, a shell command from request data, `yaml.load`, `pickle.loads` or `eval` on the
+request, a hard-coded token, a mutable default argument, a bare `except:` — and its line is the
+label. A *decoy* is a false alarm: code an analyzer flags that is safe where it stands (a dev socket
+on all interfaces, TLS checks off for localhost, a best-effort flush-and-close, a lock file under
+/tmp); posting on it costs, so its line is a negative label.
 """
 
 from __future__ import annotations
@@ -39,28 +38,32 @@ class PlantTemplate:
 
 
 DEFECTS: tuple[PlantTemplate, ...] = (
+    # The injections read the request (flask's, imported as a module): a sink fed only by a parameter
+    # of unknown origin goes to a person, not a thread (issue 22), so it would be no defect to find.
     PlantTemplate("sql-injection", "security", "high", (
-        "def {fn}(connection, {arg}):",
+        "def {fn}(connection):",
+        '    {arg} = flask.request.args["{col}"]',
         "    cursor = connection.cursor()",
         "    cursor.execute(f\"SELECT id, {col} FROM {table} WHERE {col} = '{{{arg}}}'\")",
         "    return cursor.fetchall()",
-    ), 2, sink="cursor.execute(f\""),
+    ), 3, ("flask",), sink="cursor.execute(f\""),
     PlantTemplate("shell-injection", "security", "high", (
-        "def {fn}({arg}):",
+        "def {fn}():",
+        '    {arg} = flask.request.args["{col}"]',
         '    return subprocess.run(f"tar -czf {table}.tgz {{{arg}}}", shell=True, check=False)',
-    ), 1, ("subprocess",), sink="shell=True"),
+    ), 2, ("subprocess", "flask"), sink="shell=True"),
     PlantTemplate("unsafe-yaml", "security", "high", (
-        "def {fn}({arg}):",
-        "    return yaml.load({arg})",
-    ), 1, ("yaml",), sink="yaml.load("),
+        "def {fn}():",
+        "    return yaml.load(flask.request.get_data())",
+    ), 1, ("yaml", "flask"), sink="yaml.load("),
     PlantTemplate("unsafe-pickle", "security", "high", (
-        "def {fn}({arg}):",
-        "    return pickle.loads({arg})",
-    ), 1, ("pickle",), sink="pickle.loads("),
+        "def {fn}():",
+        "    return pickle.loads(flask.request.get_data())",
+    ), 1, ("pickle", "flask"), sink="pickle.loads("),
     PlantTemplate("code-exec", "security", "high", (
-        "def {fn}({arg}):",
-        "    return eval({arg})",
-    ), 1, sink="eval("),
+        "def {fn}():",
+        '    return eval(flask.request.args["{col}"])',
+    ), 1, ("flask",), sink="eval("),
     PlantTemplate("hardcoded-secret", "security", "critical", (
         '{const} = "{token}"',
         "",
@@ -87,6 +90,8 @@ DEFECTS: tuple[PlantTemplate, ...] = (
 # module wrote itself, a TLS check off for localhost, MD5 as an ETag, a best-effort close, a lock file
 # under /tmp. Posting one costs. (A constant shell command or `eval` of a literal would not do: the
 # verifier already drops those as literals.)
+# A pickle of the module's own cache file and MD5 as an ETag were decoys until the taint analysis
+# (issue 22): now both go to a person, not a thread, so posting them costs nothing and they are gone.
 DECOYS: tuple[PlantTemplate, ...] = (
     PlantTemplate("bind-all", "security", "medium", (
         "def {fn}():",
@@ -94,26 +99,18 @@ DECOYS: tuple[PlantTemplate, ...] = (
         '    sock.bind(("0.0.0.0", 8080))',
         "    return sock",
     ), 2, ("socket",), sink='bind(("0.0.0.0"'),
-    PlantTemplate("unsafe-pickle", "security", "high", (
-        "def {fn}():",
-        '    with open(__file__ + ".{table}.cache", "rb") as handle:',
-        "        return pickle.loads(handle.read())",
-    ), 2, ("pickle",), sink="pickle.loads(handle.read())"),
     PlantTemplate("tls-verify-off", "security", "high", (
         "def {fn}():",
         '    return requests.get("https://localhost:8443/{table}/health", verify=False, timeout=5)',
     ), 1, ("requests",), sink="verify=False"),
-    PlantTemplate("weak-hash", "security", "high", (
-        "def {fn}({arg}):",
-        "    return hashlib.md5({arg}).hexdigest()",
-    ), 1, ("hashlib",), sink="hashlib.md5("),
     PlantTemplate("swallowed-error", "code_quality", "medium", (
         "def {fn}({arg}):",
         "    try:",
+        "        {arg}.flush()",
         "        {arg}.close()",
         "    except Exception:",
         "        pass",
-    ), 3, sink="except Exception:"),
+    ), 4, sink="except Exception:"),
     PlantTemplate("temp-path", "security", "medium", (
         "def {fn}():",
         '    return open("/tmp/{table}.lock", "w")',

@@ -65,10 +65,11 @@ def test_a_312_fstring_file_reports_its_path_traversal_and_a_broken_file_is_name
     report = json.loads(result.stdout)
     traversal = [f for f in report["findings"] if f["rule"] == "python:path-traversal"]
     assert [(f["path"], f["line"]) for f in traversal] == [("app/handler.py", TRAVERSAL_LINE)]
-    skipped = {n["path"]: n["reason"] for n in report["not_reviewed"]}
+    skipped = {n["path"]: (n["reason"], n["detail"]) for n in report["not_reviewed"]}
     assert "app/handler.py" not in skipped
-    assert skipped["app/broken.py"].startswith("parse error: ")
-    assert "line 4" in skipped["app/broken.py"] or "line 5" in skipped["app/broken.py"]
+    reason, detail = skipped["app/broken.py"]
+    assert reason == "parse-error" and detail.startswith("parse error: ")
+    assert "line 4" in detail or "line 5" in detail
 
 
 def test_a_local_range_adding_312_syntax_keeps_its_findings(env: None, tmp_path: Path) -> None:

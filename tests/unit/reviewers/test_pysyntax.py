@@ -224,7 +224,7 @@ def test_bandit_sees_a_file_written_in_312_syntax() -> None:
     # the batch run a reviewer starts before its files are analyzed reads it too
     batch = [source + "# batch\n", "import os\n\n\ndef g(p):\n    os.system(f'ls {p}')\n"]
     bandit.prefetch(batch)
-    report = json.loads(bandit._prefetched[batch[0]])
+    report = json.loads(bandit._prefetched[bandit._digest(batch[0])])
     assert [(r["test_id"], r["line_number"]) for r in report["results"] if r["test_id"] == "B602"] == [("B602", 6)]
 
 
