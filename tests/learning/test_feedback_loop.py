@@ -73,14 +73,20 @@ def review_and_vote(pool: Any, dsn: str, devset_path: Path) -> list[int]:
             f["fingerprint"]: f["id"]
             for f in rows(dsn, "SELECT id, fingerprint FROM findings WHERE review_id = %s", outcome.review_id)
         }
-        real = [v.finding for v in outcome.verified if v.verdict == "REAL"]
-        match = match_findings(real, [ExpectedFinding.model_validate(e) for e in case.get("expected", [])])
+        # the team judges what it was shown: threads (emoji) and the summary's "needs a human look" list
+        # (the dashboard) — a sink fed by a parameter of unknown origin goes to a person (issue 22)
+        shown = [v for v in outcome.verified if v.verdict in ("REAL", "NEEDS_HUMAN_REVIEW")]
+        match = match_findings(
+            [v.finding for v in shown], [ExpectedFinding.model_validate(e) for e in case.get("expected", [])]
+        )
         good = {f.fingerprint for f, _ in match.true_positives}
-        for f in real:
+        for v in shown:
+            source = "emoji" if v.verdict == "REAL" else "dashboard"
             for user in ("gitlab:7", "gitlab:8"):
                 store_feedback.record_vote(
-                    pool, ids[f.fingerprint], user_key=user, source="emoji", value=1 if f.fingerprint in good else -1
-                )
+                    pool, ids[v.finding.fingerprint], user_key=user, source=source,
+                    value=1 if v.finding.fingerprint in good else -1,
+                )  # fmt: skip
     return review_ids
 
 
