@@ -46,14 +46,21 @@ from learning.replay import ReplayCase, read_jsonl_cases, write_jsonl_cases
 from learning.replay_reward import ReplayRewardConfig, match_labeled, reward
 from learning.strata.config import AblationName, StrataConfig
 from learning.strata.constrained import ConstrainedSampler
-from learning.strata.policy import PolicyConfig, StrategyPolicy
+from learning.strata.jump_forward import JumpForwardSampler
+from learning.strata.policy import PolicyConfig, PromptCache, StrategyPolicy
 from learning.strata.replay_cache import CachedReplayEnv
 from learning.strata.run_config import RLTrainConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 INVALID_REWARD = -0.5
+WATCH_VARIANT = "full seed 0 (collapse watch)"
 MAX_NEW_TOKENS = 224  # a decisions-only plan: ~90 tokens for one reviewer, up to ~190 for two with three paths each
-LORA_LAST_LAYERS = 4  # LoRA on the last layers only: backward stops there (CPU time), 0.65M parameters
+# LoRA on the last layer's query, output and MLP weights only (0.16M parameters): then training never
+# changes what any layer reads of a prompt, so each ~1,300-token prompt is read once for the whole run
+# (learning/strata/policy.py PromptCache) and every score and decode reads only its ~150 answer tokens.
+# With LoRA on the last four layers a prompt was read again for every score: ~10 s a time on this CPU.
+LORA_MODULES = ("self_attn.q_proj", "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")
+PROMPT_CACHE_BYTES = 9 << 30  # bfloat16, ~30 MB a prompt: all 240 MRs' prompts fit
 
 
 @dataclass(frozen=True)
@@ -63,22 +70,23 @@ class BenchConfig:
     n_mrs: int = 240
     env_seed: int = 0
     sft_cases: int = 168  # every training MR: its oracle plan is read from the cached table, not sampled
-    sft_steps: int = 6
-    dpo_steps: int = 3
+    sft_steps: int = 60  # batches of 4: every training MR's oracle plan about 1.4 times
+    dpo_steps: int = 30
     rl_steps: int = 30  # issue 24: at least 30 steps of 4 MRs each
     plans_per_mr: int = 4  # N: with 2, most groups had no reward spread and were skipped (run of a4f0009)
     seeds: int = 3
     ablations: tuple[str, ...] = ("no_fps", "no_filter", "no_judge", "plain_mean")
     sampled_eval_stages: tuple[str, ...] = ("base", "rl")  # sampling costs a second pass per stage
+    watch_factor: int = 1  # seed 0 runs on to this many × rl_steps as the collapse watch (3 when time allows)
+    decoding_mrs: int = 6  # held-out MRs decoded both ways for the decoding-cost row
     budget_minutes: float = 85.0
 
 
-def lora_targets(model_dir: Path, last: int) -> tuple[str, ...]:
+def lora_targets(model_dir: Path) -> tuple[str, ...]:
+    """The last layer's LORA_MODULES: weights that cannot change a prompt's keys and values."""
     config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
-    layers = int(config["num_hidden_layers"])
-    names = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
-             "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")  # fmt: skip
-    return tuple(f"model.layers.{i}.{n}" for i in range(layers - last, layers) for n in names)
+    last = int(config["num_hidden_layers"]) - 1
+    return tuple(f"model.layers.{last}.{n}" for n in LORA_MODULES)
 
 
 class Bench:
@@ -90,7 +98,8 @@ class Bench:
         self.env = CachedReplayEnv()
         self.reward_config = ReplayRewardConfig()
         self.profiles = {t.name: t for t in seeded_profiles(EnvGenConfig(n=config.n_mrs, seed=config.env_seed))}
-        self.policy_config = PolicyConfig(device="cpu", lora_target_modules=lora_targets(base_model, LORA_LAST_LAYERS))
+        self.policy_config = PolicyConfig(device="cpu", lora_target_modules=lora_targets(base_model))
+        self.prompt_cache = PromptCache(max_bytes=PROMPT_CACHE_BYTES)
         self.results: dict[str, Any] = {"stages": {}, "curves": {}, "ablations": {}, "rl_logs": {}, "notes": []}
         self.train: list[ReplayCase] = []
         self.heldout: list[ReplayCase] = []
@@ -138,19 +147,52 @@ class Bench:
 
     # --- sampling and evaluation ---------------------------------------------------------------------
 
-    def sampler(self, policy: StrategyPolicy, cases: Sequence[ReplayCase]) -> ConstrainedSampler:
+    def sampler(
+        self, policy: StrategyPolicy, cases: Sequence[ReplayCase], *, jump_forward: bool = True
+    ) -> JumpForwardSampler | ConstrainedSampler:
         from learning.strata.constrained import case_schema, make_grammar
 
         if self._grammar is None:
             self._grammar = make_grammar(policy)
-        return ConstrainedSampler(policy, self._grammar, [case_schema(x, self.env, decisions_only=True) for x in cases])
+        schemas = [case_schema(x, self.env, decisions_only=True) for x in cases]
+        if jump_forward:
+            return JumpForwardSampler(policy, self._grammar, schemas)
+        return ConstrainedSampler(policy, self._grammar, schemas)
 
     def generate(
         self, policy: StrategyPolicy, cases: Sequence[ReplayCase], *, n: int, temperature: float, seed: int
     ) -> list[list[list[int]]]:
         prompts = [policy.prompt_ids(self.env.reset(x)) for x in cases]
-        sampler: ConstrainedSampler = self.sampler(policy, cases)
+        sampler = self.sampler(policy, cases)
         return sampler.sample(prompts, n=n, temperature=temperature, max_new_tokens=MAX_NEW_TOKENS, seed=seed)
+
+    def decoding_cost(self, policy: StrategyPolicy, cases: Sequence[ReplayCase]) -> None:
+        """Issue 24, Build 5: the same greedy plans decoded token by token and by jump-forward, prompts
+        already read (the prompt cache serves both), so the figures are the answer's cost alone."""
+        prompts = [policy.prompt_ids(self.env.reset(x)) for x in cases]
+        for prompt in prompts:
+            self.prompt_cache.get(policy, prompt)  # read outside the timing
+        rows: dict[str, Any] = {}
+        for name, jump in (("token by token", False), ("jump-forward", True)):
+            sampler = self.sampler(policy, cases, jump_forward=jump)
+            started = time.perf_counter()
+            out = sampler.sample(prompts, n=1, temperature=0.0, max_new_tokens=MAX_NEW_TOKENS, seed=0)
+            seconds = time.perf_counter() - started
+            tokens = [len(r[0]) for r in out]
+            passes = sampler.forward_passes if isinstance(sampler, JumpForwardSampler) else sum(tokens)
+            rows[name] = {
+                "plans": len(cases), "tokens_per_plan": sum(tokens) / len(tokens),
+                "forward_passes_per_plan": passes / len(tokens), "seconds_per_plan": seconds / len(tokens),
+                "valid": sum(1 for r in out if parse_strategy(policy.decode(r[0])) is not None),
+                "plans_text": [policy.decode(r[0]) for r in out],
+            }  # fmt: skip
+        texts = zip(rows["token by token"]["plans_text"], rows["jump-forward"]["plans_text"], strict=True)
+        same = sum(a == b for a, b in texts)
+        for row in rows.values():
+            del row["plans_text"]
+        self.results["decoding"] = rows | {"same_plan": same, "load": _load()}
+        self.log(f"decoding cost: {rows}")
+        self.save()
 
     def outcome(self, case: ReplayCase, text: str) -> dict[str, float]:
         """One answer on one MR: reward, defects found, decoy posts, the profile's votes on the posts."""
@@ -197,7 +239,9 @@ class Bench:
     # --- stages ---------------------------------------------------------------------------------
 
     def load(self, adapter: Path | None = None) -> StrategyPolicy:
-        return StrategyPolicy.load(self.base_model, adapter=adapter, config=self.policy_config)
+        policy = StrategyPolicy.load(self.base_model, adapter=adapter, config=self.policy_config)
+        policy.enable_prompt_cache(shared=self.prompt_cache)
+        return policy
 
     def sft_and_dpo(self, policy: StrategyPolicy) -> Path:
         """SFT on each sampled training MR's oracle plan, then DPO oracle vs. the worst plan seen, both
@@ -241,7 +285,7 @@ class Bench:
         )  # fmt: skip
         train = RLTrainConfig(
             mrs_per_step=4, ppo_epochs=1, checkpoint_every=steps, keep_checkpoints=1, cpu_threads=1,
-            invalid_reward=INVALID_REWARD, constrained_decoding=True, decisions_only=True,
+            invalid_reward=INVALID_REWARD, constrained_decoding=True, decisions_only=True, jump_forward=True,
         )  # fmt: skip
         return StrataConfig.ablation(ablation, strata), train
 
@@ -256,6 +300,7 @@ class Bench:
             self.log(f"{variant} step {step}: reward {metrics['reward_mean']:.3f} std {metrics['reward_std']:.3f}"
                      f" entropy {metrics.get('entropy', 0):.3f} grad {metrics.get('grad_norm', 0):.3f}")  # fmt: skip
             if step in eval_at and trainer is not None and trainer.policy is not None:
+                # every full seed's step-S evaluation is an "rl" run (the summary averages them per MR)
                 key = "rl" if ablation == "full" and step == self.config.rl_steps else None
                 if ablation != "full":
                     entry = self.results["ablations"].setdefault(ablation, {"greedy": []})
@@ -277,6 +322,7 @@ class Bench:
             reward_config=self.reward_config, on_step_end=on_step_end,
         )  # fmt: skip
         trainer.env = self.env  # the shared memo of executions (the analyzers are deterministic)
+        trainer.prompt_cache = self.prompt_cache  # prompts read once for every stage and seed
         outcome = trainer.train()
         self.results["rl_logs"][variant] = outcome.step_metrics
         self.save()
@@ -306,20 +352,23 @@ class Bench:
         self.build_env()
         policy = self.load()
         self.record("base", policy)
+        self.decoding_cost(policy, self.heldout[: c.decoding_mrs])
         dpo = self.sft_and_dpo(policy)
         self.record("dpo", policy)
         self.results["dpo_greedy_mean"] = _mean_reward(self.results["stages"]["dpo"]["greedy"][-1])
         del policy
         s = c.rl_steps
+        watch = WATCH_VARIANT
         t0 = self.minutes()
-        self.rl(dpo, variant="full seed 0 (collapse watch)", seed=0, ablation="full", steps=3 * s, eval_at=(s, 3 * s))
-        step_minutes = (self.minutes() - t0) / (3 * s)
-        self.results["collapse"] = collapse_watch(self.results["rl_logs"]["full seed 0 (collapse watch)"])
+        long = s * c.watch_factor
+        self.rl(dpo, variant=watch, seed=0, ablation="full", steps=long, eval_at=tuple(sorted({s, long})))
+        step_minutes = (self.minutes() - t0) / long
+        self.results["collapse"] = collapse_watch(self.results["rl_logs"][watch])
         self.save()
         for seed in range(1, c.seeds):
-            if self.fits(f"RL seed {seed}", step_minutes * s * 1.5):
+            if self.fits(f"RL seed {seed}", step_minutes * s * 1.2):
                 self.rl(dpo, variant=f"full seed {seed}", seed=seed, ablation="full", steps=s, eval_at=(s,))
-        flags = [m.get("judge_flag_rate", 0.0) for m in self.results["rl_logs"]["full seed 0 (collapse watch)"]]
+        flags = [m.get("judge_flag_rate", 0.0) for m in self.results["rl_logs"][watch]]
         for name in c.ablations:
             note = ""
             if name in ("no_judge", "plain_mean") and max(flags, default=0.0) == 0.0:
@@ -328,10 +377,11 @@ class Bench:
                         " so the top-δ score is the reward for any δ") if name == "plain_mean" else (
                        f"expected equal to full seed 0: the judge flagged no step in the full run ({len(flags)} steps,"
                         " flag rate 0), so κ multiplies zero")  # fmt: skip
-            if self.fits(f"ablation {name}", step_minutes * s * 1.5):
+            if self.fits(f"ablation {name}", step_minutes * s * 1.2):
                 self.rl(dpo, variant=name, seed=0, ablation=name, steps=s, eval_at=(s,))  # type: ignore[arg-type]
                 if note:
                     self.results["ablations"][name]["note"] = note
+        self.results["prompt_cache"] = {"prompts_read": self.prompt_cache.reads, "bytes": self.prompt_cache.bytes}
         self.save()
 
 
@@ -395,6 +445,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--budget-minutes", type=float, default=BenchConfig.budget_minutes)
     parser.add_argument("--steps", type=int, default=BenchConfig.rl_steps, help="RL steps per run (S)")
     parser.add_argument("--seeds", type=int, default=BenchConfig.seeds)
+    parser.add_argument("--watch-factor", type=int, default=BenchConfig.watch_factor,
+                        help="seed 0 runs this many × --steps (the collapse watch)")  # fmt: skip
     parser.add_argument("--plans", type=int, default=BenchConfig.plans_per_mr, help="RL strategies per MR (N)")
     parser.add_argument("--n-mrs", type=int, default=BenchConfig.n_mrs)
     parser.add_argument("--sft-cases", type=int, default=BenchConfig.sft_cases)
@@ -421,6 +473,7 @@ def main(argv: list[str] | None = None) -> None:
         base = ensure_base_model(ROOT / ".data")
     config = BenchConfig(
         budget_minutes=args.budget_minutes, rl_steps=args.steps, plans_per_mr=args.plans, seeds=args.seeds,
+        watch_factor=args.watch_factor,
         n_mrs=args.n_mrs,
         sft_cases=args.sft_cases, ablations=tuple(a for a in args.ablations.split(",") if a),
     )  # fmt: skip

@@ -7,7 +7,8 @@
 The held-out MRs, the rule plan and the oracle come from the headroom run (`python -m bench.headroom`,
 bench/learning_headroom.json): they are measured before any training, so a null is readable. A
 stage's per-MR held-out rewards come from a training run's results.json (`held_out_case_ids` and
-`stages.<stage>.greedy[0][i].reward`); a stage is paired with the references MR by MR, so a results
+`stages.<stage>.greedy[k][i].reward`, averaged over the stage's runs k: RL has one per seed); a stage
+is paired with the references MR by MR, so a results
 file over other merge requests is refused with one line rather than compared. Stages with no
 recorded run are absent, and `missing_stages` says which.
 """
@@ -70,7 +71,8 @@ def summary(headroom: dict[str, Any], results: dict[str, Any] | None) -> dict[st
         for stage in STAGES:
             runs = (stages.get(stage) or {}).get("greedy") or []
             if runs:
-                per_stage[stage] = [float(o["reward"]) for o in runs[0]]
+                # a stage run more than once (RL: one run per seed) counts as its mean per MR
+                per_stage[stage] = [sum(float(run[i]["reward"]) for run in runs) / len(runs) for i in range(len(ids))]
     previous: list[float] | None = None
     for stage in STAGES:
         rewards = per_stage.get(stage)

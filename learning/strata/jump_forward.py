@@ -18,13 +18,14 @@ forward pass, which is always correct.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import xgrammar as xgr
 
+    from agent.llm.grammar import JsonSchemaGrammar
     from learning.strata.policy import StrategyPolicy
 
 
@@ -36,6 +37,23 @@ class JumpForwardResult:
     forced: int  # tokens appended from jump-forward strings without a forward pass of their own
 
 
+def prefill(policy: StrategyPolicy, prompt: Sequence[int]) -> tuple[Any, Any]:
+    """The prompt read once: its key/value cache and the next token's logits, for several completions."""
+    import torch
+
+    def ids(tokens: Sequence[int]) -> torch.Tensor:
+        return torch.tensor([list(tokens)], dtype=torch.long, device=policy.device)
+
+    with torch.no_grad():
+        if policy.prompt_cache is not None:  # all but the last token read once, whatever the adapter
+            out = policy.model(
+                input_ids=ids(prompt[-1:]), cache=policy.prompt_cache.get(policy, prompt), use_cache=True
+            )
+        else:
+            out = policy.model(input_ids=ids(prompt), use_cache=True, logits_to_keep=1)
+    return out.past_key_values, out.logits[0, -1:].float()
+
+
 def decode_jump_forward(
     policy: StrategyPolicy,
     prompt: Sequence[int],
@@ -44,8 +62,12 @@ def decode_jump_forward(
     max_new_tokens: int,
     temperature: float = 0.0,
     seed: int = 0,
+    prefilled: tuple[Any, Any] | None = None,
 ) -> JumpForwardResult:
-    """One completion of `prompt` under `grammar`: greedy at temperature 0, else sampled (seeded)."""
+    """One completion of `prompt` under `grammar`: greedy at temperature 0, else sampled (seeded).
+    `prefilled` is `prefill(policy, prompt)`, copied here so it serves the next completion too."""
+    import copy
+
     import torch
     import xgrammar as xgr
 
@@ -60,10 +82,7 @@ def decode_jump_forward(
     decided = forced = passes = 0
     try:
         with torch.no_grad():
-            ids = torch.tensor([list(prompt)], dtype=torch.long, device=policy.device)
-            out = model(input_ids=ids, use_cache=True)
-            cache = out.past_key_values
-            logits = out.logits[0, -1:].float()
+            cache, logits = copy.deepcopy(prefilled) if prefilled is not None else prefill(policy, prompt)
             while len(tokens) < max_new_tokens and not matcher.is_terminated():
                 matcher.fill_next_token_bitmask(bitmask, 0)
                 xgr.apply_token_bitmask_inplace(logits, bitmask.to(logits.device), vocab_size=vocab)
@@ -100,3 +119,56 @@ def decode_jump_forward(
     finally:
         model.train(was_training)
     return JumpForwardResult(tokens=tokens, forward_passes=passes, decided=decided, forced=forced)
+
+
+class JumpForwardSampler:
+    """A `StrategySampler` that decodes only the choices, prompt i under `schemas[i]` (what
+    `ConstrainedSampler` samples token by token). Each prompt is read once for its `n` completions,
+    and a LoRA adapter is merged into the weights while sampling, as there."""
+
+    def __init__(
+        self, policy: StrategyPolicy, grammar: JsonSchemaGrammar, schemas: Sequence[Mapping[str, Any]]
+    ) -> None:
+        self.policy = policy
+        self.grammar = grammar
+        self.schemas = list(schemas)
+        self.forward_passes = 0  # model calls after the prompts', over every completion sampled
+        self.decided = 0
+        self.forced = 0
+
+    def sample(
+        self, prompts: Sequence[Sequence[int]], *, n: int, temperature: float, max_new_tokens: int, seed: int
+    ) -> list[list[list[int]]]:
+        from reviewers.kernel.errors import TrainingError
+
+        if len(prompts) != len(self.schemas):
+            raise TrainingError(f"{len(prompts)} prompts but {len(self.schemas)} schemas")
+        if temperature <= 0 and n != 1:
+            raise TrainingError("greedy decoding gives one completion per prompt; use n=1")
+        policy = self.policy
+        merged = policy.is_peft
+        if merged:
+            policy.model.merge_adapter()
+        was_training = policy.model.training
+        policy.model.eval()
+        try:
+            out: list[list[list[int]]] = []
+            for i, (prompt, schema) in enumerate(zip(prompts, self.schemas, strict=True)):
+                compiled = self.grammar.compile(schema)
+                read = prefill(policy, prompt)
+                rows = []
+                for j in range(n):
+                    result = decode_jump_forward(
+                        policy, prompt, compiled, max_new_tokens=max_new_tokens, temperature=temperature,
+                        seed=seed * 1_000_003 + i * 101 + j, prefilled=read,
+                    )  # fmt: skip
+                    self.forward_passes += result.forward_passes
+                    self.decided += result.decided
+                    self.forced += result.forced
+                    rows.append(policy._trim(result.tokens))
+                out.append(rows)
+            return out
+        finally:
+            policy.model.train(was_training)
+            if merged:
+                policy.model.unmerge_adapter()

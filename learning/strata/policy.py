@@ -88,6 +88,7 @@ class StrategyPolicy:
         self.model = model
         self.tokenizer = tokenizer
         self.device = device
+        self.prompt_cache: PromptCache | None = None
         eos = model.generation_config.eos_token_id or tokenizer.eos_token_id
         self.eos_ids: list[int] = list(eos) if isinstance(eos, list | tuple) else [int(eos)]
         self.pad_id = int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_ids[0])
@@ -226,6 +227,37 @@ class StrategyPolicy:
         rows = [self._trim(row[width:].tolist()) for row in out]
         return [rows[i * n : (i + 1) * n] for i in range(len(prompts))]
 
+    # --- the prompt read once -----------------------------------------------------------------------
+
+    def enable_prompt_cache(self, max_bytes: int = 0, *, shared: PromptCache | None = None) -> None:
+        """Read each prompt once: keep its key/value cache (all but its last token) and score or decode
+        only the tokens after it. Exact only while training cannot change a prompt's keys and values:
+        every trainable weight is in the last layer and none is its key or value projection
+        (`prompt_cache_problem`); refused otherwise. Then the keys and values are the base model's, so
+        policies over the same base model (other adapters, other stages) may share one cache."""
+        problem = prompt_cache_problem(self)
+        if problem:
+            raise TrainingError(f"the prompt cache would be stale: {problem}")
+        self.prompt_cache = shared if shared is not None else PromptCache(max_bytes=max_bytes)
+
+    def _score_cached(
+        self, cache: PromptCache, prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]]
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Per row: logits over its completion's tokens, read after its cached prompt. Returns (B, C, V)
+        logits, (B, C) targets and (B, C) mask."""
+        import torch
+
+        width = max(len(c) for c in completions)
+        rows, targets = [], torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(prompts), width), dtype=torch.float32)
+        for row, (p, c) in enumerate(zip(prompts, completions, strict=True)):
+            feed = torch.tensor([[p[-1], *c[:-1]]], dtype=torch.long, device=self.device)
+            logits = self.model(input_ids=feed, cache=cache.get(self, p), use_cache=True).logits[0].float()
+            rows.append(torch.nn.functional.pad(logits, (0, 0, 0, width - len(c))))
+            targets[row, : len(c)] = torch.tensor(list(c), dtype=torch.long)
+            mask[row, : len(c)] = 1.0
+        return torch.stack(rows), targets.to(self.device), mask.to(self.device)
+
     # --- scoring ----------------------------------------------------------------------------------
 
     def score(
@@ -245,6 +277,13 @@ class StrategyPolicy:
             raise TrainingError(f"{len(prompts)} prompts but {len(completions)} completions")
         if any(not c for c in completions):
             raise TrainingError("an empty completion has no token to score")
+        if self.prompt_cache is not None:
+            logits, targets, mask = self._score_cached(self.prompt_cache, prompts, completions)
+            if temperature > 0:
+                logits = logits / temperature
+            logprobs = torch.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1) * mask
+            entropy = token_entropy(logits.detach(), mask) if with_entropy else None
+            return TokenScores(logprobs=logprobs, mask=mask, entropy=entropy)
         lengths = [len(p) + len(c) for p, c in zip(prompts, completions, strict=True)]
         width = max(lengths)
         ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
@@ -274,3 +313,67 @@ class StrategyPolicy:
         logprobs = torch.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1) * mask
         entropy = token_entropy(logits.detach(), mask) if with_entropy else None
         return TokenScores(logprobs=logprobs, mask=mask, entropy=entropy)
+
+
+def prompt_cache_problem(policy: StrategyPolicy) -> str | None:
+    """Why a cached prompt would go stale as `policy` trains, or None: a trainable weight outside the
+    last layer changes what every later layer reads of the prompt, and the last layer's key or value
+    projection changes that layer's own prompt keys and values."""
+    layers = int(policy.model.config.num_hidden_layers)
+    last = f"layers.{layers - 1}."
+    for name, param in policy.model.named_parameters():
+        if not param.requires_grad:
+            continue
+        if last not in name:
+            return f"{name} is trainable and not in the last layer"
+        if "k_proj" in name or "v_proj" in name:
+            return f"{name} is trainable and projects the prompt's keys or values"
+    return None
+
+
+class PromptCache:
+    """Prompts' key/value caches (all tokens but the last), least recently used dropped past `max_bytes`.
+    Kept as bfloat16 and widened on use: every reader of a prompt sees the same rounded values. Share
+    one only between policies over the same base model."""
+
+    def __init__(self, *, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.entries: dict[tuple[int, ...], list[tuple[torch.Tensor, torch.Tensor]]] = {}
+        self.bytes = 0
+        self.reads = 0  # prompts read by the model (cache misses)
+
+    def get(self, policy: StrategyPolicy, prompt: Sequence[int]) -> Any:
+        """A fresh `DynamicCache` holding `prompt[:-1]`; the caller feeds `prompt[-1]` next."""
+        from transformers import DynamicCache
+
+        key = tuple(int(t) for t in prompt[:-1])
+        stored = self.entries.pop(key, None)
+        if stored is None:
+            stored = self._read(policy, key)
+        self.entries[key] = stored  # most recently used last
+        dtype = next(policy.model.parameters()).dtype
+        layers = [(k.to(dtype), v.to(dtype)) for k, v in stored]
+        return DynamicCache(ddp_cache_data=layers, config=policy.model.config)
+
+    def _read(self, policy: StrategyPolicy, key: tuple[int, ...]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        import torch
+
+        model = policy.model
+        was_training = model.training
+        model.eval()
+        try:
+            with torch.no_grad():
+                ids = torch.tensor([list(key)], dtype=torch.long, device=policy.device)
+                cache = model(input_ids=ids, use_cache=True, logits_to_keep=1).past_key_values
+        finally:
+            model.train(was_training)
+        stored = [(layer.keys.to(torch.bfloat16), layer.values.to(torch.bfloat16)) for layer in cache.layers]
+        self.reads += 1
+        self.bytes += _size(stored)
+        while self.entries and self.bytes > self.max_bytes:
+            self.bytes -= _size(self.entries.pop(next(iter(self.entries))))
+        return stored
+
+
+def _size(layers: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> int:
+    return sum(k.numel() * k.element_size() + v.numel() * v.element_size() for k, v in layers)

@@ -56,8 +56,17 @@ class RLTrainConfig:
             " writes a plan in a few dozen tokens"
         },
     )
+    jump_forward: bool = field(
+        default=False,
+        metadata={
+            "help": "with constrained_decoding: decode only the choices, appending the grammar's forced text"
+            " without a forward pass of its own (learning/strata/jump_forward.py)"
+        },
+    )
 
     def __post_init__(self) -> None:
+        if self.jump_forward and not self.constrained_decoding:
+            raise ConfigError("jump_forward decodes under a schema: it needs constrained_decoding")
         if self.warmup_steps < 0:
             raise ConfigError(f"warmup_steps must be >= 0, got {self.warmup_steps}")
         if self.mrs_per_step < 1 or self.ppo_epochs < 1 or self.checkpoint_every < 1 or self.keep_checkpoints < 1:

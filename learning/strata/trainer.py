@@ -40,7 +40,7 @@ from learning.strata.config import StrataConfig
 from learning.strata.distributed import DataParallel
 from learning.strata.judge import make_judge
 from learning.strata.masking import stack_token_targets
-from learning.strata.policy import PolicyConfig, StrategyPolicy, StrategySampler
+from learning.strata.policy import PolicyConfig, PromptCache, StrategyPolicy, StrategySampler
 from learning.strata.rollout import MRGroup, rollout_groups
 from reviewers.kernel.errors import ConfigError, TrainingError
 
@@ -139,6 +139,9 @@ class StrataTrainer:
         self.judge = make_judge(config.judge_config())
         self.policy: StrategyPolicy | None = None
         self._prompts: dict[str, list[int]] = {}
+        # A prompt cache shared by every policy this trainer loads (and by its caller's evaluations):
+        # set it before train() when the adapter leaves prompts' keys and values alone.
+        self.prompt_cache: PromptCache | None = None
         self._grammar: Any = None  # compiled lazily for constrained_decoding (agent/llm/grammar.py)
         # Under `accelerate launch` each process is one rank (learning/strata/distributed.py).
         self.dp = data_parallel or DataParallel.from_environment()
@@ -159,11 +162,14 @@ class StrataTrainer:
     def load_policy(self, checkpoint: Path | None = None) -> StrategyPolicy:
         """The policy at the start (base + adapter or a fresh LoRA) or as a checkpoint saved it."""
         if checkpoint is None:
-            return StrategyPolicy.load(self.base_model, adapter=self.adapter, config=self.policy_config)
-        if (checkpoint / "adapter_config.json").is_file():
-            return StrategyPolicy.load(self.base_model, adapter=checkpoint, config=self.policy_config)
-        # Trained without LoRA: the checkpoint is the whole model.
-        return StrategyPolicy.load(checkpoint, config=self.policy_config)
+            policy = StrategyPolicy.load(self.base_model, adapter=self.adapter, config=self.policy_config)
+        elif (checkpoint / "adapter_config.json").is_file():
+            policy = StrategyPolicy.load(self.base_model, adapter=checkpoint, config=self.policy_config)
+        else:  # trained without LoRA: the checkpoint is the whole model
+            policy = StrategyPolicy.load(checkpoint, config=self.policy_config)
+        if self.prompt_cache is not None:
+            policy.enable_prompt_cache(shared=self.prompt_cache)
+        return policy
 
     def prompt_ids(self, case: ReplayCase) -> list[int]:
         if self.policy is None:
@@ -202,6 +208,10 @@ class StrataTrainer:
             if self._grammar is None:
                 self._grammar = make_grammar(policy)
             schemas = [case_schema(c, self.env, decisions_only=self.train_config.decisions_only) for c in cases]
+            if self.train_config.jump_forward:
+                from learning.strata.jump_forward import JumpForwardSampler
+
+                return JumpForwardSampler(policy, self._grammar, schemas)
             return ConstrainedSampler(policy, self._grammar, schemas)
         return self._vllm or policy
 

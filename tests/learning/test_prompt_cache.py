@@ -1,0 +1,131 @@
+"""Reading each prompt once (learning/strata/policy.py PromptCache): with LoRA only on the last layer's
+query, output and MLP weights, a prompt's keys and values never change as the adapter trains, so the
+prompt is read once and only the completion is scored or decoded — the same numbers as reading it all."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from agent.strategy import parse_valid_strategy
+from learning.replay import ReplayEnv
+from learning.strata.constrained import case_schema, make_grammar
+from learning.strata.jump_forward import JumpForwardSampler, decode_jump_forward
+from learning.strata.policy import PolicyConfig, StrategyPolicy
+from reviewers.kernel.errors import TrainingError
+from tests.unit.strata.test_replay_env import hand_case
+
+
+def last_layer_targets(model_dir: Path) -> tuple[str, ...]:
+    import json
+
+    last = json.loads((model_dir / "config.json").read_text())["num_hidden_layers"] - 1
+    names = ("self_attn.q_proj", "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")
+    return tuple(f"model.layers.{last}.{n}" for n in names)
+
+
+def trained_a_little(policy: StrategyPolicy) -> None:
+    """Move the adapter off zero so a stale prompt cache would show."""
+    with torch.no_grad():
+        for p in policy.trainable_parameters():
+            p.add_(torch.randn_like(p) * 0.05, alpha=1.0)
+
+
+def test_cached_scores_match_reading_the_whole_prompt_and_train_the_same(tiny_model_dir: Path) -> None:
+    config = PolicyConfig(device="cpu", lora_target_modules=last_layer_targets(tiny_model_dir))
+    policy = StrategyPolicy.load(tiny_model_dir, config=config)
+    trained_a_little(policy)
+    env = ReplayEnv()
+    prompts = [policy.prompt_ids(env.reset(hand_case())), policy.prompt_ids("a shorter prompt")]
+    completions = [[5, 6, 7, 8, 9], [11, 12]]
+    plain = policy.score(prompts, completions, with_entropy=True)
+    plain_grad = torch.autograd.grad(plain.logprobs.sum(), policy.trainable_parameters())
+    policy.enable_prompt_cache(max_bytes=1 << 30)
+    cached = policy.score(prompts, completions, with_entropy=True)
+    cached_grad = torch.autograd.grad(cached.logprobs.sum(), policy.trainable_parameters())
+    assert torch.equal(cached.mask, plain.mask)
+    # bfloat16 storage of the prompt's keys and values: close, not bit-equal
+    assert torch.allclose(cached.logprobs, plain.logprobs, atol=2e-2)
+    assert cached.entropy is not None and plain.entropy is not None
+    assert abs(float(cached.entropy) - float(plain.entropy)) < 2e-2
+    for a, b in zip(cached_grad, plain_grad, strict=True):
+        assert torch.allclose(a, b, atol=2e-2, rtol=5e-2)
+    assert policy.prompt_cache is not None and policy.prompt_cache.reads == 2
+    policy.score(prompts, completions)
+    assert policy.prompt_cache.reads == 2  # read once
+
+
+def test_a_cache_that_training_would_make_stale_is_refused(tiny_model_dir: Path) -> None:
+    everywhere = StrategyPolicy.load(tiny_model_dir, config=PolicyConfig(device="cpu"))
+    with pytest.raises(TrainingError, match="not in the last layer"):
+        everywhere.enable_prompt_cache(max_bytes=1 << 30)
+    last = last_layer_targets(tiny_model_dir)[0].rsplit(".", 2)[0]
+    keys = PolicyConfig(device="cpu", lora_target_modules=(f"{last}.self_attn.k_proj",))
+    with pytest.raises(TrainingError, match="keys or values"):
+        StrategyPolicy.load(tiny_model_dir, config=keys).enable_prompt_cache(max_bytes=1 << 30)
+
+
+def test_the_cache_keeps_to_its_byte_limit(tiny_model_dir: Path) -> None:
+    config = PolicyConfig(device="cpu", lora_target_modules=last_layer_targets(tiny_model_dir))
+    policy = StrategyPolicy.load(tiny_model_dir, config=config)
+    policy.enable_prompt_cache(max_bytes=1)  # room for the newest prompt only
+    cache = policy.prompt_cache
+    assert cache is not None
+    for text in ("one", "two", "one"):
+        policy.score([policy.prompt_ids(text)], [[5, 6]])
+    assert cache.reads == 3 and len(cache.entries) == 1
+
+
+def test_jump_forward_sampler_reads_the_prompt_once_and_writes_valid_plans(tiny_model_dir: Path) -> None:
+    config = PolicyConfig(device="cpu", lora_target_modules=last_layer_targets(tiny_model_dir))
+    policy = StrategyPolicy.load(tiny_model_dir, config=config)
+    trained_a_little(policy)
+    env = ReplayEnv()
+    case = hand_case().model_copy(update={"review_budget": 2})
+    grammar = make_grammar(policy)
+    schema = case_schema(case, env, decisions_only=True)
+    prompt = policy.prompt_ids(env.reset(case))
+    uncached = decode_jump_forward(policy, prompt, grammar.compile(schema), max_new_tokens=400)
+    policy.enable_prompt_cache(max_bytes=1 << 30)
+    sampler = JumpForwardSampler(policy, grammar, [schema])
+    [[greedy]] = sampler.sample([prompt], n=1, temperature=0.0, max_new_tokens=400, seed=0)
+    [rows] = sampler.sample([prompt], n=3, temperature=1.0, max_new_tokens=400, seed=1)
+    assert policy.decode(greedy) == policy.decode(policy._trim(uncached.tokens))  # same plan, adapter merged or not
+    for row in [greedy, *rows]:
+        z = parse_valid_strategy(policy.decode(row))
+        assert z.plan[0].reviewer == "security"
+    assert policy.prompt_cache is not None and policy.prompt_cache.reads == 1
+    assert sampler.forward_passes < sampler.decided + sampler.forced
+    assert not any(p.requires_grad is False for p in policy.trainable_parameters())
+
+
+def test_rl_steps_with_jump_forward_and_a_shared_prompt_cache(tiny_model_dir: Path, tmp_path: Path) -> None:
+    from learning.strata.config import StrataConfig
+    from learning.strata.policy import PromptCache
+    from learning.strata.run_config import RLTrainConfig
+    from learning.strata.trainer import StrataTrainer
+
+    cases = [hand_case().model_copy(update={"case_id": f"hand-{i}", "review_budget": 2}) for i in range(3)]
+    strata = StrataConfig(
+        sigma=2, n_strategies=3, m_executions=1, keep_ratio=1.0, temperature=1.0, max_new_tokens=400,
+        embedder="hashing", learning_rate=5e-2, max_steps=2, seed=0,
+    )  # fmt: skip
+    train = RLTrainConfig(
+        mrs_per_step=3, checkpoint_every=2, cpu_threads=1, invalid_reward=-0.5,
+        constrained_decoding=True, decisions_only=True, jump_forward=True,
+    )  # fmt: skip
+    config = PolicyConfig(device="cpu", lora_target_modules=last_layer_targets(tiny_model_dir))
+    trainer = StrataTrainer(
+        strata, base_model=tiny_model_dir, train_cases=cases, out_dir=tmp_path / "rl", train_config=train,
+        policy_config=config,
+    )  # fmt: skip
+    shared = trainer.prompt_cache = PromptCache(max_bytes=1 << 30)
+    outcome = trainer.train()
+    assert len(outcome.step_metrics) == 2
+    assert trainer.policy is not None and trainer.policy.prompt_cache is shared
+    # the three MRs render the same prompt: it was read once for both steps' sampling and scoring
+    assert shared.reads == 1
+    trained = [m for m in outcome.step_metrics if not m.get("skipped")]
+    assert all(m["grad_norm"] == m["grad_norm"] for m in trained)  # finite, not NaN
