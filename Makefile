@@ -58,9 +58,9 @@ test: lint typecheck pytest
 bench: $(STAMP)
 	$(BIN)/python -m bench.run
 
-# base → SFT → DPO → StraTA RL on SmolLM2-135M on the CPU, held-out MRs from other packages; appends to
-# bench/RESULTS.md and draws bench/learning_reward.png. `python -m bench.learning --report-only
-# .data/bench-learning/results.json` re-renders both from a run's saved numbers.
+# base → SFT → DPO → StraTA RL on SmolLM2-135M on the CPU, held-out MRs from other packages, paired with
+# the headroom's rule and oracle plans; records in bench/RESULTS.md and draws bench/learning_reward.png.
+# `python -m bench.learning --report-only .data/bench-learning/results.json` records a saved run again.
 bench-learning: $(STAMP)
 	$(BIN)/python -m bench.headroom
 	$(BIN)/python -m bench.learning

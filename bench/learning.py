@@ -14,12 +14,18 @@ learning/strata/constrained.py):
 - SFT: each training MR's oracle plan (the best valid plan, from the cached visit table of
   learning/headroom.py), prompted with the one strategy-prompt renderer serving uses.
 - DPO: (oracle, worst plan seen) per MR, on top of the SFT adapter (learning/strata/preference.py).
-- RL: StraTA from the DPO adapter, several seeds; ablations at equal compute; seed 0 runs on to 3× the
-  steps as the collapse watch (reward std, entropy, gradient-norm spikes). Its first S steps are exactly
-  a S-step run (the schedule does not depend on the step count), so its step-S evaluation is seed 0.
+- RL: StraTA from the DPO adapter, several seeds (each seed's step-S evaluation is an "rl" run; the
+  summary averages them per MR); ablations at equal compute; seed 0 is the collapse watch (reward std,
+  entropy, gradient-norm spikes), run on to `--watch-factor` × S steps when time allows. Its first S
+  steps are exactly a S-step run (the schedule does not depend on the step count).
 
-Results go to DIR/results.json after every stage (a stopped run keeps what it measured), then a table
-is appended to bench/RESULTS.md and bench/learning_reward.png is drawn. `--budget-minutes` skips the
+Every prompt is read once for the whole run: LoRA sits on the last layer's query, output and MLP
+weights, which cannot change a prompt's keys and values (learning/strata/policy.py PromptCache), and
+plans are decoded by jump-forward (learning/strata/jump_forward.py): a forward pass per choice.
+
+Results go to DIR/results.json after every stage (a stopped run keeps what it measured), then the run
+is recorded in bench/RESULTS.md, paired MR by MR with the headroom run's rule and oracle plans
+(bench/learning_headroom.json), and bench/learning_reward.png is drawn. `--budget-minutes` skips the
 optional stages (later seeds, ablations) that would not fit, and says so in the table.
 """
 
@@ -37,7 +43,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench.learning_report import append_results, plot_rewards, render_markdown
+from bench.learning_report import SECTION_TITLE, plot_rewards, render_markdown
 from bench.report import git_commit
 from learning.envgen.build import EnvGenConfig, make_env, seeded_profiles
 from learning.envgen.sources import discover_packages
@@ -428,11 +434,25 @@ def _load() -> str:
         return "?"
 
 
-def report(results_file: Path, *, results_md: Path, png: Path) -> None:
+def report(results_file: Path, *, headroom: Path, png: Path, bench_dir: Path = ROOT / "bench") -> None:
+    """Record the run in bench/RESULTS.md (bench/results_file.py) and draw the reward plot."""
+    from bench.learning_summary import summary
+    from bench.results_file import record_run
+
     results = json.loads(results_file.read_text(encoding="utf-8"))
-    append_results(results_md, render_markdown(results))
+    paired = summary(json.loads(headroom.read_text(encoding="utf-8")), results) if headroom.is_file() else None
+    rl = (paired or {}).get("stages", {}).get("rl")
+    headline = (
+        f"held-out ({paired['heldout_mrs']} MRs): RL captured {rl['captured_share']:.0%} of the oracle − rule gap,"
+        f" RL − rule {rl['paired_vs_rule']['mean']:+.3f} [{rl['paired_vs_rule']['lo']:+.3f},"
+        f" {rl['paired_vs_rule']['hi']:+.3f}]"
+        if paired and rl and rl.get("captured_share") is not None
+        else "no RL stage recorded"
+    )
+    record_run(name="learning", title=SECTION_TITLE.removeprefix("## "), headline=headline,
+               section=render_markdown(results, paired), bench_dir=bench_dir)  # fmt: skip
     plot_rewards(results, png)
-    print(f"appended to {results_md}; plot at {png}")
+    print(f"recorded in {bench_dir / 'RESULTS.md'}; plot at {png}")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -440,7 +460,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=ROOT / ".data" / "bench-learning", help="work directory")
     parser.add_argument("--base-model", type=Path, default=None, help="model directory (default: build it)")
     parser.add_argument("--report-only", type=Path, default=None, help="re-render RESULTS.md and the PNG from JSON")
-    parser.add_argument("--results-md", type=Path, default=ROOT / "bench" / "RESULTS.md")
+    parser.add_argument("--bench-dir", type=Path, default=ROOT / "bench", help="where RESULTS.md is recorded")
     parser.add_argument("--png", type=Path, default=ROOT / "bench" / "learning_reward.png")
     parser.add_argument("--budget-minutes", type=float, default=BenchConfig.budget_minutes)
     parser.add_argument("--steps", type=int, default=BenchConfig.rl_steps, help="RL steps per run (S)")
@@ -464,7 +484,7 @@ def main(argv: list[str] | None = None) -> None:
             raise SystemExit(f"bench.learning: {exc}") from None
         return
     if args.report_only is not None:
-        report(args.report_only, results_md=args.results_md, png=args.png)
+        report(args.report_only, headroom=args.headroom, png=args.png, bench_dir=args.bench_dir)
         return
     base = args.base_model
     if base is None:
@@ -483,7 +503,7 @@ def main(argv: list[str] | None = None) -> None:
         bench.run()
     finally:
         bench.save()
-    report(args.out / "results.json", results_md=args.results_md, png=args.png)
+    report(args.out / "results.json", headroom=args.headroom, png=args.png, bench_dir=args.bench_dir)
 
 
 if __name__ == "__main__":

@@ -98,14 +98,16 @@ def _stage_runs(results: Mapping[str, Any], stage: str, mode: str) -> list[list[
     return list(entry) if entry else []
 
 
-def render_markdown(results: Mapping[str, Any]) -> str:
-    """The RESULTS.md section of one run."""
+def render_markdown(results: Mapping[str, Any], paired: Mapping[str, Any] | None = None) -> str:
+    """The RESULTS.md section of one run; `paired` is `bench.learning_summary.summary` of it (the
+    stages paired per MR with the headroom run's rule and oracle plans)."""
     lines = [
         SECTION_TITLE,
         "",
         f"Machine: {results.get('machine', '?')}. Date: {results.get('date', '?')}."
         f" Duration: {results.get('duration_s', 0) / 60:.1f} min. {results.get('setup', '')}",
         "",
+        *paired_lines(paired),
         "Held-out: 95% bootstrap intervals over merge requests (RL: per-MR mean over its seeds). reward ="
         " replay reward; found = planted defects found within the budget / planted; decoy posts = findings"
         " posted on decoys per MR; acceptance = the team profile's 👍 share of the votes it cast on what was"
@@ -152,18 +154,12 @@ def render_markdown(results: Mapping[str, Any]) -> str:
                 lines.append(f"| {name} | not run | | | {entry.get('note', '')} |")
     collapse = results.get("collapse")
     if collapse:
-        lines += ["", f"Collapse watch ({collapse.get('steps', '?')} steps = 3× the RL steps, seed 0): "
-                  + collapse.get("summary", "")]  # fmt: skip
+        lines += ["", f"Collapse watch (seed 0, {collapse.get('steps', '?')} steps): " + collapse.get("summary", "")]
+    lines += decoding_lines(results.get("decoding"))
     for note in results.get("notes", []):
         lines += ["", note]
     lines.append("")
     return "\n".join(lines)
-
-
-def append_results(results_md: Path, section: str) -> None:
-    """Append the section to RESULTS.md (earlier runs stay: each names its machine and date)."""
-    text = results_md.read_text(encoding="utf-8") if results_md.is_file() else "# Benchmark results\n"
-    results_md.write_text(text.rstrip("\n") + "\n\n" + section, encoding="utf-8")
 
 
 def plot_rewards(results: Mapping[str, Any], out: Path) -> Path:
@@ -192,3 +188,65 @@ def plot_rewards(results: Mapping[str, Any], out: Path) -> Path:
     fig.savefig(out, dpi=110)
     plt.close(fig)
     return out
+
+
+def _pair(d: Mapping[str, float] | None) -> str:
+    if not d:
+        return ""
+    return f"{d['mean']:+.3f} [{d['lo']:+.3f}, {d['hi']:+.3f}], p = {d['p']:.4f}"
+
+
+def paired_lines(paired: Mapping[str, Any] | None) -> list[str]:
+    """Issue 24, Build 6: each stage paired MR by MR with the rule plan, the base model and the stage
+    before it, and the share of the oracle − rule headroom it captured; the verdict of Done-when 3."""
+    if not paired:
+        return []
+    lines = [
+        f"Paired over the same {paired['heldout_mrs']} held-out merge requests (95% paired bootstrap intervals,"
+        f" sign-flip p). References from the headroom run, measured before training: rule plan"
+        f" {paired['rule_mean']:+.3f}, oracle {paired['oracle_mean']:+.3f}, oracle − rule"
+        f" {paired['gap_oracle_minus_rule']:+.3f} [{paired['gap_interval'][0]:+.3f}, {paired['gap_interval'][1]:+.3f}]."
+        " Captured share = (stage − rule) / (oracle − rule).",
+        "",
+        "| stage | mean | − rule | − base | − previous stage | captured share |",
+        "|---|---:|---|---|---|---:|",
+    ]
+    for stage, e in paired.get("stages", {}).items():
+        share = "" if e.get("captured_share") is None else f"{e['captured_share']:.0%}"
+        lines.append(
+            f"| {stage} | {e['mean']:+.3f} | {_pair(e.get('paired_vs_rule'))} | {_pair(e.get('paired_vs_base'))} |"
+            f" {_pair(e.get('paired_vs_previous'))} | {share} |"
+        )
+    rl = paired.get("stages", {}).get("rl")
+    if rl:
+        share, lo = rl.get("captured_share") or 0.0, rl["paired_vs_rule"]["lo"]
+        met = share >= 0.3 and lo > 0
+        lines += [
+            "",
+            f"**Done-when 3: RL captured {share:.0%} of the oracle − rule gap (target ≥ 30%), its paired interval"
+            f" against the rule starts at {lo:+.3f} (target > 0): {'met' if met else 'not met'}.**",
+        ]
+    lines.append("")
+    return lines
+
+
+def decoding_lines(decoding: Mapping[str, Any] | None) -> list[str]:
+    """Issue 24, Build 5: the cost of a plan decoded token by token and by jump-forward."""
+    if not decoding:
+        return []
+    lines = [
+        "",
+        f"Decoding cost per plan (the base model's greedy plans on {decoding['token by token']['plans']} held-out"
+        f" MRs, prompts already read, load {decoding.get('load', '?')}): the same plan both ways on"
+        f" {decoding['same_plan']} of them (jump-forward tokenizes the forced text on its own).",
+        "",
+        "| decoding | tokens per plan | forward passes per plan | seconds per plan | valid plans |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for name in ("token by token", "jump-forward"):
+        d = decoding[name]
+        lines.append(
+            f"| {name} | {d['tokens_per_plan']:.0f} | {d['forward_passes_per_plan']:.1f} |"
+            f" {d['seconds_per_plan']:.2f} | {d['valid']} of {d['plans']} |"
+        )
+    return lines

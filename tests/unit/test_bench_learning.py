@@ -77,16 +77,32 @@ def test_markdown_has_every_stage_ablation_and_note() -> None:
     assert "test box" in text and "2.0 min" in text and "a note" in text
 
 
-def test_report_only_rerenders_from_saved_json(tmp_path: Path) -> None:
+def test_report_only_records_the_run_paired_with_the_headroom(tmp_path: Path) -> None:
+    results = _results() | {"held_out_case_ids": ["e0", "e1"]}
+    results["decoding"] = {
+        "token by token": {"plans": 2, "tokens_per_plan": 200.0, "forward_passes_per_plan": 200.0,
+                           "seconds_per_plan": 4.0, "valid": 2},
+        "jump-forward": {"plans": 2, "tokens_per_plan": 150.0, "forward_passes_per_plan": 12.0,
+                         "seconds_per_plan": 0.5, "valid": 2},
+        "same_plan": 1, "load": "1.0",
+    }  # fmt: skip
     saved = tmp_path / "results.json"
-    saved.write_text(json.dumps(_results()), encoding="utf-8")
-    results_md = tmp_path / "RESULTS.md"
-    results_md.write_text("# Benchmark results\n\nearlier runs\n", encoding="utf-8")
+    saved.write_text(json.dumps(results), encoding="utf-8")
+    rows = [{"case_id": f"e{i}", "split": "eval", "rule": {"reward": -0.5}, "oracle": {"reward": 1.5}} for i in (0, 1)]
+    headroom = tmp_path / "headroom.json"
+    headroom.write_text(json.dumps({"rows": rows}), encoding="utf-8")
     png = tmp_path / "plot.png"
-    main(["--report-only", str(saved), "--results-md", str(results_md), "--png", str(png)])
-    text = results_md.read_text(encoding="utf-8")
-    assert text.startswith("# Benchmark results\n\nearlier runs\n")
-    assert SECTION_TITLE in text
+    bench = tmp_path / "bench"
+    bench.mkdir()
+    main(["--report-only", str(saved), "--bench-dir", str(bench), "--headroom", str(headroom), "--png", str(png)])
+    text = (bench / "RESULTS.md").read_text(encoding="utf-8")
+    assert SECTION_TITLE.removeprefix("## ") in text and "| rl | greedy | 2 |" in text
+    # RL (0.25, 0.75 per MR) against rule −0.5 and oracle 1.5: half the gap, its paired interval above 0
+    assert "| rl | +0.500 | +1.000 [+0.750, +1.250], p = 0.5000 |" in text and "| 50% |" in text
+    assert "RL captured 50% of the oracle − rule gap" in text and ": met.**" in text
+    assert "| jump-forward | 150 | 12.0 | 0.50 | 2 of 2 |" in text
+    latest = json.loads((bench / "latest.json").read_text(encoding="utf-8"))
+    assert "captured 50%" in latest["learning"]["headline"]
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
