@@ -181,6 +181,35 @@ class TokenBytes:
         result: torch.Tensor = (self.first_special != _ESCAPES) & (self.free <= chars_left)
         return result
 
+    def fits(self, token: int, chars_left: int) -> bool:
+        """Whether `token` is one of `fitting(chars_left)`."""
+        return int(self.first_special[token]) != _ESCAPES and int(self.free[token]) <= chars_left
+
+
+@dataclass
+class StringBoundsGuard:
+    """One sequence's bounded strings held to their `maxLength`, which the compiled grammar leaves out:
+    it follows the sequence's bytes and, inside a bounded string, allows only the tokens that fit."""
+
+    tokens: TokenBytes
+    cursor: JsonCursor
+
+    def accept(self, token: int) -> None:
+        self.cursor.feed(self.tokens.vocab[token])
+
+    def allows(self, token: int) -> bool:
+        left = self.cursor.chars_left
+        return left is None or self.tokens.fits(token, left)
+
+    def mask(self, scores: torch.Tensor, row: int = 0) -> None:
+        """Sets `scores[row]` to -inf on every token the string being written has no room for."""
+        left = self.cursor.chars_left
+        if left is None:
+            return
+        fits = self.tokens.fitting(left).to(scores.device)
+        width = min(scores.shape[1], fits.shape[0])
+        scores[row, :width] = scores[row, :width].masked_fill(~fits[:width], float("-inf"))
+
 
 class SchemaLogitsProcessor(LogitsProcessor):
     """Masks each sequence's next-token logits to what its schema allows (one `generate` call only).
@@ -203,8 +232,11 @@ class SchemaLogitsProcessor(LogitsProcessor):
         self._bitmask = xgr.allocate_token_bitmask(batch_size, vocab_size)
         self._vocab_size = vocab_size
         self._started = False
-        self._tokens = tokens if bounds else None
-        self._cursors = [JsonCursor(bounds) for _ in range(batch_size)] if bounds else []
+        self._guards = (
+            [StringBoundsGuard(tokens, JsonCursor(bounds)) for _ in range(batch_size)]
+            if tokens is not None and bounds
+            else []
+        )
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         if input_ids.shape[0] != len(self._matchers):
@@ -217,8 +249,8 @@ class SchemaLogitsProcessor(LogitsProcessor):
                 if not matcher.accept_token(token):
                     # Only reachable if something outside this processor changed the chosen token.
                     raise LLMSchemaError("the model produced a token the schema does not allow")
-                if self._tokens is not None:
-                    self._cursors[row].feed(self._tokens.vocab[token])
+                if self._guards:
+                    self._guards[row].accept(token)
         self._started = True
         active = [row for row, matcher in enumerate(self._matchers) if not matcher.is_terminated()]
         for row in active:
@@ -231,13 +263,9 @@ class SchemaLogitsProcessor(LogitsProcessor):
             )
             if target is not scores:
                 scores.copy_(target)
-        if self._tokens is not None:
+        if self._guards:
             for row in active:
-                left = self._cursors[row].chars_left
-                if left is not None:
-                    fits = self._tokens.fitting(left).to(scores.device)
-                    width = min(scores.shape[1], fits.shape[0])
-                    scores[row, :width] = scores[row, :width].masked_fill(~fits[:width], float("-inf"))
+                self._guards[row].mask(scores, row)
         return scores
 
 
@@ -290,6 +318,12 @@ class JsonSchemaGrammar:
             tokens=self._tokens,
             bounds=string_bounds(schema),
         )
+
+    def bounds_guard(self, schema: Mapping[str, Any]) -> StringBoundsGuard | None:
+        """A fresh guard holding one sequence's strings to `schema`'s `maxLength` bounds (which
+        `compile` leaves out); None when the schema bounds no string."""
+        bounds = string_bounds(schema)
+        return StringBoundsGuard(self._tokens, JsonCursor(bounds)) if bounds else None
 
     def _refuse_empty(self, compiled: xgr.CompiledGrammar, schema: Mapping[str, Any]) -> None:
         """`LLMSchemaError` when the grammar's first step allows only the end of the sequence."""

@@ -1,57 +1,48 @@
-"""Decode only the choices: grammar-forced text is appended in one step, not decoded token by token.
+"""Decode only the choices, for the policy being trained: a plan's grammar-forced text is appended in
+one step, not decoded token by token (`agent.llm.jump_forward`, the loop serving decodes with too).
 
-Under a merge request's decisions-only schema most of a plan is fixed by the grammar — keys, quotes,
-the pinned empty fields, the closing brackets (issue 24 counted 900 of 1,012 tokens per plan). Token
-by token, each of those costs a forward pass whose answer is known in advance. Here, after every
-token the model chooses, xgrammar's jump-forward string (the longest text every continuation must
-start with) is tokenized and accepted at once; the next forward pass reads those tokens together
-with the chosen one, extending the key/value cache in a single call. So the forward passes are the
-choices (plus the prompt), whatever the schema's boilerplate.
-
-The forced text is tokenized on its own, which may split it differently than the model would have:
-the text is the same and the grammar accepts it byte for byte, but the token sequence can differ
-from a token-by-token decode's, so later choices can differ slightly (the model reads another
-tokenization of the same text). A forced token the grammar refuses (a tokenization across the
-boundary of what is forced) is not taken: the decoder falls back to deciding that token by a
-forward pass, which is always correct.
+Under a merge request's decisions-only schema most of a plan is fixed by the grammar (issue 24
+counted 900 of 1,012 tokens per plan), so the forward passes are the plan's choices (plus the
+prompt). What this module adds is the policy: its prompt cache (`PromptCache`), read once whatever
+the adapter, and its adapter merged while a sampler decodes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from agent.llm.jump_forward import JumpForwardResult
 
 if TYPE_CHECKING:
     import xgrammar as xgr
 
     from agent.llm.grammar import JsonSchemaGrammar
+    from agent.llm.jump_forward import JumpForwardDecoder
     from learning.strata.policy import StrategyPolicy
 
+__all__ = ["JumpForwardResult", "JumpForwardSampler", "decode_jump_forward", "prefill"]
 
-@dataclass(frozen=True)
-class JumpForwardResult:
-    tokens: list[int]  # the completion, up to and including its end-of-turn token
-    forward_passes: int  # model calls after the prompt's: one per decided token
-    decided: int  # tokens the model chose under the mask
-    forced: int  # tokens appended from jump-forward strings without a forward pass of their own
+
+def _decoder(policy: StrategyPolicy) -> JumpForwardDecoder:
+    from agent.llm.jump_forward import JumpForwardDecoder
+
+    return JumpForwardDecoder(policy.model, policy.tokenizer, eos_ids=policy.eos_ids, device=policy.device)
 
 
 def prefill(policy: StrategyPolicy, prompt: Sequence[int]) -> tuple[Any, Any]:
     """The prompt read once: its key/value cache and the next token's logits, for several completions."""
     import torch
 
-    def ids(tokens: Sequence[int]) -> torch.Tensor:
-        return torch.tensor([list(tokens)], dtype=torch.long, device=policy.device)
-
-    with torch.no_grad():
-        if policy.prompt_cache is not None:  # all but the last token read once, whatever the adapter
-            out = policy.model(
-                input_ids=ids(prompt[-1:]), cache=policy.prompt_cache.get(policy, prompt), use_cache=True
-            )
-        else:
-            out = policy.model(input_ids=ids(prompt), use_cache=True, logits_to_keep=1)
-    return out.past_key_values, out.logits[0, -1:].float()
+    if policy.prompt_cache is None:
+        return _decoder(policy).prefill(prompt)
+    with torch.no_grad():  # all but the last token read once, whatever the adapter
+        out = policy.model(
+            input_ids=torch.tensor([list(prompt[-1:])], dtype=torch.long, device=policy.device),
+            cache=policy.prompt_cache.get(policy, prompt),
+            use_cache=True,
+        )
+    return out.cache, out.logits[0, -1:].float()
 
 
 def decode_jump_forward(
@@ -66,59 +57,18 @@ def decode_jump_forward(
 ) -> JumpForwardResult:
     """One completion of `prompt` under `grammar`: greedy at temperature 0, else sampled (seeded).
     `prefilled` is `prefill(policy, prompt)`, copied here so it serves the next completion too."""
-    import copy
-
-    import torch
-    import xgrammar as xgr
-
     model: Any = policy.model
-    vocab = int(model.config.vocab_size)
-    matcher = xgr.GrammarMatcher(grammar)
-    bitmask = xgr.allocate_token_bitmask(1, vocab)
-    generator = torch.Generator(device="cpu").manual_seed(seed)
     was_training = model.training
     model.eval()
-    tokens: list[int] = []
-    decided = forced = passes = 0
     try:
-        with torch.no_grad():
-            cache, logits = copy.deepcopy(prefilled) if prefilled is not None else prefill(policy, prompt)
-            while len(tokens) < max_new_tokens and not matcher.is_terminated():
-                matcher.fill_next_token_bitmask(bitmask, 0)
-                xgr.apply_token_bitmask_inplace(logits, bitmask.to(logits.device), vocab_size=vocab)
-                if temperature <= 0:
-                    token = int(torch.argmax(logits[0]))
-                else:
-                    probs = torch.softmax(logits[0] / temperature, dim=-1).cpu()
-                    token = int(torch.multinomial(probs, 1, generator=generator))
-                matcher.accept_token(token)
-                tokens.append(token)
-                decided += 1
-                if token in policy.eos_ids or matcher.is_terminated():
-                    break
-                feed = [token]
-                jump = matcher.find_jump_forward_string()
-                if jump:
-                    room = max_new_tokens - len(tokens)
-                    for piece in list(policy.tokenizer(jump, add_special_tokens=False)["input_ids"])[:room]:
-                        if not matcher.accept_token(int(piece)):
-                            break  # a split the grammar refuses: the model decides from here
-                        feed.append(int(piece))
-                        tokens.append(int(piece))
-                        forced += 1
-                if len(tokens) >= max_new_tokens:
-                    break
-                step = model(
-                    input_ids=torch.tensor([feed], dtype=torch.long, device=policy.device),
-                    cache=cache,
-                    use_cache=True,
-                )
-                passes += 1
-                cache = step.past_key_values
-                logits = step.logits[0, -1:].float()
+        read = prefilled
+        if read is None and policy.prompt_cache is not None:
+            read = prefill(policy, prompt)  # else the decoder reads the whole prompt itself
+        return _decoder(policy).decode(
+            prompt, grammar, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, prefilled=read
+        )
     finally:
         model.train(was_training)
-    return JumpForwardResult(tokens=tokens, forward_passes=passes, decided=decided, forced=forced)
 
 
 class JumpForwardSampler:
