@@ -4,9 +4,11 @@ It serves the same port as the HTTP backend so the CLI, the tests and the CPU ro
 learning code run the same agent code against a local (tiny or trained) model, optionally with a
 LoRA adapter from peft. A structured call is decoded under its JSON schema with xgrammar
 (`agent.llm.grammar`), the engine vLLM uses, so a local model and the same model on vLLM are held to
-the same schema; the answer is then validated like any other. torch, transformers and xgrammar are
-imported when the class is constructed, never when this module is imported, so `api/` can import
-the factory cheaply.
+the same schema; the answer is then validated like any other. By default a structured answer is
+decoded by jump-forward (`agent.llm.jump_forward`): the text the grammar forces is appended without
+a forward pass of its own, so the model is called once per choice, not once per token. torch,
+transformers and xgrammar are imported when the class is constructed, never when this module is
+imported, so `api/` can import the factory cheaply.
 """
 
 from __future__ import annotations
@@ -25,11 +27,15 @@ from reviewers.kernel.contracts import ChatMessage
 from reviewers.kernel.errors import ConfigError, LLMContextLengthError, LLMError
 
 if TYPE_CHECKING:
+    import xgrammar as xgr
+
     from agent.llm.grammar import JsonSchemaGrammar
+    from agent.llm.jump_forward import JumpForwardDecoder
 
 Device = Literal["auto", "cpu", "cuda"]
 
 PEFT_CHECKPOINTING_WARNING = r"`is_gradient_checkpointing` is deprecated"
+SEED_STRIDE = 1_000_003  # answer j of a call draws from seed * stride + j: no two answers share a stream
 
 
 class TransformersLLM(ChatBackend):
@@ -50,10 +56,16 @@ class TransformersLLM(ChatBackend):
         schema_in_prompt: bool = True,
         model_name: str | None = None,
         constrained: bool = True,
+        jump_forward: bool = True,
         cpu_threads: int | None = None,
         tracer: Tracer | None = None,
     ) -> None:
         """`constrained=False` leaves structured answers unconstrained (prompt and validation only).
+
+        `jump_forward` decodes a constrained answer a forward pass per choice, each of the `n`
+        answers from one reading of the prompt; `jump_forward=False` decodes it token by token with
+        `generate`. The forced text is tokenized on its own, so the two can write different (equally
+        valid) answers.
 
         `cpu_threads` sets torch's intra-op threads for the whole process (None keeps torch's
         default, one per core): on a machine other processes share, one thread can be several times
@@ -98,13 +110,18 @@ class TransformersLLM(ChatBackend):
         if self._pad_token_id is None:
             self._pad_token_id = self._tokenizer.eos_token_id
         self._grammar: JsonSchemaGrammar | None = None
+        self._decoder: JumpForwardDecoder | None = None
         if constrained:
             from agent.llm.grammar import JsonSchemaGrammar
+            from agent.llm.jump_forward import JumpForwardDecoder
 
-            eos = self._eos_token_id if isinstance(self._eos_token_id, list) else [self._eos_token_id]
             self._grammar = JsonSchemaGrammar(
-                self._tokenizer, vocab_size=int(config.vocab_size), stop_token_ids=[int(t) for t in eos]
+                self._tokenizer, vocab_size=int(config.vocab_size), stop_token_ids=self._eos_ids()
             )
+            if jump_forward:
+                self._decoder = JumpForwardDecoder(
+                    self._model, self._tokenizer, eos_ids=self._eos_ids(), device=self._device
+                )
         suffix = f"+{Path(adapter_path).name}" if adapter_path is not None else ""
         super().__init__(
             provider="transformers",
@@ -157,11 +174,16 @@ class TransformersLLM(ChatBackend):
         from transformers import LogitsProcessorList
 
         max_tokens = request.max_tokens
+        schema = request.json_schema if self._grammar is not None else None
         # Compiled before the span and the lock: a schema that cannot constrain decoding costs no
         # model time (`LLMSchemaError`), and a compile does not hold up another caller's generation.
+        compiled: xgr.CompiledGrammar | None = None
         processors: list[Any] = []
-        if self._grammar is not None and request.json_schema is not None:
-            processors.append(self._grammar.logits_processor(request.json_schema, batch_size=request.n))
+        if schema is not None and self._grammar is not None:
+            if self._decoder is not None:
+                compiled = self._grammar.compile(schema)
+            else:
+                processors.append(self._grammar.logits_processor(schema, batch_size=request.n))
         torch = self._torch
         with (
             self._span(request) as call,
@@ -180,32 +202,66 @@ class TransformersLLM(ChatBackend):
                     context_tokens=self._context_length,
                     prompt_tokens=prompt_tokens,
                 )
-            config = self._generation_config(max_tokens=max_tokens, temperature=request.temperature, n=request.n)
-            # Fork the RNG so a seeded call neither depends on nor disturbs the caller's random state
-            # (a training loop shares this process).
-            rng: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
-            if self._seed is not None:
-                devices = [self._device.index or 0] if self._device.type == "cuda" else []
-                rng = torch.random.fork_rng(devices=devices)
-            with rng, torch.inference_mode():
+            rows: list[list[int]]
+            if compiled is not None and schema is not None:
+                rows = self._jump_forward(input_ids[0].tolist(), compiled, schema, request)
+            else:
+                config = self._generation_config(max_tokens=max_tokens, temperature=request.temperature, n=request.n)
+                # Fork the RNG so a seeded call neither depends on nor disturbs the caller's random
+                # state (a training loop shares this process).
+                rng: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
                 if self._seed is not None:
-                    torch.manual_seed(self._seed)
-                output = self._model.generate(
-                    input_ids=input_ids,
-                    attention_mask=attention_mask,
-                    generation_config=config,
-                    logits_processor=LogitsProcessorList(processors),
-                )
-            generated = output[:, prompt_tokens:]
+                    devices = [self._device.index or 0] if self._device.type == "cuda" else []
+                    rng = torch.random.fork_rng(devices=devices)
+                with rng, torch.inference_mode():
+                    if self._seed is not None:
+                        torch.manual_seed(self._seed)
+                    output = self._model.generate(
+                        input_ids=input_ids,
+                        attention_mask=attention_mask,
+                        generation_config=config,
+                        logits_processor=LogitsProcessorList(processors),
+                    )
+                rows = output[:, prompt_tokens:].tolist()
             call.response_model = self._model_name
             call.input_tokens = prompt_tokens
-            call.output_tokens = int((generated != self._pad_token_id).sum().item())
+            call.output_tokens = sum(1 for row in rows for token in row if token != self._pad_token_id)
             call.finish_reasons = [
-                "length" if int(row.shape[0]) >= max_tokens and not self._ended(row) else "stop" for row in generated
+                "length" if len(row) >= max_tokens and not self._ended(row) else "stop" for row in rows
             ]
-            texts = self._tokenizer.batch_decode(generated, skip_special_tokens=True)
+            texts = self._tokenizer.batch_decode(rows, skip_special_tokens=True)
             return [check_output_size(str(t), max_chars=self._max_output_chars) for t in texts]
 
-    def _ended(self, row: Any) -> bool:
+    def _jump_forward(
+        self, prompt: list[int], compiled: xgr.CompiledGrammar, schema: dict[str, Any], request: ChatRequest
+    ) -> list[list[int]]:
+        """`request.n` answers under `compiled`, each decoded by jump-forward from one reading of the
+        prompt: greedy at temperature 0 (one answer, repeated), else sampled from seeded streams."""
+        assert self._decoder is not None and self._grammar is not None  # only called when constrained
+        decoder, grammar = self._decoder, self._grammar
+        greedy = request.temperature <= 0
+        # Unseeded, the streams start from torch's random state, as `generate` would sample from it.
+        base = self._seed if self._seed is not None else int(self._torch.randint(0, 2**31 - 1, ()).item())
+        answers = 1 if greedy else request.n
+        read = decoder.prefill(prompt) if answers > 1 else None  # one answer reads it without a copy
+        rows = []
+        for j in range(answers):
+            result = decoder.decode(
+                prompt,
+                compiled,
+                max_new_tokens=request.max_tokens,
+                temperature=request.temperature,
+                seed=base * SEED_STRIDE + j,
+                prefilled=read,
+                bounds=grammar.bounds_guard(schema),
+            )
+            rows.append(result.tokens)
+        return rows * request.n if greedy else rows
+
+    def _eos_ids(self) -> list[int]:
         eos = self._eos_token_id if isinstance(self._eos_token_id, list) else [self._eos_token_id]
-        return any(int(token) in eos for token in row.tolist())
+        return [int(t) for t in eos]
+
+    def _ended(self, row: list[int]) -> bool:
+        eos = set(self._eos_ids())
+        return any(token in eos for token in row)

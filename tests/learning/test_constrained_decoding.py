@@ -1,5 +1,7 @@
 """Constrained decoding in process (xgrammar) on the tiny random model: a model that writes noise
-unconstrained writes schema-valid JSON under the schema; bad schemas and short budgets fail typed."""
+unconstrained writes schema-valid JSON under the schema; bad schemas and short budgets fail typed.
+A structured answer is decoded by jump-forward (a forward pass per choice) unless the backend is
+built with `jump_forward=False` (token by token with `generate`); both are held to the schema."""
 
 from __future__ import annotations
 
@@ -50,7 +52,17 @@ def _llm(model: Path, **options: Any) -> tuple[TransformersLLM, InMemorySpanExpo
     # room for a whole answer under the schema: the tiny model's tokenizer is learned from the synthetic
     # prompts, so how many tokens an answer takes moves with them (48 stopped sufficing when they changed)
     options.setdefault("max_output_tokens", 128)
-    return TransformersLLM(model, tracer=provider.get_tracer("test"), seed=0, **options), exporter
+    options.setdefault("seed", 0)
+    return TransformersLLM(model, tracer=provider.get_tracer("test"), **options), exporter
+
+
+def _forward_passes(llm: TransformersLLM) -> list[bool]:
+    """One entry per model call from now on: whether it read the prompt (a call given no cache)."""
+    calls: list[bool] = []
+    llm.model.register_forward_hook(
+        lambda _m, _a, kwargs, _o: calls.append(kwargs.get("cache") is None), with_kwargs=True
+    )
+    return calls
 
 
 def test_a_random_model_writes_valid_json_only_under_the_schema(tiny_model_dir: Path) -> None:
@@ -63,9 +75,43 @@ def test_a_random_model_writes_valid_json_only_under_the_schema(tiny_model_dir: 
     assert len(spans.get_finished_spans()) == 1  # valid at the first attempt
 
 
-def test_every_sample_is_decoded_under_the_schema(tiny_model_dir: Path) -> None:
-    import json
+def test_a_structured_call_reads_the_prompt_once_and_decodes_only_the_choices(tiny_model_dir: Path) -> None:
+    llm, spans = _llm(tiny_model_dir)
+    passes = _forward_passes(llm)
+    pick = llm.complete_json(MESSAGES, Pick, purpose="pick", json_schema=PICK_SCHEMA)
+    jsonschema.validate(pick.model_dump(), PICK_SCHEMA)
+    [span] = spans.get_finished_spans()
+    attrs = dict(span.attributes or {})
+    assert attrs["gen_ai.response.finish_reasons"] == ("stop",)
+    assert passes.count(True) == 1  # the prompt, read once
+    # keys, quotes and the enum values' shared prefixes are forced: 7 passes for 21 tokens when written
+    # (token by token, the same call took 50 passes, one per token of a 50-token answer)
+    assert 2 * len(passes) < int(attrs["gen_ai.usage.output_tokens"])  # type: ignore[arg-type]
 
+
+def test_the_token_by_token_path_is_kept_when_jump_forward_is_off(tiny_model_dir: Path) -> None:
+    llm, spans = _llm(tiny_model_dir, jump_forward=False)
+    passes = _forward_passes(llm)
+    pick = llm.complete_json(MESSAGES, Pick, purpose="pick", json_schema=PICK_SCHEMA)
+    jsonschema.validate(pick.model_dump(), PICK_SCHEMA)
+    [span] = spans.get_finished_spans()
+    assert len(passes) == dict(span.attributes or {})["gen_ai.usage.output_tokens"]  # a pass per token
+
+
+def test_jump_forward_samples_are_seeded_and_share_one_reading_of_the_prompt(tiny_model_dir: Path) -> None:
+    llm, _ = _llm(tiny_model_dir)
+    passes = _forward_passes(llm)
+    texts = llm.sample_texts(MESSAGES, n=3, temperature=1.0, max_tokens=48, json_schema=PICK_SCHEMA)
+    assert passes.count(True) == 1
+    for text in texts:
+        jsonschema.validate(json.loads(text), PICK_SCHEMA)
+    assert len(set(texts)) > 1  # three streams, not one answer three times
+    assert llm.sample_texts(MESSAGES, n=3, temperature=1.0, max_tokens=48, json_schema=PICK_SCHEMA) == texts
+    other, _ = _llm(tiny_model_dir, seed=1)
+    assert other.sample_texts(MESSAGES, n=3, temperature=1.0, max_tokens=48, json_schema=PICK_SCHEMA) != texts
+
+
+def test_every_sample_is_decoded_under_the_schema(tiny_model_dir: Path) -> None:
     llm, _ = _llm(tiny_model_dir)
     texts = llm.sample_texts(MESSAGES, n=3, temperature=1.0, max_tokens=48, json_schema=PICK_SCHEMA)
     assert len(texts) == 3
@@ -92,8 +138,9 @@ def test_a_schema_no_answer_can_satisfy_fails_typed_before_generating(
     assert spans.get_finished_spans() == ()  # no model call was made
 
 
-def test_an_answer_the_budget_cuts_short_is_a_typed_failure_at_once(tiny_model_dir: Path) -> None:
-    llm, spans = _llm(tiny_model_dir, max_output_tokens=3)
+@pytest.mark.parametrize("jump_forward", [True, False])
+def test_an_answer_the_budget_cuts_short_is_a_typed_failure_at_once(tiny_model_dir: Path, jump_forward: bool) -> None:
+    llm, spans = _llm(tiny_model_dir, max_output_tokens=3, jump_forward=jump_forward)
     with pytest.raises(LLMOutputError, match=r"cut off at max_tokens \(3\).*not retried"):
         llm.complete_json(MESSAGES, Pick, purpose="pick", json_schema=PICK_SCHEMA)
     finished = spans.get_finished_spans()  # no identical retry: it would be cut off again
@@ -105,9 +152,8 @@ class Note(BaseModel):
     body: str = Field(max_length=500)
 
 
-def test_bounded_strings_end_at_their_bound_and_the_json_stays_valid(tiny_model_dir: Path) -> None:
-    import json
-
+@pytest.mark.parametrize("jump_forward", [True, False])
+def test_bounded_strings_end_at_their_bound_and_the_json_stays_valid(tiny_model_dir: Path, jump_forward: bool) -> None:
     # A random model never closes a string of its own accord: every string runs to its bound.
     schema: dict[str, Any] = {
         "type": "object",
@@ -115,7 +161,7 @@ def test_bounded_strings_end_at_their_bound_and_the_json_stays_valid(tiny_model_
         "required": ["title", "body"],
         "additionalProperties": False,
     }
-    llm, _ = _llm(tiny_model_dir, max_output_tokens=80)
+    llm, _ = _llm(tiny_model_dir, max_output_tokens=80, jump_forward=jump_forward)
     texts = llm.sample_texts(MESSAGES, n=4, temperature=1.0, max_tokens=80, json_schema=schema)
     lengths = set()
     for text in texts:
