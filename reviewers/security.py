@@ -44,7 +44,9 @@ def _supports(path: str) -> bool:
 
 def _make_analyzer(context: ReviewContext) -> Analyzer:
     # one project per review: the summaries of the repository's functions serve every changed file
-    project = project_for(context.workspace.read_file, list_paths=context.workspace.list_paths)
+    project = project_for(
+        context.workspace.read_file, list_paths=context.workspace.list_paths, past_deadline=context.past_deadline
+    )
 
     def analyze(file: ChangedFile) -> Analysis:
         if is_test_path(file.path):
@@ -57,7 +59,7 @@ def _make_analyzer(context: ReviewContext) -> Analyzer:
         tree_issues = security.issues if security is not None else None
         analysis.issues += tree_issues or []
         if security is not None and security.cut_short:
-            analysis.incomplete.append(("budget", f"taint analysis: {security.cut_short}"))
+            analysis.incomplete.append((security.cut_reason, f"taint analysis: {security.cut_short}"))
         engine_done: frozenset[str] = frozenset()
         if engine_supports(file.path):
             found, incomplete = engine_issues(file, deadline=context.deadline)
