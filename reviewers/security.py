@@ -102,11 +102,14 @@ def _judged_by_flow(issue: Issue) -> Issue:
 
 
 def _prefetch(context: ReviewContext, paths: Sequence[str]) -> None:
+    """bandit over the Python files and semgrep's engine over the others, each in its own processes,
+    both in the background: the taint analysis of the first files runs meanwhile, and a file's
+    analysis waits for their answers only when it needs them."""
     texts = [t for p in paths if p.endswith(".py") and (t := context.workspace.read_file(p)) is not None]
-    bandit_prefetch(texts)
+    bandit_prefetch(texts, background=True)
     # Every other-language file the review will read, in one engine process.
     others = [(p, t) for p in paths if engine_supports(p) and (t := context.workspace.read_file(p)) is not None]
-    engine_prefetch([(p, t) for p, t in others if not is_test_path(p)], deadline=context.deadline)
+    engine_prefetch([(p, t) for p, t in others if not is_test_path(p)], deadline=context.deadline, background=True)
 
 
 SECURITY = ReviewerSpec(
