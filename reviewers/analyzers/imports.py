@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from reviewers.analyzers.parsing import parse_module
+from reviewers.analyzers.parsing import child_blocks, parse_module
 from reviewers.paths import language_of
 
 _PY_IMPORT = re.compile(r"^(?P<indent>\s*)import\s+(?P<names>[\w., ]+?)\s*(?:#.*)?$")
@@ -97,21 +97,11 @@ def _python_imports_from_tree(tree: ast.Module, path: str) -> list[ImportRef]:
                 visit(child.orelse, local=local, type_only=type_only)
             else:
                 inner = local or isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef)
-                for block in _blocks(child):
+                for block in child_blocks(child):
                     visit(block, local=inner, type_only=type_only)
 
     visit(tree.body, local=False, type_only=False)
     return refs
-
-
-def _blocks(stmt: ast.stmt) -> list[list[ast.stmt]]:
-    """The blocks of statements directly inside a statement (a body, an else, each handler's, each case's)."""
-    blocks = [
-        getattr(stmt, name) for name in ("body", "orelse", "finalbody") if isinstance(getattr(stmt, name, None), list)
-    ]
-    blocks += [handler.body for handler in getattr(stmt, "handlers", [])]
-    blocks += [case.body for case in getattr(stmt, "cases", [])]
-    return blocks
 
 
 def _python_imports_from_lines(text: str, path: str) -> list[ImportRef]:

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from reviewers.analyzers.flow.values import Value
+from reviewers.analyzers.parsing import all_statements
 
 MAX_MODULES = 400  # modules read per review (the changed files and what they import)
 MAX_MODULE_CHARS = 400_000  # a larger module is not read for summaries (generated or vendored code)
@@ -90,24 +91,8 @@ def module_name(path: str) -> str:
 
 
 def statements(tree: ast.Module) -> list[ast.stmt]:
-    """Every statement of a module, nested ones included, without visiting expressions (imports
-    and definitions are statements: a full walk costs several times more on a big module)."""
-    out: list[ast.stmt] = []
-    stack: list[ast.stmt] = list(reversed(tree.body))
-    while stack:
-        stmt = stack.pop()
-        out.append(stmt)
-        children: list[ast.stmt] = []
-        for name in ("body", "orelse", "finalbody"):
-            block = getattr(stmt, name, None)
-            if isinstance(block, list):
-                children += [s for s in block if isinstance(s, ast.stmt)]
-        for handler in getattr(stmt, "handlers", []):
-            children += handler.body
-        for case in getattr(stmt, "cases", []):
-            children += case.body
-        stack.extend(reversed(children))
-    return out
+    """Every statement of a module, nested ones included, without visiting expressions."""
+    return all_statements(tree.body)
 
 
 def _aliases(tree: ast.Module, path: str) -> dict[str, str]:
