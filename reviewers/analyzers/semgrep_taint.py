@@ -134,7 +134,10 @@ def load_rules() -> tuple[str, dict[str, EngineRule]]:
     engine_rules: list[dict[str, Any]] = []
     by_id: dict[str, EngineRule] = {}
     for name in sorted(set(rule_file for _, rule_file, _ in LANGUAGES.values())):
-        document = yaml.safe_load((RULES_DIR / name).read_text(encoding="utf-8"))
+        text = (RULES_DIR / name).read_text(encoding="utf-8")
+        # libyaml's safe loader where PyYAML has it: the same documents in a fifth of the time, and
+        # every cold review reads the rules
+        document = yaml.load(text, Loader=yaml.CSafeLoader) if yaml.__with_libyaml__ else yaml.safe_load(text)
         # Calls that move taint into a container or builder (`list.push(x)`, `sb.append(x)`) hold for
         # every taint rule of the file.
         propagators = document.get("x-propagators", [])
