@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import subprocess
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -68,13 +69,14 @@ class GitRepository:
     def __init__(self, root: Path) -> None:
         self.root = root
 
-    def _git(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[bytes]:
+    def _git(self, *args: str, check: bool = True, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
         command = ["git", "--no-pager", *_SAFE_CONFIG, *args]
         try:
             result = subprocess.run(
                 command,
                 cwd=self.root,
                 env=_git_env(),
+                input=stdin,
                 capture_output=True,
                 timeout=GIT_TIMEOUT_S,
                 check=False,
@@ -153,6 +155,11 @@ def open_repository(path: str | os.PathLike[str]) -> GitRepository:
     raise RepositoryError(f"not a git repository: {where}")
 
 
+def _text_of(data: bytes) -> str | None:
+    """A blob's text (bytes that are not UTF-8 replaced), or None when it is binary."""
+    return None if b"\0" in data[:BINARY_SNIFF_BYTES] else data.decode("utf-8", errors="replace")
+
+
 class GitWorkspace:
     """The files of one commit, read with `git ls-tree`, `git cat-file` and `git grep`. Implements
     `reviewers.kernel.contracts.Workspace`; reads are cached, and it is safe to share between threads."""
@@ -188,11 +195,37 @@ class GitWorkspace:
         entry = self._entries().get(path)
         text: str | None = None
         if entry is not None and self._entry_reason(entry) is None:
-            data = self.repo._git("cat-file", "blob", entry.object_id).stdout
-            if b"\0" not in data[:BINARY_SNIFF_BYTES]:
-                text = data.decode("utf-8", errors="replace")
+            text = _text_of(self.repo._git("cat-file", "blob", entry.object_id).stdout)
         self.cache.store(path, text)
         return text
+
+    def read_files(self, paths: Sequence[str]) -> None:
+        """Read many files into the cache in one `git cat-file --batch` (a process per file costs a
+        10,000-line change of fifty files a quarter of a second); `read_file` then finds them."""
+        entries = self._entries()
+        wanted: list[tuple[str, _TreeEntry]] = []
+        room = self.cache.max_bytes  # what the cache could keep: the batch is held in memory at once
+        for path in dict.fromkeys(paths):
+            entry = entries.get(path)
+            if entry is None or self._entry_reason(entry) is not None:
+                continue
+            room -= entry.size or 0
+            if room < 0:
+                break
+            wanted.append((path, entry))
+        if len(wanted) < 2:
+            return
+        ids = b"".join(entry.object_id.encode("ascii") + b"\n" for _, entry in wanted)
+        out = self.repo._git("cat-file", "--batch", stdin=ids).stdout
+        at = 0
+        for path, entry in wanted:
+            header_end = out.index(b"\n", at)
+            object_id, kind, size = out[at:header_end].decode("ascii").split()
+            if object_id != entry.object_id or kind != "blob":
+                return  # not the answer asked for: leave the rest to `read_file`
+            start = header_end + 1
+            self.cache.store(path, _text_of(out[start : start + int(size)]))
+            at = start + int(size) + 1
 
     def unreadable_reason(self, path: str) -> tuple[CoverageReason, str] | None:
         entry = self._entries().get(path)

@@ -39,6 +39,7 @@ def load_local(request: ReviewRequest) -> tuple[Snapshot, Workspace, list[FileCh
     diff = repo.diff(base_sha, head_sha)
     files = parse_unified_diff(diff)
     workspace = repo.workspace(head_sha)
+    workspace.read_files([f.path for f in files if f.status != "deleted" and not f.is_binary])
     snapshot = Snapshot(
         title=request.title or f"{request.base}..{request.head}",
         description=request.description,

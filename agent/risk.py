@@ -59,6 +59,17 @@ SIGNALS: tuple[tuple[str, re.Pattern[str]], ...] = (
         re.compile(r"\bopen\s*\(|\bPath\s*\(|\bos\.(?:remove|unlink|rename)\s*\(|\bshutil\.\w+|\bsend_file\b"),
     ),
 )
+
+
+def _any_of(patterns: tuple[re.Pattern[str], ...]) -> re.Pattern[str]:
+    """One pattern that matches where any of `patterns` does (each keeps its own case rule)."""
+    parts = [f"(?i:{p.pattern[4:]})" if p.pattern.startswith("(?i)") else f"(?:{p.pattern})" for p in patterns]
+    return re.compile("|".join(parts))
+
+
+# Most lines show no signal: one search says so, instead of one per signal (a 10,000-line change
+# was searched 70,000 times per pass, and the strategy reads its lines twice).
+ANY_SIGNAL = _any_of(tuple(pattern for _, pattern in SIGNALS))
 _TEST_DEFINITION = re.compile(r"^\s*(?:(?:async\s+)?def\s+test\w*|func\s+Test\w+|(?:it|test)\s*\()")
 _PUBLIC_DEFINITION = re.compile(
     r"^(?:\s*(?:export\s+)?(?:async\s+)?(?:def|function|func|fn|pub\s+fn)\s+(?P<name>[A-Za-z]\w*)\s*\()"
@@ -74,10 +85,11 @@ def change_signals(change: FileChange) -> list[str]:
         for line in hunk.lines:
             if line.kind == "context":
                 continue
-            for signal, pattern in SIGNALS:
-                if pattern.search(line.text):
-                    found.setdefault(signal, None)
-                    break
+            if ANY_SIGNAL.search(line.text):
+                for signal, pattern in SIGNALS:
+                    if pattern.search(line.text):
+                        found.setdefault(signal, None)
+                        break
             if (match := _PUBLIC_DEFINITION.match(line.text)) is not None:
                 (added_defs if line.kind == "add" else removed_defs).add(match.group("name"))
             if line.kind == "del" and is_test_path(change.path) and _TEST_DEFINITION.match(line.text):

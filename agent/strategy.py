@@ -143,10 +143,9 @@ def rule_based_strategy(
     else:
         change_type = "mixed" if len({f.path.split("/")[0] for f in code}) > 2 else "refactor"
 
-    ranked = sorted(code + configs, key=lambda f: -_risk_score(f, history))
-    risk_areas = [
-        RiskArea(path=f.path, why=_why(f)[:200]) for f in ranked[:MAX_RISK_AREAS] if _risk_score(f, history) > 3.0
-    ]
+    scores = {id(f): _risk_score(f, history) for f in code + configs}  # each reads every changed line
+    ranked = sorted(code + configs, key=lambda f: -scores[id(f)])
+    risk_areas = [RiskArea(path=f.path, why=_why(f)[:200]) for f in ranked[:MAX_RISK_AREAS] if scores[id(f)] > 3.0]
     budget = min(MAX_STEP_BUDGET, BASE_STEP_BUDGET + len(ranked))
     focus = [f.path for f in ranked][:20]
     plan: list[PlanItem] = []

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from agent.risk import SIGNALS
+from agent.risk import ANY_SIGNAL
 from reviewers.kernel.contracts import DiffLine, FileChange, RepoConfig
 from reviewers.paths import language_of
 from reviewers.prompts import untrusted
@@ -34,13 +34,13 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _risky(line: DiffLine) -> bool:
-    return any(pattern.search(line.text) for _, pattern in SIGNALS)
-
-
 def _added_in_reading_order(change: FileChange) -> list[DiffLine]:
+    """The added lines, those showing a risk signal first."""
     added = [ln for h in change.hunks for ln in h.lines if ln.kind == "add" and ln.text.strip()]
-    return [ln for ln in added if _risky(ln)] + [ln for ln in added if not _risky(ln)]
+    risky = [ANY_SIGNAL.search(ln.text) is not None for ln in added]
+    return [ln for ln, r in zip(added, risky, strict=True) if r] + [
+        ln for ln, r in zip(added, risky, strict=True) if not r
+    ]
 
 
 def _file_header(change: FileChange) -> str:

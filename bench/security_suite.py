@@ -261,7 +261,8 @@ def render_noise(noise: ReleasedNoise) -> str:
         f"as an added file with its package as the repository): **{len(noise.postable)} postable findings, "
         f"{noise.per_kloc:.2f} per 1,000 lines** (target ≤ 1), {noise.low} low-confidence notes; analyzer time "
         f"{noise.seconds:.1f} s ({1e6 * noise.seconds / max(noise.lines, 1):.0f} ms per 1,000 lines). "
-        f"{len(noise.cut_short)} modules had summaries cut by the 2 s per-review budget, and say so.",
+        f"{len(noise.cut_short)} modules had summaries cut by a bound (the step budget, call depth or module "
+        "count), and say so.",
         "",
     ]
     lines += [f"- {p}" for p in noise.postable]

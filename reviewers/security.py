@@ -44,7 +44,9 @@ def _supports(path: str) -> bool:
 
 def _make_analyzer(context: ReviewContext) -> Analyzer:
     # one project per review: the summaries of the repository's functions serve every changed file
-    project = project_for(context.workspace.read_file, list_paths=context.workspace.list_paths)
+    project = project_for(
+        context.workspace.read_file, list_paths=context.workspace.list_paths, past_deadline=context.past_deadline
+    )
 
     def analyze(file: ChangedFile) -> Analysis:
         if is_test_path(file.path):
@@ -57,7 +59,7 @@ def _make_analyzer(context: ReviewContext) -> Analyzer:
         tree_issues = security.issues if security is not None else None
         analysis.issues += tree_issues or []
         if security is not None and security.cut_short:
-            analysis.incomplete.append(("budget", f"taint analysis: {security.cut_short}"))
+            analysis.incomplete.append((security.cut_reason, f"taint analysis: {security.cut_short}"))
         engine_done: frozenset[str] = frozenset()
         if engine_supports(file.path):
             found, incomplete = engine_issues(file, deadline=context.deadline)
@@ -100,11 +102,14 @@ def _judged_by_flow(issue: Issue) -> Issue:
 
 
 def _prefetch(context: ReviewContext, paths: Sequence[str]) -> None:
+    """bandit over the Python files and semgrep's engine over the others, each in its own processes,
+    both in the background: the taint analysis of the first files runs meanwhile, and a file's
+    analysis waits for their answers only when it needs them."""
     texts = [t for p in paths if p.endswith(".py") and (t := context.workspace.read_file(p)) is not None]
-    bandit_prefetch(texts)
+    bandit_prefetch(texts, background=True)
     # Every other-language file the review will read, in one engine process.
     others = [(p, t) for p in paths if engine_supports(p) and (t := context.workspace.read_file(p)) is not None]
-    engine_prefetch([(p, t) for p, t in others if not is_test_path(p)], deadline=context.deadline)
+    engine_prefetch([(p, t) for p, t in others if not is_test_path(p)], deadline=context.deadline, background=True)
 
 
 SECURITY = ReviewerSpec(

@@ -36,7 +36,11 @@ from reviewers.kernel.errors import AnalyzerError
 # (`bandit_runner`); -I keeps the reviewed code's directory and PYTHONPATH out of its imports.
 BANDIT_COMMAND = (sys.executable, "-I", str(Path(__file__).with_name("bandit_runner.py")))
 BANDIT_TIMEOUT_S = 60  # bandit's start-up dominates (~0.5 s); a minute means it hung
-MAX_BANDIT_PROCESSES = 4  # bandit processes one prefetch runs at once (at most one per core)
+BATCH_TIMEOUT_S = BANDIT_TIMEOUT_S * 4  # one process over many files
+# bandit processes one prefetch runs at once: at most one per core but one, which the reviewing
+# process keeps for its own analysis while bandit runs beside it (on two cores, a second bandit
+# only shared the core left over, and paid its half-second start-up again)
+MAX_BANDIT_PROCESSES = 4
 MIN_FILES_PER_PROCESS = 4  # fewer files than this do not pay for another process's start-up
 ANALYZER_CACHE_SIZE = 256  # distinct file texts kept; a replay batch touches far fewer
 BANDIT_SKIP = (
@@ -110,31 +114,39 @@ def run_bandit_json(text: str, *, path: str) -> dict[str, Any]:
 
 # a file text's digest → bandit's JSON report for it alone (the digest: every changed file passes
 # through here, and the texts themselves would be kept in memory as keys)
-_prefetched: BatchAnswers[str] = BatchAnswers()
+_prefetched: BatchAnswers[str, str] = BatchAnswers()
 
 
 def _digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", errors="surrogateescape")).hexdigest()
 
 
-def prefetch(texts: Sequence[str]) -> None:
+def prefetch(texts: Sequence[str], *, background: bool = False) -> None:
     """Run bandit over many files in a few processes and keep each file's report.
 
     bandit's start-up (about half a second) dominates its cost on a file, so a reviewer that reads
     every changed file asks for all of them at once, split over up to `MAX_BANDIT_PROCESSES`
     processes (bandit is single-threaded; the analyzers read every changed file, so this is their
     largest cost). A file bandit could not parse, or a batch that failed, is left to its own run,
-    as without a prefetch.
+    as without a prefetch. In the `background`, the reviewer goes on with its own analysis while
+    bandit runs, and `bandit_issues` waits for a file's report.
     """
     by_digest = {_digest(text): text for text in texts}
-    wanted = [by_digest[d] for d in _prefetched.missing(by_digest)]
+    wanted = _prefetched.missing(by_digest)
     if len(wanted) < 2:
         return
-    processes = max(1, min(MAX_BANDIT_PROCESSES, os.cpu_count() or 1, len(wanted) // MIN_FILES_PER_PROCESS))
-    chunks = [wanted[i::processes] for i in range(processes)]
-    with ThreadPoolExecutor(max_workers=processes) as pool:
-        for answers in pool.map(_bandit_batch, chunks):
-            _prefetched.store(answers)
+
+    def reports(digests: Sequence[str]) -> dict[str, str]:
+        chosen = [by_digest[d] for d in digests]
+        spare_cores = (os.cpu_count() or 1) - 1
+        processes = max(1, min(MAX_BANDIT_PROCESSES, spare_cores, len(chosen) // MIN_FILES_PER_PROCESS))
+        out: dict[str, str] = {}
+        with ThreadPoolExecutor(max_workers=processes) as pool:
+            for answers in pool.map(_bandit_batch, [chosen[i::processes] for i in range(processes)]):
+                out.update(answers)
+        return out
+
+    _prefetched.run_batch(wanted, reports, background=background)
 
 
 def _bandit_batch(texts: Sequence[str]) -> dict[str, str]:
@@ -150,7 +162,7 @@ def _bandit_batch(texts: Sequence[str]) -> dict[str, str]:
                 cwd=tmp,
                 capture_output=True,
                 text=True,
-                timeout=BANDIT_TIMEOUT_S * 4,
+                timeout=BATCH_TIMEOUT_S,
                 check=False,
                 env=_with_conversions(texts, Path(tmp)),
             )
@@ -192,7 +204,7 @@ def _with_conversions(texts: Sequence[str], tmp: Path) -> dict[str, str]:
 
 
 def _bandit_stdout(text: str, path: str) -> str:
-    ready = _prefetched.get(_digest(text))
+    ready = _prefetched.get(_digest(text), wait_s=BATCH_TIMEOUT_S)
     return ready if ready is not None else _bandit_single(text, path)
 
 

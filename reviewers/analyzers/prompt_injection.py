@@ -103,6 +103,19 @@ def python_text_spans(source: str) -> InText | None:
     return lambda line, first, last: any(start <= (line, first) and (line, last) <= end for start, end in spans)
 
 
+def _when_asked(make: Callable[[], InText]) -> InText:
+    """`make()`'s answer, built at the first question: tokenizing a file costs more than searching its
+    lines, and only a line that matches a structural signal asks."""
+    made: list[InText] = []
+
+    def in_text(line: int, first: int, last: int) -> bool:
+        if not made:
+            made.append(make())
+        return made[0](line, first, last)
+
+    return in_text
+
+
 _QUOTES = ('"', "'", "`")
 _COMMENT_START = re.compile(r"//|#|/\*|<!--|^\s*\*|--\s")
 
@@ -123,7 +136,7 @@ def prompt_injection_issues(file: ChangedFile, *, test_file: bool = False) -> li
     issues: list[Issue] = []
     in_text: InText | None = None
     if file.language == "python":
-        in_text = python_text_spans(file.text) or _line_text_spans(file.changed_lines)
+        in_text = _when_asked(lambda: python_text_spans(file.text) or _line_text_spans(file.changed_lines))
     elif file.language in CODE_LANGUAGES:
         in_text = _line_text_spans(file.changed_lines)
     for line, text in sorted(file.changed_lines.items()):

@@ -14,7 +14,8 @@ with summaries of the repository functions it calls (read at head); each finding
   credentials 798) and `python_auth` (timing-unsafe compare 208, fast password hash 916, TLS off 295).
 
 Only lines the change added are reported. A sink fed only by constants never fires. What the
-interpreter could not finish (a budget) is returned as `cut_short`, to be named in the review.
+interpreter could not finish (its step budget, or the review's deadline) is returned as
+`cut_short`, to be named in the review.
 """
 
 from __future__ import annotations
@@ -25,12 +26,12 @@ from dataclasses import dataclass, field
 
 from reviewers.analyzers.changed_file import ChangedFile, Issue
 from reviewers.analyzers.flow.engine import Hit, analyse_module
-from reviewers.analyzers.flow.project import Project
+from reviewers.analyzers.flow.project import DEADLINE_CUT, MAX_SUMMARY_STEPS, Project
 from reviewers.analyzers.flow.rules import SINKS
 from reviewers.analyzers.parsing import parse_module
 from reviewers.analyzers.python_auth import auth_issues
 from reviewers.analyzers.python_hardening import hardening_issues
-from reviewers.kernel.contracts import Confidence, Severity
+from reviewers.kernel.contracts import Confidence, CoverageReason, Severity
 
 AUTH_CWE = {
     "python:timing-unsafe-compare": "CWE-208",
@@ -48,15 +49,14 @@ def project_for(
     read_file: Callable[[str], str | None],
     *,
     list_paths: Callable[[], list[str]] | None = None,
-    budget_s: float | None = None,
-    clock: Callable[[], float] | None = None,
+    step_budget: int = MAX_SUMMARY_STEPS,
+    past_deadline: Callable[[], bool] | None = None,
 ) -> Project:
-    """A project over the files at head, for one review (summaries are shared across its files)."""
-    project = Project(read_file=read_file, parse=_parse, list_paths=list_paths)
-    if budget_s is not None:
-        project.budget_s = budget_s
-    if clock is not None:
-        project.clock = clock
+    """A project over the files at head, for one review (summaries are shared across its files).
+    `past_deadline` is the review's deadline, a safety net behind the step budget."""
+    project = Project(read_file=read_file, parse=_parse, list_paths=list_paths, step_budget=step_budget)
+    if past_deadline is not None:
+        project.past_deadline = past_deadline
     return project
 
 
@@ -64,6 +64,7 @@ def project_for(
 class SecurityAnalysis:
     issues: list[Issue] = field(default_factory=list)
     cut_short: str | None = None
+    cut_reason: CoverageReason = "budget"  # "deadline" when the review's deadline cut a summary
 
 
 def _scopes(tree: ast.Module) -> list[tuple[ast.AST, list[ast.AST]]]:
@@ -148,6 +149,8 @@ def analyse_security(file: ChangedFile, project: Project | None = None) -> Secur
                 out.issues.append(Issue(line, rule, severity, title, body, kind=kind, confidence="high",
                                         cwe=AUTH_CWE.get(rule)))  # fmt: skip
     out.cut_short = project.describe_unfinished(since=unfinished_before)
+    if DEADLINE_CUT in list(project.unfinished.values())[unfinished_before:]:
+        out.cut_reason = "deadline"
     return out
 
 

@@ -138,7 +138,7 @@ def _key(text: str, path: str) -> tuple[str, str]:
     return text, PurePosixPath(path).name
 
 
-_prefetched: BatchAnswers[tuple[str, str]] = BatchAnswers()  # (text, file name) → ruff's JSON for that file
+_prefetched: BatchAnswers[tuple[str, str], str] = BatchAnswers()  # (text, file name) → ruff's JSON for that file
 # A file given by name is read as Python only under these suffixes (stdin takes any name).
 BATCHABLE_SUFFIXES = (".py", ".pyi")
 

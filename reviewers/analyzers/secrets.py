@@ -50,6 +50,8 @@ KNOWN_TOKENS: tuple[KnownToken, ...] = (
     ),
 )
 
+# Most lines hold no vendor token: one search says so, rather than one per kind of token.
+_ANY_KNOWN_TOKEN = re.compile("|".join(f"(?:{t.pattern.pattern})" for t in KNOWN_TOKENS))
 _URL_CREDENTIALS = re.compile(r"\b[a-z][a-z0-9+.\-]*://(?P<user>[^/\s:@'\"]+):(?P<password>[^/\s@'\"]+)@[^\s/'\"]+")
 _CREDENTIAL_NAME = re.compile(
     r"(?i)(?:pass(?:word|wd|phrase)?|pwd|secret|token|api[_\-]?key|apikey|private[_\-]?key|"
@@ -129,7 +131,9 @@ def scan_secrets(file: ChangedFile, *, named_values: bool = True) -> SecretScan:
     scanned = 0
     unscanned_from: int | None = None
     for line, text in sorted(file.changed_lines.items()):
-        token = next((t for t in KNOWN_TOKENS if t.pattern.search(text)), None)
+        token = (
+            next((t for t in KNOWN_TOKENS if t.pattern.search(text)), None) if _ANY_KNOWN_TOKEN.search(text) else None
+        )
         if token is not None:
             issues.append(_issue(line, "secrets:known-prefix", token.severity, token.name))
             continue

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from reviewers.analyzers.changed_file import ChangedFile
-from reviewers.analyzers.parsing import parse_module
+from reviewers.analyzers.parsing import all_statements, parse_module
 from reviewers.kernel.contracts import Workspace
 from reviewers.paths import is_test_path
 
@@ -108,10 +108,10 @@ _CONTROL_FLOW = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.Try, ast.Match)
 def _has_logic(body: list[ast.stmt]) -> bool:
     statements = [
         n
-        for stmt in body
-        if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant))
-        for n in ast.walk(stmt)
-        if isinstance(n, ast.stmt) and not isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+        for n in all_statements(
+            [s for s in body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+        )
+        if not isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
     ]
     return len(statements) >= MIN_LOGIC_STATEMENTS or any(isinstance(n, _CONTROL_FLOW) for n in statements)
 
@@ -164,9 +164,10 @@ def _python_definitions(tree: ast.Module) -> list[Definition]:
 
 def _pattern_definitions(file: ChangedFile) -> list[Definition]:
     found: list[tuple[int, str, DefinitionKind]] = []
+    patterns = [(pattern, kind) for languages, pattern, kind in _DEFINITION_PATTERNS if file.language in languages]
     for number, text in enumerate(file.lines, start=1):
-        for languages, pattern, kind in _DEFINITION_PATTERNS:
-            if file.language in languages and (match := pattern.match(text)):
+        for pattern, kind in patterns:
+            if match := pattern.match(text):
                 if _public(match.group("name")):
                     found.append((number, match.group("name"), kind))
                 break
@@ -195,8 +196,8 @@ def gone_definition_names(file: ChangedFile) -> set[str]:
     tree = file.python_tree
     if tree is not None:
         at_head |= {
-            getattr(node, "name", "")
-            for node in ast.walk(tree)
+            node.name
+            for node in all_statements(tree.body)
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
         }
     return removed_definition_names(file) - at_head

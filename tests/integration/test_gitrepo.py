@@ -128,6 +128,16 @@ def test_workspace_reads_files_at_head_not_the_checkout(history: dict[str, str])
     assert repo.workspace("main").read_file("util.py") == "def helper():\n    return 2\n"
 
 
+def test_many_files_read_in_one_batch_read_as_one_at_a_time(history: dict[str, str]) -> None:
+    repo = open_repository(history["root"])
+    batched, single = repo.workspace("feature"), repo.workspace("feature")
+    paths = [*batched.list_paths(), "missing.py"]
+    batched.read_files(paths)  # one git process: the texts land in the cache
+    misses = batched.cache.misses
+    assert [batched.read_file(p) for p in paths] == [single.read_file(p) for p in paths]
+    assert batched.cache.misses - misses == 2  # only what is never read: big.txt (over 1 MiB) and missing.py
+
+
 def test_workspace_caches_reads(history: dict[str, str]) -> None:
     ws = open_repository(history["root"]).workspace("feature")
     first = ws.read_file("app.py")

@@ -6,7 +6,8 @@ abort()) contributes nothing after the `if` — which is how a guard dominates t
 Loops run their body twice. A call to a function of the repository applies its summary
 (parameter → return, parameter → sink), computed by the same interpreter with parameters as
 symbols and memoised in the `Project`; recursion gets a conservative summary, and every budget
-cut is named in `Project.unfinished`.
+cut is named in `Project.unfinished`. Each interpreter counts the statements and expressions it
+runs (`steps`); what the summaries ran is the project's step budget, the same on every machine.
 
 Two modes: *summary* (record which parameters reach which sinks and what comes back) and *report*
 (also record `Hit`s: request data reaching a sink, or a value of unknown origin reaching a sink
@@ -273,6 +274,7 @@ class Interpreter:
     fields: dict[str, Value] = field(default_factory=dict)
     complete: bool = True
     statements: int = 0
+    steps: int = 0  # statements and expressions run: the work the project's step budget counts
     _assigned: dict[str, ast.expr] = field(default_factory=dict)  # name → the expression it was last built from
     _built: set[str] = field(default_factory=set)  # names assigned from text with values spliced in
 
@@ -300,6 +302,7 @@ class Interpreter:
         """Run statements; (environment after, whether every path left the block)."""
         for stmt in stmts:
             self.statements += 1
+            self.steps += 1
             if self.statements > MAX_STATEMENTS:
                 self.complete = False
                 return env, False
@@ -532,6 +535,7 @@ class Interpreter:
         return CONSTANT if head.isupper() else UNKNOWN
 
     def eval(self, expr: ast.expr, env: Env) -> Value:  # noqa: C901 - one case per expression kind
+        self.steps += 1
         if isinstance(expr, ast.Constant):
             return CONSTANT
         if isinstance(expr, ast.Name):
@@ -1155,7 +1159,10 @@ def module_env(project: Project, info: ModuleInfo, depth: int = 0) -> dict[str, 
     if info.globals is None:
         info.globals = {}
         interpreter = Interpreter(project, info, None, "summary", depth=depth)
-        info.globals = interpreter.run()
+        try:
+            info.globals = interpreter.run()
+        finally:
+            project.steps += interpreter.steps
     return info.globals
 
 
@@ -1168,8 +1175,9 @@ def summarize(project: Project, info: ModuleInfo, qualname: str, depth: int = 0)
     conservative = Summary(params, flat(*(of({Origin("param", p)}) for p in params)), complete=False)
     if key in project.in_progress:
         return conservative  # recursion: the call passes its arguments through, and is cut here
-    if depth > MAX_CALL_DEPTH or len(project.summaries) >= 3000 or project.out_of_time():
-        project.unfinished.setdefault(key.replace("::", ":"), "summary budget")
+    cut = f"over {MAX_CALL_DEPTH} nested calls" if depth > MAX_CALL_DEPTH else project.summary_cut()
+    if cut is not None:
+        project.unfinished.setdefault(key.replace("::", ":"), cut)
         return conservative
     project.in_progress.add(key)
     try:
@@ -1183,6 +1191,8 @@ def summarize(project: Project, info: ModuleInfo, qualname: str, depth: int = 0)
             interpreter.run()
         except RecursionError:
             interpreter.complete = False
+        finally:
+            project.steps += interpreter.steps
         returns = join(interpreter.returns) if interpreter.returns else CONSTANT
         summary = Summary(
             params, returns, tuple(dict.fromkeys(interpreter.param_sinks)), tuple(interpreter.fields.items()),

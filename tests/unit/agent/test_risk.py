@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from agent.diff import parse_unified_diff
-from agent.risk import change_signals
+from agent.risk import ANY_SIGNAL, SIGNALS, change_signals
 from agent.strategy import rule_based_strategy
 
 
@@ -39,3 +39,14 @@ def test_the_rule_strategy_ranks_by_signals() -> None:
     assert strategy.plan[0].focus_paths[0] == "util/fetch.py"
     assert [r.path for r in strategy.risk_areas] == ["util/fetch.py"]
     assert "touches network" in strategy.risk_areas[0].why
+
+
+def test_one_search_finds_a_line_with_a_signal_exactly_when_some_signal_pattern_does() -> None:
+    lines = [
+        "    rows = cur.execute('select name from users')", "SELECT a FROM b", "subprocess.run(cmd, shell=True)",
+        "data = pickle.loads(blob)", "digest = hashlib.sha256(x)", "@login_required", "r = requests.get(url)",
+        "with open(path) as f:", "total = price * 2", "# selection of items from the list", "reopen = 1",
+        "AUTHORIZATION_HEADER = 'x'", "csrf_token = form.token",
+    ]  # fmt: skip
+    for line in lines:
+        assert (ANY_SIGNAL.search(line) is not None) == any(p.search(line) for _, p in SIGNALS), line

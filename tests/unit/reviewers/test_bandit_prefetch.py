@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import threading
+
+import pytest
 
 from reviewers.analyzers import bandit
 
@@ -38,7 +41,33 @@ def test_an_unparsable_file_is_left_to_its_own_run_and_the_others_keep_their_rep
     assert _ids(bandit._prefetched[_key(texts[1])]) == _ids(bandit._bandit_single(texts[1], "x.py"))
 
 
-def test_a_large_prefetch_splits_over_processes_with_the_same_reports() -> None:
+def test_a_large_prefetch_splits_over_processes_with_the_same_reports(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bandit.os, "cpu_count", lambda: 4)  # three cores to spare: the batch splits
+    batches: list[int] = []
+    real_batch = bandit._bandit_batch
+    monkeypatch.setattr(bandit, "_bandit_batch", lambda texts: batches.append(len(texts)) or real_batch(texts))
     texts = [f"{SHELL}# many {i}\n" for i in range(2 * bandit.MIN_FILES_PER_PROCESS)]
     bandit.prefetch(texts)
+    assert len(batches) == 2
     assert all(_ids(bandit._prefetched[_key(t)]) == _ids(bandit._bandit_single(t, "x.py")) for t in texts)
+
+
+def test_a_prefetch_in_the_background_is_waited_for_not_repeated(monkeypatch: pytest.MonkeyPatch) -> None:
+    texts = [SQL + "# background\n", SHELL + "# background\n"]
+    release = threading.Event()
+    real_batch = bandit._bandit_batch
+
+    def slow_batch(batch: list[str]) -> dict[str, str]:
+        release.wait(10)
+        return real_batch(batch)
+
+    monkeypatch.setattr(bandit, "_bandit_batch", slow_batch)
+    bandit.prefetch(texts, background=True)  # returns at once; the batch waits for `release`
+    assert _key(texts[1]) not in bandit._prefetched
+
+    def no_single_run(text: str, path: str) -> str:
+        raise AssertionError("a file the batch covers was run alone")
+
+    monkeypatch.setattr(bandit, "_bandit_single", no_single_run)
+    threading.Timer(0.2, release.set).start()
+    assert any(tid == "B602" for tid, _ in _ids(bandit._bandit_stdout(texts[1], "x.py")))

@@ -12,11 +12,13 @@ import json
 import shutil
 import subprocess
 import textwrap
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
-from reviewers.analyzers import bandit
+from reviewers.analyzers import bandit, pysyntax
 from reviewers.analyzers.bandit import bandit_issues
 from reviewers.analyzers.changed_file import ChangedFile
 from reviewers.analyzers.pysyntax import parse_python
@@ -204,6 +206,28 @@ def test_a_text_that_crashes_the_parser_is_a_parse_error_and_the_next_file_still
     with pytest.raises(PythonSyntaxError):
         parse_python(crashing, "hostile.py")
     assert isinstance(parse_python('z = f"{d["b"]}"\n', "next.py").body[0], ast.Assign)
+
+
+def test_every_reader_of_one_text_shares_one_parse(monkeypatch: pytest.MonkeyPatch) -> None:
+    parses: list[str] = []
+    real = pysyntax._parse
+
+    def counted(source: str, path: str) -> ast.Module:
+        parses.append(path)
+        time.sleep(0.05)  # long enough for the other threads to ask while it runs
+        return real(source, path)
+
+    monkeypatch.setattr(pysyntax, "_parse", counted)
+    source = "def shared(x):\n    return x  # parsed once for four reviewers\n"
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        trees = list(pool.map(lambda _: parse_python(source, "pkg/shared.py"), range(4)))
+    assert parses == ["pkg/shared.py"] and all(tree is trees[0] for tree in trees)
+    broken = "def shared(:\n"
+    for _ in range(2):  # a refusal is remembered too, and raised afresh for each reader
+        with pytest.raises(PythonSyntaxError) as refused:
+            parse_python(broken, "pkg/broken.py")
+        assert refused.value.path == "pkg/broken.py"
+    assert parses == ["pkg/shared.py", "pkg/broken.py"]
 
 
 def test_bandit_sees_a_file_written_in_312_syntax() -> None:

@@ -4,7 +4,10 @@ unknown origins as low confidence, and bounds that name what they cut (issue 22)
 from __future__ import annotations
 
 import itertools
+import time
 from typing import Any
+
+import pytest
 
 from reviewers.analyzers.changed_file import Issue
 from reviewers.analyzers.python_security import analyse_security, project_for, python_security_issues
@@ -82,14 +85,79 @@ def test_recursion_between_helpers_is_cut_not_looped() -> None:
 
 
 def test_a_spent_budget_is_named_in_the_review() -> None:
-    ticks = itertools.count(0, 10)  # every reading of the clock is ten seconds later
     helper = "import os\n\n\ndef run(cmd):\n    os.system(cmd)\n"
     files = {"web/app.py": FLASK + "from web.tools import run\n\n\n@app.route('/x')\ndef f():\n    run(request.args['c'])\n",
              "web/tools.py": helper}  # fmt: skip
-    project = project_for(files.get, budget_s=1.0, clock=lambda: float(next(ticks)))
+    project = project_for(files.get, step_budget=0)
     analysis = analyse_security(added_file("web/app.py", files["web/app.py"]), project)
-    assert analysis is not None and analysis.cut_short is not None
-    assert "web/tools.py:run (summary budget)" in analysis.cut_short
+    assert analysis is not None and analysis.cut_short is not None and analysis.cut_reason == "budget"
+    assert "web/tools.py (summary budget)" in analysis.cut_short  # not even read
+
+
+def helpers(modules: int, functions: int, statements: int) -> dict[str, str]:
+    """A repository of helper modules, each function a long body ending in a shell call, and a route
+    that calls every one of them with request data: as much summary work as one likes."""
+    files: dict[str, str] = {}
+    for m in range(modules):
+        parts = ["import os\n\n\ndef run(cmd):\n    os.system(cmd)\n"]
+        for i in range(functions):
+            body = "".join(f"    y{j} = x + '{j}' if x else str(x)\n" for j in range(statements))
+            parts.append(f"def g{m}_{i}(x):\n{body}    return run(y{statements - 1})\n")
+        files[f"web/m{m}.py"] = "\n\n".join(parts)
+    imports = "".join(f"from web.m{m} import " + ", ".join(f"g{m}_{i}" for i in range(functions)) + "\n"
+                      for m in range(modules))  # fmt: skip
+    calls = "".join(f"    g{m}_{i}(request.args['c'])\n" for m in range(modules) for i in range(functions))
+    files["web/app.py"] = FLASK + imports + "\n\n@app.route('/x')\ndef f():\n" + calls
+    return files
+
+
+def cut_of(files: dict[str, str], step_budget: int) -> tuple[str | None, list[tuple[str | None, str]], int]:
+    project = project_for(files.get, step_budget=step_budget)
+    analysis = analyse_security(added_file("web/app.py", files["web/app.py"]), project)
+    assert analysis is not None
+    return analysis.cut_short, [(i.cwe, i.confidence) for i in analysis.issues], project.steps
+
+
+def slow_clocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every clock this process reads runs ten seconds ahead at each reading: a machine so loaded
+    that any wall-clock budget would be spent at once."""
+    ticks = itertools.count(0, 10)
+    for name in ("monotonic", "perf_counter", "time"):
+        monkeypatch.setattr(time, name, lambda: float(next(ticks)))
+
+
+def test_a_pathological_repository_stops_at_the_step_budget_and_names_the_cut() -> None:
+    files = helpers(modules=4, functions=10, statements=40)
+    cut_short, found_issues, steps = cut_of(files, step_budget=5_000)
+    assert cut_short is not None and "(summary budget)" in cut_short
+    # the budget is checked before each summary and module read: one of them may run past it
+    assert 5_000 <= steps < 5_000 + 2_000
+    assert ("CWE-78", "high") in found_issues  # what the summaries read is still reported
+    assert cut_of(files, step_budget=10**9)[0] is None
+
+
+def test_a_slow_clock_changes_nothing_that_is_cut(monkeypatch: pytest.MonkeyPatch) -> None:
+    files = helpers(modules=4, functions=10, statements=40)
+    before = cut_of(files, step_budget=5_000)
+    slow_clocks(monkeypatch)
+    assert cut_of(files, step_budget=5_000) == before
+
+
+def test_a_review_under_a_slow_clock_names_the_same_files(monkeypatch: pytest.MonkeyPatch, build_context: Any) -> None:
+    files = helpers(modules=3, functions=8, statements=20)
+    calm = review("security", build_context({}, files))
+    slow_clocks(monkeypatch)
+    loaded = review("security", build_context({}, files))
+    assert loaded.not_reviewed == calm.not_reviewed == []
+    assert [(f.path, f.line, f.rule) for f in loaded.findings] == [(f.path, f.line, f.rule) for f in calm.findings]
+
+
+def test_the_review_deadline_is_the_last_resort() -> None:
+    files = helpers(modules=2, functions=3, statements=5)
+    project = project_for(files.get, past_deadline=lambda: True)
+    analysis = analyse_security(added_file("web/app.py", files["web/app.py"]), project)
+    assert analysis is not None and analysis.cut_reason == "deadline"
+    assert analysis.cut_short is not None and "(review deadline)" in analysis.cut_short
 
 
 def test_a_pathological_function_is_cut_and_named(build_context: Any) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import stat
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -185,3 +186,21 @@ def test_every_install_pins_the_engine_version_the_module_speaks() -> None:
         text = (repo / name).read_text(encoding="utf-8")
         assert pin in text and "--no-deps" in text, name
         assert text.count("semgrep==") == 1, name
+
+
+def test_a_background_batch_is_waited_for_not_repeated(monkeypatch: pytest.MonkeyPatch) -> None:
+    files = [("web/a.js", "exec('ls ' + req.query.dir);\n"), ("web/b.go", "package web\n")]
+    release = threading.Event()
+    scanned: list[list[str]] = []
+
+    def scan(batch: list[tuple[str, str]], *, timeout_s: float) -> list[semgrep_taint.EngineAnswer]:
+        scanned.append([path for path, _ in batch])
+        release.wait(10)
+        return [semgrep_taint.EngineAnswer((semgrep_taint.EngineMatch("r", 1, 1),)) for _ in batch]
+
+    monkeypatch.setattr(semgrep_taint, "scan", scan)
+    semgrep_taint.prefetch(files, background=True)  # returns while the engine runs
+    threading.Timer(0.2, release.set).start()
+    answer = semgrep_taint.engine_answer(*files[0])
+    assert answer.matches == (semgrep_taint.EngineMatch("r", 1, 1),)
+    assert scanned == [["web/a.js", "web/b.go"]]  # one engine run, not one more for the file asked about
