@@ -206,16 +206,23 @@ def paired_lines(paired: Mapping[str, Any] | None) -> list[str]:
         f" sign-flip p). References from the headroom run, measured before training: rule plan"
         f" {paired['rule_mean']:+.3f}, oracle {paired['oracle_mean']:+.3f}, oracle − rule"
         f" {paired['gap_oracle_minus_rule']:+.3f} [{paired['gap_interval'][0]:+.3f}, {paired['gap_interval'][1]:+.3f}]."
-        " Captured share = (stage − rule) / (oracle − rule).",
+        " Captured share = (stage − rule) / (oracle − rule)."
+        + (
+            f" Best fixed rule (chosen on the training MRs: {paired['best_fixed_rule']})"
+            f" {paired['best_fixed_mean']:+.3f}:"
+            " a stage above it has learned more than one MR-independent habit."
+            if "best_fixed_mean" in paired
+            else ""
+        ),
         "",
-        "| stage | mean | − rule | − base | − previous stage | captured share |",
-        "|---|---:|---|---|---|---:|",
+        "| stage | mean | − rule | − best fixed rule | − base | − previous stage | captured share |",
+        "|---|---:|---|---|---|---|---:|",
     ]
     for stage, e in paired.get("stages", {}).items():
-        share = "" if e.get("captured_share") is None else f"{e['captured_share']:.0%}"
+        captured = "" if e.get("captured_share") is None else f"{e['captured_share']:.0%}"
         lines.append(
-            f"| {stage} | {e['mean']:+.3f} | {_pair(e.get('paired_vs_rule'))} | {_pair(e.get('paired_vs_base'))} |"
-            f" {_pair(e.get('paired_vs_previous'))} | {share} |"
+            f"| {stage} | {e['mean']:+.3f} | {_pair(e.get('paired_vs_rule'))} | {_pair(e.get('paired_vs_best_fixed'))}"
+            f" | {_pair(e.get('paired_vs_base'))} | {_pair(e.get('paired_vs_previous'))} | {captured} |"
         )
     rl = paired.get("stages", {}).get("rl")
     if rl:
@@ -237,7 +244,9 @@ def decoding_lines(decoding: Mapping[str, Any] | None) -> list[str]:
     lines = [
         "",
         f"Decoding cost per plan (the base model's greedy plans on {decoding['token by token']['plans']} held-out"
-        f" MRs, prompts already read, load {decoding.get('load', '?')}): the same plan both ways on"
+        f" MRs, load {decoding.get('load', '?')}): token by token is `generate` under the schema's logits"
+        " processor, which reads the ~1,300-token prompt again and then runs a pass per token; jump-forward reads"
+        " the prompt from the prompt cache and runs a pass per choice. The same plan both ways on"
         f" {decoding['same_plan']} of them (jump-forward tokenizes the forced text on its own).",
         "",
         "| decoding | tokens per plan | forward passes per plan | seconds per plan | valid plans |",

@@ -51,6 +51,14 @@ def summary(headroom: dict[str, Any], results: dict[str, Any] | None) -> dict[st
     oracle = [r["oracle"]["reward"] for r in held]
     gap = paired_difference(oracle, rule)
     rule_mean, oracle_mean = sum(rule) / len(rule), sum(oracle) / len(oracle)
+    # the best MR-independent rule, chosen on the training MRs: what a stage must beat to have learned
+    # more than one fixed habit
+    chosen = (headroom.get("summary") or {}).get("best_fixed_rule")
+    fixed = (
+        [r["fixed"][chosen]["reward"] for r in held]
+        if chosen and all(chosen in r.get("fixed", {}) for r in held)
+        else None
+    )
     out: dict[str, Any] = {
         "heldout_mrs": len(held),
         "gap_oracle_minus_rule": round(gap.mean, 4),
@@ -59,6 +67,9 @@ def summary(headroom: dict[str, Any], results: dict[str, Any] | None) -> dict[st
         "oracle_mean": round(oracle_mean, 4),
         "stages": {},
     }
+    if fixed is not None:
+        out["best_fixed_rule"] = chosen
+        out["best_fixed_mean"] = round(sum(fixed) / len(fixed), 4)
     per_stage: dict[str, list[float]] = {}
     if results is not None:
         recorded = results.get("held_out_case_ids")
@@ -84,6 +95,8 @@ def summary(headroom: dict[str, Any], results: dict[str, Any] | None) -> dict[st
             "paired_vs_rule": _brief(paired_difference(rewards, rule).as_dict()),
             "captured_share": None if (s := captured_share(mean, rule_mean, oracle_mean)) is None else round(s, 4),
         }
+        if fixed is not None:
+            entry["paired_vs_best_fixed"] = _brief(paired_difference(rewards, fixed).as_dict())
         if "base" in per_stage and stage != "base":
             entry["paired_vs_base"] = _brief(paired_difference(rewards, per_stage["base"]).as_dict())
         if previous is not None:

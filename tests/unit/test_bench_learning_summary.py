@@ -54,3 +54,15 @@ def test_summary_refuses_results_over_other_merge_requests_and_prints_one_line(
     assert "\n" not in line
     data = json.loads(line)
     assert data["heldout_mrs"] == 2 and data["gap_oracle_minus_rule"] == 0.3 and data["stages"] == {}
+
+
+def test_each_stage_is_paired_with_the_best_fixed_rule_too() -> None:
+    headroom = _headroom(rule=[0.0, 0.0], oracle=[1.0, 1.0])
+    chosen = "largest order, then nothing"
+    headroom["summary"] = {"best_fixed_rule": chosen}
+    for row, value in zip(headroom["rows"][1:], (0.5, 0.25), strict=True):  # type: ignore[index]
+        row["fixed"] = {chosen: {"reward": value}}
+    headroom["rows"][0]["fixed"] = {chosen: {"reward": 9.0}}  # type: ignore[index]
+    out = summary(headroom, _results({"sft": [0.5, 0.75]}, ["e0", "e1"]))
+    assert out["best_fixed_rule"] == chosen and out["best_fixed_mean"] == 0.375
+    assert out["stages"]["sft"]["paired_vs_best_fixed"]["mean"] == 0.25
