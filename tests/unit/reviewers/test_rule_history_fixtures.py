@@ -313,3 +313,54 @@ def test_tls_verification_off_for_a_loopback_health_check_is_not_reported(build_
         for f in review("security", build_context({}, {"Dockerfile": health, "ci/Dockerfile": remote})).findings
     ]
     assert found == [("ci/Dockerfile", "patterns:tls-verify-disabled")]
+
+
+# --- third round: a deleted test of an exception whose raise the change reached differently ----------
+
+POOL = (
+    "def run(job, pool):\n"
+    "    if pool.has_worker():\n        return pool.submit(job)\n"
+    "    elif pool.busy:\n        raise RuntimeError('would deadlock')\n"
+    "    return job()\n\n\n"
+    "def stop(pool):\n    if pool.closed:\n        raise RuntimeError('already stopped')\n    pool.close()\n"
+)
+POOL_TESTS = (
+    "import pytest\nfrom jobs.pool import run\n\n\ndef test_runs():\n    assert run(lambda: 1, Idle()) == 1\n\n\n"
+    "def test_busy_raises():\n    with pytest.raises(RuntimeError):\n        run(lambda: 1, Busy())\n"
+)
+WITHOUT_BUSY = POOL_TESTS.split("\n\n\ndef test_busy_raises")[0] + "\n"
+
+
+def test_a_deleted_test_of_an_exception_whose_guard_the_change_rewrote_goes_with_it(build_context: Any) -> None:
+    # The raise stays and RuntimeError is still written: the condition that decides whether it is
+    # reached changed (a branch above it in its if/elif chain), so the old expectation may not hold.
+    guard = POOL.replace(
+        "    if pool.has_worker():\n        return pool.submit(job)\n",
+        "    worker = pool.worker_for(job)\n    if worker is not None:\n        return worker.submit(job)\n",
+    )
+    base = {"jobs/pool.py": POOL, "tests/test_pool.py": POOL_TESTS}
+    head = {"jobs/pool.py": guard, "tests/test_pool.py": WITHOUT_BUSY}
+    assert review("test_impact", build_context(base, head)).findings == []
+
+
+def test_a_deleted_test_of_an_exception_whose_raise_left_one_place_goes_with_it(build_context: Any) -> None:
+    # One `raise RuntimeError` left the product while another stays (and a new `except` names it):
+    # the name is still written, so only the raise statement itself says the behaviour left.
+    moved = POOL.replace("    elif pool.busy:\n        raise RuntimeError('would deadlock')\n", "").replace(
+        "    pool.close()\n", "    try:\n        pool.close()\n    except RuntimeError:\n        pool.kill()\n"
+    )
+    base = {"jobs/pool.py": POOL, "tests/test_pool.py": POOL_TESTS}
+    head = {"jobs/pool.py": moved, "tests/test_pool.py": WITHOUT_BUSY}
+    assert review("test_impact", build_context(base, head)).findings == []
+
+
+def test_a_deleted_test_of_an_exception_still_raised_as_before_is_reported(build_context: Any) -> None:
+    # The change edits the product elsewhere (lines outside any guard of a `raise RuntimeError`, a new
+    # raise of another exception): the test's expectation still holds, so the deleted test is a lost check.
+    elsewhere = POOL.replace("    return job()\n", "    return job() or None\n").replace(
+        "    pool.close()\n",
+        "    if pool.pending:\n        raise ValueError('jobs still queued')\n    pool.close(wait=True)\n",
+    )
+    base = {"jobs/pool.py": POOL, "tests/test_pool.py": POOL_TESTS}
+    head = {"jobs/pool.py": elsewhere, "tests/test_pool.py": WITHOUT_BUSY}
+    assert rules(review("test_impact", build_context(base, head))) == ["tests:test-deleted"]
