@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 from reviewers.analyzers.base_tree import BaseTree
 from reviewers.analyzers.changed_file import ChangedFile, Issue
+from reviewers.analyzers.parsing import parse_module
 from reviewers.analyzers.symbols import defined_at_head
 from reviewers.analyzers.tests_lookup import list_test_functions
 from reviewers.kernel.contracts import FileChange, Workspace
@@ -217,11 +218,10 @@ def rewritten_raises(changes: Iterable[FileChange], base: BaseTree) -> frozenset
         text = base.text(change.old_path) if gone else None
         if text is None:
             continue
-        try:
-            tree = ast.parse(text)
-        except (SyntaxError, ValueError):
-            continue  # a base we cannot read makes no claim
-        rewritten |= _raises_touching(tree, gone, guards=())
+        # the project's parser: any Python version, and safe in the reviewers' threads (gh-106905)
+        tree = parse_module(text, filename=change.old_path)
+        if tree is not None:  # a base we cannot read makes no claim
+            rewritten |= _raises_touching(tree, gone, guards=())
     return frozenset(rewritten)
 
 
