@@ -16,7 +16,8 @@ policy, per rule (each also carries its confidence):
   such as `platform.python_implementation() == "PyPy"` → `sys.implementation.name == "pypy"`), and
   never a re-spelling of the same imported object (`typing.TypeVar("T")` → `TypeVar("T")`).
 - `tests:test-deleted` (medium): a test function was deleted while the code it called still exists
-  and the change does not define it again elsewhere (moved to another file or a base class).
+  (not a helper of the package's `testing` module) and the change does not define it again
+  elsewhere (moved to another file or a base class) nor take its expectation out of the product.
 - `tests:test-weakened` (low): a test lost assertion lines.
 - `tests:untested-new` (low): new public code with real logic (not stubs, not one-statement
   wrappers) that no test mentions and no other code calls (its callers' tests would exercise it),

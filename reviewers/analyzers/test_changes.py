@@ -5,9 +5,13 @@ A deleted test whose subject was removed in the same change is housekeeping and 
 is a test the same change defines again elsewhere: moved to another file, or up into a base class
 (in this file or another) that the test classes now inherit. So is a test whose expectation the
 change took out of the product: a name the test used (the `LiveError` it expected) that the change
-removes from product code and writes nowhere; and a test rewritten in place (the lines added in
-its hunk call every subject it called, as a parametrized replacement does). A name the test defines itself (a local view
-function) is never its subject. A weakened test is one that still exists at head but lost
+removes from product code and writes nowhere, or an exception it expects (`pytest.raises(X)`,
+`assertRaises(X)`) whose product `raise X`, or an `if`/`elif` condition that raise sits under, the
+change deleted or rewrote (X is raised elsewhere or under other conditions now, even while the name
+is still written); and a test rewritten in place (the lines added in its hunk call every subject it
+called, as a parametrized replacement does). A name the test defines itself (a local view function)
+is never its subject, nor is a helper from the package's test-support module (`testing.py`: a test
+client, a runner, a request builder). A weakened test is one that still exists at head but lost
 assertions: more assertion lines removed than added within it.
 
 Not caught: a test deleted and re-added under another name (a rename reads as a move only when the
@@ -36,7 +40,7 @@ from reviewers.analyzers.symbols import defined_at_head
 from reviewers.analyzers.tests_lookup import list_test_functions
 from reviewers.kernel.contracts import FileChange, Workspace
 from reviewers.kernel.errors import InputError
-from reviewers.paths import is_code_path, language_of
+from reviewers.paths import is_code_path, is_test_support_path, language_of
 
 _TEST_DEF = re.compile(r"^\s*(?:(?:async\s+)?def\s+(?P<py>test\w*)|func\s+(?P<go>Test\w+))\s*\(")
 _ASSERTION = re.compile(
@@ -197,6 +201,12 @@ def removed_vocabulary(changes: Iterable[FileChange], base: BaseTree, head: Work
     return frozenset(removed - added - _NOT_A_SUBJECT - _COMMON_WORDS)
 
 
+def _product_defines(workspace: Workspace, name: str, *, outside: str) -> bool:
+    """Whether product code at head defines `name`; a test helper the package ships (`flask.testing`'s
+    request builder, a CLI runner) is the test's tool, used by every test, not the behaviour it checked."""
+    return any(not is_test_support_path(path) for path in defined_at_head(workspace, name, outside=outside))
+
+
 def expected_exceptions(body: Iterable[str]) -> set[str]:
     """Exception names a test's body expects to be raised (the last part of a dotted name)."""
     found: set[str] = set()
@@ -282,7 +292,7 @@ def test_change_issues(
             if n not in _NOT_A_SUBJECT and n not in local
         ]
         try:
-            alive = [n for n in called if defined_at_head(workspace, n, outside=file.path)][:MAX_SUBJECTS]
+            alive = [n for n in called if _product_defines(workspace, n, outside=file.path)][:MAX_SUBJECTS]
         except InputError:
             continue  # the head tree could not be searched: no claim we cannot check
         if not alive:
