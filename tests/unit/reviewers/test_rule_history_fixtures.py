@@ -364,3 +364,67 @@ def test_a_deleted_test_of_an_exception_still_raised_as_before_is_reported(build
     base = {"jobs/pool.py": POOL, "tests/test_pool.py": POOL_TESTS}
     head = {"jobs/pool.py": elsewhere, "tests/test_pool.py": WITHOUT_BUSY}
     assert rules(review("test_impact", build_context(base, head))) == ["tests:test-deleted"]
+
+
+# --- fourth round: every changed file analyzed (bench.history at 1,000 commits, after main's merges) ----
+
+HOST_TESTS = (
+    "import web\nfrom web.testing import RequestBuilder\n\n\ndef test_ok():\n    assert web.App().handle({}) == 200\n\n\n"
+    "def test_bad_host():\n    environ = RequestBuilder(web.App()).environ(host='\\x8a')\n"
+    "    assert web.App().handle(environ) == 400\n"
+)
+HOST_PRODUCT = {
+    "web/__init__.py": "class App:\n    def handle(self, environ):\n        return 200\n",
+    "web/testing.py": "class RequestBuilder:\n    def __init__(self, app):\n        self.app = app\n",
+    "web/hosts.py": "def parse_host(environ):\n    return environ.get('HTTP_HOST')\n",
+}
+
+
+def test_a_deleted_test_whose_only_named_callee_is_a_test_helper_names_no_subject(build_context: Any) -> None:
+    # The package's test helper (a request builder in `testing.py`) builds the input; what the test
+    # checked is reached through attributes, so nothing says which behaviour lost its check.
+    base = {**HOST_PRODUCT, "tests/test_hosts.py": HOST_TESTS}
+    head = {**base, "tests/test_hosts.py": HOST_TESTS.split("\n\n\ndef test_bad_host")[0] + "\n"}
+    assert review("test_impact", build_context(base, head)).findings == []
+
+
+def test_a_deleted_test_that_also_calls_product_code_is_still_reported(build_context: Any) -> None:
+    tests = HOST_TESTS.replace("import web\n", "import web\nfrom web.hosts import parse_host\n").replace(
+        "    assert web.App().handle(environ) == 400\n", "    assert parse_host(environ) is None\n"
+    )
+    base = {**HOST_PRODUCT, "tests/test_hosts.py": tests}
+    head = {**base, "tests/test_hosts.py": tests.split("\n\n\ndef test_bad_host")[0] + "\n"}
+    found = review("test_impact", build_context(base, head)).findings
+    assert [f.rule for f in found] == ["tests:test-deleted"] and "parse_host" in found[0].title
+
+
+def test_code_patterns_in_documentation_are_examples_not_code(build_context: Any) -> None:
+    docs = (
+        "# TLS\n\nTo skip verification (never in production):\n\n"
+        ">>> httpx.get('https://expired.example.com/', verify=False)\n\n"
+        "```sh\ncurl -k https://downloads.example.com/tool.tgz -o /tmp/tool.tgz\n```\n"
+    )
+    changelog = "## 2.0\n\n- Fixed an issue where setting `verify=False` on the first request was ignored.\n"
+    assert review("security", build_context({}, {"docs/ssl.md": docs, "CHANGELOG.rst": changelog})).findings == []
+    script = "curl -k https://downloads.example.com/tool.tgz -o /tmp/tool.tgz\n"
+    leaked = docs + "\nexport GITHUB_TOKEN=ghp_" + "a1B2c3D4e5" * 4 + "\n"
+    found = review("security", build_context({}, {"scripts/fetch.sh": script, "docs/ssl.md": leaked})).findings
+    assert sorted((f.path, f.rule) for f in found) == [
+        ("docs/ssl.md", "secrets:known-prefix"),  # a live credential is one wherever it is written
+        ("scripts/fetch.sh", "patterns:tls-verify-disabled"),
+    ]
+
+
+PEM = "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY-----\n"
+
+
+def test_a_private_key_among_the_tests_goes_to_a_person_and_one_in_the_product_is_posted(build_context: Any) -> None:
+    # A key pair for the suite's own TLS server is test material more often than a leak: a person
+    # looks, it is not posted. The same block anywhere else is a committed key.
+    files = {"tests/certs/server.key": PEM, "tests/fixtures/client.key": PEM, "deploy/tls/server.key": PEM}
+    found = review("security", build_context({}, files)).findings
+    assert sorted((f.path, f.rule, f.confidence) for f in found) == [
+        ("deploy/tls/server.key", "secrets:known-prefix", "high"),
+        ("tests/certs/server.key", "secrets:known-prefix", "low"),
+        ("tests/fixtures/client.key", "secrets:known-prefix", "low"),
+    ]
