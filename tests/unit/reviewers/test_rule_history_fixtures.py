@@ -428,3 +428,56 @@ def test_a_private_key_among_the_tests_goes_to_a_person_and_one_in_the_product_i
         ("tests/certs/server.key", "secrets:known-prefix", "low"),
         ("tests/fixtures/client.key", "secrets:known-prefix", "low"),
     ]
+
+
+# --- held-out round: causes seen on five held-out repositories (fixed after seeing them; see RESULTS.md) --
+
+
+def test_a_submodule_importing_its_own_package_closes_no_cycle(build_context: Any) -> None:
+    # `import pkg` in pkg/ctx.py: Python runs pkg/__init__ before any submodule, so the import binds
+    # a module already loading and changes no load order; the package facade importing every submodule
+    # makes every such pair "a cycle" that never breaks.
+    init = "from pkg import ctx, proc\n"
+    ctx = "import pkg\n\nSTATE = 1\n\n\ndef current():\n    return pkg.proc.LIMIT\n"
+    base = {"pkg/__init__.py": init, "pkg/ctx.py": ctx, "pkg/proc.py": "LIMIT = 3\n"}
+    head = {**base, "pkg/proc.py": "from pkg.ctx import STATE\n\nLIMIT = 3 + STATE\n"}
+    assert review("architecture", build_context(base, head)).findings == []
+    # A name read from the package while it loads is a real load-order dependency: still a new cycle.
+    reads = {
+        **base,
+        "pkg/__init__.py": init + "\nVERSION = 2\n",
+        "pkg/ctx.py": "from pkg import VERSION\n\nSTATE = VERSION\n",
+    }
+    head = {**reads, "pkg/proc.py": head["pkg/proc.py"]}
+    assert rules(review("architecture", build_context(reads, head))) == ["imports:new-cycle"]
+
+
+def test_an_import_used_by_a_type_comment_is_used(build_context: Any) -> None:
+    code = "from typing import Any, Dict, List\n\n\nclass Hook:\n    registry = None  # type: Dict[str, Any] | None\n"
+    found = review("code_quality", build_context({}, {"lib/hooks.py": code})).findings
+    assert [(f.rule, f.title) for f in found] == [("ruff:F401", "`typing.List` imported but unused")]
+
+
+def test_a_wildcard_address_compared_is_not_a_bind(build_context: Any) -> None:
+    check = (
+        "def trusted(hostname, hosts):\n    if hostname not in {'0.0.0.0', '[::]'}:\n        hosts.append(hostname)\n"
+    )
+    assert review("security", build_context({}, {"srv/debug.py": check})).findings == []
+    bind = "import socket\n\n\ndef serve(port):\n    s = socket.socket()\n    s.bind(('0.0.0.0', port))\n    return s\n"
+    assert rules(review("security", build_context({}, {"srv/listen.py": bind}))) == ["bandit:B104"]
+
+
+def test_markup_of_a_value_of_unknown_origin_goes_to_a_person_and_request_data_is_posted(build_context: Any) -> None:
+    # Marking a value safe is a sink: what matters is where the value comes from. A parameter nobody
+    # is known to fill from a request (a template engine's own output, escaped JSON) goes to a person;
+    # request data marked safe is reflected XSS.
+    helper = "from markupsafe import Markup\n\n\ndef cell(rendered):\n    return Markup(rendered)\n"
+    found = review("security", build_context({}, {"lib/cells.py": helper})).findings
+    assert [(f.rule, f.confidence) for f in found] == [("bandit:B704", "low")]
+    route = (
+        "from flask import Flask, render_template, request\nfrom markupsafe import Markup\n\napp = Flask(__name__)\n\n\n"
+        "@app.get('/hello')\ndef hello():\n    name = request.args.get('name', '')\n"
+        "    return render_template('hello.html', banner=Markup('<b>' + name + '</b>'))\n"
+    )
+    found = review("security", build_context({}, {"web/views.py": route})).findings
+    assert ("python:reflected-xss", "high") in [(f.rule, f.confidence) for f in found]
