@@ -43,7 +43,10 @@ REPOSITORIES = (
 )  # fmt: skip
 # Never used to tune a rule: reviewed apart (`--held-out`), they say whether the rules fixed on
 # REPOSITORIES are right on code nobody tuned them to, or only on the findings that were seen.
-HELD_OUT = (
+HELD_OUT = ("encode/starlette", "urllib3/urllib3", "pallets/itsdangerous", "pytest-dev/pluggy", "encode/uvicorn")
+# The first held-out set: measured once as held out (2026-11-26), then its findings tuned rules, so
+# it no longer says anything about unseen code. Kept to show the before and after.
+FIRST_HELD_OUT = (
     "pallets/werkzeug", "pallets/jinja", "Pylons/waitress", "marshmallow-code/marshmallow", "hynek/structlog",
 )  # fmt: skip
 PER_REPO = 40
