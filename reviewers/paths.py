@@ -64,6 +64,8 @@ _TEST_FILE = re.compile(
 TEST_DIRECTORIES = frozenset({"tests", "test", "testing", "__tests__", "spec"})
 # Data and helpers that tests read: not tests themselves, and not product code either.
 FIXTURE_DIRECTORIES = frozenset({"fixtures", "fixture", "testdata", "test_data", "__fixtures__", "__mocks__"})
+# Test helpers a package ships for its users' tests (flask.testing, click.testing, werkzeug.test).
+_TEST_SUPPORT_MODULE = re.compile(r"(?:^|/)(?:testing|test|test_?utils|test_?helpers)\.py$")
 # Python modules that are configuration written as code (Django/Flask settings, Sphinx conf).
 _SETTINGS_MODULE = re.compile(r"(?:^|/)(?:settings|[\w]+_settings|settings_[\w]+|conf|config)\.py$|(?:^|/)settings/")
 
@@ -83,6 +85,12 @@ def is_test_path(path: str) -> bool:
     """A test file by the usual names (`test_*.py`, `*_test.go`, `*.spec.ts`, `FooTest.java`,
     `*_spec.rb`, `conftest.py`) or by living under a `tests/`, `test/`, `__tests__/` or `spec/` folder."""
     return bool(_TEST_FILE.search(path)) or any(part in TEST_DIRECTORIES for part in path.split("/")[:-1])
+
+
+def is_test_support_path(path: str) -> bool:
+    """A module of test helpers (a test client, a runner, a request builder) shipped beside the product:
+    `testing.py`, `test.py`, `test_utils.py` (a `testing/` folder is a test path already)."""
+    return bool(_TEST_SUPPORT_MODULE.search(path))
 
 
 def is_fixture_path(path: str) -> bool:

@@ -88,12 +88,13 @@ def _safe_scan(file: ChangedFile) -> tuple[list[Issue], str]:
     return scan.issues, done
 
 
-# bandit checks that judge a sink by the call alone (eval, exec, pickle, yaml.load, a shell, md5):
+# bandit checks that judge a sink by the call alone (eval, exec, pickle, yaml.load, a shell, md5, a
+# value marked safe HTML with Markup / mark_safe):
 # where the taint analysis read the file, it has already said whether request data reaches the call,
 # so bandit's word on it goes to a person (NEEDS_HUMAN_REVIEW), never straight to a thread.
 SINK_ONLY_BANDIT = frozenset(
     {"bandit:B102", "bandit:B307", "bandit:B301", "bandit:B302", "bandit:B506", "bandit:B602", "bandit:B604",
-     "bandit:B605", "bandit:B614", "bandit:B324", "bandit:B303"}
+     "bandit:B605", "bandit:B614", "bandit:B324", "bandit:B303", "bandit:B703", "bandit:B704"}
 )  # fmt: skip
 
 

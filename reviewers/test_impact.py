@@ -16,7 +16,8 @@ policy, per rule (each also carries its confidence):
   such as `platform.python_implementation() == "PyPy"` → `sys.implementation.name == "pypy"`), and
   never a re-spelling of the same imported object (`typing.TypeVar("T")` → `TypeVar("T")`).
 - `tests:test-deleted` (medium): a test function was deleted while the code it called still exists
-  and the change does not define it again elsewhere (moved to another file or a base class).
+  (not a helper of the package's `testing` module) and the change does not define it again
+  elsewhere (moved to another file or a base class) nor take its expectation out of the product.
 - `tests:test-weakened` (low): a test lost assertion lines.
 - `tests:untested-new` (low): new public code with real logic (not stubs, not one-statement
   wrappers) that no test mentions and no other code calls (its callers' tests would exercise it),
@@ -50,6 +51,7 @@ from reviewers.analyzers.symbols import (
 from reviewers.analyzers.test_changes import (
     added_test_names,
     removed_vocabulary,
+    rewritten_raises,
     strip_strings_and_comments,
     test_change_issues,
 )
@@ -134,12 +136,24 @@ class TestImpactAnalyzer:
         self._index: TestIndex | None = None
         self._untested_reported = False
         self._tested_dirs: dict[str, bool] = {}  # directory → whether a test names a module in it
+        self._taken_out: tuple[frozenset[str], frozenset[str]] | None = None
 
     @property
     def index(self) -> TestIndex:
         if self._index is None:
             self._index = TestIndex(self.context.workspace, should_stop=self.context.past_deadline)
         return self._index
+
+    def taken_out(self) -> tuple[frozenset[str], frozenset[str]]:
+        """What the change took out of the product, read once per review: names it removed and wrote
+        nowhere, and exceptions whose raise or guarding condition it rewrote."""
+        if self._taken_out is None:
+            base = BaseTree(self.context.workspace, self.context.files)
+            self._taken_out = (
+                removed_vocabulary(self.context.files, base, self.context.workspace),
+                rewritten_raises(self.context.files, base),
+            )
+        return self._taken_out
 
     def stale(self, refs: list[TestReference]) -> list[TestReference]:
         """The referencing tests, if none of them was touched by this change; else nothing to say."""
@@ -387,12 +401,11 @@ class TestImpactAnalyzer:
             elsewhere = frozenset(
                 name for c in self.context.files if c.path != file.path for name in added_test_names(c)
             )
-            taken_out = removed_vocabulary(
-                self.context.files, BaseTree(self.context.workspace, self.context.files), self.context.workspace
+            gone_names, raises = self.taken_out()
+            issues = test_change_issues(
+                file, self.context.workspace, defined_elsewhere=elsewhere, taken_out=gone_names, raises_rewritten=raises
             )
-            return Analysis(
-                test_change_issues(file, self.context.workspace, defined_elsewhere=elsewhere, taken_out=taken_out)
-            )
+            return Analysis(issues)
         definitions = public_definitions(file)
         removed = removed_definition_names(file)
         issues = self.untested_issues(file)

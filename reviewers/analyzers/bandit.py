@@ -8,11 +8,14 @@ review. Only issues on lines the change added are kept.
 
 Severity policy: bandit's own severity, one step down when bandit's confidence is low; the
 finding's confidence is bandit's confidence. Checks our syntax-tree rules judge with data flow
-(SQL text, urlopen, XML parsers) are skipped here, as are the import-only checks.
+(SQL text, urlopen, XML parsers) are skipped here, as are the import-only checks. B104 (binding to
+all interfaces) is not reported where the wildcard address is only compared with (`host not in
+{"0.0.0.0", "[::]"}`).
 """
 
 from __future__ import annotations
 
+import ast
 import functools
 import hashlib
 import json
@@ -243,6 +246,24 @@ def _cwe(field: object) -> str | None:
     return f"CWE-{cwe_id}" if isinstance(cwe_id, int) and cwe_id > 0 else None
 
 
+_WILDCARD_ADDRESSES = frozenset({"0.0.0.0", "::", "[::]"})  # noqa: S104 - what B104 looks for, not a bind
+
+
+def wildcard_only_compared(tree: ast.Module | None, line: int) -> bool:
+    """Whether every wildcard address written on `line` is an operand of a comparison (B104 reads
+    the string wherever it is)."""
+    if tree is None:
+        return False
+    written: set[int] = set()
+    compared: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and node.value in _WILDCARD_ADDRESSES and node.lineno == line:
+            written.add(id(node))
+        elif isinstance(node, ast.Compare):
+            compared.update(id(n) for n in ast.walk(node) if isinstance(n, ast.Constant))
+    return bool(written) and written <= compared
+
+
 def bandit_issues(file: ChangedFile) -> list[Issue]:
     """bandit's findings on the lines this change added (any line of a multi-line statement)."""
     if file.language != "python":
@@ -256,6 +277,8 @@ def bandit_issues(file: ChangedFile) -> list[Issue]:
         span = [int(n) for n in result.get("line_range") or [line] if isinstance(n, int)] or [line]
         if not file.touches(min(span), max(span)):
             continue
+        if test_id == "B104" and wildcard_only_compared(file.python_tree, line):
+            continue  # `host not in {"0.0.0.0", "[::]"}` asks about an address, it binds nothing
         if not file.is_changed(line):
             line = min(n for n in file.changed_lines if min(span) <= n <= max(span))
         severity = _SEVERITY.get(str(result.get("issue_severity", "")).upper(), "low")

@@ -8,6 +8,10 @@ importer through the repository's import graph at head, and the same cycle, read
 change's renames, was not already in the graph at the base (rebuilt from head and the diff). So a
 module rename that re-spells the imports of an old cycle reports nothing.
 
+A plain `import pkg` in a module of the package `pkg` is no edge: the package's `__init__` always
+runs first, so it orders nothing (a package facade that imports its submodules is not a cycle with
+each of them).
+
 Not caught: a cycle that only exists at run time (an import inside a function), and a cycle at the
 base that the rebuilt tree cannot show (a changed file the host sent without hunks counts as new).
 
@@ -54,8 +58,17 @@ def _load_time_imports(path: str, text: str | None, index: ModuleIndex) -> list[
     targets: list[str] = []
     for ref in refs:
         if not ref.local and not ref.type_only:
-            targets.extend(t for t in index.resolve(path, ref) if t != path)
+            targets.extend(t for t in index.resolve(path, ref) if t != path and not _own_package(path, ref, t))
     return targets
+
+
+def _own_package(path: str, ref: ImportRef, target: str) -> bool:
+    """`import pkg` in a module of `pkg`: Python runs a package's `__init__` before any of its modules,
+    so this binds a module already loading and orders nothing (a `from pkg import name` reads a name
+    at load time, and stays an edge)."""
+    if ref.names or not target.endswith("__init__.py"):
+        return False
+    return path.startswith(target.removesuffix("__init__.py"))
 
 
 def layer_of(path: str, layers: Sequence[LayerRule]) -> LayerRule | None:

@@ -10,6 +10,9 @@ and JWT verification off: high; CORS open, CSRF off, raw HTML: medium). A line p
 where a value comes from, so its findings carry medium confidence.
 TLS verification switched off on a line that connects only to this machine (`localhost`,
 `127.0.0.1`, `::1`: a container health check of its own self-signed server) is not reported.
+Documentation (Markdown, reStructuredText, plain text) is not read by these rules: `verify=False` in
+a changelog entry or a doc example tells a reader about an option, it runs nowhere. (Secrets are
+still searched there by the secret scanner: a live key is one wherever it is pasted.)
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from dataclasses import dataclass
 
 from reviewers.analyzers.changed_file import ChangedFile, Issue
 from reviewers.kernel.contracts import Severity
+from reviewers.paths import DOC_LANGUAGES, language_of
 
 # Text inside a string that reads as an SQL statement.
 _SQL_SHAPE = (
@@ -189,6 +193,8 @@ def line_rule_issues(
     """Issues from the line rules on this change's added lines. `python_ast_done` skips the rules
     the syntax-tree checks already covered; `covered_kinds` the families another language's
     data-flow rules judged on this file (a line cannot see where a value comes from)."""
+    if language_of(file.path) in DOC_LANGUAGES:
+        return []  # prose and examples for a reader, not code that runs
     issues: list[Issue] = []
     for line, text in sorted(file.changed_lines.items()):
         if _COMMENT.match(text) or len(text) > MAX_RULE_LINE_CHARS:

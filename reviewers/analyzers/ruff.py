@@ -12,7 +12,8 @@ ruff's diagnostics are facts about the text, so their confidence is high. Not po
 statement that only reads a name, attribute or item (see `touches_a_name`), B004 on a
 `getattr(x, "__call__", default)` whose value is used, BLE001 that does not swallow the error (or
 that catches only what its `try` raised), S110/S112/BLE001 around one cleanup call
-(`sock.close()`), unused imports in a package's `__init__`.
+(`sock.close()`), unused imports in a package's `__init__`, and F401 on an import a `# type:`
+comment uses (mypy reads it; ruff does not).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 import ast
 import functools
 import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -296,6 +298,25 @@ def touches_a_name(tree: ast.Module | None, line: int) -> bool:
     return False
 
 
+_TYPE_COMMENT = re.compile(r"#\s*type:(?!\s*ignore\b)(?P<type>.*)$", re.MULTILINE)
+_IMPORTED = re.compile(r"`(?P<name>[\w.]+)`")
+
+
+def used_in_type_comment(text: str, message: str) -> bool:
+    """Whether a `# type:` comment names the import an F401 message is about (`typing.Dict` binds
+    `Dict`, `import a.b` binds `a`): mypy reads those comments, ruff does not."""
+    imported = _IMPORTED.search(message)
+    if imported is None:
+        return False
+    dotted = imported.group("name").split(".")
+    bound = {dotted[0], dotted[-1]}
+    return any(
+        re.search(rf"\b{re.escape(name)}\b", comment.group("type"))
+        for comment in _TYPE_COMMENT.finditer(text)
+        for name in bound
+    )
+
+
 def ruff_issues(file: ChangedFile) -> list[Issue]:
     """ruff's defects on the lines this change added."""
     if file.language != "python":
@@ -310,6 +331,8 @@ def ruff_issues(file: ChangedFile) -> list[Issue]:
             continue
         if code in ("F401", "F403") and file.path.endswith("__init__.py"):
             continue  # imports in a package's __init__ are usually deliberate re-exports
+        if code == "F401" and used_in_type_comment(file.text, str(diag.get("message") or "")):
+            continue
         if code == "BLE001" and not swallows(file.python_tree, line):
             continue
         if code == "B018" and touches_a_name(file.python_tree, line):

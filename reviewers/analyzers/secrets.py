@@ -9,7 +9,9 @@ The secret itself is never repeated in titles or bodies (the evidence line is wh
 Severity policy: a vendor-prefixed token or private key is critical (high for the prefixes that are
 also used by public keys, such as Google API keys and JWTs), with high confidence; a password in a
 URL and a credential-like literal are high, with medium confidence (the value could still be a
-fixture). Test files get only the vendor-prefix scan.
+fixture). Test files get only the vendor-prefix scan, and a private key among tests or fixtures
+(a key pair for the suite's own TLS server, far more often than a leak) has low confidence: a
+person is asked, it is not posted.
 """
 
 from __future__ import annotations
@@ -17,10 +19,11 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from reviewers.analyzers.changed_file import ChangedFile, Issue
 from reviewers.kernel.contracts import Severity
+from reviewers.paths import is_fixture_path, is_test_path
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +33,11 @@ class KnownToken:
     severity: Severity
 
 
+PRIVATE_KEY = KnownToken(
+    "private key",
+    re.compile(r"-----BEGIN (?:(?:RSA|EC|DSA|OPENSSH|PGP|ENCRYPTED) )?PRIVATE KEY(?: BLOCK)?-----"),
+    "critical",
+)
 KNOWN_TOKENS: tuple[KnownToken, ...] = (
     KnownToken("Stripe live secret key", re.compile(r"\b[sr]k_live_[0-9A-Za-z]{16,}"), "critical"),
     KnownToken("AWS access key id", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), "critical"),
@@ -40,11 +48,7 @@ KNOWN_TOKENS: tuple[KnownToken, ...] = (
     KnownToken("Google API key", re.compile(r"\bAIza[0-9A-Za-z_\-]{35}\b"), "high"),
     KnownToken("OpenAI-style API key", re.compile(r"\bsk-(?:proj-)?[A-Za-z0-9_\-]{32,}"), "critical"),
     KnownToken("SendGrid API key", re.compile(r"\bSG\.[A-Za-z0-9_\-]{22}\.[A-Za-z0-9_\-]{43}\b"), "critical"),
-    KnownToken(
-        "private key",
-        re.compile(r"-----BEGIN (?:(?:RSA|EC|DSA|OPENSSH|PGP|ENCRYPTED) )?PRIVATE KEY(?: BLOCK)?-----"),
-        "critical",
-    ),
+    PRIVATE_KEY,
     KnownToken(
         "JSON Web Token", re.compile(r"\beyJ[A-Za-z0-9_\-]{10,}\.eyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}"), "high"
     ),
@@ -127,6 +131,7 @@ def scan_secrets(file: ChangedFile, *, named_values: bool = True) -> SecretScan:
     """Credentials on the lines this change added. `named_values=False` keeps only the unambiguous
     signals (vendor prefixes, private keys): test fixtures are full of fake passwords."""
     issues: list[Issue] = []
+    test_material = is_test_path(file.path) or is_fixture_path(file.path)
     long_lines = 0
     scanned = 0
     unscanned_from: int | None = None
@@ -135,7 +140,8 @@ def scan_secrets(file: ChangedFile, *, named_values: bool = True) -> SecretScan:
             next((t for t in KNOWN_TOKENS if t.pattern.search(text)), None) if _ANY_KNOWN_TOKEN.search(text) else None
         )
         if token is not None:
-            issues.append(_issue(line, "secrets:known-prefix", token.severity, token.name))
+            issue = _issue(line, "secrets:known-prefix", token.severity, token.name)
+            issues.append(replace(issue, confidence="low") if token is PRIVATE_KEY and test_material else issue)
             continue
         if not named_values:
             continue

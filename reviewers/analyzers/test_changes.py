@@ -5,17 +5,26 @@ A deleted test whose subject was removed in the same change is housekeeping and 
 is a test the same change defines again elsewhere: moved to another file, or up into a base class
 (in this file or another) that the test classes now inherit. So is a test whose expectation the
 change took out of the product: a name the test used (the `LiveError` it expected) that the change
-removes from product code and writes nowhere; and a test rewritten in place (the lines added in
-its hunk call every subject it called, as a parametrized replacement does). A name the test defines itself (a local view
-function) is never its subject. A weakened test is one that still exists at head but lost
+removes from product code and writes nowhere, or an exception it expects (`pytest.raises(X)`,
+`assertRaises(X)`) whose product `raise X`, or an `if`/`elif` condition that raise sits under, the
+change deleted or rewrote (X is raised elsewhere or under other conditions now, even while the name
+is still written); and a test rewritten in place (the lines added in its hunk call every subject it
+called, as a parametrized replacement does). A name the test defines itself (a local view function)
+is never its subject, nor is a helper from the package's test-support module (`testing.py`: a test
+client, a runner, a request builder). A weakened test is one that still exists at head but lost
 assertions: more assertion lines removed than added within it.
 
 Not caught: a test deleted and re-added under another name (a rename reads as a move only when the
-name is kept), or a test replaced by a parametrized case of another test.
+name is kept), or a test replaced by a parametrized case of another test. Raises are matched by the
+exception's name across the whole change, not through calls: a rewritten `raise X` in code the
+deleted test never reaches still excuses it, and a test expecting a base class of the raised
+exception is not excused; a raise reached differently because an early `return` above it changed
+(not an enclosing condition) is not seen, nor is any of this outside Python.
 """
 
 from __future__ import annotations
 
+import ast
 import builtins
 import io
 import keyword
@@ -26,11 +35,12 @@ from dataclasses import dataclass
 
 from reviewers.analyzers.base_tree import BaseTree
 from reviewers.analyzers.changed_file import ChangedFile, Issue
+from reviewers.analyzers.parsing import parse_module
 from reviewers.analyzers.symbols import defined_at_head
 from reviewers.analyzers.tests_lookup import list_test_functions
 from reviewers.kernel.contracts import FileChange, Workspace
 from reviewers.kernel.errors import InputError
-from reviewers.paths import is_code_path, language_of
+from reviewers.paths import is_code_path, is_test_support_path, language_of
 
 _TEST_DEF = re.compile(r"^\s*(?:(?:async\s+)?def\s+(?P<py>test\w*)|func\s+(?P<go>Test\w+))\s*\(")
 _ASSERTION = re.compile(
@@ -42,6 +52,8 @@ _IDENTIFIER = re.compile(r"\b[A-Za-z_]\w{3,}\b")
 _STRING = re.compile(r"""[rbuRBU]?("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')""")
 _COMMENT = re.compile(r"(?:#|//).*$")
 _LOCAL_DEFINITION = re.compile(r"^\s*(?:async\s+)?(?:def|class)\s+(\w+)")
+# `pytest.raises(X)`, `raises((X, Y), match=...)`, `self.assertRaises(X)`, `assertRaisesRegex(mod.X, ...)`
+_EXPECTED_EXCEPTION = re.compile(r"\b(?:raises|assertRaises\w*)\s*\(\s*(\([^()]*\)|[\w.]+)")
 _CALLED = re.compile(r"(?<![\w.])([A-Za-z_]\w{2,})\s*\(")
 # Names a test calls that are not its subject: the language, the test framework, common helpers.
 _NOT_A_SUBJECT = frozenset(
@@ -189,22 +201,90 @@ def removed_vocabulary(changes: Iterable[FileChange], base: BaseTree, head: Work
     return frozenset(removed - added - _NOT_A_SUBJECT - _COMMON_WORDS)
 
 
+def _product_defines(workspace: Workspace, name: str, *, outside: str) -> bool:
+    """Whether product code at head defines `name`; a test helper the package ships (`flask.testing`'s
+    request builder, a CLI runner) is the test's tool, used by every test, not the behaviour it checked."""
+    return any(not is_test_support_path(path) for path in defined_at_head(workspace, name, outside=outside))
+
+
+def expected_exceptions(body: Iterable[str]) -> set[str]:
+    """Exception names a test's body expects to be raised (the last part of a dotted name)."""
+    found: set[str] = set()
+    for line in body:
+        for group in _EXPECTED_EXCEPTION.findall(strip_strings_and_comments(line)):
+            found.update(name.rsplit(".", 1)[-1] for name in re.findall(r"[A-Za-z_][\w.]*", group))
+    return found
+
+
+def rewritten_raises(changes: Iterable[FileChange], base: BaseTree) -> frozenset[str]:
+    """Names of exceptions whose product `raise` statement, or an `if`/`elif` condition it sits under
+    in its function, a removed line of the change held: where or when the product raises them changed.
+    Read from the base's syntax tree, so a rewritten condition counts once (its old line is removed)."""
+    rewritten: set[str] = set()
+    for change in changes:
+        if not is_code_path(change.path) or language_of(change.path) != "python" or change.status == "added":
+            continue
+        gone = {ln.old_line for h in change.hunks for ln in h.lines if ln.kind == "del" and ln.old_line is not None}
+        text = base.text(change.old_path) if gone else None
+        if text is None:
+            continue
+        # the project's parser: any Python version, and safe in the reviewers' threads (gh-106905)
+        tree = parse_module(text, filename=change.old_path)
+        if tree is not None:  # a base we cannot read makes no claim
+            rewritten |= _raises_touching(tree, gone, guards=())
+    return frozenset(rewritten)
+
+
+def _raises_touching(node: ast.AST, gone: set[int], *, guards: tuple[ast.expr, ...]) -> set[str]:
+    """Exception names of the raises at or under `node` whose statement or enclosing conditions
+    (`guards`: the tests of the `if`/`elif` branches it sits in, within its function) hold a line of `gone`."""
+    if isinstance(node, ast.Raise):
+        name = _raised_name(node.exc)
+        spans: tuple[ast.stmt | ast.expr, ...] = (node, *guards)
+        touched = any(gone.intersection(range(s.lineno, (s.end_lineno or s.lineno) + 1)) for s in spans)
+        return {name} if name and touched else set()
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+        guards = ()  # a caller's conditions are not this function's
+    found: set[str] = set()
+    inner = (*guards, node.test) if isinstance(node, ast.If) else guards
+    for child in ast.iter_child_nodes(node):
+        # statements only: no raise sits in an expression, and statement nesting is bounded by the parser
+        # (an elif is an `if` in its parent's orelse, so the branches above it guard it too)
+        if not isinstance(child, ast.expr | ast.expr_context | ast.operator):
+            found |= _raises_touching(child, gone, guards=inner)
+    return found
+
+
+def _raised_name(exc: ast.expr | None) -> str | None:
+    """`X` of `raise X`, `raise X(...)`, `raise mod.X(...)`; None for a bare `raise`."""
+    target = exc.func if isinstance(exc, ast.Call) else exc
+    if isinstance(target, ast.Name):
+        return target.id
+    if isinstance(target, ast.Attribute):
+        return target.attr
+    return None
+
+
 def test_change_issues(
     file: ChangedFile,
     workspace: Workspace,
     *,
     defined_elsewhere: frozenset[str] = frozenset(),
     taken_out: frozenset[str] = frozenset(),
+    raises_rewritten: frozenset[str] = frozenset(),
 ) -> list[Issue]:
     """Deleted tests whose subject still exists at head, and tests that lost assertions.
     `defined_elsewhere`: test names the change's other files define anew (a moved test is not deleted);
-    `taken_out`: `removed_vocabulary` of the change (a test of removed behaviour goes with it)."""
+    `taken_out`: `removed_vocabulary` of the change (a test of removed behaviour goes with it);
+    `raises_rewritten`: `rewritten_raises` of the change (a test of an exception raised differently now)."""
     issues: list[Issue] = []
     for test in removed_tests(file, defined_elsewhere=defined_elsewhere):
         if test.anchor is None:
             continue
         if taken_out & {m for t in test.body for m in code_identifiers(t)}:
             continue  # what it expected left the product in this change
+        if expected_exceptions(test.body) & raises_rewritten:
+            continue  # the exception it expected is raised elsewhere or under other conditions now
         local = {m for t in test.body for m in _LOCAL_DEFINITION.findall(t)}
         called = [
             n
@@ -212,7 +292,7 @@ def test_change_issues(
             if n not in _NOT_A_SUBJECT and n not in local
         ]
         try:
-            alive = [n for n in called if defined_at_head(workspace, n, outside=file.path)][:MAX_SUBJECTS]
+            alive = [n for n in called if _product_defines(workspace, n, outside=file.path)][:MAX_SUBJECTS]
         except InputError:
             continue  # the head tree could not be searched: no claim we cannot check
         if not alive:

@@ -6,7 +6,12 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from bench.history import (
+    FIRST_HELD_OUT,
+    HELD_OUT,
+    REPOSITORIES,
     Commit,
     CommitResult,
     Judgement,
@@ -15,6 +20,7 @@ from bench.history import (
     from_json,
     interleave,
     judgement_key,
+    main,
     parse_log,
     render,
     select_commits,
@@ -112,3 +118,12 @@ def test_results_survive_the_json_round_trip() -> None:
 def test_a_judgement_key_is_stable_across_reruns() -> None:
     p = _results()[0].posted[0]
     assert judgement_key(p) == "o/lib@111111111111:tests/t.py:9:tests:test-deleted"
+
+
+def test_the_held_out_repositories_are_reviewed_apart_from_the_tuned_ones(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert not set(HELD_OUT) & (set(REPOSITORIES) | set(FIRST_HELD_OUT))
+    assert main(["--mirrors", str(tmp_path), "--held-out", "--judgements", str(tmp_path / "none.json")]) == 1
+    missing = [line.split()[1].rstrip(":") for line in capsys.readouterr().err.splitlines() if "no mirror" in line]
+    assert missing == list(HELD_OUT)

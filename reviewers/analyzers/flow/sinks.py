@@ -63,6 +63,9 @@ CALL_SINKS: dict[str, ArgSink] = {
     **_all("flask.Response werkzeug.wrappers.Response werkzeug.Response quart.Response aiohttp.web.Response "
            "web.Response starlette.responses.Response fastapi.responses.Response fastapi.Response",
            ArgSink("xss", (0,), ("response", "text", "body", "content"))),
+    # text marked safe HTML is emitted as is wherever it is rendered
+    **_all("markupsafe.Markup flask.Markup jinja2.Markup Markup django.utils.safestring.mark_safe "
+           "django.utils.html.mark_safe mark_safe", ArgSink("xss", (0,), ("base", "s"))),
     **_all("sqlalchemy.text sqlalchemy.sql.text sqlalchemy.sql.expression.text", ArgSink("sql", (0,), ("text",))),
 }  # fmt: skip
 
