@@ -406,9 +406,18 @@ def collapse_watch(steps: Sequence[dict[str, Any]]) -> dict[str, Any]:
         if first_entropy and m["entropy"] < 0.5 * first_entropy:
             low_entropy.append(m["step"])
     flat = [m["step"] for m in steps if m["reward_std"] < 1e-6]
-    series = {k: [round(float(m.get(k, 0.0)), 4) for m in steps] for k in ("reward_std", "entropy", "grad_norm")}
+    # a skipped step trained nothing: it has no entropy or gradient norm (not zero: "–" in the summary)
+    series: dict[str, list[float | None]] = {
+        k: [None if m.get("skipped") and k != "reward_std" else round(float(m.get(k, 0.0)), 4) for m in steps]
+        for k in ("reward_std", "entropy", "grad_norm")
+    }
+
+    def shown(values: list[float | None]) -> str:
+        return "[" + ", ".join("–" if v is None else str(v) for v in values) + "]"
+
     summary = (
-        f"reward std per step {series['reward_std']}; entropy {series['entropy']}; grad norm {series['grad_norm']};"
+        f"reward std per step {shown(series['reward_std'])}; entropy {shown(series['entropy'])};"
+        f" grad norm {shown(series['grad_norm'])};"
         f" skipped (no reward spread) {sum(1 for m in steps if m.get('skipped'))} of {len(steps)}."
         f" Gradient-norm spikes at steps {spikes or 'none'}; entropy below half its start at {low_entropy or 'none'};"
         f" zero reward spread at {flat or 'none'}."
@@ -440,6 +449,8 @@ def report(results_file: Path, *, headroom: Path, png: Path, bench_dir: Path = R
     from bench.results_file import record_run
 
     results = json.loads(results_file.read_text(encoding="utf-8"))
+    if WATCH_VARIANT in results.get("rl_logs", {}):  # recomputed: a saved summary may predate a fix here
+        results["collapse"] = collapse_watch(results["rl_logs"][WATCH_VARIANT])
     paired = summary(json.loads(headroom.read_text(encoding="utf-8")), results) if headroom.is_file() else None
     rl = (paired or {}).get("stages", {}).get("rl")
     headline = (

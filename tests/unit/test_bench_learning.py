@@ -117,3 +117,6 @@ def test_collapse_watch_flags_spikes_entropy_and_flat_steps() -> None:
     assert watch["spikes"] == [4]
     assert watch["low_entropy"] == [4]
     assert watch["flat"] == [3]
+    # the skipped step trained nothing: no entropy or gradient norm, not a zero that reads as collapse
+    assert watch["series"]["entropy"] == [1.0, 0.9, None, 0.4]
+    assert "entropy [1.0, 0.9, –, 0.4]" in watch["summary"]
