@@ -6,14 +6,18 @@ new module). A finding there is about code that was already in the repository, n
 change, and a careful reviewer would not raise it on this merge request.
 
 The check compares the code of the finding's added line, with comments and whitespace dropped,
-against the code of every line the merge request deleted (in any file: a move crosses files). It
+against the code of every line the merge request deleted (in any file: a move crosses files), and
+asks its neighbours to agree: the lines just above and below it must read as the lines at the same
+offsets from the deleted twin did (context lines for an edit in place, moved lines inside a moved
+block; a line of the old file the diff does not show counts as disagreeing). It
 applies only to rules that judge a line by itself; see `looks_at_line_alone`.
 
 What it does not catch: a moved block whose lines were also edited, a move into a file whose diff
 is collapsed or binary, and a comment change on a line that continues a multi-line Python
 statement (such a line does not tokenize alone, so its comment is kept and the lines differ).
-Where it is too eager: lines are matched one by one, without their neighbours, so a short generic
-line (`except Exception:`) deleted anywhere in the merge request matches an unrelated added one.
+Nor the first or last line of a moved block, or a line whose neighbour changed too: the
+neighbour rule's price, so that a generic `except Exception:` deleted in one function and written
+anew in another stays a finding, and a line whose surroundings changed may mean something new.
 """
 
 from __future__ import annotations
@@ -96,23 +100,34 @@ def code_of(text: str, *, path: str) -> str:
 
 
 class DeletedCode:
-    """The code of every line the merge request deleted, built once per review."""
+    """The code of every line the merge request deleted, and of the old side's context lines around
+    them (what the hunks show of the old files), built once per review."""
 
     def __init__(self, changes: Sequence[FileChange]) -> None:
-        self._origin: dict[str, tuple[str, int]] = {}
+        self._where: dict[str, list[tuple[str, int]]] = {}
+        self._old: dict[tuple[str, int], str] = {}  # (old path, old line) → code, deleted or context
         for change in changes:
             old_path = change.old_path or change.path
             for hunk in change.hunks:
                 for line in hunk.lines:
-                    if line.kind != "del" or line.old_line is None:
+                    if line.kind == "add" or line.old_line is None:
                         continue
                     code = code_of(line.text, path=old_path)
-                    if code:
-                        self._origin.setdefault(code, (old_path, line.old_line))
+                    self._old[(old_path, line.old_line)] = code
+                    if line.kind == "del" and code:
+                        self._where.setdefault(code, []).append((old_path, line.old_line))
 
-    def origin(self, code: str) -> tuple[str, int] | None:
-        """Where a deleted line with this code was (old path, old line); None when none was deleted."""
-        return self._origin.get(code) if code else None
+    def origin(self, code: str, neighbours: Sequence[tuple[int, str]]) -> tuple[str, int] | None:
+        """Where a deleted line with this code was (old path, old line), provided its neighbours agree:
+        each of `neighbours` ((offset, code) of the head lines just above and below it) reads as the
+        old file's line at the same offset from that deleted line. A line alone proves little
+        (`except Exception:` is deleted in one place and written anew in another, beside a `return
+        None` like every other); a line with both its neighbours is the same code in the same place,
+        or inside a block moved whole."""
+        for old_path, old_line in self._where.get(code, []) if code else []:
+            if all(self._old.get((old_path, old_line + offset)) == near for offset, near in neighbours):
+                return old_path, old_line
+        return None
 
 
 def unchanged_code(
@@ -126,7 +141,11 @@ def unchanged_code(
     lines = head_text.splitlines()
     if finding.line > len(lines):
         return None
-    origin = deleted.origin(code_of(lines[finding.line - 1], path=finding.path))
+    at = finding.line - 1
+    neighbours = [
+        (offset, code_of(lines[at + offset], path=finding.path)) for offset in (-1, 1) if 0 <= at + offset < len(lines)
+    ]
+    origin = deleted.origin(code_of(lines[at], path=finding.path), neighbours)
     if origin is None:
         return None
     old_path, old_line = origin

@@ -228,7 +228,7 @@ def test_code_moved_verbatim_from_another_file_is_unchanged_code() -> None:
     assert v.reason == "the code at job.py:4 is unchanged by this merge request (it moved from legacy.py:5)"
 
 
-def test_a_taint_finding_on_an_unchanged_sink_is_kept_while_a_line_rule_there_is_not() -> None:
+def test_a_sink_whose_neighbour_changed_is_not_unchanged_code() -> None:
     taint = finding_at(
         "query.py", 3, "    cursor.execute(query)  # run it", rule="python:sql-interpolation", category="security"
     )
@@ -239,7 +239,39 @@ def test_a_taint_finding_on_an_unchanged_sink_is_kept_while_a_line_rule_there_is
         v.finding.rule: v for v in verify_findings([taint, line_rule], inputs_for(QUERY_DIFF, {"query.py": QUERY}))
     }
     assert verdicts["python:sql-interpolation"].verdict == "REAL", verdicts["python:sql-interpolation"].reason
-    assert verdicts["bandit:B608"].verdict == "FALSE_POSITIVE"
+    # the line above it changed, so this line's meaning may have too: not "unchanged" for a line rule
+    # either; it folds into the taint finding as before
+    assert verdicts["bandit:B608"].verdict == "DUPLICATE", verdicts["bandit:B608"].reason
+
+
+GENERIC_EXCEPT_ELSEWHERE = """diff --git a/job.py b/job.py
+--- a/job.py
++++ b/job.py
+@@ -1,10 +1,10 @@
+ def load(path):
+     try:
+         return read(path)
+-    except Exception:
++    except OSError:
+         return None
+ def run(task):
+     try:
+-        task()
+-    except ValueError:
++        task(retries=3)
++    except Exception:
+         return None
+"""
+GENERIC_JOB = (
+    "def load(path):\n    try:\n        return read(path)\n    except OSError:\n        return None\n"
+    "def run(task):\n    try:\n        task(retries=3)\n    except Exception:\n        return None\n"
+)
+
+
+def test_a_generic_line_deleted_in_one_place_and_written_anew_in_another_is_new() -> None:
+    blind = finding_at("job.py", 9, "    except Exception:", rule="ruff:BLE001")
+    [v] = verify_findings([blind], inputs_for(GENERIC_EXCEPT_ELSEWHERE, {"job.py": GENERIC_JOB}))
+    assert v.verdict == "REAL", v.reason
 
 
 def test_comments_are_dropped_only_outside_strings() -> None:
@@ -248,3 +280,28 @@ def test_comments_are_dropped_only_outside_strings() -> None:
     assert code_of("  total += 1 // count", path="a.js") == "total += 1"
     assert code_of('  url = "http://x" // home', path="a.js") == 'url = "http://x" // home'
     assert code_of("    # only a comment", path="a.py") == ""
+
+
+SINK = "def load(request, cursor):\n    query = f\"SELECT {request.args['id']}\"\n    cursor.execute(query)  # run it\n"
+SINK_COMMENT_ONLY = """diff --git a/query.py b/query.py
+--- a/query.py
++++ b/query.py
+@@ -1,3 +1,3 @@
+ def load(request, cursor):
+     query = f"SELECT {request.args['id']}"
+-    cursor.execute(query)
++    cursor.execute(query)  # run it
+"""
+
+
+def test_a_taint_finding_on_a_sink_line_that_only_gained_a_comment_is_kept() -> None:
+    taint = finding_at("query.py", 3, "    cursor.execute(query)  # run it", rule="python:sql-interpolation",
+                       category="security")  # fmt: skip
+    line_rule = finding_at("query.py", 3, "    cursor.execute(query)  # run it", rule="ruff:S608", category="security")
+    verdicts = {
+        v.finding.rule: v
+        for v in verify_findings([taint, line_rule], inputs_for(SINK_COMMENT_ONLY, {"query.py": SINK}))
+    }
+    # the flow into the sink is the analyzer's claim, judged on its own; the line rule's finding is old code
+    assert verdicts["python:sql-interpolation"].verdict == "REAL", verdicts["python:sql-interpolation"].reason
+    assert verdicts["ruff:S608"].verdict == "FALSE_POSITIVE", verdicts["ruff:S608"].reason
