@@ -6,7 +6,9 @@ merge request:
 
 1. the fingerprint is new (in this run, among this MR's open threads);
 2. the evidence is in the file at head, line for line, and the finding moves to where it is;
-   that line is in or next to a changed hunk;
+   that line is in or next to a changed hunk, and, for a rule that judges a line alone, its code is
+   new: not the code of a line the merge request deleted with only a comment, indentation or place
+   changed (`agent.verdicts.unchanged`);
 3. the head tree supports the claim (`agent.verdicts.claims`): the "removed" symbol is gone, the
    "untested" code has no test, the injection sink receives more than constants;
 4. this project's people have not rejected this finding, its rule or its path (`agent.verdicts.feedback`:
@@ -35,6 +37,7 @@ from agent.verdicts.evidence import Anchor, anchor_evidence, anchored
 from agent.verdicts.feedback import MIN_PEOPLE, PeopleVotes, rejected_before, rejected_by_people
 from agent.verdicts.judge import ModelJudgment, judge_messages
 from agent.verdicts.sinks import sink_gets_constants
+from agent.verdicts.unchanged import DeletedCode, unchanged_code
 from reviewers.kernel.contracts import SEVERITY_RANK, Finding, LLMPort, Workspace
 from reviewers.kernel.errors import LLMError
 
@@ -83,7 +86,7 @@ def _passed(finding: Finding, moved_from: int | None) -> str:
 
 
 def _check(
-    finding: Finding, inputs: VerifierInputs, seen: set[str], tree: HeadTree
+    finding: Finding, inputs: VerifierInputs, seen: set[str], tree: HeadTree, deleted: DeletedCode
 ) -> VerifiedFinding | tuple[Finding, str]:
     """A verdict for a finding that fails a deterministic check, else the finding anchored on its
     evidence with the reason it passed."""
@@ -99,6 +102,9 @@ def _check(
     placed = anchored(finding, anchor)
     if not inputs.diff_index.in_or_near_hunk(placed.path, placed.line, slack=HUNK_SLACK):
         return VerifiedFinding(placed, "FALSE_POSITIVE", f"{_where(placed)} is not in or next to the change")
+    unchanged = unchanged_code(placed, head_text=head_text, diff_index=inputs.diff_index, deleted=deleted)
+    if unchanged:
+        return VerifiedFinding(placed, "FALSE_POSITIVE", unchanged)
     contradicted = (
         removed_symbol_still_defined(placed, tree)
         or tested_after_all(placed, tree)
@@ -193,9 +199,10 @@ def verify_findings(
     seen: set[str] = set()
     changes = [c for c in (inputs.diff_index.file(p) for p in inputs.diff_index.paths()) if c is not None]
     tree = HeadTree(inputs.workspace, changes=changes)
+    deleted = DeletedCode(changes)
     ordered = sorted(findings, key=lambda f: (-SEVERITY_RANK[f.severity], f.path, f.line))
     for finding in ordered:
-        checked = _check(finding, inputs, seen, tree)
+        checked = _check(finding, inputs, seen, tree, deleted)
         seen.add(finding.fingerprint)
         if isinstance(checked, VerifiedFinding):
             out.append(checked)

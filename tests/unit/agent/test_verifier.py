@@ -1,4 +1,5 @@
 from agent.diff import DiffIndex, parse_unified_diff
+from agent.verdicts.unchanged import code_of
 from agent.verifier import VerifierInputs, calibrate, verify_findings
 from agent.workspaces.snapshot import SnapshotWorkspace
 from reviewers.fingerprint import make_fingerprint
@@ -120,3 +121,187 @@ def test_model_judgment_may_demote_but_failure_keeps_deterministic_verdict() -> 
     # the model cannot promote a finding whose evidence is missing
     [fp] = verify_findings([finding(5, "not there")], inputs(), DemotingJudge("REAL"))
     assert fp.verdict == "FALSE_POSITIVE"
+
+
+# --- code the merge request did not change (issue 22) ----------------------------------------------
+
+JOB = "def run(task):\n    try:\n        task()\n    except Exception:  # pragma: no cover\n        return None\n"
+JOB_COMMENT_ONLY = """diff --git a/job.py b/job.py
+--- a/job.py
++++ b/job.py
+@@ -1,5 +1,5 @@
+ def run(task):
+     try:
+         task()
+-    except Exception:
++    except Exception:  # pragma: no cover
+         return None
+"""
+JOB_NEW_EXCEPT = """diff --git a/job.py b/job.py
+--- a/job.py
++++ b/job.py
+@@ -1,5 +1,5 @@
+ def run(task):
+     try:
+         task()
+-    except ValueError:  # pragma: no cover
++    except Exception:  # pragma: no cover
+         return None
+"""
+JOB_MOVED = """diff --git a/legacy.py b/legacy.py
+--- a/legacy.py
++++ b/legacy.py
+@@ -1,7 +1,2 @@
+ import os
+-def run(task):
+-    try:
+-        task()
+-    except Exception:
+-        return None
+ VERSION = 1
+diff --git a/job.py b/job.py
+new file mode 100644
+--- /dev/null
++++ b/job.py
+@@ -0,0 +1,5 @@
++def run(task):
++    try:
++        task()
++    except Exception:  # pragma: no cover
++        return None
+"""
+QUERY = (
+    "def load(request, cursor):\n    query = f\"SELECT {request.args['id']}\"\n    cursor.execute(query)  # run it\n"
+)
+QUERY_DIFF = """diff --git a/query.py b/query.py
+--- a/query.py
++++ b/query.py
+@@ -1,3 +1,3 @@
+ def load(request, cursor):
+-    query = "SELECT 1"
+-    cursor.execute(query)
++    query = f"SELECT {request.args['id']}"
++    cursor.execute(query)  # run it
+"""
+
+
+def finding_at(path: str, line: int, evidence: str, *, rule: str, category: str = "code_quality") -> Finding:
+    return Finding(
+        path=path,
+        line=line,
+        end_line=line,
+        category=category,  # type: ignore[arg-type]
+        severity="medium",
+        title="finding",
+        body="body",
+        evidence=evidence,
+        reviewer=category,  # type: ignore[arg-type]
+        rule=rule,
+        fingerprint=make_fingerprint(path=path, category=category, rule=rule, evidence=evidence),
+    )
+
+
+def inputs_for(diff: str, files: dict[str, str]) -> VerifierInputs:
+    return VerifierInputs(workspace=SnapshotWorkspace(files), diff_index=DiffIndex(parse_unified_diff(diff)))
+
+
+def test_a_line_that_only_gained_a_comment_is_unchanged_code() -> None:
+    blind = finding_at("job.py", 4, "    except Exception:  # pragma: no cover", rule="ruff:BLE001")
+    [v] = verify_findings([blind], inputs_for(JOB_COMMENT_ONLY, {"job.py": JOB}))
+    assert v.verdict == "FALSE_POSITIVE", v.reason
+    assert v.reason == (
+        "the code at job.py:4 is unchanged by this merge request "
+        "(only a comment or indentation changed, or it moved within the file; was line 4)"
+    )
+
+
+def test_a_genuinely_new_except_is_kept() -> None:
+    blind = finding_at("job.py", 4, "    except Exception:  # pragma: no cover", rule="ruff:BLE001")
+    [v] = verify_findings([blind], inputs_for(JOB_NEW_EXCEPT, {"job.py": JOB}))
+    assert v.verdict == "REAL", v.reason
+
+
+def test_code_moved_verbatim_from_another_file_is_unchanged_code() -> None:
+    blind = finding_at("job.py", 4, "    except Exception:  # pragma: no cover", rule="ruff:BLE001")
+    [v] = verify_findings([blind], inputs_for(JOB_MOVED, {"job.py": JOB, "legacy.py": "import os\nVERSION = 1\n"}))
+    assert v.verdict == "FALSE_POSITIVE", v.reason
+    assert v.reason == "the code at job.py:4 is unchanged by this merge request (it moved from legacy.py:5)"
+
+
+def test_a_sink_whose_neighbour_changed_is_not_unchanged_code() -> None:
+    taint = finding_at(
+        "query.py", 3, "    cursor.execute(query)  # run it", rule="python:sql-interpolation", category="security"
+    )
+    line_rule = finding_at(
+        "query.py", 3, "    cursor.execute(query)  # run it", rule="bandit:B608", category="security"
+    )
+    verdicts = {
+        v.finding.rule: v for v in verify_findings([taint, line_rule], inputs_for(QUERY_DIFF, {"query.py": QUERY}))
+    }
+    assert verdicts["python:sql-interpolation"].verdict == "REAL", verdicts["python:sql-interpolation"].reason
+    # the line above it changed, so this line's meaning may have too: not "unchanged" for a line rule
+    # either; it folds into the taint finding as before
+    assert verdicts["bandit:B608"].verdict == "DUPLICATE", verdicts["bandit:B608"].reason
+
+
+GENERIC_EXCEPT_ELSEWHERE = """diff --git a/job.py b/job.py
+--- a/job.py
++++ b/job.py
+@@ -1,10 +1,10 @@
+ def load(path):
+     try:
+         return read(path)
+-    except Exception:
++    except OSError:
+         return None
+ def run(task):
+     try:
+-        task()
+-    except ValueError:
++        task(retries=3)
++    except Exception:
+         return None
+"""
+GENERIC_JOB = (
+    "def load(path):\n    try:\n        return read(path)\n    except OSError:\n        return None\n"
+    "def run(task):\n    try:\n        task(retries=3)\n    except Exception:\n        return None\n"
+)
+
+
+def test_a_generic_line_deleted_in_one_place_and_written_anew_in_another_is_new() -> None:
+    blind = finding_at("job.py", 9, "    except Exception:", rule="ruff:BLE001")
+    [v] = verify_findings([blind], inputs_for(GENERIC_EXCEPT_ELSEWHERE, {"job.py": GENERIC_JOB}))
+    assert v.verdict == "REAL", v.reason
+
+
+def test_comments_are_dropped_only_outside_strings() -> None:
+    assert code_of("    except Exception:  # pragma: no cover", path="a.py") == "except Exception :"
+    assert code_of('x = "# not a comment"', path="a.py") != code_of('x = ""', path="a.py")
+    assert code_of("  total += 1 // count", path="a.js") == "total += 1"
+    assert code_of('  url = "http://x" // home', path="a.js") == 'url = "http://x" // home'
+    assert code_of("    # only a comment", path="a.py") == ""
+
+
+SINK = "def load(request, cursor):\n    query = f\"SELECT {request.args['id']}\"\n    cursor.execute(query)  # run it\n"
+SINK_COMMENT_ONLY = """diff --git a/query.py b/query.py
+--- a/query.py
++++ b/query.py
+@@ -1,3 +1,3 @@
+ def load(request, cursor):
+     query = f"SELECT {request.args['id']}"
+-    cursor.execute(query)
++    cursor.execute(query)  # run it
+"""
+
+
+def test_a_taint_finding_on_a_sink_line_that_only_gained_a_comment_is_kept() -> None:
+    taint = finding_at("query.py", 3, "    cursor.execute(query)  # run it", rule="python:sql-interpolation",
+                       category="security")  # fmt: skip
+    line_rule = finding_at("query.py", 3, "    cursor.execute(query)  # run it", rule="ruff:S608", category="security")
+    verdicts = {
+        v.finding.rule: v
+        for v in verify_findings([taint, line_rule], inputs_for(SINK_COMMENT_ONLY, {"query.py": SINK}))
+    }
+    # the flow into the sink is the analyzer's claim, judged on its own; the line rule's finding is old code
+    assert verdicts["python:sql-interpolation"].verdict == "REAL", verdicts["python:sql-interpolation"].reason
+    assert verdicts["ruff:S608"].verdict == "FALSE_POSITIVE", verdicts["ruff:S608"].reason
