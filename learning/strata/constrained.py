@@ -108,10 +108,7 @@ class ConstrainedSampler:
             raise TrainingError(f"{len(prompts)} prompts but {len(self.schemas)} schemas")
         compiled = [self.grammar.compile(s) for s in self.schemas]
         vocab = int(self.policy.model.config.vocab_size)
-        merged = self.policy.is_peft
-        if merged:
-            self.policy.model.merge_adapter()
-        try:
+        with self.policy.decoding():
             if n == 1:
                 processor = _processor_class()(compiled, vocab_size=vocab)
                 return self.policy.sample(
@@ -124,9 +121,6 @@ class ConstrainedSampler:
                 )
                 for i, (prompt, grammar) in enumerate(zip(prompts, compiled, strict=True))
             ]
-        finally:
-            if merged:
-                self.policy.model.unmerge_adapter()
 
     def _sample_shared_prompt(
         self, prompt: Sequence[int], grammar: Any, *, n: int, temperature: float, max_new_tokens: int, seed: int

@@ -74,7 +74,7 @@ def decode_jump_forward(
 class JumpForwardSampler:
     """A `StrategySampler` that decodes only the choices, prompt i under `schemas[i]` (what
     `ConstrainedSampler` samples token by token). Each prompt is read once for its `n` completions,
-    and a LoRA adapter is merged into the weights while sampling, as there."""
+    under `StrategyPolicy.decoding` as there."""
 
     def __init__(
         self, policy: StrategyPolicy, grammar: JsonSchemaGrammar, schemas: Sequence[Mapping[str, Any]]
@@ -96,13 +96,8 @@ class JumpForwardSampler:
         if temperature <= 0 and n != 1:
             raise TrainingError("greedy decoding gives one completion per prompt; use n=1")
         policy = self.policy
-        merged = policy.is_peft
-        if merged:
-            policy.model.merge_adapter()
-        was_training = policy.model.training
-        policy.model.eval()
-        try:
-            out: list[list[list[int]]] = []
+        out: list[list[list[int]]] = []
+        with policy.decoding():
             for i, (prompt, schema) in enumerate(zip(prompts, self.schemas, strict=True)):
                 compiled = self.grammar.compile(schema)
                 read = prefill(policy, prompt)
@@ -117,8 +112,4 @@ class JumpForwardSampler:
                     self.forced += result.forced
                     rows.append(policy._trim(result.tokens))
                 out.append(rows)
-            return out
-        finally:
-            policy.model.train(was_training)
-            if merged:
-                policy.model.unmerge_adapter()
+        return out

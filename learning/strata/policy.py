@@ -10,8 +10,9 @@ ratio starts at 1.
 
 from __future__ import annotations
 
+import contextlib
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -143,6 +144,23 @@ class StrategyPolicy:
     @property
     def is_peft(self) -> bool:
         return hasattr(self.model, "peft_config")
+
+    @contextlib.contextmanager
+    def decoding(self) -> Iterator[None]:
+        """The model set for decoding: in eval mode, with a LoRA adapter merged into the weights (peft's
+        unmerged forward runs three matmuls per adapted layer, and decoding is overhead-bound); both
+        undone after, so training goes on where it was."""
+        merged = self.is_peft
+        was_training = self.model.training
+        if merged:
+            self.model.merge_adapter()
+        self.model.eval()
+        try:
+            yield
+        finally:
+            self.model.train(was_training)
+            if merged:
+                self.model.unmerge_adapter()
 
     def trainable_parameters(self) -> list[torch.nn.Parameter]:
         return [p for p in self.model.parameters() if p.requires_grad]
