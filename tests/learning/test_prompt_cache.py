@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from agent.strategy import parse_valid_strategy
+from bench.learning import lora_targets
 from learning.replay import ReplayEnv
 from learning.strata.constrained import case_schema, make_grammar
 from learning.strata.jump_forward import JumpForwardSampler, decode_jump_forward
@@ -19,11 +20,8 @@ from tests.unit.strata.test_replay_env import hand_case
 
 
 def last_layer_targets(model_dir: Path) -> tuple[str, ...]:
-    import json
-
-    last = json.loads((model_dir / "config.json").read_text())["num_hidden_layers"] - 1
-    names = ("self_attn.q_proj", "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")
-    return tuple(f"model.layers.{last}.{n}" for n in names)
+    """The learning bench's LoRA targets: the last layer's query, output and MLP weights."""
+    return lora_targets(model_dir)
 
 
 def trained_a_little(policy: StrategyPolicy) -> None:
