@@ -130,6 +130,14 @@ class GitRepository:
         result = self._git("diff", *flags, start, head_sha, "--")
         return result.stdout.decode("utf-8", errors="replace")
 
+    def changed_paths(self, base: str, head: str) -> list[str]:
+        """The paths `diff` shows as present at head (added, changed, renamed to), in its order."""
+        head_sha = self.resolve(head)
+        start = self.merge_base(base, head_sha) or self.resolve(base)
+        flags = ("-M", "--no-ext-diff", "--name-only", "--diff-filter=d", "-z")
+        out = self._git("diff", *flags, start, head_sha, "--").stdout
+        return [p.decode("utf-8", errors="replace") for p in out.split(b"\0") if p]
+
     def diff_files(self, base: str, head: str) -> list[FileChange]:
         """`diff` parsed."""
         return parse_unified_diff(self.diff(base, head))

@@ -30,10 +30,9 @@ Every tool result goes back to the model fenced as untrusted data (`reviewers.pr
 from __future__ import annotations
 
 import fnmatch
-import re
 from dataclasses import dataclass
 
-from reviewers.analyzers.changed_file import ChangedFile, generated_by_name, looks_generated, new_side_text
+from reviewers.analyzers.changed_file import ChangedFile, new_side_text, unanalyzable
 from reviewers.kernel.contracts import (
     CoverageReason,
     FileChange,
@@ -59,12 +58,6 @@ from reviewers.reviewer import ReviewerSpec, findings_from_issues
 from reviewers.tool_schema import tool_call_json_schema
 from reviewers.tools import Toolbox, ToolCall, ToolOutcome
 
-# A text larger than this gets the safe scan only (the local workspace reads no more than this
-# either): analyzers and bandit on a multi-megabyte file would hold a review up, and such files are
-# data or generated, not code someone will read line by line.
-MAX_ANALYZED_BYTES = 1 << 20
-# A byte that was not UTF-8, as `surrogateescape` decoding keeps it.
-_ESCAPED_BYTE = re.compile("[\udc80-\udcff]")
 MAX_NAMED_UNREVIEWED = 10  # the error names this many files, then counts the rest
 # One unusable answer is a bad turn; this many in a row is a model (or server) that cannot do the job,
 # and its remaining steps would only burn time.
@@ -102,16 +95,8 @@ def _set_aside(change: FileChange, text: str | None, unreadable: tuple[CoverageR
             return SetAside(change.path, reason, detail, None)
         new_side = new_side_text(change) if change.hunks else None
         return SetAside(change.path, reason, detail, new_side)
-    if "\ufffd" in text or _ESCAPED_BYTE.search(text):
-        return SetAside(change.path, "encoding", "not UTF-8 (undecodable bytes read as U+FFFD)", text)
-    size = len(text.encode("utf-8", errors="replace"))
-    if size > MAX_ANALYZED_BYTES:
-        return SetAside(change.path, "size", f"{size} bytes, over the {MAX_ANALYZED_BYTES}-byte analysis limit", text)
-    if generated_by_name(change.path) or looks_generated(text):
-        return SetAside(
-            change.path, "generated", "machine-written (a generator's marker, minified lines or its name)", text
-        )
-    return None
+    unreadable = unanalyzable(change.path, text)
+    return None if unreadable is None else SetAside(change.path, *unreadable, text)
 
 
 def reviewable_paths(spec: ReviewerSpec, context: ReviewContext) -> tuple[list[str], list[SetAside]]:

@@ -15,15 +15,14 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from reviewers.analyzers.bandit import bandit_issues
-from reviewers.analyzers.bandit import prefetch as bandit_prefetch
 from reviewers.analyzers.changed_file import ChangedFile, Issue
 from reviewers.analyzers.config_changes import security_setting_issues
+from reviewers.analyzers.early import start_analyzer_processes
 from reviewers.analyzers.patterns import line_rule_issues
 from reviewers.analyzers.prompt_injection import prompt_injection_issues
 from reviewers.analyzers.python_security import analyse_security, project_for
 from reviewers.analyzers.secrets import scan_secrets, secret_issues
 from reviewers.analyzers.semgrep_taint import ENGINE_KINDS, engine_issues
-from reviewers.analyzers.semgrep_taint import prefetch as engine_prefetch
 from reviewers.analyzers.semgrep_taint import supports as engine_supports
 from reviewers.kernel.contracts import ReviewContext
 from reviewers.kernel.errors import AnalyzerError
@@ -105,12 +104,9 @@ def _judged_by_flow(issue: Issue) -> Issue:
 def _prefetch(context: ReviewContext, paths: Sequence[str]) -> None:
     """bandit over the Python files and semgrep's engine over the others, each in its own processes,
     both in the background: the taint analysis of the first files runs meanwhile, and a file's
-    analysis waits for their answers only when it needs them."""
-    texts = [t for p in paths if p.endswith(".py") and (t := context.workspace.read_file(p)) is not None]
-    bandit_prefetch(texts, background=True)
-    # Every other-language file the review will read, in one engine process.
-    others = [(p, t) for p in paths if engine_supports(p) and (t := context.workspace.read_file(p)) is not None]
-    engine_prefetch([(p, t) for p, t in others if not is_test_path(p)], deadline=context.deadline, background=True)
+    analysis waits for their answers only when it needs them. Test files are read for secrets only."""
+    files = [(p, t) for p in paths if (t := context.workspace.read_file(p)) is not None]
+    start_analyzer_processes(files, deadline=context.deadline)
 
 
 SECURITY = ReviewerSpec(

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -17,14 +17,15 @@ from rich.progress import Progress
 
 from agent.context import ReviewRequest
 from agent.evaluation import ExpectedFinding, MatchResult, NegativeLine, match_findings, score_matches
-from agent.pipeline import not_reviewed_of, run_review
 from agent.reporter import REPORT_FORMATS, ReportFormat, render_report, shown
-from agent.runtime import Runtime
 from agent.service_settings import Settings
-from agent.session import Session, llm_from_settings, open_session, strategy_model_source
 from api.cli import app
 from reviewers.kernel.contracts import SEVERITY_RANK, NotReviewed, Severity
 from reviewers.kernel.errors import ReviewloopError
+
+if TYPE_CHECKING:
+    from agent.runtime import Runtime
+    from agent.session import Session
 
 err = Console(stderr=True)
 # --fail-on-incomplete's exit status: not 1 (a finding at --fail-on's severity) nor 2 (a usage error),
@@ -100,8 +101,11 @@ def review(
         if not base or not head:
             raise fail("a local review needs --base and --head")
         request = ReviewRequest(source="local", title=title, repo_path=str(path), base=base, head=head)
+        _start_analyzers(path, base, head)
     else:
         raise fail("give a repository PATH with --base/--head, or --diff FILE")
+    from agent.pipeline import not_reviewed_of  # after the analyzers started: see _start_analyzers
+
     settings = Settings()
     session = _open(settings) if store else None
     try:
@@ -126,6 +130,26 @@ def review(
     _check_complete(not_reviewed_of(outcome), fail_on_incomplete)
 
 
+def _start_analyzers(path: Path, base: str, head: str) -> None:
+    """Start the analyzer processes (bandit, semgrep's engine) on the change's files before this
+    process imports the review runtime: a cold command spends a second importing LangGraph and its
+    tracing on one core, and the analyzers can use the other meanwhile. The review later finds their
+    answers by text. Anything wrong here (no such repository or revision) is left to the review,
+    which says it properly."""
+    from agent.gitrepo import open_repository
+    from reviewers.analyzers.early import start_analyzer_processes
+
+    try:
+        repo = open_repository(path)
+        paths = repo.changed_paths(base, head)
+        workspace = repo.workspace(head)
+        workspace.read_files(paths)
+        files = [(p, text) for p in paths if (text := workspace.read_file(p)) is not None]
+    except ReviewloopError:
+        return
+    start_analyzer_processes(files)
+
+
 def _check_complete(not_reviewed: Sequence[NotReviewed], fail_on_incomplete: bool) -> None:
     """With --fail-on-incomplete, a review that did not analyze every changed file in full fails."""
     if fail_on_incomplete and not_reviewed:
@@ -145,6 +169,9 @@ def _review_gitlab(
     """Review (and with `post`, publish) one merge request; returns what it did not analyze in full."""
     from agent.gitlab.review import build_deps, load_gitlab_snapshot, review_gitlab_merge_request
     from agent.graph import verified_from_state
+    from agent.pipeline import not_reviewed_of, run_review
+    from agent.runtime import Runtime
+    from agent.session import llm_from_settings
     from agent.store import reviews as store_reviews
 
     settings = Settings(gitlab_url=url)
@@ -203,6 +230,8 @@ def _finding_dict(row: Any) -> dict[str, Any]:
 
 
 def _open(settings: Settings) -> Session:
+    from agent.session import open_session
+
     try:
         return open_session(settings)
     except ReviewloopError as exc:
@@ -210,6 +239,10 @@ def _open(settings: Settings) -> Session:
 
 
 def _run(settings: Settings, session: Session | None, request: ReviewRequest) -> Any:
+    from agent.pipeline import run_review
+    from agent.runtime import Runtime
+    from agent.session import llm_from_settings, strategy_model_source
+
     try:
         llm = llm_from_settings(settings)
         source = strategy_model_source(settings, session.pool, llm) if session else None
@@ -245,6 +278,8 @@ def load_cases(path: Path) -> list[dict[str, Any]]:
 
 def evaluate_cases(cases: list[dict[str, Any]], runtime: Runtime) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Review every case (from its diff and files at head) and score the REAL findings."""
+    from agent.pipeline import run_review
+
     results: list[MatchResult] = []
     per_case = []
     with Progress(console=err, transient=True) as progress:
@@ -281,6 +316,9 @@ def eval_command(
     fmt: Annotated[str, typer.Option("--format", help="table|json")] = "table",
 ) -> None:
     """Precision, recall and F1 of the reviewer on labeled merge requests."""
+    from agent.runtime import Runtime
+    from agent.session import llm_from_settings
+
     settings = Settings()
     try:
         runtime = Runtime(pool=None, llm=llm_from_settings(settings))
@@ -339,6 +377,8 @@ def demo(
     fmt: Annotated[str, typer.Option("--format", help="table|json|markdown|sarif|codequality")] = "table",
 ) -> None:
     """Review the demo merge request that ships with reviewloop (uses the embedded Postgres)."""
+    from agent.pipeline import not_reviewed_of
+
     report_format = _format(fmt)
     settings = Settings()
     repo = settings.data_dir / "demo-repo"

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from reviewers.analyzers.pysyntax import parse_python
-from reviewers.kernel.contracts import Confidence, FileChange, Severity, Suggestion
+from reviewers.kernel.contracts import Confidence, CoverageReason, FileChange, Severity, Suggestion
 from reviewers.kernel.errors import PythonSyntaxError
 
 # Minified bundles and generated code are not reviewed line by line: their "lines" are whole
@@ -38,6 +38,27 @@ GENERATED_GLOBS = (
     "*.pb.go",
     "*.snap",
 )
+
+
+# A text larger than this gets the safe scan only (the local workspace reads no more than this
+# either): analyzers and bandit on a multi-megabyte file would hold a review up, and such files are
+# data or generated, not code someone will read line by line.
+MAX_ANALYZED_BYTES = 1 << 20
+# A byte that was not UTF-8, as `surrogateescape` decoding keeps it.
+_ESCAPED_BYTE = re.compile("[\udc80-\udcff]")
+
+
+def unanalyzable(path: str, text: str) -> tuple[CoverageReason, str] | None:
+    """Why the full analyzers must not read this text (its encoding, size, or a generator's hand),
+    or None when they may."""
+    if "\ufffd" in text or _ESCAPED_BYTE.search(text):
+        return "encoding", "not UTF-8 (undecodable bytes read as U+FFFD)"
+    size = len(text.encode("utf-8", errors="replace"))
+    if size > MAX_ANALYZED_BYTES:
+        return "size", f"{size} bytes, over the {MAX_ANALYZED_BYTES}-byte analysis limit"
+    if generated_by_name(path) or looks_generated(text):
+        return "generated", "machine-written (a generator's marker, minified lines or its name)"
+    return None
 
 
 def generated_by_name(path: str) -> bool:

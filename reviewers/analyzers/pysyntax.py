@@ -76,14 +76,24 @@ BEYOND_EVERY_VERSION = frozenset({"too many nested parentheses", "too many level
 _PARSE_LOCK = threading.Lock()
 
 
-# The four reviewers of a review, and the taint analysis's reading of the modules a change imports,
-# each parse the same changed files: a 10,000-line change was parsed six times over (0.6 s of CPU).
-# Trees are kept, shared read-only, for this many characters of source (the trees of a review's
-# files are alive while it runs anyway; this bounds what a long-lived worker holds after).
+# The four reviewers of a review, the taint analysis's reading of the modules a change imports, and
+# bandit's question of whether a text needs the down-level (`conversion_of`) each parse the same
+# changed files: a 10,000-line change was parsed seven times over. Readings are kept by text alone
+# (a tree does not depend on the file's name; an error is given the asker's path when it is raised),
+# shared read-only, for this many characters of source (the trees of a review's files are alive
+# while it runs anyway; this bounds what a long-lived worker holds after).
 PARSED_CACHE_CHARS = 2_000_000
-_parsed: OrderedDict[tuple[str, str], ast.Module | PythonSyntaxError] = OrderedDict()
+
+
+@dataclass(frozen=True, slots=True)
+class _Reading:
+    parsed: ast.Module | PythonSyntaxError
+    downlevelled: bool  # read through the converter: the running `ast` refused the text as it is
+
+
+_parsed: OrderedDict[str, _Reading] = OrderedDict()
 _parsed_chars = 0
-_parsing: dict[tuple[str, str], threading.Event] = {}  # texts a thread is parsing now: the others wait
+_parsing: dict[str, threading.Event] = {}  # texts a thread is parsing now: the others wait
 _parsed_lock = threading.Lock()
 
 
@@ -92,62 +102,68 @@ def parse_python(source: str, path: str = "<reviewed>") -> ast.Module:
     The tree may be shared with other readers of the same text: never change it.
 
     Raises `PythonSyntaxError` naming the syntax it could not read (and where)."""
-    key = (source, path)
-    parsed, running = _kept_or_claimed(key)
-    if running is not None:  # another thread is parsing this text: its tree, when it has one
-        running.wait(CONVERT_TIMEOUT_S)
-        parsed, running = _kept_or_claimed(key)
-    if parsed is None:
-        try:
-            try:
-                parsed = _parse(source, path)
-            except PythonSyntaxError as exc:
-                parsed = exc
-            _keep(key, parsed)
-        finally:
-            if running is None:  # this thread claimed the text: let the waiting ones read it
-                with _parsed_lock:
-                    _parsing.pop(key).set()
+    parsed = _reading(source, path).parsed
     if isinstance(parsed, PythonSyntaxError):
-        raise PythonSyntaxError(parsed.what, path=parsed.path, line=parsed.line)
+        raise PythonSyntaxError(parsed.what, path=path, line=parsed.line)
     return parsed
 
 
-def _kept_or_claimed(key: tuple[str, str]) -> tuple[ast.Module | PythonSyntaxError | None, threading.Event | None]:
-    """(the kept answer, None); or (None, the event of the thread parsing it now); or (None, None)
+def _reading(source: str, path: str) -> _Reading:
+    reading, running = _kept_or_claimed(source)
+    if running is not None:  # another thread is parsing this text: its reading, when it has one
+        running.wait(CONVERT_TIMEOUT_S)
+        reading, running = _kept_or_claimed(source)
+    if reading is None:
+        try:
+            try:
+                tree, downlevelled = _parse(source, path)
+                reading = _Reading(tree, downlevelled)
+            except PythonSyntaxError as exc:
+                reading = _Reading(exc, downlevelled=False)
+            _keep(source, reading)
+        finally:
+            if running is None:  # this thread claimed the text: let the waiting ones read it
+                with _parsed_lock:
+                    _parsing.pop(source).set()
+    return reading
+
+
+def _kept_or_claimed(key: str) -> tuple[_Reading | None, threading.Event | None]:
+    """(the kept reading, None); or (None, the event of the thread parsing it now); or (None, None)
     and this thread is now the one parsing it."""
     with _parsed_lock:
-        parsed = _parsed.get(key)
-        if parsed is not None:
+        reading = _parsed.get(key)
+        if reading is not None:
             _parsed.move_to_end(key)
-            return parsed, None
+            return reading, None
         if key in _parsing:
             return None, _parsing[key]
         _parsing[key] = threading.Event()
         return None, None
 
 
-def _keep(key: tuple[str, str], parsed: ast.Module | PythonSyntaxError) -> None:
+def _keep(key: str, reading: _Reading) -> None:
     global _parsed_chars
-    size = len(key[0])
+    size = len(key)
     if size > PARSED_CACHE_CHARS:
         return
     with _parsed_lock:
         if key in _parsed:
             return
-        _parsed[key] = parsed
+        _parsed[key] = reading
         _parsed_chars += size
         while _parsed_chars > PARSED_CACHE_CHARS:
-            (dropped, _), _tree = _parsed.popitem(last=False)
+            dropped, _reading_dropped = _parsed.popitem(last=False)
             _parsed_chars -= len(dropped)
 
 
-def _parse(source: str, path: str) -> ast.Module:
+def _parse(source: str, path: str) -> tuple[ast.Module, bool]:
+    """(the tree, whether the converter had to read it)."""
     if "\x00" in source:
         line = source.count("\n", 0, source.index("\x00")) + 1
         raise PythonSyntaxError(f"a NUL byte at line {line}", path=path, line=line)
     try:
-        return _native_module(source, path)
+        return _native_module(source, path), False
     except SyntaxError as exc:
         refused = exc
     if refused.msg in BEYOND_EVERY_VERSION:
@@ -163,20 +179,18 @@ def _parse(source: str, path: str) -> ast.Module:
         # more lenient than CPython, e.g. about assignment targets), or a construct this reader lacks.
         raise PythonSyntaxError(_described(exc.msg, exc.lineno, source), path=path, line=exc.lineno) from None
     try:
-        return splice(tree, converted)
+        return splice(tree, converted), True
     except DownlevelError as exc:
         raise PythonSyntaxError(f"{exc.what} (the reader's own failure)", path=path) from None
 
 
 def conversion_of(source: str) -> Downlevelled | None:
     """The down-level the reader uses for this text (converting it now if need be), or None when the
-    running `ast` reads it as it is or no version reads it. bandit is handed these (`bandit_runner`)."""
-    try:
-        _native_module(source, "<reviewed>")
+    running `ast` reads it as it is or no version reads it. bandit is handed these (`bandit_runner`).
+    The reading is the reviewers' own (kept), so asking costs no parse of its own."""
+    if not _reading(source, "<reviewed>").downlevelled:
         return None
-    except (SyntaxError, PythonSyntaxError):
-        pass
-    converted = _converted(source)
+    converted = _converted(source)  # kept since the reading converted it
     return None if isinstance(converted, _Refusal) else converted
 
 

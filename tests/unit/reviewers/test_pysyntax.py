@@ -212,7 +212,7 @@ def test_every_reader_of_one_text_shares_one_parse(monkeypatch: pytest.MonkeyPat
     parses: list[str] = []
     real = pysyntax._parse
 
-    def counted(source: str, path: str) -> ast.Module:
+    def counted(source: str, path: str) -> tuple[ast.Module, bool]:
         parses.append(path)
         time.sleep(0.05)  # long enough for the other threads to ask while it runs
         return real(source, path)
@@ -228,6 +228,34 @@ def test_every_reader_of_one_text_shares_one_parse(monkeypatch: pytest.MonkeyPat
             parse_python(broken, "pkg/broken.py")
         assert refused.value.path == "pkg/broken.py"
     assert parses == ["pkg/shared.py", "pkg/broken.py"]
+
+
+def test_a_text_is_parsed_once_whatever_its_path_and_bandit_s_question_reads_that_parse(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The security reviewer, the taint analysis's project reading and bandit's conversion table
+    name one text differently; before, each name (and `conversion_of`) parsed it again."""
+    parses: list[str] = []
+    real = pysyntax._parse
+
+    def counted(source: str, path: str) -> tuple[ast.Module, bool]:
+        parses.append(path)
+        return real(source, path)
+
+    monkeypatch.setattr(pysyntax, "_parse", counted)
+    plain = "def once(x):\n    return x  # one parse for every name\n"
+    newer = _newer("type Alias = list[int]\n")  # the running 3.11 refuses it: the converter reads it
+    for source in (plain, newer):
+        assert parse_python(source, "pkg/a.py") is parse_python(source, "other/name.py")
+    assert pysyntax.conversion_of(plain) is None
+    converted = pysyntax.conversion_of(newer)
+    assert converted is not None and "Alias" in converted["text"]
+    assert parses == ["pkg/a.py", "pkg/a.py"]
+    broken = "def once(:\n"
+    assert pysyntax.conversion_of(broken) is None  # no version reads it: bandit reports it itself
+    with pytest.raises(PythonSyntaxError) as refused:
+        parse_python(broken, "pkg/broken.py")
+    assert refused.value.path == "pkg/broken.py" and parses[-1] == "<reviewed>" and len(parses) == 3
 
 
 def test_bandit_sees_a_file_written_in_312_syntax() -> None:
