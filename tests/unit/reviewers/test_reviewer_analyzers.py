@@ -321,3 +321,33 @@ def test_a_markdown_table_row_is_not_a_template_safe_filter() -> None:
     assert rules(line_rule_issues(added_file("web/page.html", template), python_ast_done=False)) == [
         (1, "patterns:raw-html")
     ]
+
+
+def test_every_vendor_token_match_contains_one_of_its_markers() -> None:
+    """The scan skips the token search on a line with none of the markers, so a pattern whose
+    matches could avoid every marker would silently stop finding tokens. Each pattern's alternatives
+    and character classes are walked by hand-written samples, one per branch."""
+    from reviewers.analyzers.secrets import KNOWN_TOKENS, scan_secrets
+
+    body = "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8S9t0U1v2W3x4Y5z6"
+    samples = {
+        "Stripe live secret key": ["sk_live_" + body[:24], "rk_live_" + body[:24]],
+        "AWS access key id": ["AKIA" + "ABCDEFGHIJKLMNOP", "ASIA" + "ABCDEFGHIJKLMNOP"],
+        "GitHub token": [f"gh{c}_" + body[:36] for c in "pousr"],
+        "GitHub fine-grained token": ["github_pat_" + body[:30]],
+        "GitLab token": [f"gl{k}-" + body[:24] for k in ("pat", "rt", "dt", "ptt", "cbt")],
+        "Slack token": [f"xox{c}-" + body[:20] for c in "abprs"],
+        "Google API key": ["AIza" + body[:35]],
+        "OpenAI-style API key": ["sk-" + body[:40], "sk-proj-" + body[:40]],
+        "SendGrid API key": ["SG." + body[:22] + "." + body[:43]],
+        "private key": [f"-----BEGIN {k}PRIVATE KEY-----" for k in ("", "RSA ", "EC ", "OPENSSH ", "ENCRYPTED ")],
+        "JSON Web Token": ["eyJ" + body[:12] + ".eyJ" + body[:12] + "." + body[:12]],
+    }
+    assert set(samples) == {t.name for t in KNOWN_TOKENS}
+    for token in KNOWN_TOKENS:
+        for sample in samples[token.name]:
+            match = token.pattern.search(f'value = "{sample}"')
+            assert match is not None, sample
+            assert any(m in match.group(0) for m in token.markers), (token.name, sample)
+            found = scan_secrets(added_file("app/keys.py", f'KEY = "{sample}"\n')).issues
+            assert found and found[0].rule == "secrets:known-prefix", (token.name, sample)
