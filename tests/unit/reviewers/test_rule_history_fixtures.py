@@ -20,6 +20,7 @@ from reviewers.analyzers.base_tree import BaseTree, reverse_patch
 from reviewers.analyzers.changed_file import ChangedFile
 from reviewers.analyzers.config_changes import value_changes
 from reviewers.kernel.contracts import PlanItem, RepoConfig, ReviewContext, ReviewerName, ReviewerResult
+from reviewers.paths import is_test_path, is_test_support_path
 
 
 def review(name: ReviewerName, context: ReviewContext) -> ReviewerResult:
@@ -507,3 +508,22 @@ def test_a_python2_builtin_in_a_version_branch_is_defined_where_it_runs(build_co
         ("ruff:F821", "Undefined name `bytestring`"),
         ("ruff:F821", "Undefined name `unicode`"),
     ]
+
+
+def test_a_single_module_suite_is_a_test_file_and_a_shipped_test_module_is_support() -> None:
+    assert all(map(is_test_path, ["tests.py", "app/tests.py", "pkg/signer_tests.py", "test.py"]))
+    assert not is_test_support_path("test.py")  # the project's own suite at the root
+    # a `test.py` inside a package is the test client it ships for its users: support, not a test
+    for support in ("src/werkzeug/test.py", "flask/testing.py"):
+        assert is_test_support_path(support) and not is_test_path(support)
+    assert not is_test_path("src/pkg/contest.py") and not is_test_path("latest.py")
+
+
+def test_a_fixture_key_in_a_single_module_suite_is_not_a_credential(build_context: Any) -> None:
+    suite = (
+        "from signer import Signer\n\n\nclass TestSigner:\n    secret_key = 'predictable-key'\n\n"
+        "    def test_sign(self):\n        assert Signer(self.secret_key).sign(b'x')\n"
+    )
+    assert review("security", build_context({}, {"tests.py": suite, "app/tests.py": suite})).findings == []
+    product = "class Signer:\n    secret_key = 'predictable-key'\n"
+    assert rules(review("security", build_context({}, {"signer.py": product}))) == ["python:hardcoded-credential"]
