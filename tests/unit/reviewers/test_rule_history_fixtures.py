@@ -527,3 +527,78 @@ def test_a_fixture_key_in_a_single_module_suite_is_not_a_credential(build_contex
     assert review("security", build_context({}, {"tests.py": suite, "app/tests.py": suite})).findings == []
     product = "class Signer:\n    secret_key = 'predictable-key'\n"
     assert rules(review("security", build_context({}, {"signer.py": product}))) == ["python:hardcoded-credential"]
+
+
+MANAGER = (
+    "class PluginManager:\n    def __init__(self):\n        self.blocked = set()\n\n"
+    "    def block(self, name):\n        if name in self.blocked:\n            return False\n"
+    "        self.blocked.add(name)\n        return True\n"
+)
+UNBLOCK = (
+    "\n    def unblock(self, name):\n        if name not in self.blocked:\n            return False\n"
+    "        self.blocked.discard(name)\n        return True\n"
+)
+MANAGER_TESTS = "from plug import PluginManager\n\n\ndef test_block():\n    assert PluginManager().block('a')\n"
+PLUGIN_BASE = {
+    "plug/__init__.py": "from plug._manager import PluginManager\n",
+    "plug/_manager.py": MANAGER,
+    "plug/_hooks.py": "def call_all(hooks):\n    out = []\n    for h in hooks:\n        out.append(h())\n    return out\n",
+    "tests/test_hooks.py": "from plug._hooks import call_all\n\n\ndef test_call_all():\n    assert call_all([]) == []\n",
+    "tests/test_manager.py": MANAGER_TESTS,
+}
+
+
+def test_new_code_the_same_change_tests_is_not_untested(build_context: Any) -> None:
+    # The test imports the class through the package, so it never names the module `_manager`: the
+    # lines the change adds to the tests are what show that `unblock` is exercised.
+    tests = (
+        MANAGER_TESTS
+        + "\n\ndef test_unblock():\n    pm = PluginManager()\n    pm.block('a')\n    assert pm.unblock('a')\n"
+    )
+    head = {**PLUGIN_BASE, "plug/_manager.py": MANAGER + UNBLOCK, "tests/test_manager.py": tests}
+    assert review("test_impact", build_context(PLUGIN_BASE, head)).findings == []
+    # A test change that only mentions the generic name in a comment or a string does not call it.
+    mentions = MANAGER_TESTS + "\n\ndef test_names():\n    # unblock comes later\n    assert 'unblock'\n"
+    head = {**head, "tests/test_manager.py": mentions}
+    found = review("test_impact", build_context(PLUGIN_BASE, head)).findings
+    assert [(f.rule, f.title) for f in found] == [
+        ("tests:untested-new", "New code without tests: PluginManager.unblock")
+    ]
+
+
+SUPERVISOR = (
+    "class Supervisor:\n    def __init__(self):\n        self.queue = []\n        self.stopped = False\n"
+    "        self.reloads = 0\n\n    def run(self):\n        while not self.stopped:\n            self.step()\n"
+)
+HANDLERS = (
+    "\n    def handle_signals(self):\n        for sig in self.queue:\n"
+    "            handler = getattr(self, f'handle_{sig.lower()}', None)\n"
+    "            if handler is not None:\n                handler()\n        self.queue.clear()\n\n"
+    "    def handle_int(self):\n        self.stopped = True\n        self.queue.clear()\n\n"
+    "    def handle_hup(self):\n        self.reloads += 1\n        self.queue.clear()\n"
+)
+RESTART = "\n    def restart(self):\n        self.stopped = False\n        self.run()\n"
+SUPERVISOR_TESTS = "from srv.supervisor import Supervisor\n\n\ndef test_new():\n    assert not Supervisor().stopped\n"
+
+
+def test_methods_dispatched_by_a_built_name_are_tested_through_their_dispatcher(build_context: Any) -> None:
+    # `getattr(self, f"handle_{sig}")` calls handle_int and handle_hup; no code names them, and the
+    # change's test drives them through the queue the dispatcher reads.
+    base = {"srv/supervisor.py": SUPERVISOR, "tests/test_supervisor.py": SUPERVISOR_TESTS}
+    tests = SUPERVISOR_TESTS + (
+        "\n\ndef test_signals():\n    s = Supervisor()\n    s.queue += ['INT', 'HUP']\n    s.handle_signals()\n"
+        "    assert s.stopped and s.reloads == 1\n"
+    )
+    head = {"srv/supervisor.py": SUPERVISOR + HANDLERS, "tests/test_supervisor.py": tests}
+    assert review("test_impact", build_context(base, head)).findings == []
+    # A new method the dispatcher's names do not reach is still untested, and so are the handlers
+    # when the change's tests never touch the class or its dispatcher.
+    head = {**head, "srv/supervisor.py": SUPERVISOR + HANDLERS + RESTART}
+    found = review("test_impact", build_context(base, head)).findings
+    assert [(f.rule, f.title) for f in found] == [("tests:untested-new", "New code without tests: Supervisor.restart")]
+    unrelated = {**base, "tests/test_other.py": "def test_other():\n    assert sorted([2, 1]) == [1, 2]\n"}
+    head = {**unrelated, "srv/supervisor.py": SUPERVISOR + HANDLERS}
+    found = review("test_impact", build_context(base, head)).findings
+    assert [f.rule for f in found] == ["tests:untested-new"] and "Supervisor.handle_signals and 2 more" in found[
+        0
+    ].title
