@@ -602,3 +602,75 @@ def test_methods_dispatched_by_a_built_name_are_tested_through_their_dispatcher(
     assert [f.rule for f in found] == ["tests:untested-new"] and "Supervisor.handle_signals and 2 more" in found[
         0
     ].title
+
+
+REGISTRY = (
+    "import warnings\n\n\nclass Registry:\n    def __init__(self, name, prefix=None):\n        self.name = name\n"
+    "        if prefix is not None:\n"
+    "            warnings.warn('prefix is deprecated', DeprecationWarning, stacklevel=2)\n"
+    "        self.prefix = prefix\n\n"
+    "    def add(self, item):\n        if item is None:\n"
+    "            warnings.warn('adding None', RuntimeWarning)\n        return item\n"
+)
+REGISTRY_TESTS = (
+    "import pytest\nfrom reg.core import Registry\n\n\ndef test_add():\n    assert Registry('r').add(1) == 1\n\n\n"
+    "def test_prefix_deprecated():\n    with pytest.deprecated_call():\n        Registry('r', 'p_')\n\n\n"
+    "def test_add_none_warns():\n    with pytest.warns(RuntimeWarning):\n        Registry('r').add(None)\n"
+)
+
+
+def _without(text: str, test: str) -> str:
+    start = text.index(f"def {test}(")
+    end = text.find("\n\n\ndef ", start)
+    return text[: start - 3] + (text[end:] if end >= 0 else "\n")
+
+
+def test_a_deleted_test_of_a_warning_the_change_removed_goes_with_it(build_context: Any) -> None:
+    # "Remove the deprecated prefix": the warn() under `if prefix is not None` left the product, and the
+    # test expecting that DeprecationWarning (through deprecated_call, not by name) goes with it.
+    removed = REGISTRY.replace("    def __init__(self, name, prefix=None):", "    def __init__(self, name):").replace(
+        "        if prefix is not None:\n"
+        "            warnings.warn('prefix is deprecated', DeprecationWarning, stacklevel=2)\n"
+        "        self.prefix = prefix\n",
+        "",
+    )
+    base = {"reg/core.py": REGISTRY, "tests/test_core.py": REGISTRY_TESTS}
+    head = {"reg/core.py": removed, "tests/test_core.py": _without(REGISTRY_TESTS, "test_prefix_deprecated")}
+    assert review("test_impact", build_context(base, head)).findings == []
+    # unittest's assertWarns and a catch_warnings block reading the category are the same expectation
+    for body in (
+        "    def test_add_none_warns(self):\n        with self.assertWarns(RuntimeWarning):\n            Registry('r').add(None)\n",
+        "    def test_add_none_warns(self):\n        with warnings.catch_warnings(record=True) as caught:\n"
+        "            Registry('r').add(None)\n        assert caught[0].category is RuntimeWarning\n",
+    ):
+        suite = (
+            "import unittest\nimport warnings\n\nfrom reg.core import Registry\n\n\nclass TestAdd(unittest.TestCase):\n"
+        )
+        suite += "    def test_add(self):\n        self.assertEqual(Registry('r').add(1), 1)\n\n" + body
+        # the warning left add() for a new method: the name is still written, only the warn() moved
+        quiet = REGISTRY.replace(
+            "        if item is None:\n            warnings.warn('adding None', RuntimeWarning)\n", ""
+        )
+        quiet += (
+            "\n    def _add_all(self, items):\n        if not items:\n"
+            "            warnings.warn('nothing to add', RuntimeWarning)\n        return [self.add(i) for i in items]\n"
+        )
+        base = {"reg/core.py": REGISTRY, "tests/test_core.py": suite}
+        head = {"reg/core.py": quiet, "tests/test_core.py": suite.split("\n\n    def test_add_none_warns")[0] + "\n"}
+        assert review("test_impact", build_context(base, head)).findings == []
+
+
+def test_a_deleted_test_of_a_warning_still_emitted_is_reported(build_context: Any) -> None:
+    # The change removes the deprecation, but the deleted test expected the RuntimeWarning of add(None),
+    # which the product still emits under the same condition.
+    removed = REGISTRY.replace(
+        "        if prefix is not None:\n"
+        "            warnings.warn('prefix is deprecated', DeprecationWarning, stacklevel=2)\n",
+        "",
+    )
+    base = {"reg/core.py": REGISTRY, "tests/test_core.py": REGISTRY_TESTS}
+    head = {"reg/core.py": removed, "tests/test_core.py": _without(REGISTRY_TESTS, "test_add_none_warns")}
+    found = review("test_impact", build_context(base, head)).findings
+    assert [(f.rule, f.title) for f in found] == [
+        ("tests:test-deleted", "Test test_add_none_warns deleted while Registry still exists")
+    ]
