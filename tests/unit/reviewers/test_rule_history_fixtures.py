@@ -674,3 +674,39 @@ def test_a_deleted_test_of_a_warning_still_emitted_is_reported(build_context: An
     assert [(f.rule, f.title) for f in found] == [
         ("tests:test-deleted", "Test test_add_none_warns deleted while Registry still exists")
     ]
+
+
+SERVE = (
+    "from pathlib import Path\nimport os\n\nfrom flask import Flask, request, send_file\n\n"
+    "app = Flask(__name__)\nDIST = Path(app.config['DIST_DIR'])\n\n\n"
+)
+
+
+def _path_findings(build_context: Any, body: str) -> list[tuple[int, str]]:
+    found = review("security", build_context({}, {"web/files.py": SERVE + body})).findings
+    return [(f.line, f.rule) for f in found if f.rule == "python:path-traversal"]
+
+
+def test_a_route_segment_joined_as_the_last_component_is_not_a_traversal(build_context: Any) -> None:
+    # `<name>` (Flask's default converter) and `{name}` (Starlette's) match no "/": joined as the last
+    # component it names one entry of the directory; an int converter is no path at all.
+    segment = (
+        "@app.route('/dist/<py_file>')\ndef dist(py_file):\n    file_path = DIST / py_file\n"
+        "    if file_path.exists():\n        return file_path.read_bytes()\n    return ''\n\n\n"
+        "@app.get('/docs/<string:page>')\ndef docs(page):\n    return send_file(os.path.join('docs', page + '.html'))\n\n\n"
+        "@app.get('/logs/{name}')\ndef logs(name):\n    return Path('logs', f'{name}.log').read_text()\n\n\n"
+        "@app.get('/n/<int:n>')\ndef numbered(n):\n    return send_file(f'/srv/n/{n}/index.html')\n"
+    )
+    assert _path_findings(build_context, segment) == []
+
+
+def test_a_path_converter_a_query_value_or_a_segment_with_more_after_it_is_still_a_traversal(
+    build_context: Any,
+) -> None:
+    reported = (
+        "@app.route('/raw/<path:rest>')\ndef raw(rest):\n    return send_file(DIST / rest)\n\n\n"  # 12: "/" allowed
+        "@app.route('/q')\ndef query():\n    return send_file(DIST / request.args['f'])\n\n\n"  # 17: a query value
+        "@app.route('/pkg/<name>')\ndef pkg(name):\n    return send_file(DIST / name / 'index.html')\n\n\n"  # 22: `..` + more
+        "@app.route('/v/<name>')\ndef versioned(name):\n    return send_file(f'{DIST}/{name}/{request.args[\"f\"]}')\n"
+    )
+    assert [line for line, _ in _path_findings(build_context, reported)] == [12, 17, 22, 27]
