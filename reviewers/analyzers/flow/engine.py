@@ -81,6 +81,11 @@ _SAFE_YAML_LOADERS = frozenset({"SafeLoader", "CSafeLoader", "BaseLoader"})
 # they name or a page they would see is theirs to choose; what they splice into SQL, a shell or
 # code still crosses a boundary (a wrapper script, a cron job fed by others).
 LOCAL_USER_CLEARS = frozenset({"path", "redirect", "xss", "trust-boundary", "template", "ssrf"})
+# A program's own command line (sys.argv, argparse's result) is its operator's: a shell command built
+# from it runs as the person who could type that command themselves. A person may still look (a
+# wrapper run by others, sudo), but it is no request data: at most a low-confidence note.
+COMMAND_LINE = "~command-line"
+COMMAND_LINE_CLEARS = LOCAL_USER_CLEARS | {COMMAND_LINE}
 _MUTATORS = frozenset({"append", "add", "insert", "extend", "update", "setdefault", "appendleft", "put", "push"})
 
 
@@ -93,6 +98,7 @@ class Hit:
     call: str  # the sink, in words
     via: str = ""  # "pkg/db.py:12" when the sink is inside a called function
     built: ast.AST | None = None  # where the sink's text was spliced together, when that is elsewhere
+    command_line: bool = False  # the data is the program's own command line (see COMMAND_LINE)
 
 
 def words(identifier: str) -> set[str]:
@@ -685,7 +691,7 @@ class Interpreter:
     def eval_attribute(self, expr: ast.Attribute, env: Env) -> Value:
         name = self.qualified(expr)
         if name in SOURCE_ATTRIBUTES:
-            return of({Origin("source", name, cleared=LOCAL_USER_CLEARS, line=expr.lineno)})
+            return of({Origin("source", name, cleared=COMMAND_LINE_CLEARS, line=expr.lineno)})
         owner = dotted(expr.value)
         if expr.attr in REQUEST_PARTS and (
             (self.module.frameworks and (owner in REQUEST_NAMES or owner.endswith(".request")))
@@ -724,8 +730,10 @@ class Interpreter:
         everything = flat(*args, *kwargs.values())
         self.check_call_sinks(call, name, receiver, args, kwargs, env)
 
-        if name in SOURCE_CALLS or name.endswith(".parse_args") or name == "parse_args":
+        if name in SOURCE_CALLS:
             return of({Origin("source", f"{name}()", cleared=LOCAL_USER_CLEARS, line=call.lineno)})
+        if name.endswith((".parse_args", ".parse_known_args")) or name in ("parse_args", "parse_known_args"):
+            return of({Origin("source", f"{name}()", cleared=COMMAND_LINE_CLEARS, line=call.lineno)})
         if name in WEAK_RANDOM:
             return of({Origin("weakrand", f"{name}()", line=call.lineno)})
         if name in CLEAN_CALLS:
@@ -962,7 +970,9 @@ class Interpreter:
         built = built if built is not None and interpolates(built) else None
         live = [o for o in value.origins if cls not in o.cleared and not (cls == "path" and SEGMENT in o.cleared)]
         sources = [o for o in live if o.kind == "source"]
-        if sources:
+        if sources and cls == "command" and all(COMMAND_LINE in o.cleared for o in sources):
+            self.hits.append(Hit(node, cls, "low", sources[0].what, call, via, built, command_line=True))
+        elif sources:
             self.hits.append(Hit(node, cls, "high", sources[0].what, call, via, built))
         for o in live:
             if o.kind == "param":

@@ -710,3 +710,26 @@ def test_a_path_converter_a_query_value_or_a_segment_with_more_after_it_is_still
         "@app.route('/v/<name>')\ndef versioned(name):\n    return send_file(f'{DIST}/{name}/{request.args[\"f\"]}')\n"
     )
     assert [line for line, _ in _path_findings(build_context, reported)] == [12, 17, 22, 27]
+
+
+def test_a_scripts_own_command_line_in_a_shell_goes_to_a_person_and_request_data_is_posted(
+    build_context: Any,
+) -> None:
+    # A CI driver: the recipe name is the operator's own argument, and a helper runs the command.
+    script = (
+        "import argparse\nimport subprocess\nimport sys\n\n\ndef run_recipe(name, shell_cmd):\n"
+        "    subprocess.run(f'make {name} && {shell_cmd}', shell=True, check=True)\n\n\n"
+        "def main():\n    parser = argparse.ArgumentParser()\n    parser.add_argument('recipe')\n"
+        "    args = parser.parse_args()\n    run_recipe(args.recipe, sys.argv[-1])\n"
+    )
+    found = review("security", build_context({}, {"ci/run_downstream.py": script})).findings
+    # the call that passes the command line, and the helper's parameters of unknown origin: a person looks
+    assert {(f.rule, f.confidence) for f in found if f.cwe == "CWE-78"} == {("python:shell-interpolation", "low")}
+    assert any("command line" in f.title for f in found)
+    route = (
+        "import subprocess\n\nfrom flask import Flask, request\n\napp = Flask(__name__)\n\n\n"
+        "@app.post('/build')\ndef build():\n    subprocess.run(f\"make {request.form['target']}\", shell=True)\n"
+        "    return 'ok'\n"
+    )
+    found = review("security", build_context({}, {"web/build.py": route})).findings
+    assert [(f.rule, f.confidence) for f in found if f.cwe == "CWE-78"] == [("python:shell-interpolation", "high")]
