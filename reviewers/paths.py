@@ -57,15 +57,19 @@ CODE_LANGUAGES = frozenset(
 CONFIG_LANGUAGES = frozenset({"yaml", "toml", "json", "ini", "dotenv", "terraform", "dockerfile"})
 DOC_LANGUAGES = frozenset({"markdown", "rst", "text"})
 
+# A single-module suite is named `tests.py` (Django apps, small libraries) or `*_tests.py` at any level,
+# or `test.py` at the repository's root; a `test.py` inside a package is the test support it ships for
+# its users (`werkzeug/test.py`, see `_TEST_SUPPORT_MODULE`).
 _TEST_FILE = re.compile(
-    r"(?:^|/)(?:test_[^/]*\.py|[^/]*_test\.(?:py|go)|[^/]*\.(?:test|spec)\.[cm]?[jt]sx?|[^/]*Tests?\.(?:java|kt|cs)|"
-    r"[^/]*_spec\.rb|conftest\.py)$"
+    r"(?:^|/)(?:test_[^/]*\.py|[^/]*_tests?\.py|tests\.py|[^/]*_test\.go|[^/]*\.(?:test|spec)\.[cm]?[jt]sx?|"
+    r"[^/]*Tests?\.(?:java|kt|cs)|[^/]*_spec\.rb|conftest\.py)$|^test\.py$"
 )
 TEST_DIRECTORIES = frozenset({"tests", "test", "testing", "__tests__", "spec"})
 # Data and helpers that tests read: not tests themselves, and not product code either.
 FIXTURE_DIRECTORIES = frozenset({"fixtures", "fixture", "testdata", "test_data", "__fixtures__", "__mocks__"})
 # Test helpers a package ships for its users' tests (flask.testing, click.testing, werkzeug.test).
-_TEST_SUPPORT_MODULE = re.compile(r"(?:^|/)(?:testing|test|test_?utils|test_?helpers)\.py$")
+# A root-level `test.py` is the project's own suite (a test file), not support shipped inside a package.
+_TEST_SUPPORT_MODULE = re.compile(r"(?:^|/)(?:testing|test_?utils|test_?helpers)\.py$|/test\.py$")
 # Python modules that are configuration written as code (Django/Flask settings, Sphinx conf).
 _SETTINGS_MODULE = re.compile(r"(?:^|/)(?:settings|[\w]+_settings|settings_[\w]+|conf|config)\.py$|(?:^|/)settings/")
 
@@ -82,14 +86,16 @@ def language_of(path: str) -> str:
 
 
 def is_test_path(path: str) -> bool:
-    """A test file by the usual names (`test_*.py`, `*_test.go`, `*.spec.ts`, `FooTest.java`,
-    `*_spec.rb`, `conftest.py`) or by living under a `tests/`, `test/`, `__tests__/` or `spec/` folder."""
+    """A test file by the usual names (`test_*.py`, `*_test.py`, `*_tests.py`, `tests.py`, a root-level
+    `test.py`, `*_test.go`, `*.spec.ts`, `FooTest.java`, `*_spec.rb`, `conftest.py`) or by living under a
+    `tests/`, `test/`, `__tests__/` or `spec/` folder."""
     return bool(_TEST_FILE.search(path)) or any(part in TEST_DIRECTORIES for part in path.split("/")[:-1])
 
 
 def is_test_support_path(path: str) -> bool:
     """A module of test helpers (a test client, a runner, a request builder) shipped beside the product:
-    `testing.py`, `test.py`, `test_utils.py` (a `testing/` folder is a test path already)."""
+    `testing.py`, `pkg/test.py`, `test_utils.py` (a `testing/` folder is a test path already; a root-level
+    `test.py` is the project's suite)."""
     return bool(_TEST_SUPPORT_MODULE.search(path))
 
 

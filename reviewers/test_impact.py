@@ -21,7 +21,9 @@ policy, per rule (each also carries its confidence):
 - `tests:test-weakened` (low): a test lost assertion lines.
 - `tests:untested-new` (low): new public code with real logic (not stubs, not one-statement
   wrappers) that no test mentions and no other code calls (its callers' tests would exercise it),
-  in a module whose neighbours the repository does test. ONE
+  that the tests this change adds do not call (nor, for a method dispatched by a built name such as
+  `getattr(self, f"handle_{sig}")`, name its class or dispatcher), in a module whose neighbours the
+  repository does test. ONE
   grouped finding per merge request, never on tests, fixtures, scripts or generated code.
 """
 
@@ -38,10 +40,12 @@ from reviewers.analyzers.parsing import parse_expression
 from reviewers.analyzers.symbols import (
     DEFINITION_LANGUAGES,
     Definition,
+    NameDispatch,
     breaking_change,
     defined_at_head,
     gone_definition_names,
     is_new,
+    name_dispatches,
     public_definitions,
     python_shape,
     removed_definition_names,
@@ -137,6 +141,7 @@ class TestImpactAnalyzer:
         self._untested_reported = False
         self._tested_dirs: dict[str, bool] = {}  # directory → whether a test names a module in it
         self._taken_out: tuple[frozenset[str], frozenset[str]] | None = None
+        self._added_test_code: list[str] | None = None
 
     @property
     def index(self) -> TestIndex:
@@ -164,6 +169,7 @@ class TestImpactAnalyzer:
         definitions = public_definitions(file)
         removed = removed_definition_names(file)
         new_classes = {d.name for d in definitions if d.kind == "class" and is_new(d, file, removed)}
+        dispatches = name_dispatches(file.python_tree) if file.python_tree is not None else []
         untested = [
             d
             for d in definitions
@@ -172,10 +178,37 @@ class TestImpactAnalyzer:
             and d.has_behaviour
             and d.has_logic
             and not self.index.references(file.path, d.name)
+            and not self.tested_in_change(d, dispatches)
             and not self.used_elsewhere(file.path, d)
         ]
         # the deadline stopped the reading of test files: "no test mentions it" is not known
         return [] if self.index.stopped else untested
+
+    def added_test_code(self) -> list[str]:
+        """The lines this change adds to test files, strings and comments taken out, read once."""
+        if self._added_test_code is None:
+            self._added_test_code = [
+                strip_strings_and_comments(text)
+                for change in self.context.files
+                if is_test_path(change.path) and change.status != "deleted"
+                for text in change.added_lines().values()
+            ]
+        return self._added_test_code
+
+    def tested_in_change(self, definition: Definition, dispatches: list[NameDispatch]) -> bool:
+        """Whether the tests this change writes exercise the new definition: they call it (a generic
+        name such as `unblock` counts only as a call), or, for a method called through a name built at
+        run time (`getattr(self, f"handle_{sig}")`), they name the class or the dispatching method."""
+        code = self.added_test_code()
+        if not code:
+            return False
+        name = re.escape(definition.name)
+        use = re.compile(rf"\b{name}\b" if distinctive(definition.name) else rf"\b{name}\s*\(")
+        if any(use.search(line) for line in code):
+            return True
+        through = {n for d in dispatches if d.reaches(definition) for n in (d.owner, d.dispatcher) if n}
+        words = [re.compile(rf"\b{re.escape(n)}\b") for n in through]
+        return any(w.search(line) for w in words for line in code)
 
     def used_elsewhere(self, path: str, definition: Definition) -> bool:
         """Whether other product code uses the definition (calls it, passes it, subclasses it): then the

@@ -101,6 +101,13 @@ def _hit_issue(hit: Hit, line: int) -> Issue:
         body = f"{spec.body} Here {hit.origin} reaches {hit.call}{via}."
         severity: Severity = spec.severity
         confidence: Confidence = "high"
+    elif hit.command_line:
+        title = spec.title.replace("request data", "the program's command line")
+        body = (
+            f"{spec.body} Here {hit.origin} reaches {hit.call}{via}. A command line is its operator's own input, "
+            "so this matters only where others choose it (a wrapper, sudo, a job fed by others): a person should check."
+        )
+        severity, confidence = "medium", "low"
     else:
         title = spec.title.replace("request data", "a value of unknown origin")
         body = (

@@ -13,7 +13,9 @@ statement that only reads a name, attribute or item (see `touches_a_name`), B004
 `getattr(x, "__call__", default)` whose value is used, BLE001 that does not swallow the error (or
 that catches only what its `try` raised), S110/S112/BLE001 around one cleanup call
 (`sock.close()`), unused imports in a package's `__init__`, and F401 on an import a `# type:`
-comment uses (mypy reads it; ruff does not).
+comment uses (mypy reads it; ruff does not), and F821 on a Python 2 builtin (`unicode`, `long`,
+`xrange`) inside a Python 2 compatibility branch (see `python2_compat_name`); a real undefined name
+there, or a Python 2 builtin anywhere else, still reports.
 """
 
 from __future__ import annotations
@@ -298,6 +300,62 @@ def touches_a_name(tree: ast.Module | None, line: int) -> bool:
     return False
 
 
+# Builtins of Python 2 that Python 3 removed: code that still supports both names them only in a
+# branch that runs on Python 2.
+PYTHON2_BUILTINS = frozenset(
+    {"unicode", "long", "basestring", "xrange", "unichr", "raw_input", "buffer", "file", "cmp", "execfile",
+     "reload", "reduce", "intern", "coerce", "apply", "StandardError"}
+)  # fmt: skip
+# A name that holds the interpreter's major version: `PY2`, `PY3`, `six.PY2`, `IS_PY3`, `_PY2K`.
+_VERSION_FLAG = re.compile(r"^_*(?:IS_?)?PY_?[23]\w*$", re.IGNORECASE)
+_VERSION_ATTRIBUTES = frozenset({"version_info", "version", "hexversion"})  # of `sys`
+_UNDEFINED = re.compile(r"`(?P<name>\w+)`")
+
+
+def _reads_version(test: ast.expr) -> bool:
+    """Whether a condition reads the interpreter's version: a version flag or `sys.version_info`."""
+    for node in ast.walk(test):
+        if isinstance(node, ast.Name) and _VERSION_FLAG.match(node.id):
+            return True
+        if isinstance(node, ast.Attribute) and (
+            _VERSION_FLAG.match(node.attr)
+            or (node.attr in _VERSION_ATTRIBUTES and isinstance(node.value, ast.Name) and node.value.id == "sys")
+        ):
+            return True
+    return False
+
+
+def _catches_name_error(handler: ast.ExceptHandler) -> bool:
+    caught = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    return any(
+        (isinstance(c, ast.Name) and c.id == "NameError") or (isinstance(c, ast.Attribute) and c.attr == "NameError")
+        for c in caught
+    )
+
+
+def _spans(nodes: list[ast.stmt], line: int) -> bool:
+    return any(n.lineno <= line <= (n.end_lineno or n.lineno) for n in nodes)
+
+
+def python2_compat_name(tree: ast.Module | None, line: int, message: str) -> bool:
+    """Whether an F821 on `line` is a Python 2 builtin (`unicode`, `long`) named where only Python 2
+    runs it: in a branch of an `if`/`else` (or a conditional expression) whose test reads a version
+    flag (`PY2`, `six.PY3`, `sys.version_info`), or in the body of a `try` whose handler catches
+    NameError. Both branches count: `if PY3: ... else: text_type = unicode` is the same idiom."""
+    undefined = _UNDEFINED.search(message)
+    if tree is None or undefined is None or undefined.group("name") not in PYTHON2_BUILTINS:
+        return False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If | ast.IfExp) and node.lineno <= line <= (node.end_lineno or node.lineno):
+            if _reads_version(node.test) and (
+                isinstance(node, ast.IfExp) or _spans(node.body, line) or _spans(node.orelse, line)
+            ):
+                return True
+        if isinstance(node, ast.Try) and _spans(node.body, line) and any(map(_catches_name_error, node.handlers)):
+            return True
+    return False
+
+
 _TYPE_COMMENT = re.compile(r"#\s*type:(?!\s*ignore\b)(?P<type>.*)$", re.MULTILINE)
 _IMPORTED = re.compile(r"`(?P<name>[\w.]+)`")
 
@@ -338,6 +396,8 @@ def ruff_issues(file: ChangedFile) -> list[Issue]:
         if code == "B018" and touches_a_name(file.python_tree, line):
             continue
         if code == "B004" and getattr_with_default(file.python_tree, line):
+            continue
+        if code == "F821" and python2_compat_name(file.python_tree, line, str(diag.get("message") or "")):
             continue
         if code in ("S110", "S112", "BLE001") and best_effort_cleanup(file.python_tree, line):
             continue

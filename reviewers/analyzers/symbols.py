@@ -285,3 +285,93 @@ def python_shape(tree: ast.Module, definition: Definition) -> ParameterShape | N
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.lineno == definition.line:
             return _shape(node.args)
     return None
+
+
+@dataclass(frozen=True, slots=True)
+class NameDispatch:
+    """`getattr(self, f"handle_{sig}")` in `dispatcher` of class `owner` ("" at module level): the
+    methods (or functions) named `prefix…suffix` are called through it, never by name."""
+
+    owner: str
+    dispatcher: str
+    prefix: str
+    suffix: str
+
+    def reaches(self, definition: Definition) -> bool:
+        name = definition.name
+        return (
+            definition.owner == self.owner
+            and definition.kind != "class"
+            and len(name) > len(self.prefix) + len(self.suffix)
+            and name.startswith(self.prefix)
+            and name.endswith(self.suffix)
+        )
+
+
+_PERCENT_FIELD = re.compile(r"%[-#0 +]*\d*(?:\.\d+)?[sdrifx]")
+_BRACE_FIELD = re.compile(r"\{[^{}]*\}")
+
+
+def _built_name(node: ast.expr) -> tuple[str, str] | None:
+    """(prefix, suffix) of a name built from text around a value: `f"do_{x}"`, `"do_" + x`,
+    `"%s_handler" % x`, `"on_{}".format(x)`; None for a constant or a name without fixed text."""
+    parts: list[ast.expr]
+    if isinstance(node, ast.JoinedStr):
+        parts = list(node.values)
+    elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        parts = []
+        stack: list[ast.expr] = [node]
+        while stack:  # flattened left to right: ((a + b) + c)
+            top = stack.pop()
+            if isinstance(top, ast.BinOp) and isinstance(top.op, ast.Add):
+                stack += [top.right, top.left]
+            else:
+                parts.append(top)
+    elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod) and isinstance(node.left, ast.Constant):
+        pieces = _PERCENT_FIELD.split(node.left.value) if isinstance(node.left.value, str) else []
+        return (pieces[0], pieces[-1]) if len(pieces) > 1 and (pieces[0] or pieces[-1]) else None
+    elif (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "format"
+        and isinstance(node.func.value, ast.Constant)
+        and isinstance(node.func.value.value, str)
+    ):
+        pieces = _BRACE_FIELD.split(node.func.value.value)
+        return (pieces[0], pieces[-1]) if len(pieces) > 1 and (pieces[0] or pieces[-1]) else None
+    else:
+        return None
+
+    def text(part: ast.expr) -> str | None:
+        return part.value if isinstance(part, ast.Constant) and isinstance(part.value, str) else None
+
+    fixed = [text(p) for p in parts]
+    if all(t is not None for t in fixed):
+        return None  # a constant name: its callee is named in the code
+    first = next(i for i, t in enumerate(fixed) if t is None)
+    last = max(i for i, t in enumerate(fixed) if t is None)
+    prefix = "".join(t or "" for t in fixed[:first])
+    suffix = "".join(t or "" for t in fixed[last + 1 :])
+    return (prefix, suffix) if prefix or suffix else None
+
+
+def name_dispatches(tree: ast.Module) -> list[NameDispatch]:
+    """Every `getattr(obj, <name built from text and a value>)` in the module's functions and methods."""
+    scopes: list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]] = []
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            scopes.append(("", node))
+        elif isinstance(node, ast.ClassDef):
+            scopes += [(node.name, m) for m in node.body if isinstance(m, ast.FunctionDef | ast.AsyncFunctionDef)]
+    found: list[NameDispatch] = []
+    for owner, function in scopes:
+        for call in ast.walk(function):
+            if (
+                isinstance(call, ast.Call)
+                and isinstance(call.func, ast.Name)
+                and call.func.id == "getattr"
+                and len(call.args) >= 2
+                and (built := _built_name(call.args[1])) is not None
+            ):
+                found.append(NameDispatch(owner, function.name, *built))
+    return found

@@ -8,7 +8,10 @@ change took out of the product: a name the test used (the `LiveError` it expecte
 removes from product code and writes nowhere, or an exception it expects (`pytest.raises(X)`,
 `assertRaises(X)`) whose product `raise X`, or an `if`/`elif` condition that raise sits under, the
 change deleted or rewrote (X is raised elsewhere or under other conditions now, even while the name
-is still written); and a test rewritten in place (the lines added in its hunk call every subject it
+is still written), or a warning it expects (`pytest.warns(X)`, `pytest.deprecated_call()`,
+`assertWarns(X)`, `recwarn.pop(X)`, a `catch_warnings` block asserting the category) whose product
+`warnings.warn(..., X)` (any call named `*warn*` given the category or an instance of it) the change
+deleted or moved the same way; and a test rewritten in place (the lines added in its hunk call every subject it
 called, as a parametrized replacement does). A name the test defines itself (a local view function)
 is never its subject, nor is a helper from the package's test-support module (`testing.py`: a test
 client, a runner, a request builder). A weakened test is one that still exists at head but lost
@@ -18,7 +21,8 @@ Not caught: a test deleted and re-added under another name (a rename reads as a 
 name is kept), or a test replaced by a parametrized case of another test. Raises are matched by the
 exception's name across the whole change, not through calls: a rewritten `raise X` in code the
 deleted test never reaches still excuses it, and a test expecting a base class of the raised
-exception is not excused; a raise reached differently because an early `return` above it changed
+exception is not excused (a custom `*DeprecationWarning` counts for `deprecated_call()`, read by its name);
+a raise reached differently because an early `return` above it changed
 (not an enclosing condition) is not seen, nor is any of this outside Python.
 """
 
@@ -54,6 +58,12 @@ _COMMENT = re.compile(r"(?:#|//).*$")
 _LOCAL_DEFINITION = re.compile(r"^\s*(?:async\s+)?(?:def|class)\s+(\w+)")
 # `pytest.raises(X)`, `raises((X, Y), match=...)`, `self.assertRaises(X)`, `assertRaisesRegex(mod.X, ...)`
 _EXPECTED_EXCEPTION = re.compile(r"\b(?:raises|assertRaises\w*)\s*\(\s*(\([^()]*\)|[\w.]+)")
+# A test that expects a warning: pytest's `warns`/`deprecated_call`/`recwarn`, unittest's `assertWarns`,
+# or a `catch_warnings` block whose records it reads.
+_EXPECTS_WARNING = re.compile(r"\b(?:warns|deprecated_call|recwarn|assertWarns\w*|catch_warnings)\b")
+_WARNING_NAME = re.compile(r"\b[A-Za-z_]\w*Warning\b")
+# What `pytest.deprecated_call()` accepts.
+DEPRECATION_WARNINGS = frozenset({"DeprecationWarning", "PendingDeprecationWarning", "FutureWarning"})
 _CALLED = re.compile(r"(?<![\w.])([A-Za-z_]\w{2,})\s*\(")
 # Names a test calls that are not its subject: the language, the test framework, common helpers.
 _NOT_A_SUBJECT = frozenset(
@@ -216,10 +226,24 @@ def expected_exceptions(body: Iterable[str]) -> set[str]:
     return found
 
 
+def expected_warnings(body: Iterable[str]) -> set[str]:
+    """Warning categories a test's body expects to be emitted: the `*Warning` names its code writes,
+    and the deprecation categories where it calls `deprecated_call()`; none when it expects no warning."""
+    code = [strip_strings_and_comments(line) for line in body]
+    if not any(_EXPECTS_WARNING.search(line) for line in code):
+        return set()
+    found = {name for line in code for name in _WARNING_NAME.findall(line)}
+    if any("deprecated_call" in line for line in code):
+        found |= DEPRECATION_WARNINGS
+    return found
+
+
 def rewritten_raises(changes: Iterable[FileChange], base: BaseTree) -> frozenset[str]:
-    """Names of exceptions whose product `raise` statement, or an `if`/`elif` condition it sits under
-    in its function, a removed line of the change held: where or when the product raises them changed.
-    Read from the base's syntax tree, so a rewritten condition counts once (its old line is removed)."""
+    """Names of exceptions whose product `raise` statement, and warning categories whose product
+    `warnings.warn(...)`, or an `if`/`elif` condition it sits under in its function, a removed line of
+    the change held: where or when the product raises or emits them changed. Read from the base's
+    syntax tree, so a rewritten condition counts once (its old line is removed). A custom
+    `*DeprecationWarning` also counts as `DeprecationWarning` (it is read by name, not by its bases)."""
     rewritten: set[str] = set()
     for change in changes:
         if not is_code_path(change.path) or language_of(change.path) != "python" or change.status == "added":
@@ -238,11 +262,15 @@ def rewritten_raises(changes: Iterable[FileChange], base: BaseTree) -> frozenset
 def _raises_touching(node: ast.AST, gone: set[int], *, guards: tuple[ast.expr, ...]) -> set[str]:
     """Exception names of the raises at or under `node` whose statement or enclosing conditions
     (`guards`: the tests of the `if`/`elif` branches it sits in, within its function) hold a line of `gone`."""
+    spans: tuple[ast.stmt | ast.expr, ...] = (node, *guards) if isinstance(node, ast.stmt) else ()
     if isinstance(node, ast.Raise):
         name = _raised_name(node.exc)
-        spans: tuple[ast.stmt | ast.expr, ...] = (node, *guards)
         touched = any(gone.intersection(range(s.lineno, (s.end_lineno or s.lineno) + 1)) for s in spans)
         return {name} if name and touched else set()
+    if isinstance(node, ast.Expr | ast.Assign | ast.AugAssign | ast.AnnAssign | ast.Return):
+        warned = _warned_categories(node)
+        touched = any(gone.intersection(range(s.lineno, (s.end_lineno or s.lineno) + 1)) for s in spans)
+        return warned if touched else set()
     if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
         guards = ()  # a caller's conditions are not this function's
     found: set[str] = set()
@@ -253,6 +281,27 @@ def _raises_touching(node: ast.AST, gone: set[int], *, guards: tuple[ast.expr, .
         if not isinstance(child, ast.expr | ast.expr_context | ast.operator):
             found |= _raises_touching(child, gone, guards=inner)
     return found
+
+
+def _warned_categories(statement: ast.stmt) -> set[str]:
+    """Warning categories a simple statement emits: calls named `*warn*` (`warnings.warn`, a project's
+    `_warn_for_function`) given a `*Warning` class or instance, positionally or as `category=`;
+    `warnings.warn("text")` alone is a UserWarning."""
+    found: set[str] = set()
+    for call in ast.walk(statement):
+        if not isinstance(call, ast.Call) or "warn" not in (_raised_name(call.func) or "").lower():
+            continue
+        given = [*call.args, *(k.value for k in call.keywords if k.arg == "category")]
+        names = {n for n in map(_raised_name, given) if n and n.endswith("Warning")}
+        plain = isinstance(call.func, ast.Name) or (
+            isinstance(call.func, ast.Attribute)
+            and isinstance(call.func.value, ast.Name)
+            and call.func.value.id == "warnings"
+        )
+        if not names and plain and _raised_name(call.func) == "warn" and len(call.args) == 1:
+            names = {"UserWarning"} if not any(k.arg == "category" for k in call.keywords) else set()
+        found |= names
+    return found | ({"DeprecationWarning"} if any(n.endswith("DeprecationWarning") for n in found) else set())
 
 
 def _raised_name(exc: ast.expr | None) -> str | None:
@@ -283,8 +332,8 @@ def test_change_issues(
             continue
         if taken_out & {m for t in test.body for m in code_identifiers(t)}:
             continue  # what it expected left the product in this change
-        if expected_exceptions(test.body) & raises_rewritten:
-            continue  # the exception it expected is raised elsewhere or under other conditions now
+        if (expected_exceptions(test.body) | expected_warnings(test.body)) & raises_rewritten:
+            continue  # the exception or warning it expected is raised elsewhere or under other conditions now
         local = {m for t in test.body for m in _LOCAL_DEFINITION.findall(t)}
         called = [
             n

@@ -35,6 +35,7 @@ from reviewers.analyzers.flow.rules import (
     FRAMEWORK_PARAMS,
     LOW_WHEN_UNKNOWN,
     NORMALISERS,
+    PATH_JOINS,
     PATH_NAME_ATTRIBUTES,
     REQUEST_ANNOTATIONS,
     REQUEST_NAMES,
@@ -49,6 +50,7 @@ from reviewers.analyzers.flow.rules import (
 from reviewers.analyzers.flow.values import (
     CONSTANT,
     NORMALISED,
+    SEGMENT,
     UNKNOWN,
     Origin,
     Value,
@@ -62,6 +64,7 @@ from reviewers.analyzers.flow.values import (
     of,
     sequence,
     with_item,
+    without_segment,
 )
 from reviewers.analyzers.patterns import SQL_SHAPE
 
@@ -78,6 +81,11 @@ _SAFE_YAML_LOADERS = frozenset({"SafeLoader", "CSafeLoader", "BaseLoader"})
 # they name or a page they would see is theirs to choose; what they splice into SQL, a shell or
 # code still crosses a boundary (a wrapper script, a cron job fed by others).
 LOCAL_USER_CLEARS = frozenset({"path", "redirect", "xss", "trust-boundary", "template", "ssrf"})
+# A program's own command line (sys.argv, argparse's result) is its operator's: a shell command built
+# from it runs as the person who could type that command themselves. A person may still look (a
+# wrapper run by others, sudo), but it is no request data: at most a low-confidence note.
+COMMAND_LINE = "~command-line"
+COMMAND_LINE_CLEARS = LOCAL_USER_CLEARS | {COMMAND_LINE}
 _MUTATORS = frozenset({"append", "add", "insert", "extend", "update", "setdefault", "appendleft", "put", "push"})
 
 
@@ -90,6 +98,7 @@ class Hit:
     call: str  # the sink, in words
     via: str = ""  # "pkg/db.py:12" when the sink is inside a called function
     built: ast.AST | None = None  # where the sink's text was spliced together, when that is elsewhere
+    command_line: bool = False  # the data is the program's own command line (see COMMAND_LINE)
 
 
 def words(identifier: str) -> set[str]:
@@ -159,6 +168,12 @@ def names_secret(identifier: str) -> bool:
     return bool(found & _SECRET_WORDS) and not found & {"length", "len", "count", "type", "name", "timeout", "url"}
 
 
+def _ends_a_segment(expr: ast.expr) -> bool:
+    """Whether text appended after a path segment keeps it one component: a literal without a separator."""
+    text = const_text(expr)
+    return text is not None and "/" not in text and "\\" not in text
+
+
 def is_route(func: FunctionNode) -> bool:
     for decorator in func.decorator_list:
         target = decorator.func if isinstance(decorator, ast.Call) else decorator
@@ -166,6 +181,28 @@ def is_route(func: FunctionNode) -> bool:
         if name in ROUTE_DECORATORS:
             return True
     return False
+
+
+# `<name>`, `<string:name>`, `<path:name>`, `<int(signed=True):name>` (Flask, Quart, Werkzeug); `{name}`,
+# `{name:path}` (Starlette, FastAPI).
+_ROUTE_FIELD = re.compile(r"<(?:(?P<conv>\w+)(?:\([^)]*\))?:)?(?P<name>\w+)>|\{(?P<sname>\w+)(?::(?P<sconv>\w+))?\}")
+# Converters whose value holds no "/": a text segment, or a number or UUID (no path at all).
+SEGMENT_CONVERTERS = frozenset({"", "default", "string", "str", "any"})
+NUMBER_CONVERTERS = frozenset({"int", "float", "uuid"})
+
+
+def route_converters(func: FunctionNode) -> dict[str, str]:
+    """Parameter name → converter ("" for the default) of the placeholders in a route decorator's path."""
+    found: dict[str, str] = {}
+    for decorator in func.decorator_list:
+        if not isinstance(decorator, ast.Call):
+            continue
+        given = [*decorator.args[:1], *(k.value for k in decorator.keywords if k.arg in ("rule", "path"))]
+        path = next((text for text in map(const_text, given) if text is not None), None)
+        for match in _ROUTE_FIELD.finditer(path or ""):
+            name = match.group("name") or match.group("sname")
+            found[name] = match.group("conv") or match.group("sconv") or ""
+    return found
 
 
 def dotted(expr: ast.expr) -> str:
@@ -576,7 +613,11 @@ class Interpreter:
             if isinstance(expr.op, ast.Mod) and (text := const_text(expr.left)) is not None:
                 if _fixed_origin_text(text.split("%", 1)[0]):
                     return flat(left, clear(right, URL_CLASSES))
-            return flat(left, right)
+            if isinstance(expr.op, ast.Div):  # `base / name`: the right side is the path's last component
+                return flat(without_segment(left), right)
+            if isinstance(expr.op, ast.Add):  # `name + ".txt"` stays one component, `name + "/x"` does not
+                return flat(left if _ends_a_segment(expr.right) else without_segment(left), right)
+            return flat(without_segment(left), without_segment(right))
         if isinstance(expr, ast.UnaryOp):
             value = self.eval(expr.operand, env)
             return CONSTANT if isinstance(expr.op, ast.Not) else value
@@ -634,6 +675,8 @@ class Interpreter:
         """An f-string's value; parts after a leading fixed origin ("/path?", a clean URL) cannot
         choose where a redirect or a request goes."""
         values = [self.eval(v, env) for v in parts]
+        # a segment followed by more than a suffix (".txt") is no longer the path's last component
+        values = [v if all(map(_ends_a_segment, parts[i + 1 :])) else without_segment(v) for i, v in enumerate(values)]
         if parts and _fixes_origin(parts[0], values[0]):
             return flat(values[0], *(clear(v, URL_CLASSES) for v in values[1:]))
         return flat(*values)
@@ -648,7 +691,7 @@ class Interpreter:
     def eval_attribute(self, expr: ast.Attribute, env: Env) -> Value:
         name = self.qualified(expr)
         if name in SOURCE_ATTRIBUTES:
-            return of({Origin("source", name, cleared=LOCAL_USER_CLEARS, line=expr.lineno)})
+            return of({Origin("source", name, cleared=COMMAND_LINE_CLEARS, line=expr.lineno)})
         owner = dotted(expr.value)
         if expr.attr in REQUEST_PARTS and (
             (self.module.frameworks and (owner in REQUEST_NAMES or owner.endswith(".request")))
@@ -687,8 +730,10 @@ class Interpreter:
         everything = flat(*args, *kwargs.values())
         self.check_call_sinks(call, name, receiver, args, kwargs, env)
 
-        if name in SOURCE_CALLS or name.endswith(".parse_args") or name == "parse_args":
+        if name in SOURCE_CALLS:
             return of({Origin("source", f"{name}()", cleared=LOCAL_USER_CLEARS, line=call.lineno)})
+        if name.endswith((".parse_args", ".parse_known_args")) or name in ("parse_args", "parse_known_args"):
+            return of({Origin("source", f"{name}()", cleared=COMMAND_LINE_CLEARS, line=call.lineno)})
         if name in WEAK_RANDOM:
             return of({Origin("weakrand", f"{name}()", line=call.lineno)})
         if name in CLEAN_CALLS:
@@ -711,6 +756,26 @@ class Interpreter:
             return Value(cls=S.UNSAFE_PARSER) if unsafe else CONSTANT
         if name in S.SAX_FACTORIES:
             return Value(cls=S.SAX_PARSER)
+        if name in PATH_JOINS:  # `Path(base, name)`, `os.path.join(base, name)`: only the last part stays last
+            return flat(*map(without_segment, args[:-1]), *args[-1:], *map(without_segment, kwargs.values()))
+        if isinstance(func, ast.Attribute) and func.attr == "joinpath" and receiver is not None:
+            return flat(without_segment(receiver), *map(without_segment, args[:-1]), *args[-1:])
+        return without_segment(self.call_result(call, func, name, receiver, callee, args, kwargs, env))
+
+    def call_result(
+        self,
+        call: ast.Call,
+        func: ast.expr,
+        name: str,
+        receiver: Value | None,
+        callee: Value | None,
+        args: list[Value],
+        kwargs: dict[str, Value],
+        env: Env,
+    ) -> Value:
+        """What a call that is no source, sanitiser or path join returns: a summary's result, a
+        method's, or its arguments' origins."""
+        everything = flat(*args, *kwargs.values())
 
         ref = callee.callable_ref if callee is not None else None
         if ref is None and isinstance(func, ast.Attribute):
@@ -859,7 +924,8 @@ class Interpreter:
         for sink in summary.sinks:
             actual = binding.get(sink.param)
             if actual is not None:
-                value = clear(resolve_path(actual, sink.path), sink.cleared)
+                # what the function does to a segment before its sink is not known here
+                value = without_segment(clear(resolve_path(actual, sink.path), sink.cleared))
                 self.sink(call, sink.cls, value, sink.call, via=sink.where)
         return substitute(summary.returns, binding)
 
@@ -902,9 +968,11 @@ class Interpreter:
         name assigned from spliced text points the hit at that assignment, where the defect is."""
         built = self._assigned.get(argument.id) if isinstance(argument, ast.Name) else None
         built = built if built is not None and interpolates(built) else None
-        live = [o for o in value.origins if cls not in o.cleared]
+        live = [o for o in value.origins if cls not in o.cleared and not (cls == "path" and SEGMENT in o.cleared)]
         sources = [o for o in live if o.kind == "source"]
-        if sources:
+        if sources and cls == "command" and all(COMMAND_LINE in o.cleared for o in sources):
+            self.hits.append(Hit(node, cls, "low", sources[0].what, call, via, built, command_line=True))
+        elif sources:
             self.hits.append(Hit(node, cls, "high", sources[0].what, call, via, built))
         for o in live:
             if o.kind == "param":
@@ -1220,6 +1288,7 @@ def entry_bindings(info: ModuleInfo, func: FunctionNode, class_name: str | None)
     defaults.update(
         {p.arg: d for p, d in zip(func.args.kwonlyargs, func.args.kw_defaults, strict=True) if d is not None}
     )
+    converters = route_converters(func) if route else {}
     out: Env = {}
     for index, p in enumerate(params):
         annotation = ast.unparse(p.annotation) if p.annotation is not None else ""
@@ -1235,6 +1304,11 @@ def entry_bindings(info: ModuleInfo, func: FunctionNode, class_name: str | None)
             p.arg in FRAMEWORK_PARAMS or default_call.rsplit(".", 1)[-1] in FRAMEWORK_DEFAULTS
         ):
             out[p.arg] = UNKNOWN
+        elif route and converters.get(p.arg) in NUMBER_CONVERTERS:
+            out[p.arg] = CONSTANT
+        elif route and converters.get(p.arg) in SEGMENT_CONVERTERS:
+            segment = frozenset({SEGMENT})
+            out[p.arg] = of({Origin("source", f"route parameter `{p.arg}`", cleared=segment, line=func.lineno)})
         elif route or django_view:
             out[p.arg] = of({Origin("source", f"route parameter `{p.arg}`", line=func.lineno)})
         else:

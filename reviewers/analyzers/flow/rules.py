@@ -9,6 +9,12 @@ A sanitiser clears the sink classes it makes safe and no others: `html.escape` m
 HTML, not in a redirect; `shlex.quote` in a shell command, not in SQL. Conversions to numbers and
 UUIDs clear everything.
 
+A route parameter whose converter takes no "/" (Flask's `<name>`/`<string:name>`, Starlette's
+`{name}`) is a path-traversal source only once something follows it in the path (`base / name / "x"`
+may climb one level with `..`); as the last component it names an entry of its directory. Numeric and
+UUID converters are no source at all. Django's converters live in the URLconf, away from the view,
+and are not read: a Django view's parameters stay sources whatever their converter.
+
 What this does not catch: sinks reached through `getattr`/dynamic dispatch, frameworks' own wrappers
 that are not named here, and data that a project's own code reads from a database (a stored XSS).
 """
@@ -145,6 +151,11 @@ SANITISERS: dict[str, frozenset[str]] = {
     **{n: frozenset({"sql"}) for n in ("psycopg2.sql.Literal", "psycopg2.sql.Identifier", "psycopg.sql.Literal",
                                         "psycopg.sql.Identifier", "sql.Literal", "sql.Identifier")},
 }  # fmt: skip
+# Calls that join their arguments into one path, in order: the last one is the path's last component.
+PATH_JOINS = frozenset(
+    {"os.path.join", "posixpath.join", "ntpath.join", "pathlib.Path", "pathlib.PurePath", "pathlib.PurePosixPath",
+     "pathlib.PosixPath", "pathlib.WindowsPath", "pathlib.PureWindowsPath", "anyio.Path", "trio.Path"}
+)  # fmt: skip
 NORMALISERS = frozenset({"os.path.realpath", "os.path.abspath", "os.path.normpath", "posixpath.normpath"})
 # Methods whose result is a bool or a number: nothing of the receiver's text survives.
 CLEAN_METHODS = frozenset(

@@ -23,6 +23,10 @@ OriginKind = Literal["source", "request", "param", "unknown", "weakrand"]
 NORMALISED = "~normalised"
 LOCAL_SLASH = "~slash"
 NOT_DOUBLE_SLASH = "~no-double-slash"
+# A route parameter whose converter takes no "/" (Flask's `<name>`, Starlette's `{name}`): as the last
+# component of a path it names one entry of the directory it is joined to and cannot leave it. Kept
+# only while the value stays that last component (see `without_segment`).
+SEGMENT = "~segment"
 MAX_PATH = 4  # attribute steps remembered after a parameter (`self.req.args.get`)
 MAX_PARTS = 32  # list items / dict entries kept apart; more fold into the container
 MAX_ORIGINS = 24
@@ -160,3 +164,20 @@ def extend_path(origin: Origin, attr: str) -> Origin:
     if len(origin.path) >= MAX_PATH:
         return origin
     return Origin(origin.kind, origin.what, (*origin.path, attr), origin.cleared, origin.line)
+
+
+def without_segment(value: Value) -> Value:
+    """The value once something may follow it in a path, or text of unknown shape was made from it:
+    its origins are no longer one slash-free segment."""
+    if not any(SEGMENT in o.cleared for o in value.origins):
+        return value
+    origins = frozenset(
+        Origin(o.kind, o.what, o.path, o.cleared - {SEGMENT}, o.line) if SEGMENT in o.cleared else o
+        for o in value.origins
+    )
+    return replace(
+        value,
+        origins=origins,
+        seq=tuple(without_segment(v) for v in value.seq) if value.seq is not None else None,
+        items=tuple((k, without_segment(v)) for k, v in value.items) if value.items is not None else None,
+    )

@@ -178,9 +178,10 @@ def test_shapes_of_released_code_that_say_nothing() -> None:
     assert cli_found("subprocess.run(['ruff', *sys.argv[1:]])\n") == []
     assert cli_found("cmd = ['python', 'serve.py']\ncmd.extend(sys.argv[1:])\nsubprocess.Popen(cmd)\n") == []
     assert cli_found("subprocess.run(['sh', '-c', 'echo \"$1\"', 'sh', sys.argv[1]])\n") == []
-    # the program its user names is what a command-line tool is for; a shell's script is injection
+    # the program its user names is what a command-line tool is for; a shell's script built from the
+    # command line is the operator's own command (a person may look), from a request it is injection
     assert cli_found("subprocess.run([sys.argv[1], '--version'])\n") == []
-    assert cli_found("subprocess.run(['sh', '-c', 'ls ' + sys.argv[1]])\n") == [("CWE-78", "high")]
+    assert cli_found("subprocess.run(['sh', '-c', 'ls ' + sys.argv[1]])\n") == [("CWE-78", "low")]
     assert found(
         "@app.route('/v')\ndef f():\n    import subprocess\n    subprocess.run([request.args['p'], '-v'])\n"
     ) == [("CWE-78", "high")]
