@@ -8,7 +8,8 @@ merge request:
 2. the evidence is in the file at head, line for line, and the finding moves to where it is;
    that line is in or next to a changed hunk, and, for a rule that judges a line alone, its code is
    new: not the code of a line the merge request deleted with only a comment, indentation or place
-   changed (`agent.verdicts.unchanged`);
+   changed (`agent.verdicts.unchanged`), nor, for ruff's rules, a complaint the base version of the
+   file already had in the same scope (`agent.verdicts.preexisting`);
 3. the head tree supports the claim (`agent.verdicts.claims`): the "removed" symbol is gone, the
    "untested" code has no test, the injection sink receives more than constants;
 4. this project's people have not rejected this finding, its rule or its path (`agent.verdicts.feedback`:
@@ -36,6 +37,7 @@ from agent.verdicts.duplicates import claimed_family, group_root_causes, rule_na
 from agent.verdicts.evidence import Anchor, anchor_evidence, anchored
 from agent.verdicts.feedback import MIN_PEOPLE, PeopleVotes, rejected_before, rejected_by_people
 from agent.verdicts.judge import ModelJudgment, judge_messages
+from agent.verdicts.preexisting import preexisting_ruff
 from agent.verdicts.sinks import sink_gets_constants
 from agent.verdicts.unchanged import DeletedCode, unchanged_code
 from reviewers.kernel.contracts import SEVERITY_RANK, Finding, LLMPort, Workspace
@@ -102,7 +104,9 @@ def _check(
     placed = anchored(finding, anchor)
     if not inputs.diff_index.in_or_near_hunk(placed.path, placed.line, slack=HUNK_SLACK):
         return VerifiedFinding(placed, "FALSE_POSITIVE", f"{_where(placed)} is not in or next to the change")
-    unchanged = unchanged_code(placed, head_text=head_text, diff_index=inputs.diff_index, deleted=deleted)
+    unchanged = unchanged_code(
+        placed, head_text=head_text, diff_index=inputs.diff_index, deleted=deleted
+    ) or preexisting_ruff(placed, head_text=head_text, change=inputs.diff_index.file(placed.path))
     if unchanged:
         return VerifiedFinding(placed, "FALSE_POSITIVE", unchanged)
     contradicted = (

@@ -305,3 +305,50 @@ def test_a_taint_finding_on_a_sink_line_that_only_gained_a_comment_is_kept() -> 
     # the flow into the sink is the analyzer's claim, judged on its own; the line rule's finding is old code
     assert verdicts["python:sql-interpolation"].verdict == "REAL", verdicts["python:sql-interpolation"].reason
     assert verdicts["ruff:S608"].verdict == "FALSE_POSITIVE", verdicts["ruff:S608"].reason
+
+
+COLLECT = """def collect(item, into=[], *, limit=None):
+    into.append(item)
+    return into[:limit]
+"""
+COLLECT_DIFF = """diff --git a/collect.py b/collect.py
+--- a/collect.py
++++ b/collect.py
+@@ -1,3 +1,3 @@
+-def collect(item, into=[]):
++def collect(item, into=[], *, limit=None):
+     into.append(item)
+-    return into
++    return into[:limit]
+"""
+COLLECT_MORE = """def collect(item, into=[], *, seen={}):
+    into.append(item)
+    return into
+"""
+COLLECT_MORE_DIFF = """diff --git a/collect.py b/collect.py
+--- a/collect.py
++++ b/collect.py
+@@ -1,3 +1,3 @@
+-def collect(item, into=[]):
++def collect(item, into=[], *, seen={}):
+     into.append(item)
+     return into
+"""
+
+
+def test_a_ruff_complaint_the_edited_line_already_had_is_not_new() -> None:
+    """The change adds a parameter to a signature whose `into=[]` default was already there: the same
+    B006 in the same function before and after, so the change did not write it (as `if x == str:`
+    turned into `elif x == str:` under a new branch keeps its E721)."""
+    default = finding_at("collect.py", 1, "def collect(item, into=[], *, limit=None):", rule="ruff:B006")
+    [v] = verify_findings([default], inputs_for(COLLECT_DIFF, {"collect.py": COLLECT}))
+    assert v.verdict == "FALSE_POSITIVE", v.reason
+    assert "already reported 1x in collect before this change" in v.reason
+
+
+def test_a_ruff_complaint_the_change_adds_beside_an_old_one_is_kept() -> None:
+    """The change adds a second mutable default (`seen={}`): one more B006 in the function than the
+    base had, so every one of them is kept (which is new cannot be told)."""
+    default = finding_at("collect.py", 1, "def collect(item, into=[], *, seen={}):", rule="ruff:B006")
+    [v] = verify_findings([default], inputs_for(COLLECT_MORE_DIFF, {"collect.py": COLLECT_MORE}))
+    assert v.verdict == "REAL", v.reason

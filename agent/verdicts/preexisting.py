@@ -1,0 +1,97 @@
+"""ruff findings the file already had before the merge request.
+
+A change that edits a line does not make what was already wrong on it new: `if annotation == str:`
+turned into `elif annotation == str:` by a branch added above it, a renamed variable in a loop that
+already left one unused, a re-wrapped call. `agent.verdicts.unchanged` catches a line whose code did
+not change at all; this catches a line whose code changed while ruff's complaint about it did not.
+
+The check runs ruff on the file as it was at the base (rebuilt from the head text and the diff,
+`reviewers.analyzers.base_tree.reverse_patch`) and counts, on each side, the diagnostics of the
+finding's rule with the same message in the same function or class. When the head has no more of
+them than the base had, the finding is about code that was already there, and a careful reviewer
+would not raise it on this merge request. When the head has more, every one is kept: which of them
+is the new one cannot be told, and precision here must not cost a real finding.
+
+The price, knowingly paid: a change that fixes one instance and writes another of the same rule and
+message in the same scope is not reported. Only ruff's rules are judged this way (they are cheap to
+run twice, and each names its rule and message); the taint rules follow data that a small edit can
+re-route.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+from reviewers.analyzers.base_tree import reverse_patch
+from reviewers.analyzers.pysyntax import parse_python
+from reviewers.analyzers.ruff import run_ruff_json
+from reviewers.kernel.contracts import FileChange, Finding
+from reviewers.kernel.errors import AnalyzerError, PythonSyntaxError
+
+RUFF_PREFIX = "ruff:"
+
+
+def preexisting_ruff(finding: Finding, *, head_text: str | None, change: FileChange | None) -> str | None:
+    """Why the finding is about code the base already had (None: it may be new)."""
+    if not finding.rule.startswith(RUFF_PREFIX) or head_text is None or change is None:
+        return None
+    if change.status not in ("modified", "renamed") or not change.hunks or not change.path.endswith(".py"):
+        return None
+    base_text = reverse_patch(head_text, change)
+    if base_text is None:
+        return None
+    code = finding.rule.removeprefix(RUFF_PREFIX)
+    try:
+        head = run_ruff_json(head_text, path=change.path)
+        base = run_ruff_json(base_text, path=change.old_path or change.path)
+        head_scopes = _scopes(parse_python(head_text, change.path))
+        base_scopes = _scopes(parse_python(base_text, change.old_path or change.path))
+    except (AnalyzerError, PythonSyntaxError):
+        return None
+    mine = [d for d in head if d.get("code") == code and _row(d) == finding.line]
+    if not mine:
+        return None
+    key = (code, str(mine[0].get("message", "")), head_scopes(finding.line))
+    before = Counter(_key(d, base_scopes) for d in base)[key]
+    after = Counter(_key(d, head_scopes) for d in head)[key]
+    if before == 0 or after > before:
+        return None
+    where = key[2] or "the module"
+    return (
+        f"ruff's {code} ({key[1]}) was already reported {before}x in {where} before this change; "
+        "the change keeps it, it does not add it"
+    )
+
+
+def _row(diagnostic: dict[str, Any]) -> int:
+    location = diagnostic.get("location") or {}
+    return int(location.get("row", 0) or 0)
+
+
+def _key(diagnostic: dict[str, Any], scope_of: Callable[[int], str]) -> tuple[str, str, str]:
+    return str(diagnostic.get("code")), str(diagnostic.get("message", "")), scope_of(_row(diagnostic))
+
+
+def _scopes(tree: ast.Module) -> Callable[[int], str]:
+    """line → the qualified name of the innermost function or class around it ("" at module level)."""
+    spans: list[tuple[int, int, str]] = []
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                name = f"{prefix}{child.name}"
+                spans.append((child.lineno, child.end_lineno or child.lineno, name))
+                visit(child, name + ".")
+            else:
+                visit(child, prefix)
+
+    visit(tree, "")
+
+    def scope_of(line: int) -> str:
+        inside = [(start, name) for start, end, name in spans if start <= line <= end]
+        return max(inside)[1] if inside else ""
+
+    return scope_of
