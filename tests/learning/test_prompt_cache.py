@@ -176,3 +176,31 @@ def test_kept_last_layer_inputs_keep_to_the_byte_limit(tiny_model_dir: Path) -> 
     assert cache is not None
     assert cache.reads == 1 and len(cache.entries) == 1
     assert cache.lower_reads == 3 and len(cache.inputs) == 1
+
+
+def test_batched_jump_forward_decodes_what_one_at_a_time_decodes(tiny_model_dir: Path) -> None:
+    """Prompts of different lengths and several completions each, decoded in batches (padded prompts,
+    padded feeds, one forward pass a step): the plans decoded one at a time, greedy and sampled."""
+    config = PolicyConfig(device="cpu", lora_target_modules=last_layer_targets(tiny_model_dir))
+    policy = StrategyPolicy.load(tiny_model_dir, config=config)
+    with torch.no_grad():  # every weight moved a lot: a wrong position or an unmasked pad changes the plans
+        generator = torch.Generator().manual_seed(0)
+        for p in policy.model.parameters():
+            p.add_(torch.randn(p.shape, generator=generator) * p.std().clamp(min=0.05))
+    policy.enable_prompt_cache(max_bytes=1 << 30)
+    env = ReplayEnv()
+    grammar = make_grammar(policy)
+    cases = [hand_case().model_copy(update={"review_budget": b}) for b in (2, 1, 3)]
+    schemas = [case_schema(x, env, decisions_only=True) for x in cases]
+    prompts = [policy.prompt_ids(env.reset(x) + "\nnote" * (7 * i)) for i, x in enumerate(cases)]
+    assert len({len(p) for p in prompts}) == 3
+    one = JumpForwardSampler(policy, grammar, schemas, batch_size=1)
+    many = JumpForwardSampler(policy, grammar, schemas, batch_size=4)  # a batch spans two prompts
+    for n, temperature in ((1, 0.0), (3, 1.0)):
+        expected = one.sample(prompts, n=n, temperature=temperature, max_new_tokens=400, seed=7)
+        got = many.sample(prompts, n=n, temperature=temperature, max_new_tokens=400, seed=7)
+        assert got == expected
+    assert many.decided == one.decided and many.forced == one.forced
+    for rows in got:
+        for row in rows:
+            parse_valid_strategy(policy.decode(row))
