@@ -73,15 +73,24 @@ def decode_jump_forward(
 
 class JumpForwardSampler:
     """A `StrategySampler` that decodes only the choices, prompt i under `schemas[i]` (what
-    `ConstrainedSampler` samples token by token). Each prompt is read once for its `n` completions,
-    under `StrategyPolicy.decoding` as there."""
+    `ConstrainedSampler` samples token by token), under `StrategyPolicy.decoding` as there.
+
+    Completions are decoded `batch_size` at a time (`JumpForwardDecoder.decode_batch`: a forward pass
+    per step for the whole batch, the weights read once), the same choices as one at a time up to
+    rounding; `batch_size=1` decodes them one by one, each prompt read once for its `n` completions."""
 
     def __init__(
-        self, policy: StrategyPolicy, grammar: JsonSchemaGrammar, schemas: Sequence[Mapping[str, Any]]
+        self,
+        policy: StrategyPolicy,
+        grammar: JsonSchemaGrammar,
+        schemas: Sequence[Mapping[str, Any]],
+        *,
+        batch_size: int = 8,
     ) -> None:
         self.policy = policy
         self.grammar = grammar
         self.schemas = list(schemas)
+        self.batch_size = batch_size
         self.forward_passes = 0  # model calls after the prompts', over every completion sampled
         self.decided = 0
         self.forced = 0
@@ -96,20 +105,37 @@ class JumpForwardSampler:
         if temperature <= 0 and n != 1:
             raise TrainingError("greedy decoding gives one completion per prompt; use n=1")
         policy = self.policy
-        out: list[list[list[int]]] = []
+        rows = [(i, j, seed * 1_000_003 + i * 101 + j) for i in range(len(prompts)) for j in range(n)]
+        out: list[list[list[int]]] = [[[] for _ in range(n)] for _ in prompts]
+        compiled: dict[int, Any] = {}
         with policy.decoding():
-            for i, (prompt, schema) in enumerate(zip(prompts, self.schemas, strict=True)):
-                compiled = self.grammar.compile(schema)
-                read = prefill(policy, prompt)
-                rows = []
-                for j in range(n):
-                    result = decode_jump_forward(
-                        policy, prompt, compiled, max_new_tokens=max_new_tokens, temperature=temperature,
-                        seed=seed * 1_000_003 + i * 101 + j, prefilled=read,
+            for start in range(0, len(rows), self.batch_size):
+                chunk = rows[start : start + self.batch_size]
+                read = {i: prefill(policy, prompts[i]) for i in dict.fromkeys(i for i, _, _ in chunk)}
+                for i in read:
+                    if i not in compiled:
+                        compiled[i] = self.grammar.compile(self.schemas[i])
+                if len(chunk) == 1:
+                    [(i, j, row_seed)] = chunk
+                    results = [
+                        decode_jump_forward(
+                            policy,
+                            prompts[i],
+                            compiled[i],
+                            max_new_tokens=max_new_tokens,
+                            temperature=temperature,
+                            seed=row_seed,
+                            prefilled=read[i],
+                        )  # fmt: skip
+                    ]
+                else:
+                    results = _decoder(policy).decode_batch(
+                        [read[i] for i, _, _ in chunk], [compiled[i] for i, _, _ in chunk],
+                        max_new_tokens=max_new_tokens, seeds=[s for _, _, s in chunk], temperature=temperature,
                     )  # fmt: skip
+                for (i, j, _), result in zip(chunk, results, strict=True):
                     self.forward_passes += result.forward_passes
                     self.decided += result.decided
                     self.forced += result.forced
-                    rows.append(policy._trim(result.tokens))
-                out.append(rows)
+                    out[i][j] = policy._trim(result.tokens)
         return out

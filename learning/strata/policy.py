@@ -269,8 +269,12 @@ class StrategyPolicy:
         rows, targets = [], torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
         mask = torch.zeros((len(prompts), width), dtype=torch.float32)
         for row, (p, c) in enumerate(zip(prompts, completions, strict=True)):
-            feed = torch.tensor([[p[-1], *c[:-1]]], dtype=torch.long, device=self.device)
-            logits = self.model(input_ids=feed, cache=cache.get(self, p), use_cache=True).logits[0].float()
+            inputs = cache.last_layer_input(self, p, c) if cache.keep_last_layer_inputs else None
+            if inputs is not None:  # the layers below the adapter are read once per (prompt, completion)
+                logits = _last_layer_logits(self, cache.get_last_layer(self, p), inputs)
+            else:
+                feed = torch.tensor([[p[-1], *c[:-1]]], dtype=torch.long, device=self.device)
+                logits = self.model(input_ids=feed, cache=cache.get(self, p), use_cache=True).logits[0].float()
             rows.append(torch.nn.functional.pad(logits, (0, 0, 0, width - len(c))))
             targets[row, : len(c)] = torch.tensor(list(c), dtype=torch.long)
             mask[row, : len(c)] = 1.0
@@ -352,26 +356,79 @@ def prompt_cache_problem(policy: StrategyPolicy) -> str | None:
 class PromptCache:
     """Prompts' key/value caches (all tokens but the last), least recently used dropped past `max_bytes`.
     Kept as bfloat16 and widened on use: every reader of a prompt sees the same rounded values. Share
-    one only between policies over the same base model."""
+    one only between policies over the same base model.
 
-    def __init__(self, *, max_bytes: int) -> None:
+    With `keep_last_layer_inputs` it also keeps, per (prompt, completion) scored, what the last layer
+    reads: the hidden states every layer below it hands up. Those layers carry no trainable weight
+    (`prompt_cache_problem`), so their output is the base model's whatever the adapter, and a
+    completion scored again (the PPO update after the old log-probabilities, every SFT and DPO epoch
+    over the same examples) runs the last layer, the norm and the head only: about a fifth of the
+    model's work per token on SmolLM2-135M (one of 30 layers, and the 49k-word head)."""
+
+    def __init__(self, *, max_bytes: int, keep_last_layer_inputs: bool = True) -> None:
         self.max_bytes = max_bytes
+        self.keep_last_layer_inputs = keep_last_layer_inputs
         self.entries: dict[tuple[int, ...], list[tuple[torch.Tensor, torch.Tensor]]] = {}
+        self.inputs: dict[tuple[tuple[int, ...], tuple[int, ...]], torch.Tensor] = {}
         self.bytes = 0
         self.reads = 0  # prompts read by the model (cache misses)
+        self.lower_reads = 0  # completions read through the layers below the last (misses of `inputs`)
 
-    def get(self, policy: StrategyPolicy, prompt: Sequence[int]) -> Any:
-        """A fresh `DynamicCache` holding `prompt[:-1]`; the caller feeds `prompt[-1]` next."""
-        from transformers import DynamicCache
-
+    def _stored(self, policy: StrategyPolicy, prompt: Sequence[int]) -> list[tuple[torch.Tensor, torch.Tensor]]:
         key = tuple(int(t) for t in prompt[:-1])
         stored = self.entries.pop(key, None)
         if stored is None:
             stored = self._read(policy, key)
         self.entries[key] = stored  # most recently used last
+        return stored
+
+    def get(self, policy: StrategyPolicy, prompt: Sequence[int]) -> Any:
+        """A fresh `DynamicCache` holding `prompt[:-1]`; the caller feeds `prompt[-1]` next."""
+        from transformers import DynamicCache
+
+        stored = self._stored(policy, prompt)
         dtype = next(policy.model.parameters()).dtype
         layers = [(k.to(dtype), v.to(dtype)) for k, v in stored]
         return DynamicCache(ddp_cache_data=layers, config=policy.model.config)
+
+    def get_last_layer(self, policy: StrategyPolicy, prompt: Sequence[int]) -> Any:
+        """`get`, with only the last layer's keys and values widened: the others are there for their
+        length (positions and the mask are read from the first layer) and are never attended to."""
+        from transformers import DynamicCache
+
+        stored = self._stored(policy, prompt)
+        dtype = next(policy.model.parameters()).dtype
+        layers = [*stored[:-1], (stored[-1][0].to(dtype), stored[-1][1].to(dtype))]
+        return DynamicCache(ddp_cache_data=layers, config=policy.model.config)
+
+    def last_layer_input(
+        self, policy: StrategyPolicy, prompt: Sequence[int], completion: Sequence[int]
+    ) -> torch.Tensor | None:
+        """What the last layer reads over `[prompt[-1], *completion[:-1]]` after the cached prompt,
+        (1, C, hidden), read once; None where the model is not a stack of layers this can split."""
+        import torch
+
+        stack = _decoder_stack(policy.model)
+        if stack is None:
+            return None
+        key = (tuple(int(t) for t in prompt), tuple(int(t) for t in completion))
+        kept = self.inputs.pop(key, None)
+        if kept is None:
+            feed = torch.tensor([[prompt[-1], *completion[:-1]]], dtype=torch.long, device=policy.device)
+            cache = self.get(policy, prompt)  # read (when new) by the whole model, outside the split below
+            captured: list[torch.Tensor] = []
+            hook = stack.norm.register_forward_pre_hook(lambda _module, args: captured.append(args[0].detach()))
+            try:
+                with torch.no_grad(), _only_layers(stack, slice(None, -1)):
+                    policy.model(input_ids=feed, cache=cache, use_cache=True, logits_to_keep=1)
+            finally:
+                hook.remove()
+            kept = captured[0]
+            self.lower_reads += 1
+            self.bytes += kept.numel() * kept.element_size()
+        self.inputs[key] = kept  # most recently used last
+        self._evict(keep_prompt=key[0][:-1], keep_input=key)
+        return kept
 
     def _read(self, policy: StrategyPolicy, key: tuple[int, ...]) -> list[tuple[torch.Tensor, torch.Tensor]]:
         import torch
@@ -388,9 +445,59 @@ class PromptCache:
         stored = [(layer.keys.to(torch.bfloat16), layer.values.to(torch.bfloat16)) for layer in cache.layers]
         self.reads += 1
         self.bytes += _size(stored)
-        while self.entries and self.bytes > self.max_bytes:
-            self.bytes -= _size(self.entries.pop(next(iter(self.entries))))
+        self._evict()
         return stored
+
+    def _evict(
+        self,
+        *,
+        keep_prompt: tuple[int, ...] | None = None,
+        keep_input: tuple[tuple[int, ...], tuple[int, ...]] | None = None,
+    ) -> None:
+        """Least recently used first, kept inputs before prompts (a prompt costs seconds to read again,
+        an input a fraction of that); never the prompt or input just used."""
+        for pair in [k for k in self.inputs if k != keep_input]:
+            if self.bytes <= self.max_bytes:
+                return
+            dropped = self.inputs.pop(pair)
+            self.bytes -= dropped.numel() * dropped.element_size()
+        for prompt in [k for k in self.entries if k != keep_prompt]:
+            if self.bytes <= self.max_bytes:
+                return
+            self.bytes -= _size(self.entries.pop(prompt))
+
+
+def _decoder_stack(model: Any) -> Any:
+    """The module holding the decoder layers and the final norm (`model.model` of a Llama-style causal
+    LM, under peft's wrapper), or None for another shape."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    stack = getattr(base, "model", None)
+    if stack is None or not hasattr(stack, "layers") or not hasattr(stack, "norm"):
+        return None
+    return stack
+
+
+@contextlib.contextmanager
+def _only_layers(stack: Any, layers: slice) -> Iterator[None]:
+    """The stack runs `layers` of its decoder layers only (each keeps its index into the cache)."""
+    import torch
+
+    every = stack.layers
+    stack.layers = torch.nn.ModuleList(list(every)[layers])
+    try:
+        yield
+    finally:
+        stack.layers = every
+
+
+def _last_layer_logits(policy: StrategyPolicy, cache: Any, inputs: torch.Tensor) -> torch.Tensor:
+    """(C, V) logits of the last layer, the norm and the head over `inputs` (what the layers below hand
+    up), after the prompt in `cache`: the same numbers as the whole model over the completion."""
+    stack = _decoder_stack(policy.model)
+    with _only_layers(stack, slice(-1, None)):
+        out = policy.model(inputs_embeds=inputs, cache=cache, use_cache=True)
+    logits: torch.Tensor = out.logits[0].float()
+    return logits
 
 
 def _size(layers: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> int:

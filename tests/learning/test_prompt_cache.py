@@ -127,3 +127,80 @@ def test_rl_steps_with_jump_forward_and_a_shared_prompt_cache(tiny_model_dir: Pa
     assert shared.reads == 1
     trained = [m for m in outcome.step_metrics if not m.get("skipped")]
     assert all(m["grad_norm"] == m["grad_norm"] for m in trained)  # finite, not NaN
+
+
+def test_scoring_again_runs_the_last_layer_only_with_the_same_numbers(tiny_model_dir: Path) -> None:
+    """The kept last-layer inputs give the numbers (and gradients) of the whole model over the cached
+    prompt, and a completion scored again does not run the layers below the adapter."""
+    from learning.strata.policy import PromptCache
+
+    config = PolicyConfig(device="cpu", lora_target_modules=last_layer_targets(tiny_model_dir))
+    policy = StrategyPolicy.load(tiny_model_dir, config=config)
+    trained_a_little(policy)
+    env = ReplayEnv()
+    prompts = [policy.prompt_ids(env.reset(hand_case())), policy.prompt_ids("a shorter prompt")]
+    completions = [[5, 6, 7, 8, 9], [11, 12]]
+    runs: list[int] = []
+    policy.model.get_base_model().model.layers[0].register_forward_hook(lambda *_: runs.append(1))
+
+    def scored(cache: PromptCache) -> tuple[torch.Tensor, torch.Tensor, tuple[torch.Tensor, ...]]:
+        policy.prompt_cache = cache
+        out = policy.score(prompts, completions, with_entropy=True)
+        assert out.entropy is not None
+        return out.logprobs, out.entropy, torch.autograd.grad(out.logprobs.sum(), policy.trainable_parameters())
+
+    whole = scored(PromptCache(max_bytes=1 << 30, keep_last_layer_inputs=False))
+    fast = PromptCache(max_bytes=1 << 30)
+    first = scored(fast)
+    runs.clear()
+    again = scored(fast)
+    assert not runs  # neither the prompts nor the completions went through the lower layers again
+    assert fast.reads == 2 and fast.lower_reads == 2
+    for got in (first, again):
+        assert torch.allclose(got[0], whole[0], rtol=1e-5, atol=1e-5)
+        assert abs(float(got[1]) - float(whole[1])) < 1e-5
+        for a, b in zip(got[2], whole[2], strict=True):
+            assert torch.allclose(a, b, rtol=1e-4, atol=1e-6)
+
+
+def test_kept_last_layer_inputs_keep_to_the_byte_limit(tiny_model_dir: Path) -> None:
+    from learning.strata.policy import PromptCache
+
+    config = PolicyConfig(device="cpu", lora_target_modules=last_layer_targets(tiny_model_dir))
+    policy = StrategyPolicy.load(tiny_model_dir, config=config)
+    policy.enable_prompt_cache(shared=PromptCache(max_bytes=1))  # room for the newest of each only
+    prompt = policy.prompt_ids("one")
+    for completion in ([5, 6], [7, 8], [5, 6]):
+        policy.score([prompt], [completion])
+    cache = policy.prompt_cache
+    assert cache is not None
+    assert cache.reads == 1 and len(cache.entries) == 1
+    assert cache.lower_reads == 3 and len(cache.inputs) == 1
+
+
+def test_batched_jump_forward_decodes_what_one_at_a_time_decodes(tiny_model_dir: Path) -> None:
+    """Prompts of different lengths and several completions each, decoded in batches (padded prompts,
+    padded feeds, one forward pass a step): the plans decoded one at a time, greedy and sampled."""
+    config = PolicyConfig(device="cpu", lora_target_modules=last_layer_targets(tiny_model_dir))
+    policy = StrategyPolicy.load(tiny_model_dir, config=config)
+    with torch.no_grad():  # every weight moved a lot: a wrong position or an unmasked pad changes the plans
+        generator = torch.Generator().manual_seed(0)
+        for p in policy.model.parameters():
+            p.add_(torch.randn(p.shape, generator=generator) * p.std().clamp(min=0.05))
+    policy.enable_prompt_cache(max_bytes=1 << 30)
+    env = ReplayEnv()
+    grammar = make_grammar(policy)
+    cases = [hand_case().model_copy(update={"review_budget": b}) for b in (2, 1, 3)]
+    schemas = [case_schema(x, env, decisions_only=True) for x in cases]
+    prompts = [policy.prompt_ids(env.reset(x) + "\nnote" * (7 * i)) for i, x in enumerate(cases)]
+    assert len({len(p) for p in prompts}) == 3
+    one = JumpForwardSampler(policy, grammar, schemas, batch_size=1)
+    many = JumpForwardSampler(policy, grammar, schemas, batch_size=4)  # a batch spans two prompts
+    for n, temperature in ((1, 0.0), (3, 1.0)):
+        expected = one.sample(prompts, n=n, temperature=temperature, max_new_tokens=400, seed=7)
+        got = many.sample(prompts, n=n, temperature=temperature, max_new_tokens=400, seed=7)
+        assert got == expected
+    assert many.decided == one.decided and many.forced == one.forced
+    for rows in got:
+        for row in rows:
+            parse_valid_strategy(policy.decode(row))
