@@ -7,7 +7,10 @@ bugbear, blind and bare excepts, swallowed exceptions, pylint errors. Only diagn
 change added are kept: a review comments on what the merge request wrote.
 
 Severity policy: `_SEVERITY_BY_CODE` below (undefined names and syntax errors high; mutable
-defaults, bare excepts, swallowed exceptions medium; unused names and style-adjacent checks low).
+defaults, bare excepts, swallowed exceptions medium; unused names low). Rules in the selected
+families that are style, not defects (`STYLE_RULES`: an unused loop variable, an f-string without a
+placeholder, `type(x) == T`, a star-argument after a keyword), are "info": below every project's
+minimum severity, so they are never posted; a project that wants them lowers `min_severity`.
 ruff's diagnostics are facts about the text, so their confidence is high. Not posted: B018 on a
 statement that only reads a name, attribute or item (see `touches_a_name`), B004 on a
 `getattr(x, "__call__", default)` whose value is used, BLE001 that does not swallow the error (or
@@ -79,7 +82,6 @@ _SEVERITY_BY_CODE: dict[str, Severity] = {
     "B012": "high",
     "B023": "medium",
     "B018": "low",
-    "B007": "low",
     "E722": "medium",
     "BLE001": "low",  # kept only when the handler swallows the error (see `swallows`)
     "S110": "medium",
@@ -88,12 +90,20 @@ _SEVERITY_BY_CODE: dict[str, Severity] = {
     "F841": "low",
     "F403": "low",
     "F405": "low",
-    "F541": "low",
     "E711": "low",
     "E712": "low",
-    "E721": "low",
     "RUF006": "medium",
 }
+# Style, not defects: true on real code and trivially so (`for i, k, v in items` with `k` unused, an
+# `==` on exact types the code means), and never the reason a change is wrong. Kept as "info".
+STYLE_RULES = frozenset(
+    {
+        "B007",  # unused loop variable: one element of an unpacked tuple, renaming it changes nothing
+        "F541",  # f-string without placeholders: the text is right, the `f` is redundant
+        "E721",  # `type(x) == T`: correct for exact types, which is what such code usually means
+        "B026",  # star-argument after a keyword: the call is right, it only reads out of order
+    }
+)
 _SEVERITY_BY_PREFIX: tuple[tuple[str, Severity], ...] = (("PLE", "high"), ("E9", "high"), ("B", "medium"))
 
 # Why a rule matters, in the words of a reviewer: ruff's message says what, this says why.
@@ -113,6 +123,8 @@ _WHY: dict[str, str] = {
 
 
 def severity_of(code: str) -> Severity:
+    if code in STYLE_RULES:
+        return "info"
     if code in _SEVERITY_BY_CODE:
         return _SEVERITY_BY_CODE[code]
     for prefix, severity in _SEVERITY_BY_PREFIX:

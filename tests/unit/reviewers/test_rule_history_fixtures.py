@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.gitrepo import open_repository
+from agent.verifier import below_min_severity
 from agent.workspaces.snapshot import SnapshotWorkspace
 from reviewers import run_reviewer
 from reviewers.analyzers.base_tree import BaseTree, reverse_patch
@@ -733,3 +734,28 @@ def test_a_scripts_own_command_line_in_a_shell_goes_to_a_person_and_request_data
     )
     found = review("security", build_context({}, {"web/build.py": route})).findings
     assert [(f.rule, f.confidence) for f in found if f.cwe == "CWE-78"] == [("python:shell-interpolation", "high")]
+
+
+# --- fourth round: causes seen on a third held-out set (fixed after seeing them) ---------------------------
+
+
+def test_style_rules_are_info_below_every_minimum_and_defects_still_post(build_context: Any) -> None:
+    # An unused element of an unpacked tuple, an `f` with no placeholder, `type(x) == T` and a star
+    # argument after a keyword are true and trivial: the code-quality reviewer looks for defects.
+    style = (
+        "def keys(items):\n    out = []\n    for i, k, v in items:\n        out.append(v)\n    return out\n\n\n"
+        "def label():\n    return f'none'\n\n\n"
+        "def exact(x):\n    return type(x) == str\n\n\n"
+        "def table(make, name, meta, cols):\n    return make(name, meta=meta, *cols)\n"
+    )
+    found = review("code_quality", build_context({}, {"lib/style.py": style})).findings
+    assert sorted((f.rule, f.severity) for f in found) == [
+        ("ruff:B007", "info"),
+        ("ruff:B026", "info"),
+        ("ruff:E721", "info"),
+        ("ruff:F541", "info"),
+    ]
+    assert all(below_min_severity(f, RepoConfig().min_severity) for f in found)  # dropped before the verifier
+    defect = "def add(x, seen=[]):\n    seen.append(x)\n    return seen\n"
+    found = review("code_quality", build_context({}, {"lib/defect.py": defect})).findings
+    assert [(f.rule, f.severity) for f in found] == [("ruff:B006", "medium")]
