@@ -759,3 +759,17 @@ def test_style_rules_are_info_below_every_minimum_and_defects_still_post(build_c
     defect = "def add(x, seen=[]):\n    seen.append(x)\n    return seen\n"
     found = review("code_quality", build_context({}, {"lib/defect.py": defect})).findings
     assert [(f.rule, f.severity) for f in found] == [("ruff:B006", "medium")]
+
+
+def test_a_type_stub_is_never_imported_so_it_closes_no_cycle(build_context: Any) -> None:
+    # The package imports its compiled speedups (a C extension at run time, a `.pyi` for type
+    # checkers); the stub naming the package's class is read by mypy only.
+    init = "from ._speedups import escape\n\n\nclass Markup(str):\n    pass\n"
+    stub = "def escape(s: object) -> str: ...\n"
+    base = {"pkg/__init__.py": init, "pkg/_speedups.pyi": stub, "pkg/_speedups.c": "/* C */\n"}
+    head = {**base, "pkg/_speedups.pyi": "from . import Markup\n\n\ndef escape(s: object) -> Markup: ...\n"}
+    assert review("architecture", build_context(base, head)).findings == []
+    # The same import in a module the interpreter runs closes a real cycle.
+    module = {**base, "pkg/_speedups.py": "def escape(s):\n    return str(s)\n"}
+    head = {**module, "pkg/_speedups.py": "from . import Markup\n\n\ndef escape(s):\n    return Markup(s)\n"}
+    assert rules(review("architecture", build_context(module, head))) == ["imports:new-cycle"]
