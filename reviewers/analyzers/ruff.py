@@ -387,6 +387,25 @@ def used_in_type_comment(text: str, message: str) -> bool:
     )
 
 
+def unused_import_binding(tree: ast.Module | None, line: int, message: str) -> str | None:
+    """The name an F401 import binds in the module (`Mapping` for `from collections.abc import
+    Mapping`, `M` for `... as M`, `os` for `import os.path`); ruff's message spells the import."""
+    imported = _IMPORTED.search(message)
+    if tree is None or imported is None:
+        return None
+    dotted = imported.group("name")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.lineno <= line <= (node.end_lineno or node.lineno):
+            for alias in node.names:
+                if dotted.endswith(f".{alias.name}") or dotted == alias.name:
+                    return alias.asname or alias.name
+        if isinstance(node, ast.Import) and node.lineno <= line <= (node.end_lineno or node.lineno):
+            for alias in node.names:
+                if alias.name == dotted:
+                    return alias.asname or alias.name.split(".")[0]
+    return None
+
+
 def ruff_issues(file: ChangedFile) -> list[Issue]:
     """ruff's defects on the lines this change added."""
     if file.language != "python":

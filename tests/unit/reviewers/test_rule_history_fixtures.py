@@ -773,3 +773,21 @@ def test_a_type_stub_is_never_imported_so_it_closes_no_cycle(build_context: Any)
     module = {**base, "pkg/_speedups.py": "def escape(s):\n    return str(s)\n"}
     head = {**module, "pkg/_speedups.py": "from . import Markup\n\n\ndef escape(s):\n    return Markup(s)\n"}
     assert rules(review("architecture", build_context(module, head))) == ["imports:new-cycle"]
+
+
+def test_an_import_another_module_takes_from_this_one_is_a_reexport(build_context: Any) -> None:
+    # A compatibility module imports names for the package, which takes them from it: ruff sees one
+    # file and calls them unused.
+    compat = (
+        "import sys\n\nif sys.version_info >= (3,):\n    from collections.abc import Mapping, Sequence\n"
+        "else:\n    from collections import Mapping, Sequence\n\n\ntext_type = str\n"
+    )
+    init = "from ._compat import (\n    Mapping,\n    text_type,\n)\n"
+    absolute = "from lib.pkg._compat import Sequence as Seq\n\n\ndef first(s: Seq):\n    return s[0]\n"
+    head = {"lib/pkg/_compat.py": compat, "lib/pkg/__init__.py": init, "lib/other.py": absolute}
+    assert review("code_quality", build_context({}, head)).findings == []
+    # An import nobody takes from the module (nor from a module of the same name elsewhere) is unused.
+    unused = compat.replace("Mapping, Sequence", "Mapping, Sequence, Set")
+    other = {"tools/_compat.py": "Set = set\n", "tools/use.py": "from ._compat import Set\n\nEMPTY = Set()\n"}
+    found = review("code_quality", build_context({}, {**head, "lib/pkg/_compat.py": unused, **other})).findings
+    assert [(f.path, f.title) for f in found] == [("lib/pkg/_compat.py", "`collections.Set` imported but unused")]
