@@ -13,7 +13,9 @@ placeholder, `type(x) == T`, a star-argument after a keyword), are "info": below
 minimum severity, so they are never posted; a project that wants them lowers `min_severity`.
 ruff's diagnostics are facts about the text, so their confidence is high. Not posted: B018 on a
 statement that only reads a name, attribute or item (see `touches_a_name`), B004 on a
-`getattr(x, "__call__", default)` whose value is used, BLE001 that does not swallow the error (or
+`getattr(x, "__call__", default)` whose value is used, B006 on a command-line parameter whose
+framework supplies the value (`Annotated[list[str], typer.Option()] = [...]`, a `@click.option`
+command; see `cli_framework_default`), BLE001 that does not swallow the error (or
 that catches only what its `try` raised), S110/S112/BLE001 around one cleanup call
 (`sock.close()`), unused imports in a package's `__init__`, and F401 on an import a `# type:`
 comment uses (mypy reads it; ruff does not), and F821 on a Python 2 builtin (`unicode`, `long`,
@@ -299,6 +301,50 @@ def getattr_with_default(tree: ast.Module | None, line: int) -> bool:
     )
 
 
+# What a command-line framework hands a parameter: `Annotated[list[str], typer.Option()]`,
+# `@click.option(...)`. The framework builds the value from the command line on every invocation.
+CLI_PARAMETER_CALLS = frozenset({"Option", "Argument"})
+CLI_DECORATOR_CALLS = frozenset({"option", "argument"})
+
+
+def _called_name(node: ast.expr) -> str:
+    func = node.func if isinstance(node, ast.Call) else node
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+
+
+def _cli_annotated(annotation: ast.expr | None) -> bool:
+    """`Annotated[T, typer.Option(...)]` or `Annotated[T, Argument(...)]`."""
+    if not isinstance(annotation, ast.Subscript) or _called_name(annotation.value) != "Annotated":
+        return False
+    metadata = annotation.slice.elts[1:] if isinstance(annotation.slice, ast.Tuple) else []
+    return any(isinstance(m, ast.Call) and _called_name(m) in CLI_PARAMETER_CALLS for m in metadata)
+
+
+def cli_framework_default(tree: ast.Module | None, line: int) -> bool:
+    """Whether the mutable default on `line` belongs to a command-line parameter: one annotated
+    `Annotated[..., typer.Option(...)]`/`typer.Argument(...)`, or of a function decorated with
+    `@click.option`/`@click.argument`. The framework parses the command line and passes every such
+    parameter on each call, and the command runs once per process: the shared default is the
+    documented way to spell a multi-value option's default, never mutated across calls."""
+    if tree is None:
+        return False
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        args = node.args
+        positional = [*args.posonlyargs, *args.args]
+        pairs = list(zip(positional[len(positional) - len(args.defaults) :], args.defaults, strict=True))
+        pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None]
+        for arg, default in pairs:
+            if not default.lineno <= line <= (default.end_lineno or default.lineno):
+                continue
+            decorated = any(
+                isinstance(d, ast.Call) and _called_name(d) in CLI_DECORATOR_CALLS for d in node.decorator_list
+            )
+            return decorated or _cli_annotated(arg.annotation)
+    return False
+
+
 def touches_a_name(tree: ast.Module | None, line: int) -> bool:
     """Whether the expression statement on `line` only reads a name, an attribute or an item. Such a
     statement is how a type-checker example asks about a type and how a test makes a property or a
@@ -427,6 +473,8 @@ def ruff_issues(file: ChangedFile) -> list[Issue]:
         if code == "B018" and touches_a_name(file.python_tree, line):
             continue
         if code == "B004" and getattr_with_default(file.python_tree, line):
+            continue
+        if code == "B006" and cli_framework_default(file.python_tree, line):
             continue
         if code == "F821" and python2_compat_name(file.python_tree, line, str(diag.get("message") or "")):
             continue

@@ -791,3 +791,21 @@ def test_an_import_another_module_takes_from_this_one_is_a_reexport(build_contex
     other = {"tools/_compat.py": "Set = set\n", "tools/use.py": "from ._compat import Set\n\nEMPTY = Set()\n"}
     found = review("code_quality", build_context({}, {**head, "lib/pkg/_compat.py": unused, **other})).findings
     assert [(f.path, f.title) for f in found] == [("lib/pkg/_compat.py", "`collections.Set` imported but unused")]
+
+
+def test_a_list_default_a_command_line_framework_supplies_is_not_shared_state(build_context: Any) -> None:
+    # typer and click pass every option's value on each call; the command runs once per process.
+    cli = (
+        "from typing import Annotated\n\nimport click\nimport typer\n\napp = typer.Typer()\n\n\n@app.command()\n"
+        "def main(\n    name: Annotated[list[str], typer.Option(help='Names.')] = ['World'],\n"
+        "    *,\n    tags: Annotated[list[str], typer.Argument()] = [],\n):\n    print(name, tags)\n\n\n"
+        "@click.command()\n@click.option('--name', multiple=True)\ndef hello(name=[]):\n    print(name)\n"
+    )
+    assert review("code_quality", build_context({}, {"cli/main.py": cli})).findings == []
+    # A plain function's list default, or an `Annotated` without a CLI parameter, is shared state.
+    plain = (
+        "from typing import Annotated\n\n\ndef add(x, seen=[]):\n    seen.append(x)\n    return seen\n\n\n"
+        "def keep(x, into: Annotated[list[int], 'sink'] = []):\n    into.append(x)\n    return into\n"
+    )
+    found = review("code_quality", build_context({}, {"lib/plain.py": plain})).findings
+    assert [(f.rule, f.line) for f in found] == [("ruff:B006", 4), ("ruff:B006", 9)]
