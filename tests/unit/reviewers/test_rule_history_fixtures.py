@@ -809,3 +809,22 @@ def test_a_list_default_a_command_line_framework_supplies_is_not_shared_state(bu
     )
     found = review("code_quality", build_context({}, {"lib/plain.py": plain})).findings
     assert [(f.rule, f.line) for f in found] == [("ruff:B006", 4), ("ruff:B006", 9)]
+
+
+def test_a_test_suite_login_to_a_local_database_goes_to_a_person(build_context: Any) -> None:
+    # The suite's database URLs in a test runner's configuration: a login to this machine or to a CI
+    # service container, not a leaked secret. A person may look; it is not posted.
+    cfg = "[db]\ndefault=sqlite:///:memory:\npostgresql=postgresql://scott:Tg4r9xQz@127.0.0.1:5432/test\n"
+    ini = "[pytest]\naddopts = --dburi mssql+pyodbc://scott:tiger^5HHH@mssql2022:1433/test?driver=ODBC\n"
+    tox = "[testenv]\nsetenv =\n    DB_URL = postgres://ci:Pw7hx92kq@localhost/ci\n"
+    prod = "DATABASE_URL = 'postgresql://admin:Pw7hx92kq@localhost:5432/app'\n"
+    remote = "[db]\npostgresql=postgresql://scott:Tg4r9xQz@db.acme-corp.io:5432/test\n"
+    files = {"setup.cfg": cfg, "pytest.ini": ini, "tox.ini": tox, "app/settings.py": prod, "ci/setup.cfg": remote}
+    found = review("security", build_context({}, files)).findings
+    assert sorted((f.path, f.line, f.rule, f.confidence) for f in found) == [
+        ("app/settings.py", 1, "secrets:url-credentials", "medium"),  # product code: any host
+        ("ci/setup.cfg", 2, "secrets:url-credentials", "medium"),  # a real domain: anywhere
+        ("pytest.ini", 2, "secrets:url-credentials", "low"),
+        ("setup.cfg", 3, "secrets:url-credentials", "low"),
+        ("tox.ini", 3, "secrets:url-credentials", "low"),
+    ]
