@@ -828,3 +828,30 @@ def test_a_test_suite_login_to_a_local_database_goes_to_a_person(build_context: 
         ("setup.cfg", 3, "secrets:url-credentials", "low"),
         ("tox.ini", 3, "secrets:url-credentials", "low"),
     ]
+
+
+def test_a_method_the_class_inherited_before_the_change_is_not_new_code(build_context: Any) -> None:
+    # The class stops inheriting `unblock` (from a base class in another module, or in its own) and
+    # defines it itself: the API is the class's already, and its tests call it through the class.
+    registry = "class Registry:\n    def __init__(self):\n        self.blocked = set()\n" + UNBLOCK
+    inherits = "from plug._registry import Registry\n\n\n" + MANAGER.replace(
+        "class PluginManager:", "class PluginManager(Registry):"
+    )
+    base = {**PLUGIN_BASE, "plug/_registry.py": registry, "plug/_manager.py": inherits}
+    head = {**base, "plug/_manager.py": MANAGER + UNBLOCK}
+    assert review("test_impact", build_context(base, head)).findings == []
+    local = (
+        registry.replace("class Registry:", "class _Base:")
+        + "\n\n"
+        + MANAGER.replace("class PluginManager:", "class PluginManager(_Base[str]):")
+    )
+    base_local = {**PLUGIN_BASE, "plug/_manager.py": local}
+    head_local = {**base_local, "plug/_manager.py": local + UNBLOCK}
+    assert review("test_impact", build_context(base_local, head_local)).findings == []
+    # A method no base class had is new, beside one that was inherited.
+    unblock_all = "\n    def unblock_all(self):\n        names = list(self.blocked)\n        self.blocked.clear()\n        return names\n"
+    head = {**base, "plug/_manager.py": MANAGER + UNBLOCK + unblock_all}
+    found = review("test_impact", build_context(base, head)).findings
+    assert [(f.rule, f.title) for f in found] == [
+        ("tests:untested-new", "New code without tests: PluginManager.unblock_all")
+    ]
