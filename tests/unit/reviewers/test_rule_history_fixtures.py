@@ -855,3 +855,44 @@ def test_a_method_the_class_inherited_before_the_change_is_not_new_code(build_co
     assert [(f.rule, f.title) for f in found] == [
         ("tests:untested-new", "New code without tests: PluginManager.unblock_all")
     ]
+
+
+MD = "class MultiDict(dict):\n    pass\n\n\nclass CIMultiDict(MultiDict):\n    def __setitem__(self, k, v):\n        super().__setitem__(k.lower(), v)\n"
+INSERT = "    for j in range(3):\n        md[str(j)] = j\n    assert len(md) == 3\n"
+MD_TESTS = (
+    "from pkg.md import CIMultiDict, MultiDict\n\n\n"
+    "def test_multidict_insert():\n    md: MultiDict = MultiDict()\n" + INSERT + "\n\n"
+    "def test_cimultidict_insert():\n    md: CIMultiDict = CIMultiDict()\n" + INSERT + "\n\n"
+    "def test_cimultidict_folds_case():\n    md = CIMultiDict()\n    md['A'] = 1\n    assert md['a'] == 1\n"
+)
+
+
+def test_a_deleted_test_folded_into_a_neighbour_over_a_fixture_went_with_the_change(build_context: Any) -> None:
+    # test_cimultidict_insert is test_multidict_insert with the class written out: the neighbour now
+    # takes a fixture over both classes (its loop variable renamed on the way), so nothing was lost.
+    base = {"pkg/md.py": MD, "tests/test_md.py": MD_TESTS}
+    folded = (
+        "from pkg.md import CIMultiDict, MultiDict\n\n\n"
+        "def test_multidict_insert(any_multidict_class):\n    md = any_multidict_class()\n"
+        + INSERT.replace("j", "k")
+        + "\n\ndef test_cimultidict_folds_case():\n    md = CIMultiDict()\n    md['A'] = 1\n    assert md['a'] == 1\n"
+    )
+    assert review("test_impact", build_context(base, {**base, "tests/test_md.py": folded})).findings == []
+    # A parametrization standing for the value the deleted test wrote out folds it the same way.
+    lookups = (
+        "from pkg.md import MultiDict\n\n\ndef test_get_hit():\n    md = MultiDict(a=1)\n    assert md.get('a', 0) == 1\n\n\n"
+        "def test_get_miss():\n    md = MultiDict(a=1)\n    assert md.get('b', 0) == 0\n"
+    )
+    parametrized = (
+        "import pytest\nfrom pkg.md import MultiDict\n\n\n@pytest.mark.parametrize(('key', 'want'), [('a', 1), ('b', 0)])\n"
+        "def test_get_hit(key, want):\n    md = MultiDict(a=1)\n    assert md.get(key, 0) == want\n"
+    )
+    base = {"pkg/md.py": MD, "tests/test_get.py": lookups}
+    assert review("test_impact", build_context(base, {**base, "tests/test_get.py": parametrized})).findings == []
+    # A deleted test whose statements differ from every rewritten neighbour's is still reported.
+    base = {"pkg/md.py": MD, "tests/test_md.py": MD_TESTS}
+    lost = folded.split("\n\ndef test_cimultidict_folds_case")[0] + "\n"
+    found = review("test_impact", build_context(base, {**base, "tests/test_md.py": lost})).findings
+    assert [(f.rule, f.title) for f in found] == [
+        ("tests:test-deleted", "Test test_cimultidict_folds_case deleted while CIMultiDict still exists")
+    ]
