@@ -12,16 +12,21 @@ or rewrote has the same statements, where
   everywhere it appears),
 - names local to each test may differ, one for one (`for j in ...` → `for _ in ...`),
 - `x: T = v` reads as `x = v` (the annotation names the class the parameter replaced), and docstrings
-  and decorators are not compared.
+  and decorators are not compared;
 
-Not caught: a fold that also rewrote other statements (the bodies must match), a parameter used
-inside a string (an f-string spelled differently from the literal it replaced), a test folded into
-one in another file.
+or where the rewritten test gained a `@pytest.mark.parametrize` over the variants the two names spell
+out: `test_cached_includes` deleted while `test_cached_extends` now runs over `["extends", "include"]`
+(one value names the survivor's variant, another the deleted one's, after the names' common prefix).
+
+Not caught: a fold that also rewrote other statements under a fixture (the bodies must match), a
+parametrization whose values do not spell the variants the test names carry, a test folded into one
+in another file.
 """
 
 from __future__ import annotations
 
 import ast
+import os
 from dataclasses import dataclass, field
 
 from reviewers.analyzers.base_tree import reverse_patch
@@ -127,6 +132,41 @@ def folded_into(deleted: TestFunction, rewritten: TestFunction) -> bool:
     return _same(old, new, c) and bool(c.stands_for)
 
 
+MIN_VARIANT_CHARS = 3  # a parametrize value shorter than this ("a", "x") names no variant
+
+
+def _parametrized_values(function: TestFunction) -> set[str]:
+    """The string values of the function's `@pytest.mark.parametrize(...)` decorators, lower-cased."""
+    values: set[str] = set()
+    for decorator in function.decorator_list:
+        if not isinstance(decorator, ast.Call) or len(decorator.args) < 2:
+            continue
+        func = decorator.func
+        if not (isinstance(func, ast.Attribute) and func.attr == "parametrize"):
+            continue
+        for node in ast.walk(decorator.args[1]):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and len(node.value) >= MIN_VARIANT_CHARS:
+                values.add(node.value.lower())
+    return values
+
+
+def parametrized_over_variants(deleted: TestFunction, rewritten: TestFunction) -> bool:
+    """Whether `rewritten` gained a parametrization whose values name both its own variant and the
+    deleted test's: what follows the names' common prefix of whole words (`extends` and `includes`
+    after `test_cached_`) contains a value each, two different values."""
+    if not _parameters(rewritten) - _parameters(deleted):
+        return False
+    values = _parametrized_values(rewritten)
+    prefix = os.path.commonprefix([deleted.name, rewritten.name])
+    common = prefix.rfind("_") + 1  # whole words: `test_insert_` of `test_insert_cs` and `test_insert_ci`
+    own, gone = rewritten.name[common:].lower(), deleted.name[common:].lower()
+    if not own or not gone:
+        return False
+    naming_own = {v for v in values if v in own}
+    naming_gone = {v for v in values if v in gone}
+    return any(a != b for a in naming_own for b in naming_gone)
+
+
 def folded_tests(file: ChangedFile) -> frozenset[str]:
     """Names of the tests this change deleted from `file` that a test it added or rewrote in the same
     file now covers through a fixture or a parametrization."""
@@ -141,4 +181,6 @@ def folded_tests(file: ChangedFile) -> frozenset[str]:
     rewritten = [t for t in head.values() if file.touches(t.lineno, t.end_lineno or t.lineno)]
     if not deleted or not rewritten or len(deleted) * len(rewritten) > MAX_FOLD_PAIRS:
         return frozenset()
-    return frozenset(d.name for d in deleted if any(folded_into(d, r) for r in rewritten))
+    return frozenset(
+        d.name for d in deleted if any(folded_into(d, r) or parametrized_over_variants(d, r) for r in rewritten)
+    )

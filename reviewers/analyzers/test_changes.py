@@ -14,14 +14,15 @@ is still written), or a warning it expects (`pytest.warns(X)`, `pytest.deprecate
 deleted or moved the same way; a test rewritten in place (the lines added in its hunk call every subject it
 called, as a parametrized replacement does); and a test folded into a neighbour the change added or
 rewrote, which now runs the same statements over a fixture or a parametrization standing for what the
-deleted test wrote out (`reviewers.analyzers.folded_tests`). A name the test defines itself (a local view function)
+deleted test wrote out, or gained a parametrization whose values name both tests' variants
+(`reviewers.analyzers.folded_tests`). A name the test defines itself (a local view function)
 is never its subject, nor is a helper from the package's test-support module (`testing.py`: a test
 client, a runner, a request builder). A weakened test is one that still exists at head but lost
 assertions: more assertion lines removed than added within it.
 
 Not caught: a test deleted and re-added under another name (a rename reads as a move only when the
 name is kept), or a test replaced by a parametrized case of another test whose body changed in other
-ways too. Raises are matched by the
+ways too and whose parametrize values do not name its variant. Raises are matched by the
 exception's name across the whole change, not through calls: a rewritten `raise X` in code the
 deleted test never reaches still excuses it, and a test expecting a base class of the raised
 exception is not excused (a custom `*DeprecationWarning` counts for `deprecated_call()`, read by its name);

@@ -896,3 +896,26 @@ def test_a_deleted_test_folded_into_a_neighbour_over_a_fixture_went_with_the_cha
     assert [(f.rule, f.title) for f in found] == [
         ("tests:test-deleted", "Test test_cimultidict_folds_case deleted while CIMultiDict still exists")
     ]
+
+
+def test_a_deleted_test_whose_variant_a_rewritten_test_now_parametrizes_over_went_with_it(build_context: Any) -> None:
+    # test_insert_casefold is merged into test_insert_plain, rewritten to run over ["plain", "casefold"]: the two names
+    # spell the variants the parametrization runs, though the rewritten body differs.
+    both = (
+        "from pkg.md import CIMultiDict, MultiDict\n\n\n"
+        "def test_insert_plain():\n    md = MultiDict()\n    md['a'] = 1\n    assert md['a'] == 1\n\n\n"
+        "def test_insert_casefold():\n    md = CIMultiDict()\n    md['A'] = 1\n    assert md['a'] == 1\n"
+    )
+    merged = (
+        "import pytest\nfrom pkg.md import CIMultiDict, MultiDict\n\nKINDS = {'plain': MultiDict, 'casefold': CIMultiDict}\n\n\n"
+        "@pytest.mark.parametrize('kind', ['plain', 'casefold'])\n"
+        "def test_insert_plain(kind):\n    md = KINDS[kind]()\n    md['a'] = 2\n    assert md.get('a') == 2\n"
+    )
+    base = {"pkg/md.py": MD, "tests/test_insert.py": both}
+    assert review("test_impact", build_context(base, {**base, "tests/test_insert.py": merged})).findings == []
+    # Values that do not name the deleted variant do not cover it.
+    other = merged.replace("['plain', 'casefold']", "['plain', 'mixed']")
+    found = review("test_impact", build_context(base, {**base, "tests/test_insert.py": other})).findings
+    assert [(f.rule, f.title) for f in found] == [
+        ("tests:test-deleted", "Test test_insert_casefold deleted while CIMultiDict still exists")
+    ]
