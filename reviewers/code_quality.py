@@ -2,7 +2,9 @@
 
 Python goes through ruff (mutable defaults, bare or blind excepts, swallowed exceptions, undefined
 and unused names, closures over loop variables, ...). Other languages get a few line rules for the
-same kinds of defect (an empty catch block). Only lines the change added are reported.
+same kinds of defect (an empty catch block). Only lines the change added are reported. An import
+ruff calls unused that another module of the repository imports from this one is a re-export, not
+reported (found with one search of the repository per module with unused imports).
 """
 
 from __future__ import annotations
@@ -11,8 +13,9 @@ import re
 from collections.abc import Sequence
 
 from reviewers.analyzers.changed_file import ChangedFile, Issue
+from reviewers.analyzers.imports import names_imported_from
 from reviewers.analyzers.ruff import prefetch as ruff_prefetch
-from reviewers.analyzers.ruff import ruff_issues
+from reviewers.analyzers.ruff import ruff_issues, unused_import_binding
 from reviewers.kernel.contracts import ReviewContext
 from reviewers.kernel.errors import AnalyzerError
 from reviewers.paths import is_test_path, language_of
@@ -53,12 +56,24 @@ def empty_catch_issues(file: ChangedFile) -> list[Issue]:
     ]
 
 
+def without_reexports(file: ChangedFile, issues: list[Issue], context: ReviewContext) -> list[Issue]:
+    """ruff's unused imports less the ones another module of the repository imports from this one
+    (`from pkg.compat import Mapping`): ruff sees one file, the import is the module's re-export.
+    One search of the repository per module with unused imports."""
+    unused = [i for i in issues if i.rule == "ruff:F401"]
+    if not unused:
+        return issues
+    imported = names_imported_from(context.workspace, file.path)
+    reexported = {id(i) for i in unused if unused_import_binding(file.python_tree, i.line, i.title) in imported}
+    return [i for i in issues if id(i) not in reexported]
+
+
 def _make_analyzer(context: ReviewContext) -> Analyzer:
     def analyze(file: ChangedFile) -> Analysis:
         if file.language != "python":
             return Analysis(empty_catch_issues(file))
         try:
-            return Analysis(ruff_issues(file))
+            return Analysis(without_reexports(file, ruff_issues(file), context))
         except AnalyzerError as exc:
             return Analysis(problems=[str(exc)])
 

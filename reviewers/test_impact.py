@@ -23,7 +23,8 @@ policy, per rule (each also carries its confidence):
   wrappers) that no test mentions and no other code calls (its callers' tests would exercise it),
   that the tests this change adds do not call (nor, for a method dispatched by a built name such as
   `getattr(self, f"handle_{sig}")`, name its class or dispatcher), in a module whose neighbours the
-  repository does test. ONE
+  repository does test. A method its class already had at the base through a base class (now
+  defined on the class itself) is not new: the class's tests call it. ONE
   grouped finding per merge request, never on tests, fixtures, scripts or generated code.
 """
 
@@ -36,7 +37,7 @@ import re
 from reviewers.analyzers.base_tree import BaseTree
 from reviewers.analyzers.changed_file import ChangedFile, Issue, looks_generated
 from reviewers.analyzers.config_changes import numeric_value, value_changes
-from reviewers.analyzers.parsing import parse_expression
+from reviewers.analyzers.parsing import parse_expression, parse_module
 from reviewers.analyzers.symbols import (
     DEFINITION_LANGUAGES,
     Definition,
@@ -44,6 +45,7 @@ from reviewers.analyzers.symbols import (
     breaking_change,
     defined_at_head,
     gone_definition_names,
+    inherited_method,
     is_new,
     name_dispatches,
     public_definitions,
@@ -51,6 +53,7 @@ from reviewers.analyzers.symbols import (
     removed_definition_names,
     removed_python_shape,
     signature_changed,
+    top_level_classes,
 )
 from reviewers.analyzers.test_changes import (
     added_test_names,
@@ -81,6 +84,7 @@ _NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?![\w.])")
 MAX_TESTS_NAMED = 3  # a finding that lists ten tests is read as "many"; three make the point
 MAX_UNTESTED_NAMED = 5  # the grouped "new code without tests" finding names this many, then counts
 MAX_NEIGHBOURS = 20  # sibling modules read to decide whether the repository tests this directory
+MAX_CLASS_MODULES = 3  # modules read for a base class defined elsewhere: a name defined in more is ambiguous
 
 
 def _supports(path: str) -> bool:
@@ -142,6 +146,9 @@ class TestImpactAnalyzer:
         self._tested_dirs: dict[str, bool] = {}  # directory → whether a test names a module in it
         self._taken_out: tuple[frozenset[str], frozenset[str]] | None = None
         self._added_test_code: list[str] | None = None
+        self._base: BaseTree | None = None
+        self._base_modules: dict[str, ast.Module | None] = {}  # head path → its module at the base
+        self._base_classes: dict[str, ast.ClassDef | None] = {}  # class name → its definition at the base
 
     @property
     def index(self) -> TestIndex:
@@ -149,11 +156,17 @@ class TestImpactAnalyzer:
             self._index = TestIndex(self.context.workspace, should_stop=self.context.past_deadline)
         return self._index
 
+    @property
+    def base(self) -> BaseTree:
+        if self._base is None:
+            self._base = BaseTree(self.context.workspace, self.context.files)
+        return self._base
+
     def taken_out(self) -> tuple[frozenset[str], frozenset[str]]:
         """What the change took out of the product, read once per review: names it removed and wrote
         nowhere, and exceptions whose raise or guarding condition it rewrote."""
         if self._taken_out is None:
-            base = BaseTree(self.context.workspace, self.context.files)
+            base = self.base
             self._taken_out = (
                 removed_vocabulary(self.context.files, base, self.context.workspace),
                 rewritten_raises(self.context.files, base),
@@ -179,10 +192,45 @@ class TestImpactAnalyzer:
             and d.has_logic
             and not self.index.references(file.path, d.name)
             and not self.tested_in_change(d, dispatches)
+            and not self.inherited_before(file.path, d)
             and not self.used_elsewhere(file.path, d)
         ]
         # the deadline stopped the reading of test files: "no test mentions it" is not known
         return [] if self.index.stopped else untested
+
+    def base_module(self, path: str) -> ast.Module | None:
+        """The Python module at `path` as it was at the base; None for a file the change added."""
+        if path not in self._base_modules:
+            old = self.base.base_path(path) if language_of(path) == "python" else None
+            text = self.base.text(old) if old is not None else None
+            self._base_modules[path] = parse_module(text, filename=path) if text is not None else None
+        return self._base_modules[path]
+
+    def base_class(self, name: str) -> ast.ClassDef | None:
+        """A product class named `name` in another module, as it was at the base."""
+        if name not in self._base_classes:
+            try:
+                paths = defined_at_head(self.context.workspace, name, outside="")
+            except InputError:
+                paths = []
+            found = (
+                top_level_classes(tree).get(name)
+                for path in paths[:MAX_CLASS_MODULES]
+                if (tree := self.base_module(path)) is not None
+            )
+            self._base_classes[name] = next((c for c in found if c is not None), None)
+        return self._base_classes[name]
+
+    def inherited_before(self, path: str, definition: Definition) -> bool:
+        """Whether a method new to its class re-implements one the class already had at the base from a
+        base class (`Proxy.getall`, inherited from `_Base` until this change defined it on `Proxy`): the
+        API is not new, and the tests of the class that call it exercise the new body too."""
+        if definition.kind != "method":
+            return False
+        tree = self.base_module(path)
+        if tree is None:
+            return False
+        return inherited_method(tree, definition.owner, definition.name, elsewhere=self.base_class)
 
     def added_test_code(self) -> list[str]:
         """The lines this change adds to test files, strings and comments taken out, read once."""

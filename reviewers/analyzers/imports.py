@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from reviewers.analyzers.parsing import child_blocks, parse_module
+from reviewers.kernel.contracts import Workspace
 from reviewers.paths import language_of
 
 _PY_IMPORT = re.compile(r"^(?P<indent>\s*)import\s+(?P<names>[\w., ]+?)\s*(?:#.*)?$")
@@ -175,6 +176,35 @@ class ModuleIndex:
         if not found and ref.module in self._python:
             found.append(self._python[ref.module])
         return found
+
+
+MAX_IMPORTER_HITS = 50  # lines that may import from one module; each names its file, read once
+
+
+def _importable(module: str) -> str:
+    return module.removeprefix("src.")  # the src/ layout: `src/pkg/mod.py` is imported as `pkg.mod`
+
+
+def names_imported_from(workspace: Workspace, path: str) -> frozenset[str]:
+    """Names other files of the repository at head import from the Python module at `path`
+    (`from pkg.compat import Mapping`, `from .compat import Mapping`): such a name is the module's
+    re-export, used, whatever the module itself does with it. One search for the module's last name
+    after `from`, then each file found is parsed to see which module its import really names."""
+    module = _importable(python_module_name(path))
+    stem = module.rsplit(".", 1)[-1]
+    if not stem.isidentifier():
+        return frozenset()
+    # both git's extended regular expressions and Python's `re` read this pattern
+    hits = workspace.search(rf"from +([.A-Za-z0-9_]*[.])?{stem} +import", max_hits=MAX_IMPORTER_HITS)
+    names: set[str] = set()
+    for importer in sorted({hit.path for hit in hits if hit.path != path and language_of(hit.path) == "python"}):
+        text = workspace.read_file(importer)
+        if text is None:
+            continue
+        for ref in python_imports(text, importer):
+            if _importable(ref.module) == module:
+                names.update(ref.names)
+    return frozenset(names)
 
 
 def find_cycle(start: str, goal: str, edges: Callable[[str], list[str]], *, max_nodes: int) -> list[str] | None:

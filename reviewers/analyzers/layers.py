@@ -12,6 +12,9 @@ A plain `import pkg` in a module of the package `pkg` is no edge: the package's 
 runs first, so it orders nothing (a package facade that imports its submodules is not a cycle with
 each of them).
 
+A type stub (`.pyi`) is never imported at run time (the interpreter loads the `.py` or the compiled
+extension beside it; only type checkers read the stub), so it neither starts nor ends an import edge.
+
 Not caught: a cycle that only exists at run time (an import inside a function), and a cycle at the
 base that the rebuilt tree cannot show (a changed file the host sent without hunks counts as new).
 
@@ -53,12 +56,21 @@ def _matches(path: str, pattern: str) -> bool:
     return bool(directory) and not any(c in directory for c in "*?[") and path.startswith(directory + "/")
 
 
+def is_type_stub(path: str) -> bool:
+    """A `.pyi` file: read by type checkers, never loaded by the interpreter."""
+    return path.endswith(".pyi")
+
+
 def _load_time_imports(path: str, text: str | None, index: ModuleIndex) -> list[str]:
-    refs = imports_of(text, path) if text is not None else []
+    refs = imports_of(text, path) if text is not None and not is_type_stub(path) else []
     targets: list[str] = []
     for ref in refs:
         if not ref.local and not ref.type_only:
-            targets.extend(t for t in index.resolve(path, ref) if t != path and not _own_package(path, ref, t))
+            targets.extend(
+                t
+                for t in index.resolve(path, ref)
+                if t != path and not is_type_stub(t) and not _own_package(path, ref, t)
+            )
     return targets
 
 
@@ -156,7 +168,7 @@ class ArchitectureAnalyzer:
         )  # fmt: skip
 
     def cycle_issue(self, importer: str, ref: ImportRef, target: str) -> Issue | None:
-        if ref.local or ref.type_only:
+        if ref.local or ref.type_only or is_type_stub(importer) or is_type_stub(target):
             return None
         chain = find_cycle(target, importer, self.edges, max_nodes=MAX_CYCLE_FILES)
         if chain is None or self.cycle_existed(importer, target):

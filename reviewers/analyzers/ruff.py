@@ -7,10 +7,15 @@ bugbear, blind and bare excepts, swallowed exceptions, pylint errors. Only diagn
 change added are kept: a review comments on what the merge request wrote.
 
 Severity policy: `_SEVERITY_BY_CODE` below (undefined names and syntax errors high; mutable
-defaults, bare excepts, swallowed exceptions medium; unused names and style-adjacent checks low).
+defaults, bare excepts, swallowed exceptions medium; unused names low). Rules in the selected
+families that are style, not defects (`STYLE_RULES`: an unused loop variable, an f-string without a
+placeholder, `type(x) == T`, a star-argument after a keyword), are "info": below every project's
+minimum severity, so they are never posted; a project that wants them lowers `min_severity`.
 ruff's diagnostics are facts about the text, so their confidence is high. Not posted: B018 on a
 statement that only reads a name, attribute or item (see `touches_a_name`), B004 on a
-`getattr(x, "__call__", default)` whose value is used, BLE001 that does not swallow the error (or
+`getattr(x, "__call__", default)` whose value is used, B006 on a command-line parameter whose
+framework supplies the value (`Annotated[list[str], typer.Option()] = [...]`, a `@click.option`
+command; see `cli_framework_default`), BLE001 that does not swallow the error (or
 that catches only what its `try` raised), S110/S112/BLE001 around one cleanup call
 (`sock.close()`), unused imports in a package's `__init__`, and F401 on an import a `# type:`
 comment uses (mypy reads it; ruff does not), and F821 on a Python 2 builtin (`unicode`, `long`,
@@ -79,7 +84,6 @@ _SEVERITY_BY_CODE: dict[str, Severity] = {
     "B012": "high",
     "B023": "medium",
     "B018": "low",
-    "B007": "low",
     "E722": "medium",
     "BLE001": "low",  # kept only when the handler swallows the error (see `swallows`)
     "S110": "medium",
@@ -88,12 +92,20 @@ _SEVERITY_BY_CODE: dict[str, Severity] = {
     "F841": "low",
     "F403": "low",
     "F405": "low",
-    "F541": "low",
     "E711": "low",
     "E712": "low",
-    "E721": "low",
     "RUF006": "medium",
 }
+# Style, not defects: true on real code and trivially so (`for i, k, v in items` with `k` unused, an
+# `==` on exact types the code means), and never the reason a change is wrong. Kept as "info".
+STYLE_RULES = frozenset(
+    {
+        "B007",  # unused loop variable: one element of an unpacked tuple, renaming it changes nothing
+        "F541",  # f-string without placeholders: the text is right, the `f` is redundant
+        "E721",  # `type(x) == T`: correct for exact types, which is what such code usually means
+        "B026",  # star-argument after a keyword: the call is right, it only reads out of order
+    }
+)
 _SEVERITY_BY_PREFIX: tuple[tuple[str, Severity], ...] = (("PLE", "high"), ("E9", "high"), ("B", "medium"))
 
 # Why a rule matters, in the words of a reviewer: ruff's message says what, this says why.
@@ -113,6 +125,8 @@ _WHY: dict[str, str] = {
 
 
 def severity_of(code: str) -> Severity:
+    if code in STYLE_RULES:
+        return "info"
     if code in _SEVERITY_BY_CODE:
         return _SEVERITY_BY_CODE[code]
     for prefix, severity in _SEVERITY_BY_PREFIX:
@@ -287,6 +301,50 @@ def getattr_with_default(tree: ast.Module | None, line: int) -> bool:
     )
 
 
+# What a command-line framework hands a parameter: `Annotated[list[str], typer.Option()]`,
+# `@click.option(...)`. The framework builds the value from the command line on every invocation.
+CLI_PARAMETER_CALLS = frozenset({"Option", "Argument"})
+CLI_DECORATOR_CALLS = frozenset({"option", "argument"})
+
+
+def _called_name(node: ast.expr) -> str:
+    func = node.func if isinstance(node, ast.Call) else node
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+
+
+def _cli_annotated(annotation: ast.expr | None) -> bool:
+    """`Annotated[T, typer.Option(...)]` or `Annotated[T, Argument(...)]`."""
+    if not isinstance(annotation, ast.Subscript) or _called_name(annotation.value) != "Annotated":
+        return False
+    metadata = annotation.slice.elts[1:] if isinstance(annotation.slice, ast.Tuple) else []
+    return any(isinstance(m, ast.Call) and _called_name(m) in CLI_PARAMETER_CALLS for m in metadata)
+
+
+def cli_framework_default(tree: ast.Module | None, line: int) -> bool:
+    """Whether the mutable default on `line` belongs to a command-line parameter: one annotated
+    `Annotated[..., typer.Option(...)]`/`typer.Argument(...)`, or of a function decorated with
+    `@click.option`/`@click.argument`. The framework parses the command line and passes every such
+    parameter on each call, and the command runs once per process: the shared default is the
+    documented way to spell a multi-value option's default, never mutated across calls."""
+    if tree is None:
+        return False
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        args = node.args
+        positional = [*args.posonlyargs, *args.args]
+        pairs = list(zip(positional[len(positional) - len(args.defaults) :], args.defaults, strict=True))
+        pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None]
+        for arg, default in pairs:
+            if not default.lineno <= line <= (default.end_lineno or default.lineno):
+                continue
+            decorated = any(
+                isinstance(d, ast.Call) and _called_name(d) in CLI_DECORATOR_CALLS for d in node.decorator_list
+            )
+            return decorated or _cli_annotated(arg.annotation)
+    return False
+
+
 def touches_a_name(tree: ast.Module | None, line: int) -> bool:
     """Whether the expression statement on `line` only reads a name, an attribute or an item. Such a
     statement is how a type-checker example asks about a type and how a test makes a property or a
@@ -375,6 +433,25 @@ def used_in_type_comment(text: str, message: str) -> bool:
     )
 
 
+def unused_import_binding(tree: ast.Module | None, line: int, message: str) -> str | None:
+    """The name an F401 import binds in the module (`Mapping` for `from collections.abc import
+    Mapping`, `M` for `... as M`, `os` for `import os.path`); ruff's message spells the import."""
+    imported = _IMPORTED.search(message)
+    if tree is None or imported is None:
+        return None
+    dotted = imported.group("name")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.lineno <= line <= (node.end_lineno or node.lineno):
+            for alias in node.names:
+                if dotted.endswith(f".{alias.name}") or dotted == alias.name:
+                    return alias.asname or alias.name
+        if isinstance(node, ast.Import) and node.lineno <= line <= (node.end_lineno or node.lineno):
+            for alias in node.names:
+                if alias.name == dotted:
+                    return alias.asname or alias.name.split(".")[0]
+    return None
+
+
 def ruff_issues(file: ChangedFile) -> list[Issue]:
     """ruff's defects on the lines this change added."""
     if file.language != "python":
@@ -396,6 +473,8 @@ def ruff_issues(file: ChangedFile) -> list[Issue]:
         if code == "B018" and touches_a_name(file.python_tree, line):
             continue
         if code == "B004" and getattr_with_default(file.python_tree, line):
+            continue
+        if code == "B006" and cli_framework_default(file.python_tree, line):
             continue
         if code == "F821" and python2_compat_name(file.python_tree, line, str(diag.get("message") or "")):
             continue

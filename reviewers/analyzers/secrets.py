@@ -9,17 +9,23 @@ The secret itself is never repeated in titles or bodies (the evidence line is wh
 Severity policy: a vendor-prefixed token or private key is critical (high for the prefixes that are
 also used by public keys, such as Google API keys and JWTs), with high confidence; a password in a
 URL and a credential-like literal are high, with medium confidence (the value could still be a
-fixture). Test files get only the vendor-prefix scan, and a private key among tests or fixtures
-(a key pair for the suite's own TLS server, far more often than a leak) has low confidence: a
-person is asked, it is not posted.
+fixture). A password in a URL to a local host (localhost, a loopback address, a one-label name such
+as a CI service container `postgres` or `mssql2022`) in test configuration (a test runner's or
+tool's file: setup.cfg, tox.ini, pytest.ini, noxfile.py; or a fixture) has low confidence: it is
+the suite's login to its own database, a person is asked, it is not posted. The same URL in product
+code, or one to a real domain anywhere, is reported. Test files get only the vendor-prefix scan,
+and a private key among tests or fixtures (a key pair for the suite's own TLS server, far more
+often than a leak) has low confidence: a person is asked, it is not posted.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import re
 from collections import Counter
 from dataclasses import dataclass, replace
+from pathlib import PurePosixPath
 
 from reviewers.analyzers.changed_file import ChangedFile, Issue
 from reviewers.kernel.contracts import Severity
@@ -77,7 +83,9 @@ KNOWN_TOKENS: tuple[KnownToken, ...] = (
 # of the cost of one regular-expression search over the line), then one search, rather than one per kind.
 _TOKEN_MARKERS = tuple(dict.fromkeys(m for t in KNOWN_TOKENS for m in t.markers))
 _ANY_KNOWN_TOKEN = re.compile("|".join(f"(?:{t.pattern.pattern})" for t in KNOWN_TOKENS))
-_URL_CREDENTIALS = re.compile(r"\b[a-z][a-z0-9+.\-]*://(?P<user>[^/\s:@'\"]+):(?P<password>[^/\s@'\"]+)@[^\s/'\"]+")
+_URL_CREDENTIALS = re.compile(
+    r"\b[a-z][a-z0-9+.\-]*://(?P<user>[^/\s:@'\"]+):(?P<password>[^/\s@'\"]+)@(?P<host>[^\s/'\"]+)"
+)
 _CREDENTIAL_NAME = re.compile(
     r"(?i)(?:pass(?:word|wd|phrase)?|pwd|secret|token|api[_\-]?key|apikey|private[_\-]?key|"
     r"access[_\-]?key|client[_\-]?secret|credentials?|auth[_\-]?key|signing[_\-]?key)"
@@ -104,6 +112,34 @@ MIN_NAMED_SECRET_ENTROPY = 2.5  # bits per character: above "aaaaaaaa", below mo
 # tokens only, and a file's named-value scan stops after this many characters of added lines.
 MAX_SCANNED_LINE_CHARS = 3000
 MAX_SCANNED_CHARS_PER_FILE = 500_000
+
+
+# Files that configure a test runner or a developer tool, never shipped with the product.
+TEST_CONFIG_FILES = frozenset({"setup.cfg", "tox.ini", "pytest.ini", "noxfile.py"})
+_ONE_LABEL_HOST = re.compile(r"^[a-z0-9][a-z0-9_\-]*$")  # `postgres`, `mssql2022`: a container or service name
+_HOST_END = re.compile(r"[:?#;,]")
+
+
+def is_test_configuration(path: str) -> bool:
+    return PurePosixPath(path).name in TEST_CONFIG_FILES or is_fixture_path(path) or is_test_path(path)
+
+
+def is_local_host(host_and_rest: str) -> bool:
+    """Whether the host of a URL (what follows its `@`: `127.0.0.1:5432/test?x=y`, `[::1]`, `db:1433`)
+    names this machine or a one-label service name a CI job or a compose file resolves, never a
+    domain on the internet."""
+    if host_and_rest.startswith("["):
+        host = host_and_rest[1:].split("]", 1)[0]
+    else:
+        host = _HOST_END.split(host_and_rest, maxsplit=1)[0]
+    host = host.lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return bool(_ONE_LABEL_HOST.match(host)) and not host.isdigit()
+    return address.is_loopback or address.is_unspecified
 
 
 def shannon_entropy(text: str) -> float:
@@ -177,7 +213,9 @@ def scan_secrets(file: ChangedFile, *, named_values: bool = True) -> SecretScan:
             continue
         url = _URL_CREDENTIALS.search(text) if "://" in text else None
         if url and looks_like_secret_value(url.group("password")) and not _EXAMPLE_HOST.search(url.group(0)):
-            issues.append(_issue(line, "secrets:url-credentials", "high", "password in a URL"))
+            issue = _issue(line, "secrets:url-credentials", "high", "password in a URL")
+            suite_login = is_test_configuration(file.path) and is_local_host(url.group("host"))
+            issues.append(replace(issue, confidence="low") if suite_login else issue)
             continue
         # a name the credential pattern matches is part of the line: no match in the line, no finding
         for match in _ASSIGNED_STRING.finditer(text) if _CREDENTIAL_NAME.search(text) else ():

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -375,3 +376,62 @@ def name_dispatches(tree: ast.Module) -> list[NameDispatch]:
             ):
                 found.append(NameDispatch(owner, function.name, *built))
     return found
+
+
+MAX_ANCESTORS = 20  # classes followed up one hierarchy: deeper than any a reviewer reads
+
+
+def _base_names(node: ast.ClassDef) -> list[str]:
+    """The names of a class's bases as written (`_Base[_V]` → `_Base`, `abc.Mapping` → `Mapping`)."""
+    names: list[str] = []
+    for base in node.bases:
+        expr = base.value if isinstance(base, ast.Subscript) else base
+        if isinstance(expr, ast.Name):
+            names.append(expr.id)
+        elif isinstance(expr, ast.Attribute):
+            names.append(expr.attr)
+    return names
+
+
+def _implements(node: ast.ClassDef, name: str) -> bool:
+    """Whether the class defines method `name` with a body (overload stubs and `raise
+    NotImplementedError` alone declare it, they do not implement it)."""
+    for item in node.body:
+        if not isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef) or item.name != name:
+            continue
+        body = [s for s in item.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+        abstract = len(body) == 1 and isinstance(body[0], ast.Raise)
+        if not _is_stub(item.body) and not abstract:
+            return True
+    return False
+
+
+def top_level_classes(tree: ast.Module) -> dict[str, ast.ClassDef]:
+    return {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
+
+
+ClassLookup = Callable[[str], ast.ClassDef | None]
+
+
+def inherited_method(tree: ast.Module, owner: str, name: str, *, elsewhere: ClassLookup | None = None) -> bool:
+    """Whether class `owner` of `tree` gets an implemented method `name` from a base class: one
+    defined in the same module, or, through `elsewhere`, a class of that name in another module.
+    Follows at most MAX_ANCESTORS classes."""
+    here = top_level_classes(tree)
+    start = here.get(owner)
+    if start is None:
+        return False
+    queue = list(_base_names(start))
+    seen: set[str] = {owner}
+    while queue and len(seen) <= MAX_ANCESTORS:
+        base = queue.pop(0)
+        if base in seen:
+            continue
+        seen.add(base)
+        node = here.get(base) or (elsewhere(base) if elsewhere is not None else None)
+        if node is None:
+            continue
+        if _implements(node, name):
+            return True
+        queue += _base_names(node)
+    return False

@@ -11,14 +11,18 @@ change deleted or rewrote (X is raised elsewhere or under other conditions now, 
 is still written), or a warning it expects (`pytest.warns(X)`, `pytest.deprecated_call()`,
 `assertWarns(X)`, `recwarn.pop(X)`, a `catch_warnings` block asserting the category) whose product
 `warnings.warn(..., X)` (any call named `*warn*` given the category or an instance of it) the change
-deleted or moved the same way; and a test rewritten in place (the lines added in its hunk call every subject it
-called, as a parametrized replacement does). A name the test defines itself (a local view function)
+deleted or moved the same way; a test rewritten in place (the lines added in its hunk call every subject it
+called, as a parametrized replacement does); and a test folded into a neighbour the change added or
+rewrote, which now runs the same statements over a fixture or a parametrization standing for what the
+deleted test wrote out, or gained a parametrization whose values name both tests' variants
+(`reviewers.analyzers.folded_tests`). A name the test defines itself (a local view function)
 is never its subject, nor is a helper from the package's test-support module (`testing.py`: a test
 client, a runner, a request builder). A weakened test is one that still exists at head but lost
 assertions: more assertion lines removed than added within it.
 
 Not caught: a test deleted and re-added under another name (a rename reads as a move only when the
-name is kept), or a test replaced by a parametrized case of another test. Raises are matched by the
+name is kept), or a test replaced by a parametrized case of another test whose body changed in other
+ways too and whose parametrize values do not name its variant. Raises are matched by the
 exception's name across the whole change, not through calls: a rewritten `raise X` in code the
 deleted test never reaches still excuses it, and a test expecting a base class of the raised
 exception is not excused (a custom `*DeprecationWarning` counts for `deprecated_call()`, read by its name);
@@ -39,6 +43,7 @@ from dataclasses import dataclass
 
 from reviewers.analyzers.base_tree import BaseTree
 from reviewers.analyzers.changed_file import ChangedFile, Issue
+from reviewers.analyzers.folded_tests import folded_tests
 from reviewers.analyzers.parsing import parse_module
 from reviewers.analyzers.symbols import defined_at_head
 from reviewers.analyzers.tests_lookup import list_test_functions
@@ -327,9 +332,11 @@ def test_change_issues(
     `taken_out`: `removed_vocabulary` of the change (a test of removed behaviour goes with it);
     `raises_rewritten`: `rewritten_raises` of the change (a test of an exception raised differently now)."""
     issues: list[Issue] = []
-    for test in removed_tests(file, defined_elsewhere=defined_elsewhere):
-        if test.anchor is None:
-            continue
+    removed = removed_tests(file, defined_elsewhere=defined_elsewhere)
+    folded = folded_tests(file) if removed else frozenset()
+    for test in removed:
+        if test.anchor is None or test.name in folded:
+            continue  # folded: a test the change added or rewrote runs it over a fixture or a parametrization
         if taken_out & {m for t in test.body for m in code_identifiers(t)}:
             continue  # what it expected left the product in this change
         if (expected_exceptions(test.body) | expected_warnings(test.body)) & raises_rewritten:

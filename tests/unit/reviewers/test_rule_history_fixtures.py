@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.gitrepo import open_repository
+from agent.verifier import below_min_severity
 from agent.workspaces.snapshot import SnapshotWorkspace
 from reviewers import run_reviewer
 from reviewers.analyzers.base_tree import BaseTree, reverse_patch
@@ -733,3 +734,188 @@ def test_a_scripts_own_command_line_in_a_shell_goes_to_a_person_and_request_data
     )
     found = review("security", build_context({}, {"web/build.py": route})).findings
     assert [(f.rule, f.confidence) for f in found if f.cwe == "CWE-78"] == [("python:shell-interpolation", "high")]
+
+
+# --- fourth round: causes seen on a third held-out set (fixed after seeing them) ---------------------------
+
+
+def test_style_rules_are_info_below_every_minimum_and_defects_still_post(build_context: Any) -> None:
+    # An unused element of an unpacked tuple, an `f` with no placeholder, `type(x) == T` and a star
+    # argument after a keyword are true and trivial: the code-quality reviewer looks for defects.
+    style = (
+        "def keys(items):\n    out = []\n    for i, k, v in items:\n        out.append(v)\n    return out\n\n\n"
+        "def label():\n    return f'none'\n\n\n"
+        "def exact(x):\n    return type(x) == str\n\n\n"
+        "def table(make, name, meta, cols):\n    return make(name, meta=meta, *cols)\n"
+    )
+    found = review("code_quality", build_context({}, {"lib/style.py": style})).findings
+    assert sorted((f.rule, f.severity) for f in found) == [
+        ("ruff:B007", "info"),
+        ("ruff:B026", "info"),
+        ("ruff:E721", "info"),
+        ("ruff:F541", "info"),
+    ]
+    assert all(below_min_severity(f, RepoConfig().min_severity) for f in found)  # dropped before the verifier
+    defect = "def add(x, seen=[]):\n    seen.append(x)\n    return seen\n"
+    found = review("code_quality", build_context({}, {"lib/defect.py": defect})).findings
+    assert [(f.rule, f.severity) for f in found] == [("ruff:B006", "medium")]
+
+
+def test_a_type_stub_is_never_imported_so_it_closes_no_cycle(build_context: Any) -> None:
+    # The package imports its compiled speedups (a C extension at run time, a `.pyi` for type
+    # checkers); the stub naming the package's class is read by mypy only.
+    init = "from ._speedups import escape\n\n\nclass Markup(str):\n    pass\n"
+    stub = "def escape(s: object) -> str: ...\n"
+    base = {"pkg/__init__.py": init, "pkg/_speedups.pyi": stub, "pkg/_speedups.c": "/* C */\n"}
+    head = {**base, "pkg/_speedups.pyi": "from . import Markup\n\n\ndef escape(s: object) -> Markup: ...\n"}
+    assert review("architecture", build_context(base, head)).findings == []
+    # The same import in a module the interpreter runs closes a real cycle.
+    module = {**base, "pkg/_speedups.py": "def escape(s):\n    return str(s)\n"}
+    head = {**module, "pkg/_speedups.py": "from . import Markup\n\n\ndef escape(s):\n    return Markup(s)\n"}
+    assert rules(review("architecture", build_context(module, head))) == ["imports:new-cycle"]
+
+
+def test_an_import_another_module_takes_from_this_one_is_a_reexport(build_context: Any) -> None:
+    # A compatibility module imports names for the package, which takes them from it: ruff sees one
+    # file and calls them unused.
+    compat = (
+        "import sys\n\nif sys.version_info >= (3,):\n    from collections.abc import Mapping, Sequence\n"
+        "else:\n    from collections import Mapping, Sequence\n\n\ntext_type = str\n"
+    )
+    init = "from ._compat import (\n    Mapping,\n    text_type,\n)\n"
+    absolute = "from lib.pkg._compat import Sequence as Seq\n\n\ndef first(s: Seq):\n    return s[0]\n"
+    head = {"lib/pkg/_compat.py": compat, "lib/pkg/__init__.py": init, "lib/other.py": absolute}
+    assert review("code_quality", build_context({}, head)).findings == []
+    # An import nobody takes from the module (nor from a module of the same name elsewhere) is unused.
+    unused = compat.replace("Mapping, Sequence", "Mapping, Sequence, Set")
+    other = {"tools/_compat.py": "Set = set\n", "tools/use.py": "from ._compat import Set\n\nEMPTY = Set()\n"}
+    found = review("code_quality", build_context({}, {**head, "lib/pkg/_compat.py": unused, **other})).findings
+    assert [(f.path, f.title) for f in found] == [("lib/pkg/_compat.py", "`collections.Set` imported but unused")]
+
+
+def test_a_list_default_a_command_line_framework_supplies_is_not_shared_state(build_context: Any) -> None:
+    # typer and click pass every option's value on each call; the command runs once per process.
+    cli = (
+        "from typing import Annotated\n\nimport click\nimport typer\n\napp = typer.Typer()\n\n\n@app.command()\n"
+        "def main(\n    name: Annotated[list[str], typer.Option(help='Names.')] = ['World'],\n"
+        "    *,\n    tags: Annotated[list[str], typer.Argument()] = [],\n):\n    print(name, tags)\n\n\n"
+        "@click.command()\n@click.option('--name', multiple=True)\ndef hello(name=[]):\n    print(name)\n"
+    )
+    assert review("code_quality", build_context({}, {"cli/main.py": cli})).findings == []
+    # A plain function's list default, or an `Annotated` without a CLI parameter, is shared state.
+    plain = (
+        "from typing import Annotated\n\n\ndef add(x, seen=[]):\n    seen.append(x)\n    return seen\n\n\n"
+        "def keep(x, into: Annotated[list[int], 'sink'] = []):\n    into.append(x)\n    return into\n"
+    )
+    found = review("code_quality", build_context({}, {"lib/plain.py": plain})).findings
+    assert [(f.rule, f.line) for f in found] == [("ruff:B006", 4), ("ruff:B006", 9)]
+
+
+def test_a_test_suite_login_to_a_local_database_goes_to_a_person(build_context: Any) -> None:
+    # The suite's database URLs in a test runner's configuration: a login to this machine or to a CI
+    # service container, not a leaked secret. A person may look; it is not posted.
+    cfg = "[db]\ndefault=sqlite:///:memory:\npostgresql=postgresql://scott:Tg4r9xQz@127.0.0.1:5432/test\n"
+    ini = "[pytest]\naddopts = --dburi mssql+pyodbc://scott:tiger^5HHH@mssql2022:1433/test?driver=ODBC\n"
+    tox = "[testenv]\nsetenv =\n    DB_URL = postgres://ci:Pw7hx92kq@localhost/ci\n"
+    prod = "DATABASE_URL = 'postgresql://admin:Pw7hx92kq@localhost:5432/app'\n"
+    remote = "[db]\npostgresql=postgresql://scott:Tg4r9xQz@db.acme-corp.io:5432/test\n"
+    files = {"setup.cfg": cfg, "pytest.ini": ini, "tox.ini": tox, "app/settings.py": prod, "ci/setup.cfg": remote}
+    found = review("security", build_context({}, files)).findings
+    assert sorted((f.path, f.line, f.rule, f.confidence) for f in found) == [
+        ("app/settings.py", 1, "secrets:url-credentials", "medium"),  # product code: any host
+        ("ci/setup.cfg", 2, "secrets:url-credentials", "medium"),  # a real domain: anywhere
+        ("pytest.ini", 2, "secrets:url-credentials", "low"),
+        ("setup.cfg", 3, "secrets:url-credentials", "low"),
+        ("tox.ini", 3, "secrets:url-credentials", "low"),
+    ]
+
+
+def test_a_method_the_class_inherited_before_the_change_is_not_new_code(build_context: Any) -> None:
+    # The class stops inheriting `unblock` (from a base class in another module, or in its own) and
+    # defines it itself: the API is the class's already, and its tests call it through the class.
+    registry = "class Registry:\n    def __init__(self):\n        self.blocked = set()\n" + UNBLOCK
+    inherits = "from plug._registry import Registry\n\n\n" + MANAGER.replace(
+        "class PluginManager:", "class PluginManager(Registry):"
+    )
+    base = {**PLUGIN_BASE, "plug/_registry.py": registry, "plug/_manager.py": inherits}
+    head = {**base, "plug/_manager.py": MANAGER + UNBLOCK}
+    assert review("test_impact", build_context(base, head)).findings == []
+    local = (
+        registry.replace("class Registry:", "class _Base:")
+        + "\n\n"
+        + MANAGER.replace("class PluginManager:", "class PluginManager(_Base[str]):")
+    )
+    base_local = {**PLUGIN_BASE, "plug/_manager.py": local}
+    head_local = {**base_local, "plug/_manager.py": local + UNBLOCK}
+    assert review("test_impact", build_context(base_local, head_local)).findings == []
+    # A method no base class had is new, beside one that was inherited.
+    unblock_all = "\n    def unblock_all(self):\n        names = list(self.blocked)\n        self.blocked.clear()\n        return names\n"
+    head = {**base, "plug/_manager.py": MANAGER + UNBLOCK + unblock_all}
+    found = review("test_impact", build_context(base, head)).findings
+    assert [(f.rule, f.title) for f in found] == [
+        ("tests:untested-new", "New code without tests: PluginManager.unblock_all")
+    ]
+
+
+MD = "class MultiDict(dict):\n    pass\n\n\nclass CIMultiDict(MultiDict):\n    def __setitem__(self, k, v):\n        super().__setitem__(k.lower(), v)\n"
+INSERT = "    for j in range(3):\n        md[str(j)] = j\n    assert len(md) == 3\n"
+MD_TESTS = (
+    "from pkg.md import CIMultiDict, MultiDict\n\n\n"
+    "def test_multidict_insert():\n    md: MultiDict = MultiDict()\n" + INSERT + "\n\n"
+    "def test_cimultidict_insert():\n    md: CIMultiDict = CIMultiDict()\n" + INSERT + "\n\n"
+    "def test_cimultidict_folds_case():\n    md = CIMultiDict()\n    md['A'] = 1\n    assert md['a'] == 1\n"
+)
+
+
+def test_a_deleted_test_folded_into_a_neighbour_over_a_fixture_went_with_the_change(build_context: Any) -> None:
+    # test_cimultidict_insert is test_multidict_insert with the class written out: the neighbour now
+    # takes a fixture over both classes (its loop variable renamed on the way), so nothing was lost.
+    base = {"pkg/md.py": MD, "tests/test_md.py": MD_TESTS}
+    folded = (
+        "from pkg.md import CIMultiDict, MultiDict\n\n\n"
+        "def test_multidict_insert(any_multidict_class):\n    md = any_multidict_class()\n"
+        + INSERT.replace("j", "k")
+        + "\n\ndef test_cimultidict_folds_case():\n    md = CIMultiDict()\n    md['A'] = 1\n    assert md['a'] == 1\n"
+    )
+    assert review("test_impact", build_context(base, {**base, "tests/test_md.py": folded})).findings == []
+    # A parametrization standing for the value the deleted test wrote out folds it the same way.
+    lookups = (
+        "from pkg.md import MultiDict\n\n\ndef test_get_hit():\n    md = MultiDict(a=1)\n    assert md.get('a', 0) == 1\n\n\n"
+        "def test_get_miss():\n    md = MultiDict(a=1)\n    assert md.get('b', 0) == 0\n"
+    )
+    parametrized = (
+        "import pytest\nfrom pkg.md import MultiDict\n\n\n@pytest.mark.parametrize(('key', 'want'), [('a', 1), ('b', 0)])\n"
+        "def test_get_hit(key, want):\n    md = MultiDict(a=1)\n    assert md.get(key, 0) == want\n"
+    )
+    base = {"pkg/md.py": MD, "tests/test_get.py": lookups}
+    assert review("test_impact", build_context(base, {**base, "tests/test_get.py": parametrized})).findings == []
+    # A deleted test whose statements differ from every rewritten neighbour's is still reported.
+    base = {"pkg/md.py": MD, "tests/test_md.py": MD_TESTS}
+    lost = folded.split("\n\ndef test_cimultidict_folds_case")[0] + "\n"
+    found = review("test_impact", build_context(base, {**base, "tests/test_md.py": lost})).findings
+    assert [(f.rule, f.title) for f in found] == [
+        ("tests:test-deleted", "Test test_cimultidict_folds_case deleted while CIMultiDict still exists")
+    ]
+
+
+def test_a_deleted_test_whose_variant_a_rewritten_test_now_parametrizes_over_went_with_it(build_context: Any) -> None:
+    # test_insert_casefold is merged into test_insert_plain, rewritten to run over ["plain", "casefold"]: the two names
+    # spell the variants the parametrization runs, though the rewritten body differs.
+    both = (
+        "from pkg.md import CIMultiDict, MultiDict\n\n\n"
+        "def test_insert_plain():\n    md = MultiDict()\n    md['a'] = 1\n    assert md['a'] == 1\n\n\n"
+        "def test_insert_casefold():\n    md = CIMultiDict()\n    md['A'] = 1\n    assert md['a'] == 1\n"
+    )
+    merged = (
+        "import pytest\nfrom pkg.md import CIMultiDict, MultiDict\n\nKINDS = {'plain': MultiDict, 'casefold': CIMultiDict}\n\n\n"
+        "@pytest.mark.parametrize('kind', ['plain', 'casefold'])\n"
+        "def test_insert_plain(kind):\n    md = KINDS[kind]()\n    md['a'] = 2\n    assert md.get('a') == 2\n"
+    )
+    base = {"pkg/md.py": MD, "tests/test_insert.py": both}
+    assert review("test_impact", build_context(base, {**base, "tests/test_insert.py": merged})).findings == []
+    # Values that do not name the deleted variant do not cover it.
+    other = merged.replace("['plain', 'casefold']", "['plain', 'mixed']")
+    found = review("test_impact", build_context(base, {**base, "tests/test_insert.py": other})).findings
+    assert [(f.rule, f.title) for f in found] == [
+        ("tests:test-deleted", "Test test_insert_casefold deleted while CIMultiDict still exists")
+    ]
