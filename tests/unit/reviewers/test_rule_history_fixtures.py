@@ -919,3 +919,16 @@ def test_a_deleted_test_whose_variant_a_rewritten_test_now_parametrizes_over_wen
     assert [(f.rule, f.title) for f in found] == [
         ("tests:test-deleted", "Test test_insert_casefold deleted while CIMultiDict still exists")
     ]
+
+
+def test_a_projects_ruff_suppression_of_the_same_bandit_check_is_its_decision(build_context: Any) -> None:
+    # ruff's flake8-bandit S202 is bandit's B202: its noqa S202 is the maintainers' decision about
+    # this check, written for the other tool (any case, spacing or company of other codes).
+    extract = "import tarfile\n\n\ndef unpack(path, dest):\n    with tarfile.open(path) as tar:\n        tar.extractall(dest){}\n"
+    for comment in ("  # noqa: S202", "  # NOQA:S202,E501", "  # noqa: E501 S202", "  # nosec B202"):
+        found = review("security", build_context({}, {"lib/unpack.py": extract.format(comment)})).findings
+        assert found == [], comment
+    # A suppression of another check, or a bare noqa that names none (no check), is no decision about B202.
+    for comment in ("", "  # noqa: S602", "  # noqa"):
+        found = review("security", build_context({}, {"lib/unpack.py": extract.format(comment)}))
+        assert rules(found) == ["bandit:B202"], comment
