@@ -211,6 +211,35 @@ def test_a_test_that_only_defines_a_same_named_function_does_not_call_it(build_c
     assert rules(review("test_impact", build_context(base, head))) == ["tests:stale-signature"]
 
 
+PROC = "def run_command(cmd, env=None):\n    return cmd, env\n"
+PROC_CWD = "def run_command(cmd, cwd=None, env=None):\n    return cmd, cwd, env\n"
+BUILD = "from tools.proc import run_command\n\n\ndef build():\n    return run_command(['make'], env={'A': '1'})\n"
+RUN_TESTS = (
+    "from tools.proc import run_command\n\n\ndef test_run_command():\n    assert run_command(['ls'])[0] == ['ls']\n\n\n"
+    "def test_run_command_env():\n    assert run_command(['ls'], env={})[2] == {}\n"
+)
+
+
+def test_a_reorder_no_call_depends_on_is_not_a_stale_signature(build_context: Any) -> None:
+    # `cwd` goes in before `env`: the tests pass the command alone or `env=` by keyword, the product
+    # passes `env=` too, and the caller this change rewrote follows the new order: no call breaks.
+    base = {"tools/proc.py": PROC, "tools/build.py": BUILD, "tests/test_proc.py": RUN_TESTS}
+    rewritten = BUILD.replace("['make'], env=", "['make'], 'src', ")
+    head = {**base, "tools/proc.py": PROC_CWD, "tools/build.py": rewritten}
+    assert review("test_impact", build_context(base, head)).findings == []
+    # A test that passes the moved parameter by position now hands `env` to `cwd`.
+    positional = RUN_TESTS.replace("env={}", "{}")
+    base = {**base, "tests/test_proc.py": positional}
+    head = {**base, "tools/proc.py": PROC_CWD}
+    found = review("test_impact", build_context(base, head))
+    assert rules(found) == ["tests:stale-signature"]
+    assert "reordered" in found.findings[0].title
+    # So does product code the change left alone, while the tests use keywords.
+    base = {**base, "tests/test_proc.py": RUN_TESTS, "tools/build.py": BUILD.replace("env=", "")}
+    head = {**base, "tools/proc.py": PROC_CWD}
+    assert rules(review("test_impact", build_context(base, head))) == ["tests:stale-signature"]
+
+
 # --- ruff:B018 ----------------------------------------------------------------------------------------
 
 
