@@ -94,6 +94,61 @@ def test_a_name_the_deleted_test_defined_itself_is_not_its_subject(build_context
     assert review("test_impact", build_context(base, head)).findings == []
 
 
+LOCKS = (
+    "class SoftLock:\n    def __init__(self, path, policy='chain'):\n        self.path, self.policy = path, policy\n"
+)
+LOCKS_INIT = "from locks.core import SoftLock\n\nLock = SoftLock\n"
+FIRST_TEST = (
+    "import pytest\nfrom locks import Lock, SoftLock\n\n\ndef test_first():\n    assert SoftLock('a').path == 'a'\n"
+)
+LAST_TEST = "\n\ndef test_last():\n    assert SoftLock('b').policy == 'chain'\n"
+REPORTS = (
+    "\n\n@pytest.mark.parametrize('direct', [False, True], ids=['direct', 'proxy'])\n"
+    "def test_group_reports_failures(tmp_path, direct):\n"
+    "    assert SoftLock(str(tmp_path), policy='group').policy == 'group'\n"
+)
+CASES = "[pytest.param(False, id='direct'), pytest.param(True, id='proxy')]"
+DETACHES = (
+    f"\n\n@pytest.mark.parametrize('direct', {CASES})\ndef test_group_detaches_context(tmp_path, direct):\n"
+    "    lock = Lock(str(tmp_path), policy='group')\n    assert (lock.policy, lock.path) == ('group', str(tmp_path))\n"
+)
+
+
+def test_a_test_renamed_in_place_is_not_deleted(build_context: Any) -> None:
+    # The new test takes the deleted one's place, with the same parametrize ids, and calls the same
+    # class through the alias the package assigns (`Lock = SoftLock`): renamed and rewritten.
+    product = {"locks/core.py": LOCKS, "locks/__init__.py": LOCKS_INIT}
+    base = {**product, "tests/test_locks.py": FIRST_TEST + REPORTS + LAST_TEST}
+    head = {**product, "tests/test_locks.py": FIRST_TEST + DETACHES + LAST_TEST}
+    assert review("test_impact", build_context(base, head)).findings == []
+    # The same fixtures and the same class by name, with no parametrization, read the same way.
+    plain = REPORTS.replace("@pytest.mark.parametrize('direct', [False, True], ids=['direct', 'proxy'])\n", "")
+    renamed = plain.replace("test_group_reports_failures", "test_group_policy_kept").replace("== 'group'", "!= 'chain'")
+    base = {**product, "tests/test_locks.py": FIRST_TEST + plain + LAST_TEST}
+    head = {**product, "tests/test_locks.py": FIRST_TEST + renamed + LAST_TEST}
+    assert review("test_impact", build_context(base, head)).findings == []
+
+
+def test_a_deleted_test_whose_place_is_left_empty_or_filled_by_another_subject_is_reported(
+    build_context: Any,
+) -> None:
+    product = {"locks/core.py": LOCKS, "locks/__init__.py": LOCKS_INIT, "locks/clock.py": "def now():\n    return 0\n"}
+    base = {**product, "tests/test_locks.py": FIRST_TEST + REPORTS + LAST_TEST}
+    # The new test lands after other surviving tests: the deleted one's place is left empty.
+    later = "".join(f"\n\ndef test_path_{n}():\n    assert SoftLock('{n}').path == '{n}'\n" for n in "abc")
+    base = {**product, "tests/test_locks.py": FIRST_TEST + REPORTS + LAST_TEST + later}
+    head = {**product, "tests/test_locks.py": FIRST_TEST + LAST_TEST + later + DETACHES}
+    assert rules(review("test_impact", build_context(base, head))) == ["tests:test-deleted"]
+    base = {**product, "tests/test_locks.py": FIRST_TEST + REPORTS + LAST_TEST}
+    # At its place, with its set-up, a test of another subject.
+    other = DETACHES.replace(
+        "    lock = Lock(str(tmp_path), policy='group')\n    assert (lock.policy, lock.path) == ('group', str(tmp_path))\n",
+        "    from locks.clock import now\n\n    assert now() == 0\n",
+    )
+    head = {**product, "tests/test_locks.py": FIRST_TEST + other + LAST_TEST}
+    assert rules(review("test_impact", build_context(base, head))) == ["tests:test-deleted"]
+
+
 # --- imports:new-cycle --------------------------------------------------------------------------------
 
 
