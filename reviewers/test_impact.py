@@ -9,7 +9,9 @@ policy, per rule (each also carries its confidence):
 - `tests:stale-signature` (medium): a function's parameters changed so that old calls break (one
   removed or renamed, a new required one, reordered), and the tests that call it were not touched.
   A test that only defines a function of the same name (an error handler, a view's method) or
-  that defines the name itself does not call it.
+  that defines the name itself does not call it. A reorder is not reported when no call depends on
+  the positions: every call in the tests and in the product code (but those this change wrote, for
+  the new order) passes fewer arguments by position than the first moved slot, the rest by keyword.
 - `tests:stale-constant` (medium): a module constant's value changed and the tests that exercise it
   were not touched; a test using a value between the old and the new one is named. Only a value a
   test can pin counts: a literal or constant arithmetic on at least one side (not two computations
@@ -44,6 +46,7 @@ from reviewers.analyzers.symbols import (
     NameDispatch,
     breaking_change,
     defined_at_head,
+    first_moved_position,
     gone_definition_names,
     inherited_method,
     is_new,
@@ -84,6 +87,7 @@ _NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?![\w.])")
 MAX_TESTS_NAMED = 3  # a finding that lists ten tests is read as "many"; three make the point
 MAX_UNTESTED_NAMED = 5  # the grouped "new code without tests" finding names this many, then counts
 MAX_NEIGHBOURS = 20  # sibling modules read to decide whether the repository tests this directory
+MAX_CALLER_FILES = 50  # product files read for calls of a reordered function; more hits and the reorder is reported
 MAX_CLASS_MODULES = 3  # modules read for a base class defined elsewhere: a name defined in more is ambiguous
 
 
@@ -352,6 +356,10 @@ class TestImpactAnalyzer:
             if how is None:
                 continue
             stale = [r for r in self.stale(self.index.references(file.path, d.name)) if self._calls(r.path, d.name)]
+            if stale and how == "positional parameters reordered" and old is not None and new is not None:
+                moved = first_moved_position(old, new)
+                if not self._calls_by_position(d.name, moved, [r.path for r in stale]):
+                    continue  # every call names the moved parameters by keyword (or passes none of them)
             if stale:
                 issues.append(
                     Issue(
@@ -366,6 +374,31 @@ class TestImpactAnalyzer:
                     )  # fmt: skip
                 )
         return issues
+
+    def _calls_by_position(self, name: str, position: int, test_paths: list[str]) -> bool:
+        """Whether a call of `name` passes an argument by position at `position` or after (or spreads
+        `*args`), in the given tests or in the product code at head. Calls on lines this change wrote
+        follow the new order; a file that does not parse, or too many callers, counts as depending."""
+        written = {c.path: set(c.added_lines()) for c in self.context.files}
+        callers = [(path, self.index.text(path)) for path in test_paths]
+        hits = self.context.workspace.search(rf"\b{re.escape(name)}\s*\(", max_hits=MAX_CALLER_FILES * 4)
+        product = sorted({h.path for h in hits if h.path.endswith(".py") and not is_test_path(h.path)})
+        if len(hits) >= MAX_CALLER_FILES * 4 or len(product) > MAX_CALLER_FILES:
+            return True
+        callers += [(path, self.context.workspace.read_file(path)) for path in product]
+        for path, text in callers:
+            tree = parse_module(text) if text is not None else None
+            if tree is None:
+                return True
+            skip = written.get(path, set())
+            for node in ast.walk(tree):
+                if not isinstance(node, ast.Call) or node.lineno in skip:
+                    continue
+                func = node.func
+                callee = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+                if callee == name and (len(node.args) > position or any(isinstance(a, ast.Starred) for a in node.args)):
+                    return True
+        return False
 
     def _uses_in_code(self, test_path: str, name: str) -> bool:
         """Whether a test file names `name` in its code, not only in strings and comments (`FOO=env`)."""

@@ -10,7 +10,9 @@ Severity policy: bandit's own severity, one step down when bandit's confidence i
 finding's confidence is bandit's confidence. Checks our syntax-tree rules judge with data flow
 (SQL text, urlopen, XML parsers) are skipped here, as are the import-only checks. B104 (binding to
 all interfaces) is not reported where the wildcard address is only compared with (`host not in
-{"0.0.0.0", "[::]"}`).
+{"0.0.0.0", "[::]"}`). bandit honours its own `# nosec`; a project that runs ruff's flake8-bandit
+rules writes the same decision as `# noqa: S202` (ruff's S### is bandit's B### for the same check), and
+that is honoured too, for that check only.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import functools
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -264,6 +267,24 @@ def wildcard_only_compared(tree: ast.Module | None, line: int) -> bool:
     return bool(written) and written <= compared
 
 
+# ruff's suppression comment with its codes (noqa, a colon, codes split by commas or spaces; any case)
+_NOQA_CODES = re.compile(r"#\s*noqa\s*:\s*(?P<codes>[A-Z]+[0-9]+(?:[\s,]+[A-Z]+[0-9]+)*)", re.IGNORECASE)
+
+
+def suppressed_as_ruff_code(file: ChangedFile, test_id: str, span: Sequence[int]) -> bool:
+    """Whether a line of the finding's statement carries the project's own ruff suppression of the
+    same check (noqa S202 for bandit's B202): the maintainers decided it, with the other tool.
+    A bare noqa names no check and is not taken as a decision about this one."""
+    if not (test_id.startswith("B") and test_id[1:].isdigit()):
+        return False
+    ruff_code = "S" + test_id[1:]
+    for number in range(min(span), max(span) + 1):
+        for match in _NOQA_CODES.finditer(file.line_text(number)):
+            if ruff_code in re.split(r"[\s,]+", match.group("codes").upper()):
+                return True
+    return False
+
+
 def bandit_issues(file: ChangedFile) -> list[Issue]:
     """bandit's findings on the lines this change added (any line of a multi-line statement)."""
     if file.language != "python":
@@ -279,6 +300,8 @@ def bandit_issues(file: ChangedFile) -> list[Issue]:
             continue
         if test_id == "B104" and wildcard_only_compared(file.python_tree, line):
             continue  # `host not in {"0.0.0.0", "[::]"}` asks about an address, it binds nothing
+        if suppressed_as_ruff_code(file, test_id, span):
+            continue  # the project's ruff suppression of S202 is one of B202: their decision
         if not file.is_changed(line):
             line = min(n for n in file.changed_lines if min(span) <= n <= max(span))
         severity = _SEVERITY.get(str(result.get("issue_severity", "")).upper(), "low")

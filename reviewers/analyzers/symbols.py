@@ -281,6 +281,15 @@ def breaking_change(old: ParameterShape, new: ParameterShape) -> str | None:
     return None
 
 
+def first_moved_position(old: ParameterShape, new: ParameterShape) -> int:
+    """The first positional slot (after `self`/`cls`) that names another parameter than before: a
+    call passing fewer arguments by position than this does not depend on the reorder."""
+    old_positional = [n for n, kind, _ in old if kind == "positional"]
+    new_positional = [n for n, kind, _ in new if kind == "positional"]
+    pairs = zip(old_positional, new_positional, strict=False)
+    return next((i for i, (was, now) in enumerate(pairs) if was != now), min(len(old_positional), len(new_positional)))
+
+
 def python_shape(tree: ast.Module, definition: Definition) -> ParameterShape | None:
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.lineno == definition.line:

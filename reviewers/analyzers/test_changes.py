@@ -15,14 +15,18 @@ deleted or moved the same way; a test rewritten in place (the lines added in its
 called, as a parametrized replacement does); and a test folded into a neighbour the change added or
 rewrote, which now runs the same statements over a fixture or a parametrization standing for what the
 deleted test wrote out, or gained a parametrization whose values name both tests' variants
-(`reviewers.analyzers.folded_tests`). A name the test defines itself (a local view function)
+(`reviewers.analyzers.folded_tests`); and a test renamed in place: a test the change added at the
+deleted one's place (between the same surviving neighbours) with the same parametrize ids or the same
+fixtures, calling each of its subjects by name or through an alias the product assigns
+(`reviewers.analyzers.renamed_tests`). A name the test defines itself (a local view function)
 is never its subject, nor is a helper from the package's test-support module (`testing.py`: a test
 client, a runner, a request builder). A weakened test is one that still exists at head but lost
 assertions: more assertion lines removed than added within it.
 
-Not caught: a test deleted and re-added under another name (a rename reads as a move only when the
-name is kept), or a test replaced by a parametrized case of another test whose body changed in other
-ways too and whose parametrize values do not name its variant. Raises are matched by the
+Not caught: a test deleted and re-added under another name elsewhere (a rename reads as a move only
+when the name is kept or the new test takes the old one's place), or a test replaced by a
+parametrized case of another test whose body changed in other ways too and whose parametrize values
+do not name its variant. Raises are matched by the
 exception's name across the whole change, not through calls: a rewritten `raise X` in code the
 deleted test never reaches still excuses it, and a test expecting a base class of the raised
 exception is not excused (a custom `*DeprecationWarning` counts for `deprecated_call()`, read by its name);
@@ -45,11 +49,12 @@ from reviewers.analyzers.base_tree import BaseTree
 from reviewers.analyzers.changed_file import ChangedFile, Issue
 from reviewers.analyzers.folded_tests import folded_tests
 from reviewers.analyzers.parsing import parse_module
+from reviewers.analyzers.renamed_tests import Replacement, replacements_in_place
 from reviewers.analyzers.symbols import defined_at_head
 from reviewers.analyzers.tests_lookup import list_test_functions
 from reviewers.kernel.contracts import FileChange, Workspace
 from reviewers.kernel.errors import InputError
-from reviewers.paths import is_code_path, is_test_support_path, language_of
+from reviewers.paths import is_code_path, is_test_path, is_test_support_path, language_of
 
 _TEST_DEF = re.compile(r"^\s*(?:(?:async\s+)?def\s+(?P<py>test\w*)|func\s+(?P<go>Test\w+))\s*\(")
 _ASSERTION = re.compile(
@@ -87,6 +92,7 @@ _COMMON_WORDS = frozenset(
     {*keyword.kwlist, *keyword.softkwlist, *(set(dir(builtins)) - _BUILTIN_EXCEPTIONS), "self", "cls", "args", "kwargs"}
 )
 MAX_SUBJECTS = 3
+_ALIAS = re.compile(r"^\s*(?P<target>\w+)\s*(?::[^=]*)?=\s*(?P<value>\w+)\s*$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -319,6 +325,27 @@ def _raised_name(exc: ast.expr | None) -> str | None:
     return None
 
 
+def _product_aliases(workspace: Workspace, name: str) -> set[str]:
+    """Names product code assigns from `name` or `name` from (`FileLock = SoftFileLock`, also under a
+    platform condition): the same object under another name, for a test calling it."""
+    aliases: set[str] = set()
+    patterns = (rf"^\s*{re.escape(name)}\s*(:[^=]*)?=\s*\w+\s*$", rf"^\s*\w+\s*(:[^=]*)?=\s*{re.escape(name)}\s*$")
+    for pattern in patterns:
+        for hit in workspace.search(pattern, max_hits=20):
+            match = _ALIAS.match(hit.text)
+            if match and not is_test_path(hit.path):
+                aliases |= {match.group("target"), match.group("value")} - {name}
+    return aliases
+
+
+def _renamed_to(replacements: list[Replacement], subjects: list[str], workspace: Workspace) -> Replacement | None:
+    """The replacement that calls every subject, by name or through a product alias."""
+    for replacement in replacements:
+        if all(n in replacement.called or _product_aliases(workspace, n) & replacement.called for n in subjects):
+            return replacement
+    return None
+
+
 def test_change_issues(
     file: ChangedFile,
     workspace: Workspace,
@@ -334,6 +361,7 @@ def test_change_issues(
     issues: list[Issue] = []
     removed = removed_tests(file, defined_elsewhere=defined_elsewhere)
     folded = folded_tests(file) if removed else frozenset()
+    in_place = replacements_in_place(file) if removed else {}
     for test in removed:
         if test.anchor is None or test.name in folded:
             continue  # folded: a test the change added or rewrote runs it over a fixture or a parametrization
@@ -355,6 +383,11 @@ def test_change_issues(
             continue  # its subject went with it, or we cannot tell what it tested
         if set(alive) <= test.written_in_place:
             continue  # rewritten in place: the lines that replaced it call the same code
+        try:
+            if _renamed_to(in_place.get(test.name, []), alive, workspace) is not None:
+                continue  # renamed in place: the same set-up at its place, calling the same subjects
+        except InputError:
+            continue
         subjects = ", ".join(f"`{n}`" for n in alive)
         issues.append(
             Issue(

@@ -94,6 +94,61 @@ def test_a_name_the_deleted_test_defined_itself_is_not_its_subject(build_context
     assert review("test_impact", build_context(base, head)).findings == []
 
 
+LOCKS = (
+    "class SoftLock:\n    def __init__(self, path, policy='chain'):\n        self.path, self.policy = path, policy\n"
+)
+LOCKS_INIT = "from locks.core import SoftLock\n\nLock = SoftLock\n"
+FIRST_TEST = (
+    "import pytest\nfrom locks import Lock, SoftLock\n\n\ndef test_first():\n    assert SoftLock('a').path == 'a'\n"
+)
+LAST_TEST = "\n\ndef test_last():\n    assert SoftLock('b').policy == 'chain'\n"
+REPORTS = (
+    "\n\n@pytest.mark.parametrize('direct', [False, True], ids=['direct', 'proxy'])\n"
+    "def test_group_reports_failures(tmp_path, direct):\n"
+    "    assert SoftLock(str(tmp_path), policy='group').policy == 'group'\n"
+)
+CASES = "[pytest.param(False, id='direct'), pytest.param(True, id='proxy')]"
+DETACHES = (
+    f"\n\n@pytest.mark.parametrize('direct', {CASES})\ndef test_group_detaches_context(tmp_path, direct):\n"
+    "    lock = Lock(str(tmp_path), policy='group')\n    assert (lock.policy, lock.path) == ('group', str(tmp_path))\n"
+)
+
+
+def test_a_test_renamed_in_place_is_not_deleted(build_context: Any) -> None:
+    # The new test takes the deleted one's place, with the same parametrize ids, and calls the same
+    # class through the alias the package assigns (`Lock = SoftLock`): renamed and rewritten.
+    product = {"locks/core.py": LOCKS, "locks/__init__.py": LOCKS_INIT}
+    base = {**product, "tests/test_locks.py": FIRST_TEST + REPORTS + LAST_TEST}
+    head = {**product, "tests/test_locks.py": FIRST_TEST + DETACHES + LAST_TEST}
+    assert review("test_impact", build_context(base, head)).findings == []
+    # The same fixtures and the same class by name, with no parametrization, read the same way.
+    plain = REPORTS.replace("@pytest.mark.parametrize('direct', [False, True], ids=['direct', 'proxy'])\n", "")
+    renamed = plain.replace("test_group_reports_failures", "test_group_policy_kept").replace("== 'group'", "!= 'chain'")
+    base = {**product, "tests/test_locks.py": FIRST_TEST + plain + LAST_TEST}
+    head = {**product, "tests/test_locks.py": FIRST_TEST + renamed + LAST_TEST}
+    assert review("test_impact", build_context(base, head)).findings == []
+
+
+def test_a_deleted_test_whose_place_is_left_empty_or_filled_by_another_subject_is_reported(
+    build_context: Any,
+) -> None:
+    product = {"locks/core.py": LOCKS, "locks/__init__.py": LOCKS_INIT, "locks/clock.py": "def now():\n    return 0\n"}
+    base = {**product, "tests/test_locks.py": FIRST_TEST + REPORTS + LAST_TEST}
+    # The new test lands after other surviving tests: the deleted one's place is left empty.
+    later = "".join(f"\n\ndef test_path_{n}():\n    assert SoftLock('{n}').path == '{n}'\n" for n in "abc")
+    base = {**product, "tests/test_locks.py": FIRST_TEST + REPORTS + LAST_TEST + later}
+    head = {**product, "tests/test_locks.py": FIRST_TEST + LAST_TEST + later + DETACHES}
+    assert rules(review("test_impact", build_context(base, head))) == ["tests:test-deleted"]
+    base = {**product, "tests/test_locks.py": FIRST_TEST + REPORTS + LAST_TEST}
+    # At its place, with its set-up, a test of another subject.
+    other = DETACHES.replace(
+        "    lock = Lock(str(tmp_path), policy='group')\n    assert (lock.policy, lock.path) == ('group', str(tmp_path))\n",
+        "    from locks.clock import now\n\n    assert now() == 0\n",
+    )
+    head = {**product, "tests/test_locks.py": FIRST_TEST + other + LAST_TEST}
+    assert rules(review("test_impact", build_context(base, head))) == ["tests:test-deleted"]
+
+
 # --- imports:new-cycle --------------------------------------------------------------------------------
 
 
@@ -208,6 +263,35 @@ def test_a_test_that_only_defines_a_same_named_function_does_not_call_it(build_c
     calls = "from web.app import App\n\n\ndef test_handle():\n    assert App().handle(ValueError('x')) == 'x'\n"
     base = {"web/app.py": APP, "tests/test_app.py": calls}
     head = {**base, "web/app.py": APP.replace("self, error", "self, context, error")}
+    assert rules(review("test_impact", build_context(base, head))) == ["tests:stale-signature"]
+
+
+PROC = "def run_command(cmd, env=None):\n    return cmd, env\n"
+PROC_CWD = "def run_command(cmd, cwd=None, env=None):\n    return cmd, cwd, env\n"
+BUILD = "from tools.proc import run_command\n\n\ndef build():\n    return run_command(['make'], env={'A': '1'})\n"
+RUN_TESTS = (
+    "from tools.proc import run_command\n\n\ndef test_run_command():\n    assert run_command(['ls'])[0] == ['ls']\n\n\n"
+    "def test_run_command_env():\n    assert run_command(['ls'], env={})[2] == {}\n"
+)
+
+
+def test_a_reorder_no_call_depends_on_is_not_a_stale_signature(build_context: Any) -> None:
+    # `cwd` goes in before `env`: the tests pass the command alone or `env=` by keyword, the product
+    # passes `env=` too, and the caller this change rewrote follows the new order: no call breaks.
+    base = {"tools/proc.py": PROC, "tools/build.py": BUILD, "tests/test_proc.py": RUN_TESTS}
+    rewritten = BUILD.replace("['make'], env=", "['make'], 'src', ")
+    head = {**base, "tools/proc.py": PROC_CWD, "tools/build.py": rewritten}
+    assert review("test_impact", build_context(base, head)).findings == []
+    # A test that passes the moved parameter by position now hands `env` to `cwd`.
+    positional = RUN_TESTS.replace("env={}", "{}")
+    base = {**base, "tests/test_proc.py": positional}
+    head = {**base, "tools/proc.py": PROC_CWD}
+    found = review("test_impact", build_context(base, head))
+    assert rules(found) == ["tests:stale-signature"]
+    assert "reordered" in found.findings[0].title
+    # So does product code the change left alone, while the tests use keywords.
+    base = {**base, "tests/test_proc.py": RUN_TESTS, "tools/build.py": BUILD.replace("env=", "")}
+    head = {**base, "tools/proc.py": PROC_CWD}
     assert rules(review("test_impact", build_context(base, head))) == ["tests:stale-signature"]
 
 
@@ -919,3 +1003,16 @@ def test_a_deleted_test_whose_variant_a_rewritten_test_now_parametrizes_over_wen
     assert [(f.rule, f.title) for f in found] == [
         ("tests:test-deleted", "Test test_insert_casefold deleted while CIMultiDict still exists")
     ]
+
+
+def test_a_projects_ruff_suppression_of_the_same_bandit_check_is_its_decision(build_context: Any) -> None:
+    # ruff's flake8-bandit S202 is bandit's B202: its noqa S202 is the maintainers' decision about
+    # this check, written for the other tool (any case, spacing or company of other codes).
+    extract = "import tarfile\n\n\ndef unpack(path, dest):\n    with tarfile.open(path) as tar:\n        tar.extractall(dest){}\n"
+    for comment in ("  # noqa: S202", "  # NOQA:S202,E501", "  # noqa: E501 S202", "  # nosec B202"):
+        found = review("security", build_context({}, {"lib/unpack.py": extract.format(comment)})).findings
+        assert found == [], comment
+    # A suppression of another check, or a bare noqa that names none (no check), is no decision about B202.
+    for comment in ("", "  # noqa: S602", "  # noqa"):
+        found = review("security", build_context({}, {"lib/unpack.py": extract.format(comment)}))
+        assert rules(found) == ["bandit:B202"], comment
