@@ -170,6 +170,8 @@ class ArchitectureAnalyzer:
     def cycle_issue(self, importer: str, ref: ImportRef, target: str) -> Issue | None:
         if ref.local or ref.type_only or is_type_stub(importer) or is_type_stub(target):
             return None
+        if _own_package(importer, ref, target):  # no edge in the graph, so none on the line either
+            return None
         chain = find_cycle(target, importer, self.edges, max_nodes=MAX_CYCLE_FILES)
         if chain is None or self.cycle_existed(importer, target):
             return None
