@@ -351,7 +351,7 @@ def render(result: Result, *, commit: str, labels: dict[str, str]) -> tuple[str,
         f"({', '.join(PYTHON_PACKAGES)} as installed), {js:,} JavaScript (matplotlib's web backend), {other:,} Go, "
         "Java and TypeScript (the project's handler fixtures)",
         f"- Machine: {this_machine()}; load average (1 min, before and after each run) {_load_words(runs)}; "
-        "another process (the learning benchmark) held one of the two cores throughout, so times are upper bounds",
+        "above 1, other work shared the two cores, so times are upper bounds",
         "",
         "| code | median s | range s | CPU s (median, all processes) | runs s |",
         "|---|---:|---:|---:|---|",
