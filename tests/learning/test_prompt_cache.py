@@ -204,3 +204,25 @@ def test_batched_jump_forward_decodes_what_one_at_a_time_decodes(tiny_model_dir:
     for rows in got:
         for row in rows:
             parse_valid_strategy(policy.decode(row))
+
+
+def test_batched_jump_forward_matches_one_at_a_time_on_the_base_model(base_model_dir: Path) -> None:
+    """The real model: two prompts of different lengths in one batch, greedy and sampled, give the
+    plans decoded one at a time. Positions restarted per feed (or a pad left unmasked) change them;
+    a uniform off-by-one shift of every fed position does not (rotary attention sees the same
+    distances among the fed tokens, and the grammar leaves few choices), so this test does not
+    catch that: comparing log-probabilities would."""
+    config = PolicyConfig(device="cpu", lora_target_modules=last_layer_targets(base_model_dir))
+    policy = StrategyPolicy.load(base_model_dir, config=config)
+    policy.enable_prompt_cache(max_bytes=1 << 30)
+    env = ReplayEnv()
+    grammar = make_grammar(policy)
+    cases = [hand_case().model_copy(update={"review_budget": b}) for b in (2, 3)]
+    schemas = [case_schema(x, env, decisions_only=True) for x in cases]
+    prompts = [policy.prompt_ids(s1) for s1 in ("Plan the review of a small change.", "Plan it.\nnote\nnote\nnote")]
+    assert len({len(p) for p in prompts}) == 2
+    one = JumpForwardSampler(policy, grammar, schemas, batch_size=1)
+    many = JumpForwardSampler(policy, grammar, schemas, batch_size=4)
+    for n, temperature in ((1, 0.0), (2, 1.0)):
+        expected = one.sample(prompts, n=n, temperature=temperature, max_new_tokens=400, seed=3)
+        assert many.sample(prompts, n=n, temperature=temperature, max_new_tokens=400, seed=3) == expected
