@@ -44,7 +44,7 @@ REPOSITORIES = (
 # Never used to tune a rule: reviewed apart (`--held-out`), they say whether the rules fixed on
 # REPOSITORIES are right on code nobody tuned them to, or only on the findings that were seen.
 HELD_OUT = (
-    "theskumar/python-dotenv", "pallets/blinker", "aio-libs/frozenlist", "pyca/pyopenssl", "psf/pyperf",
+    "theskumar/python-dotenv", "python-hyper/h11", "aio-libs/frozenlist", "pyca/pyopenssl", "psf/pyperf",
 )  # fmt: skip
 # Earlier held-out sets, oldest first: each measured once as held out, then its findings tuned rules
 # (disclosed in RESULTS.md), so it no longer says anything about unseen code. Kept to show the before
