@@ -259,6 +259,18 @@ def run(
 # --- the report (pure) --------------------------------------------------------------------------------
 
 
+_URL_PASSWORD = re.compile(r"(://[^/\s:@]+:)[^/\s@]+@")
+
+
+def shown_evidence(rule: str, evidence: str) -> str:
+    """The evidence as a report may print it: a credential finding's value is masked, so that a
+    results file never republishes what the finding was about (and is not itself a finding)."""
+    if not (rule.startswith("secrets:") or rule == "python:hardcoded-credential"):
+        return evidence
+    masked = _URL_PASSWORD.sub(r"\1***@", evidence)
+    return masked if masked != evidence else "(value withheld)"
+
+
 def judgement_key(p: Posted) -> str:
     """Stable across reruns: a finding is the same finding when its commit, rule and place are."""
     return f"{p.repo}@{p.commit[:12]}:{p.path}:{p.line}:{p.rule}"
@@ -313,7 +325,7 @@ def render(
         j = judgements.get(judgement_key(p))
         finding = f"`{p.path}:{p.line}` {p.severity} {p.rule}: {p.title}"
         if p.evidence:
-            evidence = p.evidence.replace("`", "'")
+            evidence = shown_evidence(p.rule, p.evidence).replace("`", "'")
             finding += f" — `{evidence}`"
         parts.append(
             f"| {p.repo}@{p.commit[:10]} | {finding.replace('|', '¦')} | {j.verdict if j else '—'} | "

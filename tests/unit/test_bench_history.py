@@ -128,3 +128,12 @@ def test_the_held_out_repositories_are_reviewed_apart_from_the_tuned_ones(
     assert main(["--mirrors", str(tmp_path), "--held-out", "--judgements", str(tmp_path / "none.json")]) == 1
     missing = [line.split()[1].rstrip(":") for line in capsys.readouterr().err.splitlines() if "no mirror" in line]
     assert missing == list(HELD_OUT)
+
+
+def test_a_credential_finding_s_value_is_not_republished_in_the_report() -> None:
+    from bench.history import shown_evidence
+
+    url = "db = mssql+pyodbc://scott:tiger^5HHH@mssql2022:1433/test"
+    assert shown_evidence("secrets:url-credentials", url) == "db = mssql+pyodbc://scott:***@mssql2022:1433/test"
+    assert shown_evidence("python:hardcoded-credential", "secret_key = 'predictable-key'") == "(value withheld)"
+    assert shown_evidence("ruff:F401", "import os") == "import os"
