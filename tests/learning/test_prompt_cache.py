@@ -31,13 +31,19 @@ def trained_a_little(policy: StrategyPolicy) -> None:
             p.add_(torch.randn_like(p) * 0.05, alpha=1.0)
 
 
-def test_cached_scores_match_reading_the_whole_prompt_and_train_the_same(tiny_model_dir: Path) -> None:
-    config = PolicyConfig(device="cpu", lora_target_modules=last_layer_targets(tiny_model_dir))
-    policy = StrategyPolicy.load(tiny_model_dir, config=config)
+def scoring_examples(model_dir: Path) -> tuple[StrategyPolicy, list[list[int]], list[list[int]]]:
+    """A policy with the bench's last-layer adapter moved off zero, a long and a short prompt, and a
+    completion for each."""
+    config = PolicyConfig(device="cpu", lora_target_modules=last_layer_targets(model_dir))
+    policy = StrategyPolicy.load(model_dir, config=config)
     trained_a_little(policy)
     env = ReplayEnv()
     prompts = [policy.prompt_ids(env.reset(hand_case())), policy.prompt_ids("a shorter prompt")]
-    completions = [[5, 6, 7, 8, 9], [11, 12]]
+    return policy, prompts, [[5, 6, 7, 8, 9], [11, 12]]
+
+
+def test_cached_scores_match_reading_the_whole_prompt_and_train_the_same(tiny_model_dir: Path) -> None:
+    policy, prompts, completions = scoring_examples(tiny_model_dir)
     plain = policy.score(prompts, completions, with_entropy=True)
     plain_grad = torch.autograd.grad(plain.logprobs.sum(), policy.trainable_parameters())
     policy.enable_prompt_cache(max_bytes=1 << 30)
@@ -134,12 +140,7 @@ def test_scoring_again_runs_the_last_layer_only_with_the_same_numbers(tiny_model
     prompt, and a completion scored again does not run the layers below the adapter."""
     from learning.strata.policy import PromptCache
 
-    config = PolicyConfig(device="cpu", lora_target_modules=last_layer_targets(tiny_model_dir))
-    policy = StrategyPolicy.load(tiny_model_dir, config=config)
-    trained_a_little(policy)
-    env = ReplayEnv()
-    prompts = [policy.prompt_ids(env.reset(hand_case())), policy.prompt_ids("a shorter prompt")]
-    completions = [[5, 6, 7, 8, 9], [11, 12]]
+    policy, prompts, completions = scoring_examples(tiny_model_dir)
     runs: list[int] = []
     policy.model.get_base_model().model.layers[0].register_forward_hook(lambda *_: runs.append(1))
 
