@@ -15,7 +15,9 @@ merge request:
 4. this project's people have not rejected this finding, its rule or its path (`agent.verdicts.feedback`:
    people, not votes; a high or critical security finding they rejected goes to a human instead);
 5. one root cause reported by several analyzers is one finding (`agent.verdicts.duplicates`);
-6. a low-confidence rule goes to a human, listed in the summary rather than posted as a thread.
+6. a low-confidence rule goes to a human, listed in the summary rather than posted as a thread; so
+   does a rule that was mostly wrong on real history it had not been tuned to, until this project's
+   people accept it (`agent.verdicts.track_record`).
 
 Then agreement across strategy executions, when a caller supplies it; then an optional model
 judgment, which sees the diff hunk and may only demote a finding, never promote one; then
@@ -39,6 +41,7 @@ from agent.verdicts.feedback import MIN_PEOPLE, PeopleVotes, rejected_before, re
 from agent.verdicts.judge import ModelJudgment, judge_messages
 from agent.verdicts.preexisting import preexisting_ruff
 from agent.verdicts.sinks import sink_gets_constants
+from agent.verdicts.track_record import Record, unproven_rule
 from agent.verdicts.unchanged import DeletedCode, unchanged_code
 from reviewers.kernel.contracts import SEVERITY_RANK, Finding, LLMPort, Workspace
 from reviewers.kernel.errors import LLMError
@@ -76,6 +79,8 @@ class VerifierInputs:
     )  # (reviewer, category) → (findings accepted, findings rejected, people who rejected them)
     people_votes: PeopleVotes = field(default_factory=PeopleVotes)  # people 👎/👍 by rule and by path
     min_severity: str = "low"
+    # rule → its record on held-out history; None: the record shipped with reviewloop
+    track_record: Mapping[str, Record] | None = None
 
 
 def _where(finding: Finding) -> str:
@@ -216,7 +221,7 @@ def verify_findings(
     out += duplicates
     to_judge: list[tuple[Finding, str]] = []
     for finding, why in leads:
-        demoted = _low_confidence(finding)
+        demoted = _low_confidence(finding) or unproven_rule(finding, inputs.people_votes, inputs.track_record)
         if demoted is not None:
             out.append(VerifiedFinding(finding, "NEEDS_HUMAN_REVIEW", demoted))
             continue

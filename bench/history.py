@@ -100,6 +100,7 @@ class CommitResult:
     seconds: float
     posted: list[Posted] = field(default_factory=list)
     error: str = ""
+    listed: int = 0  # findings the verifier sent to a person (NEEDS_HUMAN_REVIEW): in the summary, not posted
 
 
 @dataclass
@@ -208,6 +209,7 @@ def review_commit(repo: str, mirror: Path, commit: Commit) -> CommitResult:
         result.error = str(exc)
     else:
         for v in outcome.verified:
+            result.listed += v.verdict == "NEEDS_HUMAN_REVIEW"
             if v.verdict != "REAL":
                 continue
             f = v.finding
@@ -276,6 +278,30 @@ def judgement_key(p: Posted) -> str:
     return f"{p.repo}@{p.commit[:12]}:{p.path}:{p.line}:{p.rule}"
 
 
+def first_sight_record(judgements: dict[str, Judgement]) -> dict[str, dict[str, int]]:
+    """Per rule, the right / debatable / wrong counts of findings judged on a held-out set at first
+    sight (`SPENT_HELD_OUT`): what `agent.verdicts.track_record` holds a rule to. Judgements of the
+    tuned repositories are left out, since rules were fixed on them again and again."""
+    held_out = {repo for group in SPENT_HELD_OUT for repo in group}
+    record: dict[str, Counter[str]] = {}
+    for key, judgement in judgements.items():
+        repo = key.split("@", 1)[0]
+        if repo not in held_out:
+            continue
+        rule = ":".join(key.rsplit(":", 2)[-2:])
+        record.setdefault(rule, Counter())[judgement.verdict] += 1
+    return {rule: {v: counts[v] for v in ("right", "debatable", "wrong")} for rule, counts in sorted(record.items())}
+
+
+def track_record_json(judgements: dict[str, Judgement]) -> str:
+    source = (
+        "bench/history_judgements.json, findings judged on SPENT_HELD_OUT sets at first sight "
+        "(regenerate: python -m bench.history --track-record)"
+    )
+    rules = [f"  {json.dumps(rule)}: {json.dumps(counts)}" for rule, counts in first_sight_record(judgements).items()]
+    return f'{{\n "source": {json.dumps(source)},\n "rules": {{\n' + ",\n".join(rules) + "\n }\n}\n"
+
+
 def load_judgements(path: Path = JUDGEMENTS) -> dict[str, Judgement]:
     if not path.exists():
         return {}
@@ -308,6 +334,7 @@ def render(
         f"| **all** | {len(results)} | | {lines:,} | {len(posted)} | **{_rate(len(posted), lines)}** "
         f"(target ≤ {TARGET_PER_1000:g}) |"
     )
+    listed = sum(r.listed for r in results)
     verdicts = Counter(judgements[judgement_key(p)].verdict if judgement_key(p) in judgements else None for p in posted)
     judged = sum(n for v, n in verdicts.items() if v is not None)
     right_share = verdicts["right"] / len(posted) if posted else float("nan")
@@ -315,7 +342,8 @@ def render(
         "",
         f"Posted findings judged: {judged} of {len(posted)} — right {verdicts['right']}, debatable "
         f"{verdicts['debatable']}, wrong {verdicts['wrong']}, not yet judged {verdicts[None]}. "
-        f"Right: **{_share(right_share)}** of posted (target ≥ {TARGET_RIGHT:.0%}).",
+        f"Right: **{_share(right_share)}** of posted (target ≥ {TARGET_RIGHT:.0%}). Listed for a person in the "
+        f"summary instead of posted (NEEDS_HUMAN_REVIEW): {listed}.",
     ]
     errors = [r for r in results if r.error]
     if errors:
@@ -370,6 +398,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--render", type=Path, default=None, help="render a --json file instead of reviewing")
     parser.add_argument("--judgements", type=Path, default=JUDGEMENTS)
     parser.add_argument(
+        "--track-record",
+        action="store_true",
+        help="write the held-out record of each rule from the judgements to agent/verdicts/track_record.json",
+    )
+    parser.add_argument(
         "--recheck",
         type=Path,
         default=None,
@@ -377,6 +410,12 @@ def main(argv: list[str] | None = None) -> int:
         "can only silence findings), keeping the rest as they were",
     )
     args = parser.parse_args(argv)
+    if args.track_record:
+        from agent.verdicts.track_record import TRACK_RECORD
+
+        TRACK_RECORD.write_text(track_record_json(load_judgements(args.judgements)), encoding="utf-8")
+        print(f"[history] wrote {TRACK_RECORD}", file=sys.stderr)
+        return 0
     if args.render is not None:
         results, skipped = from_json(args.render.read_text(encoding="utf-8"))
     elif args.recheck is not None:

@@ -17,14 +17,17 @@ from bench.history import (
     Judgement,
     Posted,
     code_commits,
+    first_sight_record,
     from_json,
     interleave,
     judgement_key,
+    load_judgements,
     main,
     parse_log,
     render,
     select_commits,
     to_json,
+    track_record_json,
 )
 
 LOG = (
@@ -137,3 +140,31 @@ def test_a_credential_finding_s_value_is_not_republished_in_the_report() -> None
     assert shown_evidence("secrets:url-credentials", url) == "db = mssql+pyodbc://scott:***@mssql2022:1433/test"
     assert shown_evidence("python:hardcoded-credential", "secret_key = 'predictable-key'") == "(value withheld)"
     assert shown_evidence("ruff:F401", "import os") == "import os"
+
+
+def test_the_track_record_counts_held_out_judgements_at_first_sight_only() -> None:
+    spent, tuned = SPENT_HELD_OUT[0][0], REPOSITORIES[0]
+    judgements = {
+        f"{spent}@aaaaaaaaaaaa:src/a.py:3:ruff:F401": Judgement("right", "unused"),
+        f"{spent}@bbbbbbbbbbbb:tests/t.py:9:tests:test-deleted": Judgement("wrong", "moved"),
+        f"{spent}@cccccccccccc:tests/u.py:1:tests:test-deleted": Judgement("debatable", "folded"),
+        f"{tuned}@dddddddddddd:tests/v.py:2:tests:test-deleted": Judgement("right", "tuned on, left out"),
+    }
+    assert first_sight_record(judgements) == {
+        "ruff:F401": {"right": 1, "debatable": 0, "wrong": 0},
+        "tests:test-deleted": {"right": 0, "debatable": 1, "wrong": 1},
+    }
+
+
+def test_the_shipped_track_record_is_generated_from_the_judgements() -> None:
+    from agent.verdicts.track_record import TRACK_RECORD
+
+    assert TRACK_RECORD.read_text(encoding="utf-8") == track_record_json(load_judgements()), (
+        "agent/verdicts/track_record.json is out of date: python -m bench.history --track-record"
+    )
+
+
+def test_findings_sent_to_a_person_are_counted_apart_from_the_posted_ones() -> None:
+    results = _results()
+    results[0].listed = 4
+    assert "Listed for a person in the summary instead of posted (NEEDS_HUMAN_REVIEW): 4." in render(results, {})

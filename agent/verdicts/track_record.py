@@ -1,0 +1,82 @@
+"""Rules whose findings were mostly wrong on real code nobody had tuned them to.
+
+`python -m bench.history` reviews real open-source history, and every finding it would post is judged
+by hand (`bench/history_judgements.json`). The judgements that count here are those made on a
+held-out set at first sight: five repositories no rule had seen, run once and judged before anything
+was changed because of them. That is the best estimate we have of how a rule does on a project it
+meets for the first time, which is what every new installation is. The tally per rule is generated
+from the judgements into `track_record.json` beside this module (`python -m bench.history
+--track-record`); a test keeps the two in step.
+
+A rule judged at least `MIN_JUDGED` times and right in fewer than `MIN_RIGHT_SHARE` of them goes to
+NEEDS_HUMAN_REVIEW: listed for a person in the summary, not posted as a thread. On six held-out sets,
+the structural rules (deleted tests, untested code, stale test constants, new import cycles) and a few
+style rules were right in 2 of 89 posted findings; a careful colleague does not say what is wrong 49
+times in 50. Fixing the shapes each set showed did not carry to the next set, so the record stands
+until people say otherwise: when at least `feedback.MIN_PEOPLE` people on this project have accepted
+the rule's findings and more people accepted than rejected them, the project has vouched for it and it
+posts again.
+
+A rule that was fixed after its record was taken keeps the record until new held-out judgements move
+it; that is the price of a record that cannot be argued with by the fix's author. A rule seldom judged
+(fewer than `MIN_JUDGED` findings) keeps posting: too little is known to hold it back.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from agent.verdicts.feedback import MIN_PEOPLE, PeopleVotes
+from reviewers.kernel.contracts import Finding
+
+TRACK_RECORD = Path(__file__).with_name("track_record.json")
+MIN_JUDGED = 3  # fewer judged findings say too little about a rule to hold it back
+MIN_RIGHT_SHARE = 0.5  # right in fewer than half its judged findings: a person should see them first
+
+
+@dataclass(frozen=True)
+class Record:
+    """A rule's findings judged on held-out history at first sight."""
+
+    right: int
+    debatable: int
+    wrong: int
+
+    @property
+    def judged(self) -> int:
+        return self.right + self.debatable + self.wrong
+
+
+def load_track_record(path: Path = TRACK_RECORD) -> dict[str, Record]:
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    return {rule: Record(**counts) for rule, counts in raw["rules"].items()}
+
+
+@cache
+def shipped_track_record() -> Mapping[str, Record]:
+    return load_track_record()
+
+
+def poor_record(record: Record | None) -> bool:
+    return record is not None and record.judged >= MIN_JUDGED and record.right < MIN_RIGHT_SHARE * record.judged
+
+
+def accepted_by_people(rule: str, votes: PeopleVotes) -> bool:
+    down, up = votes.by_rule.get(rule, (0, 0))
+    return up >= MIN_PEOPLE and up > down
+
+
+def unproven_rule(finding: Finding, votes: PeopleVotes, record: Mapping[str, Record] | None = None) -> str | None:
+    """Why the finding goes to a person rather than a thread (its rule's held-out record), or None."""
+    found = (shipped_track_record() if record is None else record).get(finding.rule)
+    if found is None or not poor_record(found) or accepted_by_people(finding.rule, votes):
+        return None
+    debatable = f", {found.debatable} debatable" if found.debatable else ""
+    return (
+        f"{finding.rule} was right in {found.right} of {found.judged} findings judged on open-source history it had"
+        f" not been tuned to{debatable}; listed for a person until {MIN_PEOPLE} people on this project accept it"
+    )
