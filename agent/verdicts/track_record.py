@@ -8,18 +8,19 @@ meets for the first time, which is what every new installation is. The tally per
 from the judgements into `track_record.json` beside this module (`python -m bench.history
 --track-record`); a test keeps the two in step.
 
-A rule judged at least `MIN_JUDGED` times and right in fewer than `MIN_RIGHT_SHARE` of them goes to
-NEEDS_HUMAN_REVIEW: listed for a person in the summary, not posted as a thread. On six held-out sets,
-the structural rules (deleted tests, untested code, stale test constants, new import cycles) and a few
-style rules were right in 2 of 89 posted findings; a careful colleague does not say what is wrong 49
-times in 50. Fixing the shapes each set showed did not carry to the next set, so the record stands
-until people say otherwise: when at least `feedback.MIN_PEOPLE` people on this project have accepted
-the rule's findings and more people accepted than rejected them, the project has vouched for it and it
-posts again.
+A rule judged at least `MIN_JUDGED` times, on at least `MIN_COMMITS` commits, and right in fewer than
+`MIN_RIGHT_SHARE` of them goes to NEEDS_HUMAN_REVIEW: listed for a person in the summary, not posted
+as a thread. On held-out sets, the structural rules (deleted tests, untested code, stale test
+constants, new import cycles, removed symbols) were right in 1 of 63 findings; a careful colleague
+does not say what is wrong 62 times in 63. Fixing the shapes each set showed did not carry to the next
+set, so the record stands until people say otherwise: when at least `feedback.MIN_PEOPLE` people on
+this project have accepted the rule's findings and more people accepted than rejected them, the
+project has vouched for it and it posts again.
 
 A rule that was fixed after its record was taken keeps the record until new held-out judgements move
 it; that is the price of a record that cannot be argued with by the fix's author. A rule seldom judged
-(fewer than `MIN_JUDGED` findings) keeps posting: too little is known to hold it back.
+(fewer than `MIN_JUDGED` findings, or all on one commit, where they share one cause and are one
+observation more than three) keeps posting: too little is known to hold it back.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from reviewers.kernel.contracts import Finding
 
 TRACK_RECORD = Path(__file__).with_name("track_record.json")
 MIN_JUDGED = 3  # fewer judged findings say too little about a rule to hold it back
+MIN_COMMITS = 2  # findings of one commit share a cause: they are not independent evidence
 MIN_RIGHT_SHARE = 0.5  # right in fewer than half its judged findings: a person should see them first
 
 
@@ -45,6 +47,7 @@ class Record:
     right: int
     debatable: int
     wrong: int
+    commits: int  # how many commits the judged findings came from
 
     @property
     def judged(self) -> int:
@@ -62,7 +65,12 @@ def shipped_track_record() -> Mapping[str, Record]:
 
 
 def poor_record(record: Record | None) -> bool:
-    return record is not None and record.judged >= MIN_JUDGED and record.right < MIN_RIGHT_SHARE * record.judged
+    return (
+        record is not None
+        and record.judged >= MIN_JUDGED
+        and record.commits >= MIN_COMMITS
+        and record.right < MIN_RIGHT_SHARE * record.judged
+    )
 
 
 def accepted_by_people(rule: str, votes: PeopleVotes) -> bool:

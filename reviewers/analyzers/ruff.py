@@ -286,6 +286,35 @@ def best_effort_cleanup(tree: ast.Module | None, line: int) -> bool:
     return False
 
 
+# Comments that direct a tool rather than tell a reader why (a noqa or pragma comment, `# type: ignore`).
+_TOOL_COMMENT = re.compile(r"#\s*(noqa|pragma|type:|nosec|pylint:|fmt:|pyright:|mypy:)", re.I)
+
+
+def explained_swallow(text: str, tree: ast.Module | None, line: int) -> bool:
+    """Whether the `except` on `line` only passes or continues and its author wrote down why, in a
+    comment on or inside the handler (`# changing the title is optional, no errors please`): the
+    decision is made and stated; repeating the rule's advice adds nothing. A handler that does more,
+    or says nothing, is left to the rule."""
+    if tree is None:
+        return False
+    lines = text.splitlines()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Try | ast.TryStar):
+            continue
+        for handler in node.handlers:
+            if handler.lineno != line:
+                continue
+            if not all(isinstance(stmt, ast.Pass | ast.Continue) for stmt in handler.body):
+                return False
+            end = handler.end_lineno or handler.lineno
+            for number in range(handler.lineno, min(end, len(lines)) + 1):
+                code, hash_, comment = lines[number - 1].partition("#")
+                if hash_ and comment.strip() and not _TOOL_COMMENT.match(hash_ + comment):
+                    return True
+            return False
+    return False
+
+
 def getattr_with_default(tree: ast.Module | None, line: int) -> bool:
     """Whether `line` reads `__call__` with `getattr(x, "__call__", default)`: the value is used (to
     look at the call method), not tested for callability, which is what B004 is about."""
@@ -478,8 +507,12 @@ def ruff_issues(file: ChangedFile) -> list[Issue]:
             continue
         if code == "F821" and python2_compat_name(file.python_tree, line, str(diag.get("message") or "")):
             continue
-        if code in ("S110", "S112", "BLE001") and best_effort_cleanup(file.python_tree, line):
+        if code in ("S110", "S112", "BLE001") and (
+            best_effort_cleanup(file.python_tree, line) or explained_swallow(file.text, file.python_tree, line)
+        ):
             continue
+        if code == "invalid-syntax" and any(i.rule == "ruff:invalid-syntax" for i in issues):
+            continue  # the first syntax error is the one to fix; those after it are mostly its echo
         message = str(diag.get("message") or code)
         why = _WHY.get(code, "")
         issues.append(

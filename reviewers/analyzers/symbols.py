@@ -192,7 +192,9 @@ def removed_definition_names(file: ChangedFile) -> set[str]:
 
 
 def gone_definition_names(file: ChangedFile) -> set[str]:
-    """Names a removed line defined that nothing in the file defines at head any more."""
+    """Names a removed line defined that nothing in the file defines at head any more. A name the
+    module still binds by an import or an assignment (`from functools import total_ordering` in place
+    of a removed fallback definition) is still there for whoever imports it from this module."""
     at_head = {m.group("name") for text in file.lines if (m := _ANY_DEFINITION.match(text))}
     tree = file.python_tree
     if tree is not None:
@@ -201,7 +203,26 @@ def gone_definition_names(file: ChangedFile) -> set[str]:
             for node in all_statements(tree.body)
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
         }
+        at_head |= module_bindings(tree.body)
     return removed_definition_names(file) - at_head
+
+
+def module_bindings(body: list[ast.stmt]) -> set[str]:
+    """Names bound at module level by imports and assignments, inside `if`/`try`/`with` blocks too
+    (not inside functions or classes: those names are not the module's attributes)."""
+    names: set[str] = set()
+    for stmt in body:
+        if isinstance(stmt, ast.Import | ast.ImportFrom):
+            names |= {(a.asname or a.name).split(".")[0] for a in stmt.names if a.name != "*"}
+        elif isinstance(stmt, ast.Assign | ast.AnnAssign | ast.AugAssign):
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            names |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        elif isinstance(stmt, ast.If | ast.Try | ast.TryStar | ast.With | ast.For | ast.While):
+            for block in ("body", "orelse", "finalbody"):
+                names |= module_bindings(getattr(stmt, block, []))
+            for handler in getattr(stmt, "handlers", []):
+                names |= module_bindings(handler.body)
+    return names
 
 
 def defined_at_head(workspace: Workspace, name: str, *, outside: str) -> list[str]:

@@ -151,8 +151,8 @@ def test_the_track_record_counts_held_out_judgements_at_first_sight_only() -> No
         f"{tuned}@dddddddddddd:tests/v.py:2:tests:test-deleted": Judgement("right", "tuned on, left out"),
     }
     assert first_sight_record(judgements) == {
-        "ruff:F401": {"right": 1, "debatable": 0, "wrong": 0},
-        "tests:test-deleted": {"right": 0, "debatable": 1, "wrong": 1},
+        "ruff:F401": {"right": 1, "debatable": 0, "wrong": 0, "commits": 1},
+        "tests:test-deleted": {"right": 0, "debatable": 1, "wrong": 1, "commits": 2},
     }
 
 

@@ -51,7 +51,7 @@ def verdict_of(finding: Finding, record: dict[str, Record], votes: PeopleVotes |
 
 
 def test_a_rule_mostly_wrong_on_held_out_history_goes_to_a_person_with_its_record() -> None:
-    verdict, reason = verdict_of(blind_except(), {"ruff:BLE001": Record(right=1, debatable=1, wrong=6)})
+    verdict, reason = verdict_of(blind_except(), {"ruff:BLE001": Record(right=1, debatable=1, wrong=6, commits=3)})
     assert verdict == "NEEDS_HUMAN_REVIEW"
     assert reason == (
         "ruff:BLE001 was right in 1 of 8 findings judged on open-source history it had not been tuned to,"
@@ -60,14 +60,16 @@ def test_a_rule_mostly_wrong_on_held_out_history_goes_to_a_person_with_its_recor
 
 
 def test_a_rule_right_often_enough_or_judged_too_seldom_still_posts() -> None:
-    assert verdict_of(blind_except(), {"ruff:BLE001": Record(right=2, debatable=0, wrong=2)})[0] == "REAL"
-    seldom = Record(right=0, debatable=0, wrong=MIN_JUDGED - 1)
+    assert verdict_of(blind_except(), {"ruff:BLE001": Record(right=2, debatable=0, wrong=2, commits=3)})[0] == "REAL"
+    seldom = Record(right=0, debatable=0, wrong=MIN_JUDGED - 1, commits=MIN_JUDGED - 1)
     assert verdict_of(blind_except(), {"ruff:BLE001": seldom})[0] == "REAL"
-    assert verdict_of(blind_except(), {"ruff:S110": Record(right=0, debatable=0, wrong=9)})[0] == "REAL"
+    one_cause = Record(right=0, debatable=0, wrong=5, commits=1)  # five findings of one commit: one observation
+    assert verdict_of(blind_except(), {"ruff:BLE001": one_cause})[0] == "REAL"
+    assert verdict_of(blind_except(), {"ruff:S110": Record(right=0, debatable=0, wrong=9, commits=3)})[0] == "REAL"
 
 
 def test_the_projects_people_can_vouch_for_a_rule_and_one_vote_short_cannot() -> None:
-    record = {"ruff:BLE001": Record(right=0, debatable=0, wrong=9)}
+    record = {"ruff:BLE001": Record(right=0, debatable=0, wrong=9, commits=3)}
     vouched = PeopleVotes(by_rule={"ruff:BLE001": (1, 3)})
     assert verdict_of(blind_except(), record, vouched)[0] == "REAL"
     too_few = PeopleVotes(by_rule={"ruff:BLE001": (0, 2)})

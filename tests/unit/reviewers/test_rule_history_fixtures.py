@@ -1052,3 +1052,39 @@ def test_a_projects_ruff_suppression_of_the_same_bandit_check_is_its_decision(bu
     for comment in ("", "  # noqa: S602", "  # noqa"):
         found = review("security", build_context({}, {"lib/unpack.py": extract.format(comment)}))
         assert rules(found) == ["bandit:B202"], comment
+
+
+def test_a_fallback_definition_replaced_by_an_import_of_the_name_is_not_removed(build_context: Any) -> None:
+    fallback = (
+        "try:\n    from functools import cache\nexcept ImportError:\n\n    def cache(f):\n        return f\n\n\n"
+        "def twice(x):\n    return 2 * x\n"
+    )
+    tests = "from lib.tools import cache, twice\n\n\ndef test_cache():\n    assert cache(twice)(2) == 4\n"
+    base = {"lib/tools.py": fallback, "tests/test_tools.py": tests}
+    imported = "from functools import cache\n\n\ndef twice(x):\n    return 2 * x\n"
+    assert review("test_impact", build_context(base, {**base, "lib/tools.py": imported})).findings == []
+    gone = "def twice(x):\n    return 2 * x\n"
+    assert rules(review("test_impact", build_context(base, {**base, "lib/tools.py": gone}))) == ["tests:removed-symbol"]
+
+
+def test_a_swallowed_exception_whose_author_wrote_down_why_is_not_reported(build_context: Any) -> None:
+    explained = (
+        "def title(set_title, text):\n    try:\n        set_title(text)\n    except Exception:\n"
+        "        # the process title is cosmetic: a platform without it must not fail the run\n        pass\n"
+    )
+    assert review("code_quality", build_context({}, {"lib/title.py": explained})).findings == []
+    silent = explained.replace(
+        "        # the process title is cosmetic: a platform without it must not fail the run\n", ""
+    )
+    directive = silent.replace("except Exception:", "except Exception:  # pragma: no cover")
+    for text in (silent, directive):
+        assert rules(review("code_quality", build_context({}, {"lib/title.py": text}))) == ["ruff:S110"]
+
+
+def test_a_conflict_block_committed_by_mistake_is_one_syntax_finding(build_context: Any) -> None:
+    conflicted = (
+        "class Reader:\n<<<<<<< Updated upstream\n    def __init__(self):\n        self.items = []\n=======\n"
+        "    def __init__(self) -> None:\n        self.items: list[str] = []\n>>>>>>> Stashed changes\n"
+    )
+    [finding] = review("code_quality", build_context({}, {"lib/reader.py": conflicted})).findings
+    assert finding.rule == "ruff:invalid-syntax" and finding.line == 2
