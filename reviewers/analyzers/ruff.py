@@ -462,6 +462,20 @@ def used_in_type_comment(text: str, message: str) -> bool:
     )
 
 
+_DOCTEST_LINE = re.compile(r"^\s*(?:>>>|\.\.\.)\s(?P<code>.*)$", re.M)
+
+
+def used_in_doctest(text: str, tree: ast.Module | None, line: int, message: str) -> bool:
+    """Whether the module's own doctests use the name an F401 import binds: doctest runs an example
+    in the namespace of the module it was found in, so `>>> Val('vowel')` in a docstring needs
+    `Val` imported there; ruff does not read examples."""
+    name = unused_import_binding(tree, line, message)
+    if name is None:
+        return False
+    word = re.compile(rf"\b{re.escape(name)}\b")
+    return any(word.search(m.group("code")) for m in _DOCTEST_LINE.finditer(text))
+
+
 def unused_import_binding(tree: ast.Module | None, line: int, message: str) -> str | None:
     """The name an F401 import binds in the module (`Mapping` for `from collections.abc import
     Mapping`, `M` for `... as M`, `os` for `import os.path`); ruff's message spells the import."""
@@ -495,7 +509,10 @@ def ruff_issues(file: ChangedFile) -> list[Issue]:
             continue
         if code in ("F401", "F403") and file.path.endswith("__init__.py"):
             continue  # imports in a package's __init__ are usually deliberate re-exports
-        if code == "F401" and used_in_type_comment(file.text, str(diag.get("message") or "")):
+        if code == "F401" and (
+            used_in_type_comment(file.text, str(diag.get("message") or ""))
+            or used_in_doctest(file.text, file.python_tree, line, str(diag.get("message") or ""))
+        ):
             continue
         if code == "BLE001" and not swallows(file.python_tree, line):
             continue

@@ -1088,3 +1088,12 @@ def test_a_conflict_block_committed_by_mistake_is_one_syntax_finding(build_conte
     )
     [finding] = review("code_quality", build_context({}, {"lib/reader.py": conflicted})).findings
     assert finding.rule == "ruff:invalid-syntax" and finding.line == 2
+
+
+def test_an_import_the_modules_own_doctest_uses_is_used(build_context: Any) -> None:
+    module = (
+        '"""Routing.\n\n    >>> route = Switch([(str, Val("text"))])\n    ... \n"""\n'
+        "from .core import Val, Missing\n\n\nclass Switch:\n    def __init__(self, cases):\n        self.cases = cases\n"
+    )
+    found = review("code_quality", build_context({}, {"lib/switch.py": module}))
+    assert [(f.rule, f.title) for f in found.findings] == [("ruff:F401", "`.core.Missing` imported but unused")]
