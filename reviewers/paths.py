@@ -103,6 +103,18 @@ def is_fixture_path(path: str) -> bool:
     return any(part in FIXTURE_DIRECTORIES for part in path.split("/")[:-1])
 
 
+# Folders of code written to be read and copied, not run in production: an example app's development
+# settings are placeholders by intent (`app.secret_key = "dev…"`, Django's startproject settings).
+SAMPLE_DIRECTORIES = frozenset({"examples", "example", "samples", "sample", "demo", "demos", "docs", "doc"})
+_PROSE_SUFFIXES = (".md", ".rst", ".txt", ".adoc")
+
+
+def is_sample_path(path: str) -> bool:
+    """Documentation (a `.md`/`.rst`/`.txt`/`.adoc` file, or anything under `docs/`) or an example
+    (under `examples/`, `samples/`, `demo/`): text and code for readers to copy, not a deployment."""
+    return path.lower().endswith(_PROSE_SUFFIXES) or any(part in SAMPLE_DIRECTORIES for part in path.split("/")[:-1])
+
+
 def is_config_path(path: str) -> bool:
     """Configuration: a YAML/TOML/JSON/INI/env/Terraform/Docker file, or a Python settings module."""
     language = language_of(path)

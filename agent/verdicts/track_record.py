@@ -17,6 +17,9 @@ set, so the record stands until people say otherwise: when at least `feedback.MI
 this project have accepted the rule's findings and more people accepted than rejected them, the
 project has vouched for it and it posts again.
 
+A critical finding (a vendor's key, a private key in product code) always posts: missing one costs
+far more than one wrong thread, and its rule's record may come from a different, milder shape.
+
 A rule that was fixed after its record was taken keeps the record until new held-out judgements move
 it; that is the price of a record that cannot be argued with by the fix's author. A rule seldom judged
 (fewer than `MIN_JUDGED` findings, or all on one commit, where they share one cause and are one
@@ -80,6 +83,8 @@ def accepted_by_people(rule: str, votes: PeopleVotes) -> bool:
 
 def unproven_rule(finding: Finding, votes: PeopleVotes, record: Mapping[str, Record] | None = None) -> str | None:
     """Why the finding goes to a person rather than a thread (its rule's held-out record), or None."""
+    if finding.severity == "critical":
+        return None
     found = (shipped_track_record() if record is None else record).get(finding.rule)
     if found is None or not poor_record(found) or accepted_by_people(finding.rule, votes):
         return None

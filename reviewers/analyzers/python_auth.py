@@ -56,9 +56,20 @@ def _last_identifier(expr: ast.expr) -> str:
     return ""
 
 
+# A name that opens with a predicate or a switch names a setting about a secret, not the secret:
+# `verify_signature`, `check_token`, `is_password_set`, `require_api_key` hold booleans.
+FLAG_WORDS = frozenset({
+    "verify", "check", "validate", "is", "has", "should", "require", "requires", "use", "enable", "enabled",
+    "allow", "skip", "disable", "disabled", "needs", "want", "with", "without", "no",
+})  # fmt: skip
+
+
 def names_secret(expr: ast.expr) -> bool:
     """Whether an expression names a secret that must be compared in constant time."""
-    found = set(words(_last_identifier(expr)))
+    named = words(_last_identifier(expr))
+    if named and named[0] in FLAG_WORDS:
+        return False
+    found = set(named)
     if found & SECRET_WORDS and "length" not in found and "type" not in found and "name" not in found:
         return True
     if "key" in found and "api" in found:

@@ -16,6 +16,13 @@ the suite's login to its own database, a person is asked, it is not posted. The 
 code, or one to a real domain anywhere, is reported. Test files get only the vendor-prefix scan,
 and a private key among tests or fixtures (a key pair for the suite's own TLS server, far more
 often than a leak) has low confidence: a person is asked, it is not posted.
+
+Where a credential sits says what it is. A token anyone can mint (a JWT, a private key) in tests,
+fixtures, documentation or an example is the suite's or the reader's sample far more often than a
+leak, and a credential-like literal in documentation or an example app is a placeholder by intent
+(`app.secret_key = "…"` in `examples/todo/app.py`, Django's startproject settings): low confidence,
+listed for a person. A token a vendor issues (AWS, GitHub, Stripe, …) is a credential wherever it
+is, and stays high: people do paste real keys into READMEs and tests.
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ from pathlib import PurePosixPath
 
 from reviewers.analyzers.changed_file import ChangedFile, Issue
 from reviewers.kernel.contracts import Severity
-from reviewers.paths import is_fixture_path, is_test_path
+from reviewers.paths import is_fixture_path, is_sample_path, is_test_path
 
 
 def _prefixed(head: str, letters: str, tail: str) -> tuple[str, ...]:
@@ -51,6 +58,12 @@ PRIVATE_KEY = KnownToken(
     "critical",
     ("PRIVATE KEY",),
 )
+JSON_WEB_TOKEN = KnownToken(
+    "JSON Web Token",
+    re.compile(r"\beyJ[A-Za-z0-9_\-]{10,}\.eyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}"),
+    "high",
+    ("eyJ",),
+)
 KNOWN_TOKENS: tuple[KnownToken, ...] = (
     KnownToken("Stripe live secret key", re.compile(r"\b[sr]k_live_[0-9A-Za-z]{16,}"), "critical", ("k_live_",)),
     KnownToken("AWS access key id", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), "critical", ("AKIA", "ASIA")),
@@ -71,13 +84,10 @@ KNOWN_TOKENS: tuple[KnownToken, ...] = (
     KnownToken("OpenAI-style API key", re.compile(r"\bsk-(?:proj-)?[A-Za-z0-9_\-]{32,}"), "critical", ("sk-",)),
     KnownToken("SendGrid API key", re.compile(r"\bSG\.[A-Za-z0-9_\-]{22}\.[A-Za-z0-9_\-]{43}\b"), "critical", ("SG.",)),
     PRIVATE_KEY,
-    KnownToken(
-        "JSON Web Token",
-        re.compile(r"\beyJ[A-Za-z0-9_\-]{10,}\.eyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}"),
-        "high",
-        ("eyJ",),
-    ),
+    JSON_WEB_TOKEN,
 )
+# Tokens anyone can make for themselves: a test suite or a document mints its own, unlike a vendor's key.
+SELF_MINTED_TOKENS = frozenset({PRIVATE_KEY, JSON_WEB_TOKEN})
 
 # Most lines hold no vendor token: substring tests of the tokens' literal markers say so (a tenth
 # of the cost of one regular-expression search over the line), then one search, rather than one per kind.
@@ -189,6 +199,7 @@ def scan_secrets(file: ChangedFile, *, named_values: bool = True) -> SecretScan:
     signals (vendor prefixes, private keys): test fixtures are full of fake passwords."""
     issues: list[Issue] = []
     test_material = is_test_path(file.path) or is_fixture_path(file.path)
+    sample = is_sample_path(file.path)
     long_lines = 0
     scanned = 0
     unscanned_from: int | None = None
@@ -200,7 +211,8 @@ def scan_secrets(file: ChangedFile, *, named_values: bool = True) -> SecretScan:
         )
         if token is not None:
             issue = _issue(line, "secrets:known-prefix", token.severity, token.name)
-            issues.append(replace(issue, confidence="low") if token is PRIVATE_KEY and test_material else issue)
+            self_minted = token in SELF_MINTED_TOKENS and (test_material or sample)
+            issues.append(replace(issue, confidence="low") if self_minted else issue)
             continue
         if not named_values:
             continue
@@ -220,7 +232,8 @@ def scan_secrets(file: ChangedFile, *, named_values: bool = True) -> SecretScan:
         # a name the credential pattern matches is part of the line: no match in the line, no finding
         for match in _ASSIGNED_STRING.finditer(text) if _CREDENTIAL_NAME.search(text) else ():
             if _CREDENTIAL_NAME.search(match.group("name")) and looks_like_secret_value(match.group("value")):
-                issues.append(_issue(line, "secrets:named-literal", "high", "credential"))
+                issue = _issue(line, "secrets:named-literal", "high", "credential")
+                issues.append(replace(issue, confidence="low") if sample else issue)
                 break
     cut: list[str] = []
     if long_lines:

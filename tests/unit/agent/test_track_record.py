@@ -90,3 +90,8 @@ def test_the_shipped_record_is_what_the_verifier_uses_by_default() -> None:
     [v] = verify_findings([blind_except(rule)], inputs)
     assert v.verdict == "NEEDS_HUMAN_REVIEW", v.reason
     assert rule in v.reason
+
+
+def test_a_critical_finding_posts_whatever_its_rules_record() -> None:
+    critical = blind_except().model_copy(update={"severity": "critical"})
+    assert verdict_of(critical, {"ruff:BLE001": Record(right=0, debatable=0, wrong=9, commits=9)})[0] == "REAL"

@@ -1097,3 +1097,37 @@ def test_an_import_the_modules_own_doctest_uses_is_used(build_context: Any) -> N
     )
     found = review("code_quality", build_context({}, {"lib/switch.py": module}))
     assert [(f.rule, f.title) for f in found.findings] == [("ruff:F401", "`.core.Missing` imported but unused")]
+
+
+def test_a_token_anyone_can_mint_in_tests_or_docs_and_an_example_apps_key_go_to_a_person(build_context: Any) -> None:
+    part = "aGVsbG8td29ybGQtdG9rZW4"
+    jwt = "eyJ" + part + ".eyJ" + part + "." + part
+    aws = "AKIA" + "QWERTYUIOPASDFGH"
+    files = {
+        "tests/test_client.py": f"TOKEN = '{jwt}'\n",
+        "README.rst": f"Decode it::\n\n    jwt.decode('{jwt}', 'secret')\n",
+        "docs/setup.md": f"Set `AWS_ACCESS_KEY_ID={aws}` before you start.\n",
+        "examples/todo/app.py": "app.secret_key = 'Xo9vQ2mLr7TzK4pW8sNd3Fh6'\n",
+        "todo/app.py": "app.secret_key = 'Xo9vQ2mLr7TzK4pW8sNd3Fh6'\n",
+        "todo/client.py": f"TOKEN = '{jwt}'\n",
+    }
+    found = review("security", build_context({}, files)).findings
+    assert sorted((f.path, f.rule, f.confidence) for f in found) == [
+        ("README.rst", "secrets:known-prefix", "low"),
+        ("docs/setup.md", "secrets:known-prefix", "high"),  # a vendor's key is a leak wherever it is
+        ("examples/todo/app.py", "secrets:named-literal", "low"),
+        ("tests/test_client.py", "secrets:known-prefix", "low"),
+        ("todo/app.py", "secrets:named-literal", "medium"),
+        ("todo/client.py", "secrets:known-prefix", "high"),
+    ]
+
+
+def test_a_flag_about_a_signature_is_not_a_secret_compared(build_context: Any) -> None:
+    flags = (
+        "def decode(token, key, verify=None, options=None):\n    verify_signature = options.get('verify', True)\n"
+        "    if verify is not None and verify != verify_signature:\n        warn('verify is ignored')\n"
+        "    return token\n"
+    )
+    assert review("security", build_context({}, {"jwt/api.py": flags})).findings == []
+    secret = "def check(signature, expected_signature):\n    if signature != expected_signature:\n        raise Bad()\n"
+    assert rules(review("security", build_context({}, {"jwt/api.py": secret}))) == ["python:timing-unsafe-compare"]
