@@ -1092,7 +1092,15 @@ class Interpreter:
         if receiver is None or not attr:
             return
         receiver_name = dotted(func.value) if isinstance(func, ast.Attribute) else ""
-        if attr in S.SQL_METHODS:
+        if attr in S.ORM_SQL_TEXT and (
+            receiver.cls == S.ORM_STATEMENT or (isinstance(func, ast.Attribute) and _model_manager(func.value))
+        ):
+            for expr, value in self.arg(call, args, kwargs, S.ORM_SQL_TEXT[attr]):
+                self.sink(
+                    call, "sql", value, f"{receiver_name or '…'}.{attr}", low=self.worth_a_look("sql", expr, value),
+                    argument=expr,
+                )  # fmt: skip
+        elif attr in S.SQL_METHODS:
             pairs = self.arg(call, args, kwargs, S.ArgSink("sql", (0,), ("sql", "statement", "query", "operation")))
             for expr, value in pairs:
                 text = self.text_of(expr)

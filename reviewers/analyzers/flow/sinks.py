@@ -95,6 +95,12 @@ ORM_STATEMENT_CALLS = frozenset(
 )  # fmt: skip
 # The same builders reached through a database handle (`db.select(User)`, `session.query(User)`).
 ORM_HANDLE_METHODS = frozenset({"select", "insert", "update", "delete", "query"})
+# What a query builder takes as SQL text all the same (Django's `raw` and `extra`): on a statement,
+# these arguments are sinks whatever their text looks like.
+ORM_SQL_TEXT: dict[str, ArgSink] = {
+    "raw": ArgSink("sql", (0,), ("raw_query",)),
+    "extra": ArgSink("sql", (0, 1, 3, 4), ("select", "where", "tables", "order_by")),
+}
 # Class attributes that are a model's query manager (`User.query`, `User.objects`).
 ORM_MANAGERS = frozenset({"query", "objects"})
 TEMPLATE_METHODS = frozenset({"from_string"})

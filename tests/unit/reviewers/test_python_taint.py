@@ -268,6 +268,8 @@ def test_query_builders_bind_their_values_and_their_exists_is_no_file_check() ->
         "    return db.session.execute(f\"SELECT * FROM users WHERE name = '{name}'\").all()\n",
         "    cond = f\"name = '{name}'\"\n    return db.session.execute(select(User).where(cond)).all()\n",
         "    return list(Book.objects.raw(f\"SELECT * FROM book WHERE slug = '{name}'\"))\n",
+        "    return list(Book.objects.extra(where=[f\"slug = '{name}'\"]))\n",
+        "    return list(Book.objects.filter(shelf=1).extra(select={'hit': \"slug = '%s'\" % name}))\n",
     ]
     for body in spliced:
         assert ("CWE-89", "high") in found(orm + view + body), body
