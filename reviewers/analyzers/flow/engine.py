@@ -161,6 +161,30 @@ def _database_like(receiver: str, qualified: str) -> bool:
     return bool(words(last) & _DATABASE_WORDS) if last else True  # a call's result (`conn.cursor().execute`)
 
 
+def _model_manager(expr: ast.expr) -> bool:
+    """Whether an expression is a model class's query manager (`User.query`, `Book.objects`): a
+    class name, by its capital, not a request's `query`."""
+    if not (isinstance(expr, ast.Attribute) and expr.attr in S.ORM_MANAGERS):
+        return False
+    owner = dotted(expr.value).rsplit(".", 1)[-1]
+    return owner[:1].isupper()
+
+
+def _names_models(call: ast.Call, args: list[Value]) -> bool:
+    """Whether a call's arguments read as what a query builder starts from (`db.select(User)`,
+    `session.query(User.id)`): models, tables or columns, named and carrying no data (a name the
+    analysis cannot see counts: a model from a library), not literals, so that a list's or a
+    dict's `insert(0, x)` / `update(data)` on a name like `c` or `session` stays what it is."""
+    return (
+        bool(call.args)
+        and not call.keywords
+        and all(
+            isinstance(a, ast.Name | ast.Attribute) and all(o.kind == "unknown" for o in v.origins)
+            for a, v in zip(call.args, args, strict=False)
+        )
+    )
+
+
 def names_secret(identifier: str) -> bool:
     found = words(identifier)
     if "key" in found and found & _KEY_QUALIFIERS:
@@ -760,7 +784,39 @@ class Interpreter:
             return flat(*map(without_segment, args[:-1]), *args[-1:], *map(without_segment, kwargs.values()))
         if isinstance(func, ast.Attribute) and func.attr == "joinpath" and receiver is not None:
             return flat(without_segment(receiver), *map(without_segment, args[:-1]), *args[-1:])
+        statement = self.orm_statement(call, name, receiver, args, kwargs)
+        if statement is not None:
+            return statement
         return without_segment(self.call_result(call, func, name, receiver, callee, args, kwargs, env))
+
+    def orm_statement(
+        self, call: ast.Call, name: str, receiver: Value | None, args: list[Value], kwargs: dict[str, Value]
+    ) -> Value | None:
+        """What a query builder returns (`select(User)`, `db.select(...)`, `session.query(User)`,
+        `User.query` / `User.objects`, then `.filter_by(name=x)`, `.where(...)`, `.values(...)` on
+        the result): a statement object that carries its values as bound parameters, so they are no
+        longer SQL text. Text spliced into a positional argument (`.where(f"name = '{x}'")`, which
+        SQLAlchemy before 1.4 coerced to SQL) stays SQL; `text(...)` is a sink of its own. None for
+        any other call."""
+        func = call.func
+        chained = receiver is not None and receiver.cls == S.ORM_STATEMENT
+        handle = dotted(func.value) if isinstance(func, ast.Attribute) else ""
+        base = CONSTANT  # the builder function or database handle carries nothing into the statement
+        if name in S.ORM_STATEMENT_CALLS:
+            pass
+        elif chained and receiver is not None:
+            base = receiver
+        elif isinstance(func, ast.Attribute) and _model_manager(func.value) and receiver is not None:
+            base = flat(receiver)
+        elif not (isinstance(func, ast.Attribute) and func.attr in S.ORM_HANDLE_METHODS and handle
+                  and _database_like(handle, name) and _names_models(call, args)):  # fmt: skip
+            return None
+        bound = [v if self.spliced_text(expr) else clear(v, {"sql"}) for expr, v in zip(call.args, args, strict=False)]
+        return Value(flat(base, *bound, *(clear(v, {"sql"}) for v in kwargs.values())).origins, cls=S.ORM_STATEMENT)
+
+    def spliced_text(self, expr: ast.expr) -> bool:
+        """Whether the expression is text with values spliced in, here or where its name was assigned."""
+        return interpolates(expr) or (isinstance(expr, ast.Name) and expr.id in self._built)
 
     def call_result(
         self,
@@ -1036,7 +1092,15 @@ class Interpreter:
         if receiver is None or not attr:
             return
         receiver_name = dotted(func.value) if isinstance(func, ast.Attribute) else ""
-        if attr in S.SQL_METHODS:
+        if attr in S.ORM_SQL_TEXT and (
+            receiver.cls == S.ORM_STATEMENT or (isinstance(func, ast.Attribute) and _model_manager(func.value))
+        ):
+            for expr, value in self.arg(call, args, kwargs, S.ORM_SQL_TEXT[attr]):
+                self.sink(
+                    call, "sql", value, f"{receiver_name or '…'}.{attr}", low=self.worth_a_look("sql", expr, value),
+                    argument=expr,
+                )  # fmt: skip
+        elif attr in S.SQL_METHODS:
             pairs = self.arg(call, args, kwargs, S.ArgSink("sql", (0,), ("sql", "statement", "query", "operation")))
             for expr, value in pairs:
                 text = self.text_of(expr)
@@ -1050,7 +1114,8 @@ class Interpreter:
                     argument=expr,
                 )  # fmt: skip
         elif attr in S.PATH_METHODS and isinstance(func, ast.Attribute):
-            self.sink(call, "path", receiver, f"Path.{attr}")
+            if self.may_be_path(call, attr, receiver):
+                self.sink(call, "path", receiver, f"Path.{attr}")
         elif attr in S.XPATH_METHODS and call.args:
             self.sink(call, "xpath", args[0], f"{receiver_name or '…'}.xpath")
         elif (
@@ -1173,6 +1238,18 @@ class Interpreter:
         elif not (isinstance(body, ast.JoinedStr | ast.BinOp) or interpolates(body) or self.builds_text(body)):
             return
         self.sink(stmt, "xss", part, "the route's response body")
+
+    def may_be_path(self, call: ast.Call, attr: str, receiver: Value) -> bool:
+        """Whether a path method's receiver may be a path. A name that other APIs share (`exists`,
+        `stat`) is no path method on a value known to be something else: a query builder's
+        statement, an instance of one of the project's classes that defines the method, or a call
+        with a positional argument (pathlib's take none: `cache.exists(key)`). A receiver of
+        unknown type still counts."""
+        if attr not in S.SHARED_PATH_METHODS:
+            return True
+        if call.args or receiver.cls == S.ORM_STATEMENT:
+            return False
+        return not (receiver.cls and "::" in receiver.cls and self.method_ref(receiver.cls, attr) is not None)
 
     def builds_text(self, expr: ast.expr) -> bool:
         """Whether a returned call is to one of the repository's functions (which builds the body)."""

@@ -15,8 +15,19 @@ may climb one level with `..`); as the last component it names an entry of its d
 UUID converters are no source at all. Django's converters live in the URLconf, away from the view,
 and are not read: a Django view's parameters stay sources whatever their converter.
 
+A query builder (SQLAlchemy's `select`/`insert`/`update`/`delete`, `session.query`, `Model.query`,
+Django's `Model.objects`, and every method chained on what they return) binds the values it is given
+as parameters: its statement is no SQL text, and `exists()`/`stat()` on it are no file checks. SQL
+text stays SQL wherever it goes: `text(...)`, `.raw(...)`, `.extra(...)`, and text spliced into a
+builder's positional argument are still sinks.
+
 What this does not catch: sinks reached through `getattr`/dynamic dispatch, frameworks' own wrappers
 that are not named here, and data that a project's own code reads from a database (a stored XSS).
+Nor a plain (not spliced) request string given to a builder's positional argument that old
+SQLAlchemy (< 1.4) coerced to SQL (`.filter(request.args["where"])`, `.order_by(sort)`), nor a
+builder the project reaches by a name not listed in `sinks` (a query returned by its own helper is
+followed; one from an unknown library call is not). A shared path-method name (`exists`, `stat`) on
+a receiver of unknown type still counts as a path check.
 """
 
 from __future__ import annotations

@@ -72,7 +72,7 @@ CALL_SINKS: dict[str, ArgSink] = {
 # Methods that are sinks whatever the receiver, with a check on the argument's text where the name
 # is also common elsewhere (`str.find`, `re.search`).
 SQL_METHODS = frozenset({"execute", "executemany", "executescript", "exec_driver_sql", "mogrify", "read_sql",
-                         "read_sql_query", "raw", "extra"})  # fmt: skip
+                         "read_sql_query", "raw", "extra", "text"})  # fmt: skip
 SQL_SHAPE_METHODS = frozenset({"raw", "extra", "text", "read_sql", "read_sql_query"})
 XPATH_METHODS = frozenset({"xpath"})
 ELEMENTPATH_METHODS = frozenset({"find", "findall", "findtext", "iterfind"})
@@ -81,6 +81,28 @@ PATH_METHODS = frozenset(
     {"read_bytes", "read_text", "write_bytes", "write_text", "unlink", "rmdir", "iterdir", "touch", "exists", "stat",
      "is_file", "is_dir", "mkdir", "symlink_to", "hardlink_to", "lstat"}
 )  # fmt: skip
+# Path methods whose names other APIs share (SQLAlchemy's `Select.exists()`, a QuerySet's `exists()`, a
+# cache's `exists(key)`): sinks only on a receiver that may be a path. pathlib's take no positional
+# argument, so a call with one is some other API.
+SHARED_PATH_METHODS = frozenset({"exists", "stat", "lstat", "is_file", "is_dir"})
+# Query builders (SQLAlchemy Core and ORM, Flask-SQLAlchemy, SQLModel, Django's managers): what they
+# build is a statement object whose values are bound as parameters, not SQL text.
+ORM_STATEMENT = "<orm statement>"
+ORM_STATEMENT_CALLS = frozenset(
+    {f"{lib}.{verb}" for lib in ("sqlalchemy", "sqlalchemy.sql", "sqlalchemy.sql.expression", "sqlalchemy.future",
+                                 "sqlmodel") for verb in ("select", "insert", "update", "delete")}
+    | {"sqlalchemy.dialects.postgresql.insert", "sqlalchemy.dialects.sqlite.insert", "sqlalchemy.dialects.mysql.insert"}
+)  # fmt: skip
+# The same builders reached through a database handle (`db.select(User)`, `session.query(User)`).
+ORM_HANDLE_METHODS = frozenset({"select", "insert", "update", "delete", "query"})
+# What a query builder takes as SQL text all the same (Django's `raw` and `extra`): on a statement,
+# these arguments are sinks whatever their text looks like.
+ORM_SQL_TEXT: dict[str, ArgSink] = {
+    "raw": ArgSink("sql", (0,), ("raw_query",)),
+    "extra": ArgSink("sql", (0, 1, 3, 4), ("select", "where", "tables", "order_by")),
+}
+# Class attributes that are a model's query manager (`User.query`, `User.objects`).
+ORM_MANAGERS = frozenset({"query", "objects"})
 TEMPLATE_METHODS = frozenset({"from_string"})
 SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "/bin/sh", "/bin/bash", "/usr/bin/bash", "/bin/zsh", "cmd",
                     "cmd.exe", "powershell", "pwsh"})  # fmt: skip

@@ -246,3 +246,41 @@ def test_imports_are_looked_up_in_the_listing_not_by_reading_candidates() -> Non
     found = python_security_issues(added_file("web/app.py", files["web/app.py"]), project) or []
     assert [(i.cwe, i.confidence) for i in found] == [("CWE-78", "high")]
     assert set(reads) == {"web/tools.py"}  # no request for os.py, flask/__init__.py, src/os.py, ...
+
+
+def test_query_builders_bind_their_values_and_their_exists_is_no_file_check() -> None:
+    orm = "from pathlib import Path\nfrom sqlalchemy import select, text\nfrom flask_sqlalchemy import SQLAlchemy\ndb = SQLAlchemy()\n"
+    view = '@app.route("/u")\ndef u():\n    name = request.args["name"]\n'
+    bound = [
+        "    return db.session.execute(select(User).filter_by(name=name)).scalar()\n",
+        "    stmt = db.select(User).where(User.name.ilike(f'%{name}%'))\n    return db.session.execute(stmt).all()\n",
+        "    return db.session.query(User).filter_by(name=name).first()\n",
+        "    return User.query.filter_by(name=name).first_or_404()\n",
+        "    return {'taken': db.session.scalar(db.select(db.select(User).filter_by(name=name).exists()))}\n",
+        "    return {'taken': Book.objects.filter(slug=name).exists()}\n",
+    ]
+    for body in bound:
+        assert found(orm + view + body) == [], body
+    spliced = [
+        "    return db.session.execute(text(f\"SELECT * FROM users WHERE name = '{name}'\")).all()\n",
+        "    return db.session.query(User).filter(text(\"name = '%s'\" % name)).all()\n",
+        '    return db.session.execute(db.text("SELECT * FROM users WHERE name = \'" + name + "\'")).all()\n',
+        "    return db.session.execute(f\"SELECT * FROM users WHERE name = '{name}'\").all()\n",
+        "    cond = f\"name = '{name}'\"\n    return db.session.execute(select(User).where(cond)).all()\n",
+        "    return list(Book.objects.raw(f\"SELECT * FROM book WHERE slug = '{name}'\"))\n",
+        "    return list(Book.objects.extra(where=[f\"slug = '{name}'\"]))\n",
+        "    return list(Book.objects.filter(shelf=1).extra(select={'hit': \"slug = '%s'\" % name}))\n",
+    ]
+    for body in spliced:
+        assert ("CWE-89", "high") in found(orm + view + body), body
+    # a path's own exists() still checks a file; another API's exists(key) does not
+    assert found(orm + view + "    return {'x': (Path('/srv') / name).exists()}\n") == [("CWE-22", "high")]
+    assert found(orm + view + "    return {'x': Path(name).stat().st_size}\n") == [("CWE-22", "high")]
+    assert found(orm + view + "    return {'x': name.exists(1)}\n") == []
+    own = "class Slot:\n    def __init__(self, key):\n        self.key = key\n\n    def exists(self):\n        return bool(self.key)\n\n\n"
+    assert found(own + view + "    return {'x': Slot(name).exists()}\n") == []
+    # a statement built by the project's own helper is still a statement; a dict named `session` still a dict
+    helper = "def by_name(name):\n    return db.select(User).filter_by(name=name)\n\n\n"
+    assert found(orm + helper + view + "    return db.session.execute(by_name(name)).all()\n") == []
+    mutated = "    session = {}\n    session.update(request.args)\n    return db.session.execute(session['q']).all()\n"
+    assert ("CWE-89", "high") in found(orm + view + mutated)
