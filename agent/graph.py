@@ -96,6 +96,9 @@ class ReviewRuntime(Protocol):
 
     def strategy_llm(self) -> StrategyModel: ...
 
+    @property
+    def stores_reviews(self) -> bool: ...
+
     def save_strategy(
         self,
         review_id: int,
@@ -157,9 +160,12 @@ def build_review_graph(runtime: ReviewRuntime, checkpointer: BaseCheckpointSaver
             review_id = state["review_id"]
             context = runtime.context(review_id, state["request"], state["snapshot"])
             history = runtime.history(context)
-            s1 = serving_s1(runtime, context, history=history)
             writer = runtime.strategy_llm()
             llm, version_id = writer.llm, writer.version_id
+            # The strategy prompt is for the model that writes z, and is kept with a stored review so
+            # that training prompts match serving ones; a review with neither (no model, --no-store)
+            # does not render it (a tenth of a second on a 10,000-line change).
+            s1 = serving_s1(runtime, context, history=history) if llm is not None or runtime.stores_reviews else ""
             z, source, note = generate_strategy(
                 llm,
                 s1=s1,

@@ -190,6 +190,11 @@ class Runtime:
 
     # --- stages --------------------------------------------------------------------------------
 
+    @property
+    def stores_reviews(self) -> bool:
+        """Whether the review is recorded (what the strategy model saw is kept with it for training)."""
+        return self.pool is not None
+
     def save_strategy(
         self,
         review_id: int,
