@@ -22,7 +22,6 @@ from langgraph.types import RetryPolicy, Send
 from opentelemetry import trace
 
 from agent.agreement import annotate_support, diverse_strategies, execution_step_budget
-from agent.embeddings import Embedder
 from agent.strategy import (
     Strategy,
     StrategySource,
@@ -45,6 +44,7 @@ from reviewers.prompts import render_review_prefix
 from reviewers.registry import REVIEWER_SPECS
 
 if TYPE_CHECKING:
+    from agent.embeddings import Embedder
     from agent.strategy_model import StrategyModel
 
 tracer = trace.get_tracer("reviewloop.graph")

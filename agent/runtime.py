@@ -7,13 +7,12 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from psycopg_pool import ConnectionPool
 
 from agent.context import ReviewRequest, Snapshot, build_context
 from agent.diff import DiffIndex, parse_unified_diff
-from agent.embeddings import Embedder
 from agent.gitrepo import open_repository
 from agent.graph import ReviewState
 from agent.loaders import load_diff, load_local, load_replay
@@ -37,6 +36,9 @@ from reviewers.kernel.contracts import (
     Workspace,
 )
 from reviewers.kernel.errors import InputError
+
+if TYPE_CHECKING:
+    from agent.embeddings import Embedder  # numpy: loaded only where a model's strategies are embedded
 
 log = logging.getLogger(__name__)
 
