@@ -26,14 +26,16 @@ import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import numpy as np
-
-from agent.diversity import farthest_point_sample
-from agent.embeddings import Embedder, HashingEmbedder
 from agent.shadow import plan_variations, sample_strategies
 from agent.strategy import Strategy, constrain_strategy
 from reviewers.kernel.contracts import Agreement, FileChange, Finding, LLMPort, RepoConfig
+
+if TYPE_CHECKING:  # numpy and the embedders load only where strategies or findings are embedded
+    import numpy as np
+
+    from agent.embeddings import Embedder
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +77,9 @@ def diverse_strategies(
             candidates.append(z)
     if len(candidates) <= n:
         return candidates
+    from agent.diversity import farthest_point_sample  # numpy: a review without a model never gets here
+    from agent.embeddings import HashingEmbedder
+
     vectors = (embedder or HashingEmbedder()).embed([z.render() for z in candidates])
     return [candidates[i] for i in farthest_point_sample(vectors, n, first=0)]
 
@@ -150,6 +155,6 @@ def _same_problem(cluster: _Cluster, finding: Finding, vectors: dict[int, np.nda
     if (first.path, first.line) != (finding.path, finding.line):
         return False
     if vectors is not None:
-        return float(np.dot(vectors[id(first)], vectors[id(finding)])) >= SAME_TEXT_COSINE
+        return float(vectors[id(first)] @ vectors[id(finding)]) >= SAME_TEXT_COSINE
     a, b = _words(first), _words(finding)
     return bool(a | b) and len(a & b) / len(a | b) >= SAME_TEXT_JACCARD

@@ -22,7 +22,6 @@ from langgraph.types import RetryPolicy, Send
 from opentelemetry import trace
 
 from agent.agreement import annotate_support, diverse_strategies, execution_step_budget
-from agent.embeddings import Embedder
 from agent.strategy import (
     Strategy,
     StrategySource,
@@ -45,6 +44,7 @@ from reviewers.prompts import render_review_prefix
 from reviewers.registry import REVIEWER_SPECS
 
 if TYPE_CHECKING:
+    from agent.embeddings import Embedder
     from agent.strategy_model import StrategyModel
 
 tracer = trace.get_tracer("reviewloop.graph")
@@ -95,6 +95,9 @@ class ReviewRuntime(Protocol):
     def rule_votes(self, context: ReviewContext) -> Mapping[str, tuple[int, int]]: ...
 
     def strategy_llm(self) -> StrategyModel: ...
+
+    @property
+    def stores_reviews(self) -> bool: ...
 
     def save_strategy(
         self,
@@ -157,9 +160,12 @@ def build_review_graph(runtime: ReviewRuntime, checkpointer: BaseCheckpointSaver
             review_id = state["review_id"]
             context = runtime.context(review_id, state["request"], state["snapshot"])
             history = runtime.history(context)
-            s1 = serving_s1(runtime, context, history=history)
             writer = runtime.strategy_llm()
             llm, version_id = writer.llm, writer.version_id
+            # The strategy prompt is for the model that writes z, and is kept with a stored review so
+            # that training prompts match serving ones; a review with neither (no model, --no-store)
+            # does not render it (a tenth of a second on a 10,000-line change).
+            s1 = serving_s1(runtime, context, history=history) if llm is not None or runtime.stores_reviews else ""
             z, source, note = generate_strategy(
                 llm,
                 s1=s1,

@@ -7,13 +7,12 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from psycopg_pool import ConnectionPool
 
 from agent.context import ReviewRequest, Snapshot, build_context
 from agent.diff import DiffIndex, parse_unified_diff
-from agent.embeddings import Embedder
 from agent.gitrepo import open_repository
 from agent.graph import ReviewState
 from agent.loaders import load_diff, load_local, load_replay
@@ -37,6 +36,9 @@ from reviewers.kernel.contracts import (
     Workspace,
 )
 from reviewers.kernel.errors import InputError
+
+if TYPE_CHECKING:
+    from agent.embeddings import Embedder  # numpy: loaded only where a model's strategies are embedded
 
 log = logging.getLogger(__name__)
 
@@ -189,6 +191,11 @@ class Runtime:
         return {rule: (up, down) for rule, (down, up) in by_rule.items() if rule}
 
     # --- stages --------------------------------------------------------------------------------
+
+    @property
+    def stores_reviews(self) -> bool:
+        """Whether the review is recorded (what the strategy model saw is kept with it for training)."""
+        return self.pool is not None
 
     def save_strategy(
         self,

@@ -103,9 +103,9 @@ MAX_FOCUS_PATHS = 20  # `PlanItem.focus_paths`'s bound
 RISK_SIGNAL_WEIGHT = 3.0  # one thing the change does (SQL, shell, auth, ...) outweighs ~9 plain added lines
 
 
-def _risk_score(f: FileChange, history: Mapping[str, float]) -> float:
+def _risk_score(f: FileChange, signals: Sequence[str], history: Mapping[str, float]) -> float:
     score = math.sqrt(f.additions)
-    score += RISK_SIGNAL_WEIGHT * len(change_signals(f))
+    score += RISK_SIGNAL_WEIGHT * len(signals)
     if f.status == "added":
         score += 1.0
     # paths whose findings were often rejected deserve less attention; often accepted, more
@@ -113,8 +113,7 @@ def _risk_score(f: FileChange, history: Mapping[str, float]) -> float:
     return score
 
 
-def _why(f: FileChange) -> str:
-    signals = change_signals(f)
+def _why(f: FileChange, signals: Sequence[str]) -> str:
     return f"{f.status}, +{f.additions} lines" + (f", touches {', '.join(signals)}" if signals else "")
 
 
@@ -143,9 +142,12 @@ def rule_based_strategy(
     else:
         change_type = "mixed" if len({f.path.split("/")[0] for f in code}) > 2 else "refactor"
 
-    scores = {id(f): _risk_score(f, history) for f in code + configs}  # each reads every changed line
+    signals = {id(f): change_signals(f) for f in code + configs}  # each reads every changed line, once
+    scores = {id(f): _risk_score(f, signals[id(f)], history) for f in code + configs}
     ranked = sorted(code + configs, key=lambda f: -scores[id(f)])
-    risk_areas = [RiskArea(path=f.path, why=_why(f)[:200]) for f in ranked[:MAX_RISK_AREAS] if scores[id(f)] > 3.0]
+    risk_areas = [
+        RiskArea(path=f.path, why=_why(f, signals[id(f)])[:200]) for f in ranked[:MAX_RISK_AREAS] if scores[id(f)] > 3.0
+    ]
     budget = min(MAX_STEP_BUDGET, BASE_STEP_BUDGET + len(ranked))
     focus = [f.path for f in ranked][:20]
     plan: list[PlanItem] = []

@@ -4,14 +4,15 @@ Issue 22's done-when 5: a 10,000-line merge request reviews in under 3 s without
 merge request is real code, not generated lines: Python modules of installed web libraries
 (starlette, then requests), JavaScript from matplotlib's web backend, and the project's own Go,
 Java and TypeScript handler files (`tests/fixtures/security/`), so that every analyzer runs on
-what it reads in practice: the taint interpreter with summaries across the added modules, bandit
-and ruff on the Python, semgrep's engine on the rest. They are committed to a scratch git
+what it reads in practice: the taint interpreter with summaries across the added modules, ruff
+(the code-quality rules, and bandit's checks in a second run) on the Python, semgrep's engine on the
+rest. They are committed to a scratch git
 repository as one change and reviewed there.
 
 Each timed run is a fresh `reviewloop review --no-store` process (imports and analyzer processes
 started cold). A second, instrumented run in its own process splits the review into stages: wall
-time inside the taint analysis (and the summaries within it), the semgrep engine, bandit and ruff
-(each a subprocess), and the rest. Reviewers run in threads and the analyzer processes beside them,
+time inside the taint analysis (and the summaries within it), the semgrep engine and ruff (each a
+subprocess), and the rest. Reviewers run in threads and the analyzer processes beside them,
 so stages overlap and their sum may exceed the review's wall time. The load average is read from
 /proc/loadavg around every run: on a shared machine, times are upper bounds.
 """
@@ -159,7 +160,7 @@ def _cli() -> list[str]:
 @dataclass(frozen=True)
 class Timing:
     seconds: float
-    cpu_s: float  # the process and every process it started (bandit, semgrep, ruff, git)
+    cpu_s: float  # the process and every process it started (semgrep, ruff, git)
     load_before: tuple[float, float, float]
     load_after: tuple[float, float, float]
     findings: tuple[tuple[str, int, str], ...]
@@ -187,7 +188,8 @@ def time_review(change: Change, code: Path = REPO) -> Timing:
 
 # --- the stages of one review, measured inside a fresh process -----------------------------------
 
-PROCESS_STAGES = ("semgrep-core", "bandit", "ruff", "git")
+PROCESS_STAGES = ("semgrep-core", "ruff", "git")
+STAGE_WORDS = {"ruff": "ruff (the code-quality rules; bandit's checks)"}
 
 
 def _command_kind(command: Any) -> str:
@@ -384,7 +386,7 @@ def render(result: Result, *, commit: str, labels: dict[str, str]) -> tuple[str,
         f"| imports (the CLI and the review runtime) | {stages['imports_cpu_s']:.2f} | — |",
     ]
     for stage in in_process:
-        lines.append(f"| {stage} | {cpu.get(stage, 0.0):.2f} | {wall.get(stage, 0.0):.2f} |")
+        lines.append(f"| {STAGE_WORDS.get(stage, stage)} | {cpu.get(stage, 0.0):.2f} | {wall.get(stage, 0.0):.2f} |")
         if stage == "taint analysis":
             lines.append(
                 f"| … of which function summaries ({stages['summaries']} computed, {stages['summary_steps']:,} "

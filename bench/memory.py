@@ -8,7 +8,8 @@ interpreter, C extensions or freed-but-kept arenas), and the process's resident 
 everything the process holds, including what the imports cost before the review starts. So this
 prints the process's peak RSS (`ru_maxrss`), its RSS just before the review (after imports and a
 warm-up review), their difference, and the tracemalloc peak of a second run of the same review.
-The analyzer subprocesses (bandit, ruff; one file each) are separate processes and not counted.
+The analyzer subprocesses (ruff with its two rule sets, semgrep's engine) are separate processes and
+not counted.
 It runs as its own process so one size's allocations do not inflate the next size's high-water mark.
 """
 

@@ -1,9 +1,10 @@
 """Review pipeline cost against merge request size: no model (cold and cached analyzers), peak memory,
 and a model server on loopback that answers after a fixed delay.
 
-Every timed run reviews text no analyzer has seen (a new seed per run), because bandit and ruff
-answers are cached by file text (`reviewers.analyzers.*`: the replay environment reviews one
-snapshot many times) and a second run of the same diff would time only the cache. The "cached"
+Every timed run reviews text no analyzer has seen (a new seed per run), because ruff's answers (its
+code-quality rules and bandit's checks) are cached by file text (`reviewers.analyzers.*`: the
+replay environment reviews one snapshot many times) and a second run of the same diff would time
+only the cache. The "cached"
 column re-runs the same diff right after: the pipeline's own work without the analyzer
 subprocesses, which is what changes when the analyzers become cheaper.
 """

@@ -66,12 +66,17 @@ def render_diff_excerpt(files: Sequence[FileChange], *, max_chars: int = MAX_DIF
         if f.is_binary or not f.hunks:
             continue
         block = [f"--- {f.path}"]
+        size = len(block[0])  # of "\n".join(block)
         for hunk in f.hunks:
             block.append(f"@@ -{hunk.old_start},{hunk.old_count} +{hunk.new_start},{hunk.new_count} @@{hunk.header}")
+            size += 1 + len(block[-1])
             for line in hunk.lines:
+                if used + size > max_chars:
+                    break  # the file is trimmed whatever follows: its other lines are not formatted
                 mark = {"add": "+", "del": "-", "context": " "}[line.kind]
                 number = f"{line.new_line:>5}" if line.new_line is not None else "     "
                 block.append(f"{number} {mark}{line.text[:MAX_DIFF_LINE_CHARS]}")
+                size += 1 + len(block[-1])
         text = "\n".join(block)
         if used + len(text) > max_chars:
             out.append(f"--- {f.path} (diff trimmed; use read_file)")

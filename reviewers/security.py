@@ -4,9 +4,9 @@ Its analyzer runs, in order of precision: the secret scanner; instructions addre
 reviewers (prompt injection); the Python taint analysis with summaries of the repository's functions
 shared by every file of the review, or for JavaScript/TypeScript, Go and Java our taint rules on
 semgrep's engine (`semgrep_taint`, one engine run per review); the line rules for what neither
-covers; the settings check; and bandit. What the analyses' budgets cut short is named in the review.
-Test files get only the vendor-prefix secret scan and the words aimed at reviewers: fixtures are
-full of fake passwords and disabled verification.
+covers; the settings check; and bandit's checks (run by ruff). What the analyses' budgets cut short
+is named in the review. Test files get only the vendor-prefix secret scan and the words aimed at
+reviewers: fixtures are full of fake passwords and disabled verification.
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ def _make_analyzer(context: ReviewContext) -> Analyzer:
                 analysis.incomplete.append(incomplete)
         analysis.issues += line_rule_issues(file, python_ast_done=tree_issues is not None, covered_kinds=engine_done)
         analysis.issues += security_setting_issues(file)
-        if tree_issues is not None:  # bandit only reads Python that parses
+        if tree_issues is not None:  # bandit's checks are asked only of Python that parses
             try:
                 analysis.issues += [_judged_by_flow(i) for i in bandit_issues(file)]
             except AnalyzerError as exc:
@@ -88,12 +88,12 @@ def _safe_scan(file: ChangedFile) -> tuple[list[Issue], str]:
 
 
 # bandit checks that judge a sink by the call alone (eval, exec, pickle, yaml.load, a shell, md5, a
-# value marked safe HTML with Markup / mark_safe):
+# value marked safe HTML with Markup / mark_safe; B614 and B703, which ruff lacks, are no longer asked):
 # where the taint analysis read the file, it has already said whether request data reaches the call,
 # so bandit's word on it goes to a person (NEEDS_HUMAN_REVIEW), never straight to a thread.
 SINK_ONLY_BANDIT = frozenset(
     {"bandit:B102", "bandit:B307", "bandit:B301", "bandit:B302", "bandit:B506", "bandit:B602", "bandit:B604",
-     "bandit:B605", "bandit:B614", "bandit:B324", "bandit:B303", "bandit:B703", "bandit:B704"}
+     "bandit:B605", "bandit:B324", "bandit:B303", "bandit:B704"}
 )  # fmt: skip
 
 
@@ -102,8 +102,8 @@ def _judged_by_flow(issue: Issue) -> Issue:
 
 
 def _prefetch(context: ReviewContext, paths: Sequence[str]) -> None:
-    """bandit over the Python files and semgrep's engine over the others, each in its own processes,
-    both in the background: the taint analysis of the first files runs meanwhile, and a file's
+    """bandit's checks (ruff) over the Python files and semgrep's engine over the others, each in its
+    own processes, both in the background: the taint analysis of the first files runs meanwhile, and a file's
     analysis waits for their answers only when it needs them. Test files are read for secrets only."""
     files = [(p, t) for p in paths if (t := context.workspace.read_file(p)) is not None]
     start_analyzer_processes(files, deadline=context.deadline)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -89,22 +91,23 @@ def review(
         return
     if fail_on is not None and fail_on not in SEVERITY_RANK:
         raise fail(f"unknown severity {fail_on!r}; choose one of {', '.join(SEVERITY_RANK)}")
-    if diff is not None:
-        try:
-            # bytes that are not UTF-8 become U+FFFD, and the reviewers name such files ("encoding")
-            data = sys.stdin.buffer.read() if diff == "-" else Path(diff).read_bytes()
-            text = data.decode("utf-8", errors="replace")
-        except OSError as exc:
-            raise fail(f"cannot read {diff}: {exc.strerror}") from exc
-        request = ReviewRequest(source="diff", title=title, diff_text=text)
-    elif path is not None:
-        if not base or not head:
-            raise fail("a local review needs --base and --head")
-        request = ReviewRequest(source="local", title=title, repo_path=str(path), base=base, head=head)
-        _start_analyzers(path, base, head)
-    else:
-        raise fail("give a repository PATH with --base/--head, or --diff FILE")
-    from agent.pipeline import not_reviewed_of  # after the analyzers started: see _start_analyzers
+    with _imports_outside_the_collector():
+        if diff is not None:
+            try:
+                # bytes that are not UTF-8 become U+FFFD, and the reviewers name such files ("encoding")
+                data = sys.stdin.buffer.read() if diff == "-" else Path(diff).read_bytes()
+                text = data.decode("utf-8", errors="replace")
+            except OSError as exc:
+                raise fail(f"cannot read {diff}: {exc.strerror}") from exc
+            request = ReviewRequest(source="diff", title=title, diff_text=text)
+        elif path is not None:
+            if not base or not head:
+                raise fail("a local review needs --base and --head")
+            request = ReviewRequest(source="local", title=title, repo_path=str(path), base=base, head=head)
+            _start_analyzers(path, base, head)
+        else:
+            raise fail("give a repository PATH with --base/--head, or --diff FILE")
+        from agent.pipeline import not_reviewed_of  # after the analyzers started: see _start_analyzers
 
     settings = Settings()
     session = _open(settings) if store else None
@@ -128,6 +131,24 @@ def review(
         if any(SEVERITY_RANK[v.finding.severity] >= threshold for v in shown(outcome.verified)):
             raise typer.Exit(1)
     _check_complete(not_reviewed_of(outcome), fail_on_incomplete)
+
+
+@contextmanager
+def _imports_outside_the_collector() -> Iterator[None]:
+    """The review runtime's imports with the cyclic collector off, and what they built frozen out of
+    it afterwards (`gc.freeze`).
+
+    One review, then the process ends: the modules, classes and functions imported (some 200,000
+    objects) live until exit and are no garbage. The collector traversed all of them in every full
+    collection, during the imports and the review, and again while the interpreter shut down: 0.5 to
+    0.7 s of a cold 10,000-line review (bench.large_mr). The review's own objects are collected as
+    before."""
+    gc.disable()
+    try:
+        yield
+        gc.freeze()
+    finally:
+        gc.enable()
 
 
 def _start_analyzers(path: Path, base: str, head: str) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import fnmatch
+import functools
 import re
 from dataclasses import dataclass
 from functools import cached_property
@@ -48,6 +49,12 @@ MAX_ANALYZED_BYTES = 1 << 20
 _ESCAPED_BYTE = re.compile("[\udc80-\udcff]")
 
 
+# Every reviewer of a review, and the early start of its analyzers, asks this of each changed file
+# (six times a file); the answer reads the whole text, so it is kept.
+UNANALYZABLE_CACHE_SIZE = 1024
+
+
+@functools.lru_cache(maxsize=UNANALYZABLE_CACHE_SIZE)
 def unanalyzable(path: str, text: str) -> tuple[CoverageReason, str] | None:
     """Why the full analyzers must not read this text (its encoding, size, or a generator's hand),
     or None when they may."""

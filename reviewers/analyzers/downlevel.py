@@ -2,9 +2,8 @@
 
 `reviewers.analyzers.pysyntax` says why this exists and when it runs; this module is the how. It is
 self-contained on purpose (the standard library, and libcst only inside `downlevel`), because it is
-used in three processes: libcst runs only in the converter process pysyntax keeps
-(`python -I downlevel.py --serve`); the service and the bandit process
-(`reviewers.analyzers.bandit_runner` loads this file by path) only call `splice`.
+used in two processes: libcst runs only in the converter process pysyntax keeps
+(`python -I downlevel.py --serve`); the service only calls `splice`.
 
 `downlevel(source)` parses with libcst (Python 3.0 to 3.15) and rewrites what 3.11 refuses, keeping
 every line where it was (a construct that spanned three lines still spans three; columns may move on

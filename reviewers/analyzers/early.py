@@ -1,13 +1,13 @@
 """A review's analyzer processes, started as soon as its changed files are known.
 
-bandit and semgrep's engine run as processes over every changed file they read (their start-up costs
-more than one file's analysis, so each gets the whole review in one batch). They need nothing but
+bandit's checks (run by ruff) and semgrep's engine run as processes over every changed file they read
+(their start-up costs more than one file's analysis, so each gets the whole review in one batch). They need nothing but
 the files' texts at head, so they can start before the rest of the review — before a cold command
 line has even imported the runtime that will read their answers (a second of imports for LangGraph
 and its tracing, on one core, while the analyzers use the other). Their answers are kept by text
 (`BatchAnswers`), so whoever asks for a file later, the reviewer or this start, gets the one answer.
 
-Which files: those the security reviewer hands each engine — Python that is not a test for bandit,
+Which files: those the security reviewer hands each engine — Python that is not a test for bandit's checks,
 the engine's languages outside tests for semgrep — and that the analyzers may read in full
 (`unanalyzable`). Starting one the review then leaves out (a path the repository's configuration
 excludes) costs a little CPU and changes no finding.
@@ -25,8 +25,8 @@ from reviewers.paths import is_test_path
 
 
 def start_analyzer_processes(files: Sequence[tuple[str, str]], *, deadline: float | None = None) -> None:
-    """Start bandit over the (path, text) pairs' product Python and the engine over their other
-    languages, in the background; texts already answered or in flight are not started again."""
+    """Start bandit's checks over the (path, text) pairs' product Python and the engine over their
+    other languages, in the background; texts already answered or in flight are not started again."""
     readable = [(p, t) for p, t in files if not is_test_path(p) and unanalyzable(p, t) is None]
-    bandit_prefetch([t for p, t in readable if p.endswith(".py")], background=True)
+    bandit_prefetch([(p, t) for p, t in readable if p.endswith(".py")], background=True)
     engine_prefetch([(p, t) for p, t in readable if engine_supports(p)], deadline=deadline, background=True)

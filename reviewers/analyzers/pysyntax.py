@@ -1,25 +1,23 @@
-"""Reading Python whatever version it was written for: the one syntax tree every analyzer and bandit see.
+"""Reading Python whatever version it was written for: the one syntax tree every analyzer sees.
 
 The service runs on Python 3.11, and `ast.parse` reads only what the running interpreter reads. Code
 under review is written for 3.12 to 3.14: `f"{d["name"]}"`, `def first[T](xs: list[T])`,
 `type Json = dict[str, Json]`, `except A, B:`, t-strings. Before this module such a file was silently
-not analyzed by any syntax-tree rule nor by bandit (37% of a public corpus of 1,243 web handlers).
+not analyzed by any syntax-tree rule (37% of a public corpus of 1,243 web handlers).
 
 How, and why this way. `parse_python` first asks the running `ast` (nothing changes for a file it
 reads, which is most files, at no cost). When that refuses the text, libcst (1.9, which parses Python
 3.0 to 3.15 on any interpreter) reads it, and `reviewers.analyzers.downlevel` rewrites, line for
 line, what 3.11 does not read; 3.11's `ast` parses the rewrite, and the f-string and t-string nodes
 are spliced back in. So every analyzer gets an ordinary `ast.Module` whose line numbers are those of
-the file, built by the same interpreter for every file. bandit runs through
-`reviewers.analyzers.bandit_runner`, which hands bandit this same reading (the conversions made here,
-`conversion_of`), so it sees the tree the other analyzers see, line for line, while its `# nosec`
-comments and snippets come from the real text.
+the file, built by the same interpreter for every file. (ruff, which runs bandit's checks and the
+code-quality rules, reads every version's syntax itself.)
 
 The other means — running the analyzers under a newer interpreter when the machine has one — was not
 taken: the production image has one Python, findings would depend on what else happens to be
-installed, and the analyzers (and bandit) would have to run in a second process per file all the
-same. And re-quoting f-strings as text for 3.11 cannot work in general (3.11 forbids backslashes and
-comments inside the braces and any reuse of the enclosing quote), hence the splice.
+installed, and the analyzers would have to run in a second process per file all the same. And
+re-quoting f-strings as text for 3.11 cannot work in general (3.11 forbids backslashes and comments
+inside the braces and any reuse of the enclosing quote), hence the splice.
 
 Why libcst runs in a child process. Its native parser is not safe on hostile input: an expression of
 8,000 `+` terms crashes the process (SIGSEGV, stack overflow), and a few thousand nested brackets
@@ -76,9 +74,8 @@ BEYOND_EVERY_VERSION = frozenset({"too many nested parentheses", "too many level
 _PARSE_LOCK = threading.Lock()
 
 
-# The four reviewers of a review, the taint analysis's reading of the modules a change imports, and
-# bandit's question of whether a text needs the down-level (`conversion_of`) each parse the same
-# changed files: a 10,000-line change was parsed seven times over. Readings are kept by text alone
+# The four reviewers of a review and the taint analysis's reading of the modules a change imports
+# each parse the same changed files: a 10,000-line change was parsed seven times over. Readings are kept by text alone
 # (a tree does not depend on the file's name; an error is given the asker's path when it is raised),
 # shared read-only, for this many characters of source (the trees of a review's files are alive
 # while it runs anyway; this bounds what a long-lived worker holds after).
@@ -182,16 +179,6 @@ def _parse(source: str, path: str) -> tuple[ast.Module, bool]:
         return splice(tree, converted), True
     except DownlevelError as exc:
         raise PythonSyntaxError(f"{exc.what} (the reader's own failure)", path=path) from None
-
-
-def conversion_of(source: str) -> Downlevelled | None:
-    """The down-level the reader uses for this text (converting it now if need be), or None when the
-    running `ast` reads it as it is or no version reads it. bandit is handed these (`bandit_runner`).
-    The reading is the reviewers' own (kept), so asking costs no parse of its own."""
-    if not _reading(source, "<reviewed>").downlevelled:
-        return None
-    converted = _converted(source)  # kept since the reading converted it
-    return None if isinstance(converted, _Refusal) else converted
 
 
 def parse_python_expression(source: str) -> ast.Expression:

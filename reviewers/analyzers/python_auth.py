@@ -89,13 +89,20 @@ def _is_constant(expr: ast.expr, constants: frozenset[str] = frozenset()) -> boo
 
 
 def _conditional_ids(nodes: list[ast.AST]) -> set[int]:
-    """ids of the nodes under an `if` (or a conditional expression) of the scope."""
+    """ids of the nodes under an `if` (or a conditional expression) of the scope. A node already
+    counted was counted with everything under it, so no branch is walked twice (an `elif` chain is an
+    `if` in the `else` of another: walking each one's branches whole was quadratic in its length)."""
     inside: set[int] = set()
     for node in nodes:
         if isinstance(node, ast.If | ast.IfExp):
-            branches = [*node.body, *node.orelse] if isinstance(node, ast.If) else [node.body, node.orelse]
-            for branch in branches:
-                inside |= {id(n) for n in ast.walk(branch)}
+            pending: list[ast.AST] = (
+                [*node.body, *node.orelse] if isinstance(node, ast.If) else [node.body, node.orelse]
+            )
+            while pending:
+                branch = pending.pop()
+                if id(branch) not in inside:
+                    inside.add(id(branch))
+                    pending.extend(ast.iter_child_nodes(branch))
     return inside
 
 

@@ -83,7 +83,8 @@ def _scopes(tree: ast.Module) -> list[tuple[ast.AST, list[ast.AST]]]:
             inner = node
         elif isinstance(node, ast.Lambda):
             continue  # a lambda's body is an expression of its own: no statement rules apply
-        stack.extend((child, inner) for child in ast.iter_child_nodes(node))
+        for child in ast.iter_child_nodes(node):
+            stack.append((child, inner))
     return [(root, owned[id(root)]) for root in roots]
 
 

@@ -33,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -135,78 +136,107 @@ def severity_of(code: str) -> Severity:
     return "low"
 
 
-def run_ruff_json(text: str, *, path: str) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class RuleSet:
+    """What one ruff run asks: the rules, and whether the reviewed code's `# noqa` comments count.
+    The code-quality rules honour them (a project's own lint decisions); bandit's checks run with
+    them off and apply their own suppressions (`reviewers.analyzers.bandit`): a bare `# noqa`
+    written for a line length is no decision about a shell."""
+
+    select: tuple[str, ...]
+    ignore: tuple[str, ...] = ()
+    honour_noqa: bool = True
+
+    def flags(self) -> tuple[str, ...]:
+        ignore = ("--ignore", ",".join(self.ignore)) if self.ignore else ()
+        noqa = () if self.honour_noqa else ("--ignore-noqa",)
+        return ("--select", ",".join(self.select), *ignore, *noqa)
+
+
+CODE_QUALITY_RULES = RuleSet(RUFF_SELECT, RUFF_IGNORE)
+
+
+def run_ruff_json(text: str, *, path: str, rules: RuleSet = CODE_QUALITY_RULES) -> list[dict[str, Any]]:
     """ruff's JSON diagnostics for one file's text. Raises AnalyzerError when ruff cannot run."""
-    diagnostics = json.loads(_ruff_stdout(text, path))
+    diagnostics = json.loads(_ruff_stdout(text, path, rules))
     if not isinstance(diagnostics, list):
         raise AnalyzerError(f"ruff gave unexpected output on {path}")
     return [d for d in diagnostics if isinstance(d, dict)]
 
 
-def _ruff_command(*targets: str) -> list[str]:
+def _ruff_command(*targets: str, flags: tuple[str, ...] = CODE_QUALITY_RULES.flags()) -> list[str]:
     return [
         sys.executable, "-m", "ruff", "check", "--output-format", "json", "--no-cache", "--isolated",
-        "--target-version", RUFF_TARGET_VERSION, "--select", ",".join(RUFF_SELECT),
-        "--ignore", ",".join(RUFF_IGNORE), *targets,
+        "--target-version", RUFF_TARGET_VERSION, *flags, *targets,
     ]  # fmt: skip
 
 
-def _key(text: str, path: str) -> tuple[str, str]:
-    # ruff's answer depends on the text and the file's name (`__init__.py`, `.pyi`), not its folder
-    return text, PurePosixPath(path).name
+def _key(text: str, path: str, rules: RuleSet = CODE_QUALITY_RULES) -> tuple[tuple[str, ...], str, str]:
+    # ruff's answer depends on the rules, the text and the file's name (`__init__.py`, `.pyi`), not its folder
+    return rules.flags(), text, PurePosixPath(path).name
 
 
-_prefetched: BatchAnswers[tuple[str, str], str] = BatchAnswers()  # (text, file name) → ruff's JSON for that file
+# (rules, text, file name) → ruff's JSON for that file
+_prefetched: BatchAnswers[tuple[tuple[str, ...], str, str], str] = BatchAnswers()
 # A file given by name is read as Python only under these suffixes (stdin takes any name).
 BATCHABLE_SUFFIXES = (".py", ".pyi")
 
 
-def prefetch(files: Sequence[tuple[str, str]]) -> None:
+def prefetch(
+    files: Sequence[tuple[str, str]], *, rules: RuleSet = CODE_QUALITY_RULES, background: bool = False
+) -> None:
     """Run ruff once over many (path, text) files and keep each file's diagnostics.
 
     Starting the ruff process costs more than linting a file, so a reviewer that will read twenty
     files asks for all of them in one process. Each copy sits in its own folder under its own file
-    name. A failed batch is ignored: each file is then linted on its own, as without a prefetch.
+    name. A failed batch is ignored: each file is then linted on its own, as without a prefetch. In
+    the `background`, readers of those files wait for the batch rather than start a process.
     """
-    wanted = _prefetched.missing(_key(text, path) for path, text in files if path.endswith(BATCHABLE_SUFFIXES))
+    wanted = _prefetched.missing(_key(text, path, rules) for path, text in files if path.endswith(BATCHABLE_SUFFIXES))
     if len(wanted) < 2:
         return
+    _prefetched.run_batch(wanted, lambda keys: _ruff_batch(keys, rules.flags()), background=background)
+
+
+def _ruff_batch(keys: Sequence[tuple[tuple[str, ...], str, str]], flags: tuple[str, ...]) -> dict[Any, str]:
+    """ruff in one process over the keys' texts: each text's diagnostics, or none at all when the
+    batch failed or gave an answer it cannot place."""
     with tempfile.TemporaryDirectory(prefix="reviewloop-ruff-") as tmp:
-        copies = [Path(tmp) / str(i) / name for i, (_, name) in enumerate(wanted)]
-        for copy, (text, _) in zip(copies, wanted, strict=True):
+        copies = [Path(tmp) / str(i) / name for i, (_, _, name) in enumerate(keys)]
+        for copy, (_, text, _) in zip(copies, keys, strict=True):
             copy.parent.mkdir()
             copy.write_text(text, encoding="utf-8")
         relative = [str(copy.relative_to(tmp)) for copy in copies]
         try:
             done = subprocess.run(
-                _ruff_command(*relative), cwd=tmp, capture_output=True, text=True,
+                _ruff_command(*relative, flags=flags), cwd=tmp, capture_output=True, text=True,
                 timeout=RUFF_TIMEOUT_S * 4, check=False,
             )  # fmt: skip
             diagnostics = json.loads(done.stdout or "[]")
         except (OSError, subprocess.TimeoutExpired, json.JSONDecodeError):
-            return
+            return {}
         if done.returncode not in (0, 1) or not isinstance(diagnostics, list):
-            return
+            return {}
         by_copy: dict[Path, list[Any]] = {copy.resolve(): [] for copy in copies}
         for diag in diagnostics:
             owner = by_copy.get(Path(str(diag.get("filename", ""))).resolve()) if isinstance(diag, dict) else None
             if owner is None:
-                return  # an answer we cannot place: trust none of the batch
+                return {}  # an answer we cannot place: trust none of the batch
             owner.append(diag)
-    _prefetched.store({key: json.dumps(by_copy[copy.resolve()]) for copy, key in zip(copies, wanted, strict=True)})
+    return {key: json.dumps(by_copy[copy.resolve()]) for copy, key in zip(copies, keys, strict=True)}
 
 
-def _ruff_stdout(text: str, path: str) -> str:
-    ready = _prefetched.get(_key(text, path))
-    return ready if ready is not None else _ruff_single(text, path)
+def _ruff_stdout(text: str, path: str, rules: RuleSet = CODE_QUALITY_RULES) -> str:
+    ready = _prefetched.get(_key(text, path, rules), wait_s=RUFF_TIMEOUT_S * 4)
+    return ready if ready is not None else _ruff_single(text, path, rules.flags())
 
 
 # Replays review the same snapshot many times; ruff's answer depends only on the text and the name.
 @functools.lru_cache(maxsize=RUFF_CACHE_SIZE)
-def _ruff_single(text: str, path: str) -> str:
+def _ruff_single(text: str, path: str, flags: tuple[str, ...] = CODE_QUALITY_RULES.flags()) -> str:
     # one argument, `--stdin-filename=<path>`: a path such as `--evil.py` given as a separate argument
     # is read as an option, and the file was silently not linted (issue 11)
-    command = _ruff_command(f"--stdin-filename={path}", "-")
+    command = _ruff_command(f"--stdin-filename={path}", "-", flags=flags)
     try:
         done = subprocess.run(command, input=text, capture_output=True, text=True, timeout=RUFF_TIMEOUT_S, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:

@@ -29,7 +29,6 @@ def test_the_change_is_one_commit_over_a_base(tmp_path: Path) -> None:
 
 def test_process_kinds_and_the_wall_they_cover() -> None:
     assert _command_kind(["/venv/bin/semgrep-core", "-json"]) == "semgrep-core"
-    assert _command_kind(["/venv/bin/python", "-I", "/x/bandit_runner.py"]) == "bandit"
     assert _command_kind(["/venv/bin/python", "-m", "ruff", "check"]) == "ruff"
     assert _command_kind(["git", "--no-pager", "cat-file"]) == "git"
     assert _span([(0.0, 2.0), (1.0, 3.0), (5.0, 6.0)]) == 4.0  # two side by side count once

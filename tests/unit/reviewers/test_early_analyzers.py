@@ -1,19 +1,20 @@
 """A review's analyzer processes start as soon as its changed files are known (issue 22's 10,000-line
-review: a cold command line imports the runtime on one core while bandit and semgrep's engine use the
-other), and the review then reads their answers instead of starting its own."""
+review: a cold command line imports the runtime on one core while bandit's checks (ruff) and semgrep's
+engine use the other), and the review then reads their answers instead of starting its own."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
 from agent.gitrepo import open_repository
 from api.cli import app
-from reviewers.analyzers import bandit, semgrep_taint
+from reviewers.analyzers import bandit, ruff, semgrep_taint
 from reviewers.analyzers.early import start_analyzer_processes
 
 SHELL = "import subprocess\n\n\ndef run(p):\n    subprocess.run(f'gzip {p}', shell=True)\n"
@@ -60,8 +61,8 @@ def test_changed_paths_are_those_present_at_head(tmp_path: Path) -> None:
 def test_the_early_start_hands_bandit_product_python_and_the_engine_its_languages(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    sent: dict[str, list[str]] = {"bandit": [], "engine": []}
-    monkeypatch.setattr(bandit, "prefetch", lambda texts, background=False: sent["bandit"].extend(texts))
+    sent: dict[str, list[tuple[str, str]]] = {"bandit": [], "engine": []}
+    monkeypatch.setattr(bandit, "prefetch", lambda files, background=False: sent["bandit"].extend(files))
     monkeypatch.setattr(
         semgrep_taint, "prefetch", lambda files, deadline=None, background=False: sent["engine"].extend(files)
     )
@@ -79,15 +80,16 @@ def test_the_early_start_hands_bandit_product_python_and_the_engine_its_language
             ("README.md", "# hi\n"),
         ]
     )
-    assert sent["bandit"] == [SHELL]
+    assert sent["bandit"] == [("pkg/jobs.py", SHELL)]
     assert sent["engine"] == [("web/ls.js", JS)]
 
 
 def test_a_local_review_reads_the_answers_its_early_start_computed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """One bandit batch and one engine run for the whole review, both started by the command line
-    before the runtime was imported; the security reviewer's own prefetch finds nothing left."""
+    """One batch of bandit's checks and one engine run for the whole review, both started by the
+    command line before the runtime was imported; the security reviewer's own prefetch finds nothing
+    left."""
     for name in (
         "REVIEWLOOP_LLM_BASE_URL",
         "REVIEWLOOP_LLM_MODEL",
@@ -96,25 +98,36 @@ def test_a_local_review_reads_the_answers_its_early_start_computed(
     ):
         monkeypatch.delenv(name, raising=False)
     repo = _repository(tmp_path, f"early {tmp_path.name}")  # texts no other test has analysed
-    batches: list[int] = []
-    real_batch = bandit._bandit_batch
-    monkeypatch.setattr(bandit, "_bandit_batch", lambda texts: batches.append(len(texts)) or real_batch(texts))
+    batches: list[int] = []  # batches of bandit's checks
+    real_batch = ruff._ruff_batch
+
+    def counted_batch(keys: Any, flags: tuple[str, ...]) -> Any:
+        if flags == bandit.BANDIT_RULES.flags():
+            batches.append(len(keys))
+        return real_batch(keys, flags)
+
+    monkeypatch.setattr(ruff, "_ruff_batch", counted_batch)
     scans: list[int] = []
     real_scan = semgrep_taint.scan
     monkeypatch.setattr(semgrep_taint, "scan", lambda files, **kw: scans.append(len(files)) or real_scan(files, **kw))
 
-    def no_single_run(text: str, path: str) -> str:
-        raise AssertionError(f"{path} was run through bandit alone")
+    real_single = ruff._ruff_single
 
-    monkeypatch.setattr(bandit, "_bandit_single", no_single_run)
+    def no_single_run(text: str, path: str, flags: tuple[str, ...] = ruff.CODE_QUALITY_RULES.flags()) -> str:
+        if flags == bandit.BANDIT_RULES.flags():
+            raise AssertionError(f"{path} was run through bandit's checks alone")
+        return real_single(text, path, flags)
+
+    monkeypatch.setattr(ruff, "_ruff_single", no_single_run)
     import api.commands.review as review_command
 
     real_run = review_command._run
     started_before_the_review: list[bool] = []
 
     def run(*args: object, **kwargs: object) -> object:
-        product = [(repo / p).read_text() for p in ("pkg/jobs.py", "pkg/more.py", "pkg/renamed.py")]
-        started_before_the_review.append(not bandit._prefetched.missing([bandit._digest(t) for t in product]))
+        product = ("pkg/jobs.py", "pkg/more.py", "pkg/renamed.py")
+        keys = [ruff._key((repo / p).read_text(), p, bandit.BANDIT_RULES) for p in product]
+        started_before_the_review.append(not ruff._prefetched.missing(keys))
         return real_run(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(review_command, "_run", run)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from reviewers.analyzers import bandit, pysyntax
+from reviewers.analyzers import bandit, pysyntax, ruff
 from reviewers.analyzers.bandit import bandit_issues
 from reviewers.analyzers.changed_file import ChangedFile
 from reviewers.analyzers.pysyntax import parse_python
@@ -230,11 +230,9 @@ def test_every_reader_of_one_text_shares_one_parse(monkeypatch: pytest.MonkeyPat
     assert parses == ["pkg/shared.py", "pkg/broken.py"]
 
 
-def test_a_text_is_parsed_once_whatever_its_path_and_bandit_s_question_reads_that_parse(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """The security reviewer, the taint analysis's project reading and bandit's conversion table
-    name one text differently; before, each name (and `conversion_of`) parsed it again."""
+def test_a_text_is_parsed_once_whatever_its_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The security reviewer and the taint analysis's project reading name one text differently;
+    before, each name parsed it again."""
     parses: list[str] = []
     real = pysyntax._parse
 
@@ -247,18 +245,16 @@ def test_a_text_is_parsed_once_whatever_its_path_and_bandit_s_question_reads_tha
     newer = _newer("type Alias = list[int]\n")  # the running 3.11 refuses it: the converter reads it
     for source in (plain, newer):
         assert parse_python(source, "pkg/a.py") is parse_python(source, "other/name.py")
-    assert pysyntax.conversion_of(plain) is None
-    converted = pysyntax.conversion_of(newer)
-    assert converted is not None and "Alias" in converted["text"]
     assert parses == ["pkg/a.py", "pkg/a.py"]
     broken = "def once(:\n"
-    assert pysyntax.conversion_of(broken) is None  # no version reads it: bandit reports it itself
-    with pytest.raises(PythonSyntaxError) as refused:
-        parse_python(broken, "pkg/broken.py")
-    assert refused.value.path == "pkg/broken.py" and parses[-1] == "<reviewed>" and len(parses) == 3
+    for path in ("pkg/broken.py", "other/broken.py"):
+        with pytest.raises(PythonSyntaxError) as refused:
+            parse_python(broken, path)
+        assert refused.value.path == path
+    assert parses == ["pkg/a.py", "pkg/a.py", "pkg/broken.py"]
 
 
-def test_bandit_sees_a_file_written_in_312_syntax() -> None:
+def test_bandit_s_checks_see_a_file_written_in_312_syntax() -> None:
     source = _newer(
         """
         import subprocess
@@ -274,10 +270,11 @@ def test_bandit_sees_a_file_written_in_312_syntax() -> None:
     issues = bandit_issues(file)
     assert [(i.rule, i.line) for i in issues if i.kind == "shell"] == [("bandit:B602", 6)]
     # the batch run a reviewer starts before its files are analyzed reads it too
-    batch = [source + "# batch\n", "import os\n\n\ndef g(p):\n    os.system(f'ls {p}')\n"]
+    batch = [("run.py", source + "# batch\n"), ("g.py", "import os\n\n\ndef g(p):\n    os.system(f'ls {p}')\n")]
     bandit.prefetch(batch)
-    report = json.loads(bandit._prefetched[bandit._digest(batch[0])])
-    assert [(r["test_id"], r["line_number"]) for r in report["results"] if r["test_id"] == "B602"] == [("B602", 6)]
+    assert ruff._key(batch[0][1], "run.py", bandit.BANDIT_RULES) in ruff._prefetched
+    file = ChangedFile(FileChange(path="run.py", old_path="run.py", status="added", collapsed=True), batch[0][1])
+    assert [(i.rule, i.line) for i in bandit_issues(file) if i.kind == "shell"] == [("bandit:B602", 6)]
 
 
 SAMPLES = [FSTRINGS, PEP695]

@@ -307,7 +307,7 @@ def test_ruff_skips_whole_file_rules_on_rebuilt_text() -> None:
     assert not added_file("m.py", "import os\n").partial
 
 
-def test_bandit_runs_on_a_copy_and_keeps_added_lines() -> None:
+def test_bandit_s_checks_keep_added_lines() -> None:
     text = "import requests\n\ndef get(u):\n    return requests.get(u, timeout=5, verify=False)\n"
     issues = bandit_issues(edited_file("client.py", text, added={4}))
     assert [(i.line, i.rule, i.kind) for i in issues] == [(4, "bandit:B501", "tls-verify")]
