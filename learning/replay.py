@@ -358,7 +358,10 @@ class ReplayEnv:
         context = ready.context
         found = [f for r in results for f in r.findings if not below_min_severity(f, context.config.min_severity)]
         if self.config.verify:
-            verified = verify_findings(found, VerifierInputs(workspace=context.workspace, diff_index=ready.diff_index))
+            # No held-out track record here: it is a prior about real projects a rule meets for the first
+            # time, while a replayed team's taste is the environment's own ground truth (its votes).
+            inputs = VerifierInputs(workspace=context.workspace, diff_index=ready.diff_index, track_record={})
+            verified = verify_findings(found, inputs)
         else:
             verified = [VerifiedFinding(f, "REAL", "verifier off") for f in found]
         return Execution(
