@@ -52,6 +52,7 @@ from reviewers.analyzers.symbols import (
     first_moved_position,
     gone_definition_names,
     inherited_method,
+    inherits_from_outside,
     is_new,
     name_dispatches,
     public_definitions,
@@ -498,6 +499,8 @@ class TestImpactAnalyzer:
             anchor = self._anchor_for_removal(file, name) if stale else None
             if anchor is None:
                 continue  # nothing uses it
+            if inherits_from_outside(file, name, self.context.workspace.list_paths()):
+                continue  # a base class from another package may define it now
             try:
                 if defined_at_head(self.context.workspace, name, outside=file.path):
                     continue  # it moved to another module or a base class

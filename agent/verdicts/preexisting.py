@@ -21,6 +21,7 @@ re-route.
 from __future__ import annotations
 
 import ast
+import re
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -54,7 +55,7 @@ def preexisting_ruff(finding: Finding, *, head_text: str | None, change: FileCha
     mine = [d for d in head if d.get("code") == code and _row(d) == finding.line]
     if not mine:
         return None
-    key = (code, str(mine[0].get("message", "")), head_scopes(finding.line))
+    key = (code, _message(mine[0]), head_scopes(finding.line))
     before = Counter(_key(d, base_scopes) for d in base)[key]
     after = Counter(_key(d, head_scopes) for d in head)[key]
     if before == 0 or after > before:
@@ -71,8 +72,17 @@ def _row(diagnostic: dict[str, Any]) -> int:
     return int(location.get("row", 0) or 0)
 
 
+# A message that names a line ("Redefinition of unused `Iterable` from line 4") names it on each side
+# of the change; an edit above moves the number, not the complaint.
+_LINE_NUMBER = re.compile(r"\bline \d+")
+
+
+def _message(diagnostic: dict[str, Any]) -> str:
+    return _LINE_NUMBER.sub("line N", str(diagnostic.get("message", "")))
+
+
 def _key(diagnostic: dict[str, Any], scope_of: Callable[[int], str]) -> tuple[str, str, str]:
-    return str(diagnostic.get("code")), str(diagnostic.get("message", "")), scope_of(_row(diagnostic))
+    return str(diagnostic.get("code")), _message(diagnostic), scope_of(_row(diagnostic))
 
 
 def _scopes(tree: ast.Module) -> Callable[[int], str]:

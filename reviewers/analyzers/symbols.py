@@ -465,3 +465,37 @@ def inherited_method(tree: ast.Module, owner: str, name: str, *, elsewhere: Clas
             return True
         queue += _base_names(node)
     return False
+
+
+def inherits_from_outside(file: ChangedFile, name: str, repo_paths: list[str]) -> bool:
+    """Whether `name` was a method (its removed `def` indented) and a class in the file at head
+    subclasses a base imported from a module the repository does not hold (`from flask.sansio.blueprints
+    import Blueprint`): the method may now be inherited from there, where no search of ours can look."""
+    tree = file.python_tree
+    if tree is None:
+        return False
+    method = re.compile(rf"^\s+(?:async\s+)?def\s+{re.escape(name)}\b")
+    if not any(method.match(text) for text in removed_lines(file)):
+        return False
+    imported: dict[str, str] = {}
+    for stmt in tree.body:
+        if isinstance(stmt, ast.ImportFrom) and stmt.level == 0 and stmt.module:
+            imported |= {(a.asname or a.name): stmt.module for a in stmt.names}
+        elif isinstance(stmt, ast.Import):
+            imported |= {(a.asname or a.name).split(".")[0]: a.name for a in stmt.names}
+    local_roots = {p.split("/")[0] for p in repo_paths} | {p.split("/")[1] for p in repo_paths if p.startswith("src/")}
+    for node in tree.body:
+        if not isinstance(node, ast.ClassDef):
+            continue
+        for base in node.bases:
+            head = base
+            while isinstance(head, ast.Attribute):
+                head = head.value
+            module = imported.get(head.id) if isinstance(head, ast.Name) else None
+            if module is not None and module.split(".")[0] not in local_roots:
+                return True
+    return False
+
+
+def removed_lines(file: ChangedFile) -> list[str]:
+    return [line.text for hunk in file.change.hunks for line in hunk.lines if line.kind == "del"]

@@ -355,3 +355,24 @@ def test_a_ruff_complaint_the_change_adds_beside_an_old_one_is_kept() -> None:
     default = finding_at("collect.py", 1, "def collect(item, into=[], *, seen={}):", rule="ruff:B006")
     [v] = verify_findings([default], inputs_for(COLLECT_MORE_DIFF, {"collect.py": COLLECT_MORE}))
     assert v.verdict == "REAL", v.reason
+
+
+IMPORTS = "from typing import Iterable, Iterator, Iterable\n\n\ndef first(items: Iterable[int]) -> Iterator[int]:\n    return iter(items)\n"
+IMPORTS_DIFF = """diff --git a/pool.py b/pool.py
+--- a/pool.py
++++ b/pool.py
+@@ -1,4 +1,2 @@
+-import ssl
+-
+-from typing import Iterable, Iterator, Iterable, List
++from typing import Iterable, Iterator, Iterable
+ 
+"""
+
+
+def test_a_ruff_message_that_names_a_line_is_the_same_complaint_when_the_line_moved() -> None:
+    """The duplicate `Iterable` was already there; the change drops a name and the import above it, so
+    ruff's F811 now says "from line 1" where the base said "from line 3": the same complaint."""
+    twice = finding_at("pool.py", 1, "from typing import Iterable, Iterator, Iterable", rule="ruff:F811")
+    [v] = verify_findings([twice], inputs_for(IMPORTS_DIFF, {"pool.py": IMPORTS}))
+    assert v.verdict == "FALSE_POSITIVE", v.reason

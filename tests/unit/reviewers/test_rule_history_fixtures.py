@@ -1110,6 +1110,8 @@ def test_a_token_anyone_can_mint_in_tests_or_docs_and_an_example_apps_key_go_to_
         "examples/todo/app.py": "app.secret_key = 'Xo9vQ2mLr7TzK4pW8sNd3Fh6'\n",
         "todo/app.py": "app.secret_key = 'Xo9vQ2mLr7TzK4pW8sNd3Fh6'\n",
         "todo/client.py": f"TOKEN = '{jwt}'\n",
+        "todo/testing.py": "class DummySession:\n    def new_csrf_token(self):\n        token = 'Qm8vX2pLr7TzK4pW8sNd3Fh6'\n"
+        "        return token\n",
     }
     found = review("security", build_context({}, files)).findings
     assert sorted((f.path, f.rule, f.confidence) for f in found) == [
@@ -1119,6 +1121,7 @@ def test_a_token_anyone_can_mint_in_tests_or_docs_and_an_example_apps_key_go_to_
         ("tests/test_client.py", "secrets:known-prefix", "low"),
         ("todo/app.py", "secrets:named-literal", "medium"),
         ("todo/client.py", "secrets:known-prefix", "high"),
+        ("todo/testing.py", "secrets:named-literal", "low"),
     ]
 
 
@@ -1131,3 +1134,18 @@ def test_a_flag_about_a_signature_is_not_a_secret_compared(build_context: Any) -
     assert review("security", build_context({}, {"jwt/api.py": flags})).findings == []
     secret = "def check(signature, expected_signature):\n    if signature != expected_signature:\n        raise Bad()\n"
     assert rules(review("security", build_context({}, {"jwt/api.py": secret}))) == ["python:timing-unsafe-compare"]
+
+
+def test_a_method_a_class_now_inherits_from_another_package_is_not_removed(build_context: Any) -> None:
+    own = (
+        "class Blueprint:\n    def __init__(self, name):\n        self.name = name\n\n"
+        "    def app_template_test(self, name=None):\n        return name\n"
+    )
+    tests = "from web.bp import Blueprint\n\n\ndef test_template_test():\n    assert Blueprint('a').app_template_test('x') == 'x'\n"
+    base = {"web/bp.py": own, "tests/test_bp.py": tests}
+    inherited = "from flask.sansio.blueprints import Blueprint as SansioBlueprint\n\n\nclass Blueprint(SansioBlueprint):\n    pass\n"
+    assert review("test_impact", build_context(base, {**base, "web/bp.py": inherited})).findings == []
+    local = (
+        "class Base:\n    pass\n\n\nclass Blueprint(Base):\n    def __init__(self, name):\n        self.name = name\n"
+    )
+    assert rules(review("test_impact", build_context(base, {**base, "web/bp.py": local}))) == ["tests:removed-symbol"]
