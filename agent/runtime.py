@@ -71,11 +71,14 @@ class Runtime:
         shadow_strategies: int = 0,
         embedder: Embedder | None = None,
         review_deadline_s: float | None = None,
+        hold_by_track_record: bool = True,
     ) -> None:
         """`review_deadline_s`: reviewers take no step after this many seconds from the review's start
-        (Settings.review_deadline_s); the files they did not reach are named in `not_reviewed`."""
+        (Settings.review_deadline_s); the files they did not reach are named in `not_reviewed`.
+        `hold_by_track_record`: Settings.hold_by_track_record (`agent.verdicts.track_record`)."""
         self.pool = pool
         self.review_deadline_s = review_deadline_s
+        self.hold_by_track_record = hold_by_track_record
         self._llm = llm
         # Strategy and finding-text embeddings for agreement; None: character n-grams for strategies,
         # word overlap for findings (no model to load).
@@ -237,7 +240,12 @@ class Runtime:
     def verifier_inputs(self, review_id: int, context: ReviewContext) -> VerifierInputs:
         with self._lock:
             index = self._contexts[review_id][1] if review_id in self._contexts else DiffIndex(context.files)
-        inputs = VerifierInputs(workspace=context.workspace, diff_index=index, min_severity=context.config.min_severity)
+        inputs = VerifierInputs(
+            workspace=context.workspace,
+            diff_index=index,
+            min_severity=context.config.min_severity,
+            track_record=None if self.hold_by_track_record else {},
+        )
         if self.pool is not None and context.project:
             inputs.rejected_fingerprints = store_rejections.rejected_fingerprints(
                 self.pool, project=context.project, mr_iid=context.mr_iid

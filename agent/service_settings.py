@@ -111,6 +111,12 @@ class Settings(BaseSettings):
         "is named in the summary's not-reviewed list",
     )
 
+    hold_by_track_record: bool = Field(
+        default=True,
+        description="send the findings of a rule mostly wrong on held-out open-source history to a person "
+        "(listed in the summary) until three people on the project accept it; false posts them as threads",
+    )
+
     @property
     def llm_configured(self) -> bool:
         return bool(self.llm_base_url and self.llm_model) or self.llm_model_path is not None

@@ -58,6 +58,7 @@ class ReviewDeps:
     allowed_urls: frozenset[str] = field(default_factory=frozenset)
     allowed_projects: frozenset[str] = field(default_factory=frozenset)
     review_deadline_s: float | None = None
+    hold_by_track_record: bool = True
     """REVIEWLOOP_GITLAB_PROJECTS: numeric ids and paths; empty = every project."""
 
 
@@ -78,6 +79,7 @@ def build_deps(settings: Settings, *, pool: ConnectionPool[Any], dsn: str, llm: 
         allowed_urls=frozenset({settings.gitlab_url, settings.gitlab_url.rstrip("/") + "/"}),
         allowed_projects=frozenset(settings.gitlab_project_allowlist),
         review_deadline_s=settings.review_deadline_s,
+        hold_by_track_record=settings.hold_by_track_record,
     )
 
 
@@ -247,6 +249,7 @@ def review_gitlab_merge_request(
         strategy_model=deps.strategy_model,
         shadow_strategies=deps.shadow_strategies,
         review_deadline_s=deps.review_deadline_s,
+        hold_by_track_record=deps.hold_by_track_record,
     )
     review_id = store_reviews.create_review(
         deps.pool, source="gitlab", project=project, mr_iid=mr_iid, head_sha=head, previous_head_sha=previous

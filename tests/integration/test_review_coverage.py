@@ -72,7 +72,9 @@ def review_json(runner: CliRunner, *args: str) -> tuple[int, dict[str, Any]]:
 
 
 def reported(doc: dict[str, Any]) -> set[tuple[str, str]]:
-    return {(f["path"], f["rule"]) for f in doc["findings"] if f["verdict"] == "REAL"}
+    """What a reader is shown: posted, or listed for a person (a credential literal's rule may be held
+    back by its held-out record, `agent.verdicts.track_record`, and is still reported)."""
+    return {(f["path"], f["rule"]) for f in doc["findings"] if f["verdict"] in ("REAL", "NEEDS_HUMAN_REVIEW")}
 
 
 def test_a_defect_in_the_last_and_smallest_of_60_files_is_reported(env: None, tmp_path: Path) -> None:
