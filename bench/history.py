@@ -78,7 +78,6 @@ GIT_TIMEOUT_S = 120.0
 TARGET_RIGHT = 0.70
 TARGET_PER_1000 = 1.0
 JUDGEMENTS = Path(__file__).with_name("history_judgements.json")
-HELD_BY_RECORD = "judged on open-source history"  # in the reason of a finding `agent.verdicts.track_record` held back
 
 Verdict = Literal["right", "debatable", "wrong"]
 
@@ -207,6 +206,7 @@ def review_commit(repo: str, mirror: Path, commit: Commit) -> CommitResult:
     from agent.context import ReviewRequest
     from agent.pipeline import run_review
     from agent.runtime import Runtime
+    from agent.verdicts.track_record import HELD_BY_RECORD
     from reviewers.kernel.errors import ReviewloopError
 
     started = time.perf_counter()

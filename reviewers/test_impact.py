@@ -61,6 +61,7 @@ from reviewers.analyzers.symbols import (
     removed_python_shape,
     signature_changed,
     top_level_classes,
+    top_level_names,
 )
 from reviewers.analyzers.test_changes import (
     added_test_names,
@@ -493,13 +494,16 @@ class TestImpactAnalyzer:
 
     def removal_issues(self, file: ChangedFile) -> list[Issue]:
         issues: list[Issue] = []
+        local_roots: set[str] | None = None  # the repository's packages, listed once and only when needed
         for name in sorted(n for n in gone_definition_names(file) if not n.startswith("_")):
             refs = self.stale(self.index.references(file.path, name))
             stale = [r for r in refs if self._uses_in_code(r.path, name)]
             anchor = self._anchor_for_removal(file, name) if stale else None
             if anchor is None:
                 continue  # nothing uses it
-            if inherits_from_outside(file, name, self.context.workspace.list_paths()):
+            if local_roots is None:
+                local_roots = top_level_names(self.context.workspace.list_paths())
+            if inherits_from_outside(file, name, local_roots):
                 continue  # a base class from another package may define it now
             try:
                 if defined_at_head(self.context.workspace, name, outside=file.path):

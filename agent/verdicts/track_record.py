@@ -41,6 +41,7 @@ TRACK_RECORD = Path(__file__).with_name("track_record.json")
 MIN_JUDGED = 3  # fewer judged findings say too little about a rule to hold it back
 MIN_COMMITS = 2  # findings of one commit share a cause: they are not independent evidence
 MIN_RIGHT_SHARE = 0.5  # right in fewer than half its judged findings: a person should see them first
+HELD_BY_RECORD = "findings judged on open-source history"  # in the reason of every finding held back here
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,6 @@ def unproven_rule(finding: Finding, votes: PeopleVotes, record: Mapping[str, Rec
         return None
     debatable = f", {found.debatable} debatable" if found.debatable else ""
     return (
-        f"{finding.rule} was right in {found.right} of {found.judged} findings judged on open-source history it had"
+        f"{finding.rule} was right in {found.right} of {found.judged} {HELD_BY_RECORD} it had"
         f" not been tuned to{debatable}; listed for a person until {MIN_PEOPLE} people on this project accept it"
     )

@@ -122,7 +122,7 @@ def value_changes(file: ChangedFile) -> list[ValueChange]:
     return changes
 
 
-def _import_aliases(statements: list[ast.stmt]) -> dict[str, str]:
+def import_aliases(statements: list[ast.stmt]) -> dict[str, str]:
     """Local name → the full dotted name it binds, for the top-level imports among `statements`."""
     aliases: dict[str, str] = {}
     for node in statements:
@@ -183,8 +183,8 @@ def _same_object(file: ChangedFile, old: str, new: str) -> bool:
     old_tree, new_tree = parse_expression(old), parse_expression(new)
     if old_tree is None or new_tree is None:
         return False
-    at_head = _import_aliases(tree.body)
-    before = {**at_head, **_import_aliases(_removed_imports(file))}
+    at_head = import_aliases(tree.body)
+    before = {**at_head, **import_aliases(_removed_imports(file))}
     return ast.dump(_Qualify(before).visit(old_tree)) == ast.dump(_Qualify(at_head).visit(new_tree))
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from reviewers.analyzers.changed_file import ChangedFile
+from reviewers.analyzers.config_changes import import_aliases
 from reviewers.analyzers.parsing import all_statements, parse_module
 from reviewers.kernel.contracts import Workspace
 from reviewers.paths import is_test_path
@@ -467,27 +468,20 @@ def inherited_method(tree: ast.Module, owner: str, name: str, *, elsewhere: Clas
     return False
 
 
-def inherits_from_outside(file: ChangedFile, name: str, repo_paths: list[str]) -> bool:
+def inherits_from_outside(file: ChangedFile, name: str, local_roots: set[str]) -> bool:
     """Whether `name` was a method (its removed `def` indented) and a class in the file at head
-    subclasses a base imported from a module the repository does not hold (`from flask.sansio.blueprints
-    import Blueprint`): the method may now be inherited from there, where no search of ours can look."""
+    subclasses a base imported from a package the repository does not hold (`local_roots`: its
+    top-level names, `src/` layouts included; `from flask.sansio.blueprints import Blueprint`): the
+    method may now be inherited from there, where no search of ours can look."""
     tree = file.python_tree
     if tree is None:
         return False
     method = re.compile(rf"^\s+(?:async\s+)?def\s+{re.escape(name)}\b")
-    if not any(method.match(text) for text in removed_lines(file)):
+    if not any(method.match(text) for text in file.removed_lines):
         return False
-    imported: dict[str, str] = {}
-    for stmt in tree.body:
-        if isinstance(stmt, ast.ImportFrom) and stmt.level == 0 and stmt.module:
-            imported |= {(a.asname or a.name): stmt.module for a in stmt.names}
-        elif isinstance(stmt, ast.Import):
-            imported |= {(a.asname or a.name).split(".")[0]: a.name for a in stmt.names}
-    local_roots = {p.split("/")[0] for p in repo_paths} | {p.split("/")[1] for p in repo_paths if p.startswith("src/")}
+    imported = import_aliases(tree.body)
     for node in tree.body:
-        if not isinstance(node, ast.ClassDef):
-            continue
-        for base in node.bases:
+        for base in node.bases if isinstance(node, ast.ClassDef) else []:
             head = base
             while isinstance(head, ast.Attribute):
                 head = head.value
@@ -497,5 +491,6 @@ def inherits_from_outside(file: ChangedFile, name: str, repo_paths: list[str]) -
     return False
 
 
-def removed_lines(file: ChangedFile) -> list[str]:
-    return [line.text for hunk in file.change.hunks for line in hunk.lines if line.kind == "del"]
+def top_level_names(paths: list[str]) -> set[str]:
+    """The first component of every path, and of every path under `src/`: the packages a repository holds."""
+    return {p.split("/")[0] for p in paths} | {p.split("/")[1] for p in paths if p.startswith("src/")}

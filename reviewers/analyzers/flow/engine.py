@@ -161,6 +161,24 @@ def _database_like(receiver: str, qualified: str) -> bool:
     return bool(words(last) & _DATABASE_WORDS) if last else True  # a call's result (`conn.cursor().execute`)
 
 
+def _statement_base(call: ast.Call, name: str, receiver: Value | None, args: list[Value]) -> Value | None:
+    """What a query-builder call's statement starts from, or None when the call builds none: nothing
+    from a builder function or a database handle (`select(User)`, `db.select(User)`), the statement
+    a chained call is made on (`.filter_by(...)`), the manager a model's `.objects`/`.query` is."""
+    func = call.func
+    if name in S.ORM_STATEMENT_CALLS:
+        return CONSTANT
+    if receiver is not None and receiver.cls == S.ORM_STATEMENT:
+        return receiver
+    if not isinstance(func, ast.Attribute):
+        return None
+    if _model_manager(func.value) and receiver is not None:
+        return flat(receiver)
+    handle = dotted(func.value)
+    database_handle = func.attr in S.ORM_HANDLE_METHODS and handle and _database_like(handle, name)
+    return CONSTANT if database_handle and _names_models(call, args) else None
+
+
 def _model_manager(expr: ast.expr) -> bool:
     """Whether an expression is a model class's query manager (`User.query`, `Book.objects`): a
     class name, by its capital, not a request's `query`."""
@@ -798,18 +816,8 @@ class Interpreter:
         longer SQL text. Text spliced into a positional argument (`.where(f"name = '{x}'")`, which
         SQLAlchemy before 1.4 coerced to SQL) stays SQL; `text(...)` is a sink of its own. None for
         any other call."""
-        func = call.func
-        chained = receiver is not None and receiver.cls == S.ORM_STATEMENT
-        handle = dotted(func.value) if isinstance(func, ast.Attribute) else ""
-        base = CONSTANT  # the builder function or database handle carries nothing into the statement
-        if name in S.ORM_STATEMENT_CALLS:
-            pass
-        elif chained and receiver is not None:
-            base = receiver
-        elif isinstance(func, ast.Attribute) and _model_manager(func.value) and receiver is not None:
-            base = flat(receiver)
-        elif not (isinstance(func, ast.Attribute) and func.attr in S.ORM_HANDLE_METHODS and handle
-                  and _database_like(handle, name) and _names_models(call, args)):  # fmt: skip
+        base = _statement_base(call, name, receiver, args)
+        if base is None:
             return None
         bound = [v if self.spliced_text(expr) else clear(v, {"sql"}) for expr, v in zip(call.args, args, strict=False)]
         return Value(flat(base, *bound, *(clear(v, {"sql"}) for v in kwargs.values())).origins, cls=S.ORM_STATEMENT)
