@@ -228,3 +228,16 @@ def test_batched_jump_forward_matches_one_at_a_time_on_the_base_model(base_model
     for n, temperature in ((1, 0.0), (2, 1.0)):
         expected = one.sample(prompts, n=n, temperature=temperature, max_new_tokens=400, seed=3)
         assert many.sample(prompts, n=n, temperature=temperature, max_new_tokens=400, seed=3) == expected
+
+
+def test_warming_reads_each_new_prompt_once_and_later_gets_read_none(tiny_model_dir: Path) -> None:
+    from learning.strata.policy import PromptCache
+
+    config = PolicyConfig(device=TEST_DEVICE, lora_target_modules=last_layer_targets(tiny_model_dir))
+    policy = StrategyPolicy.load(tiny_model_dir, config=config)
+    cache = PromptCache(max_bytes=1 << 30)
+    prompts = [policy.prompt_ids(f"merge request {i}: adds a helper") for i in range(3)]
+    assert cache.warm(policy, [*prompts, prompts[0]]) == 3
+    assert cache.warm(policy, prompts) == 0
+    cache.get(policy, prompts[1])
+    assert cache.reads == 3
