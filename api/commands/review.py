@@ -344,7 +344,12 @@ def eval_command(
 
     settings = Settings()
     try:
-        runtime = Runtime(pool=None, llm=llm_from_settings(settings))
+        runtime = Runtime(
+            pool=None,
+            llm=llm_from_settings(settings),
+            hold_by_track_record=settings.hold_by_track_record,
+            posting=settings.posting,
+        )
         scores, per_case = evaluate_cases(load_cases(cases), runtime)
     except ReviewloopError as exc:
         raise fail(str(exc)) from exc
