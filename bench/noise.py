@@ -16,7 +16,7 @@ labels it REAL. The report gives the rate overall and per kind, the ten rules th
 high or critical finding, and a sample for a person to judge.
 
     python -m bench.noise                  # print the report
-    python -m bench.noise --results FILE   # also append it, with the machine and date, to FILE
+    python -m bench.noise --record   # also record it in bench/RESULTS.md (bench.results_file)
 """
 
 from __future__ import annotations
@@ -366,7 +366,7 @@ def _line(p: Posted) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Posted findings per 1,000 lines of released code, no model.")
     parser.add_argument("--seed", type=int, default=SEED)
-    parser.add_argument("--results", type=Path, default=None, help="append the report to this file")
+    parser.add_argument("--record", action="store_true", help="record the run in bench/RESULTS.md (bench.results_file)")
     args = parser.parse_args(argv)
     load_before = os.getloadavg()
     started_at, started = datetime.now(UTC), time.perf_counter()
@@ -381,9 +381,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     section = render_provenance(prov) + "\n\n" + render(result, seed=args.seed)
     print(section)
-    if args.results is not None:
-        existing = args.results.read_text(encoding="utf-8") if args.results.exists() else ""
-        args.results.write_text(existing.rstrip("\n") + "\n\n" + section + "\n", encoding="utf-8")
+    if args.record:
+        from bench.results_file import record_run
+
+        posted, high = len(result.posted), len(result.high_or_critical)
+        rate = f"{result.per_1000(posted):.2f} posted per 1,000 lines ({posted} of {result.total_lines:,})"
+        record_run(name="noise", title="Noise on released code (bench.noise)", section=section,
+                   headline=f"{rate}, {high} high or critical (target ≤ {TARGET_PER_1000:g})")  # fmt: skip
     return 0 if result.per_1000(len(result.posted)) <= TARGET_PER_1000 else 1
 
 

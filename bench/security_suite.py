@@ -8,7 +8,7 @@ analyzer reports, on the added file, an issue of the class's CWE that is not low
 the verifier could post as REAL); a low-confidence note on a safe case does not count against it.
 
     python -m bench.security_suite            # print the table
-    python -m bench.security_suite --results bench/RESULTS.md   # also put it at the top of the file
+    python -m bench.security_suite --record   # also record it in bench/RESULTS.md (bench.results_file)
 """
 
 from __future__ import annotations
@@ -270,17 +270,18 @@ def render_noise(noise: ReleasedNoise) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_top(results: Path, section: str) -> None:
-    """Put a section first under the file's title, so the latest figure leads (history goes below)."""
-    text = results.read_text() if results.exists() else "# Benchmark results\n"
-    head, sep, rest = text.partition("\n## ")
-    body = f"{head.rstrip()}\n\n{section}\n" + (f"## {rest}" if sep else "")
-    results.write_text(body)
+def headline(scores: list[ClassScore]) -> str:
+    """One line for RESULTS.md's table: classes, cases, and the classes under a perfect score."""
+    cases = sum(c.vulnerable + c.safe for c in scores)
+    perfect = [c for c in scores if c.score >= 1.0]
+    rest = ", ".join(f"{c.cls} {c.score:+.2f} (FPR {c.fpr:.2f})" for c in scores if c.score < 1.0)
+    head = f"{len(scores)} classes, {cases} cases: {len(perfect)} classes TPR − FPR +1.00"
+    return f"{head}, {rest}" if rest else head
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--results", type=Path, help="put the table at the top of this Markdown file")
+    parser.add_argument("--record", action="store_true", help="record the run in bench/RESULTS.md (bench.results_file)")
     parser.add_argument("--machine", default="2-core CPU box")
     parser.add_argument("--released", action="store_true", help="also review released packages (precision)")
     args = parser.parse_args(argv)
@@ -294,8 +295,11 @@ def main(argv: list[str] | None = None) -> int:
         section += "\n" + render_noise(released_code_noise())
         section += "\n" + render_timing(*ten_thousand_line_timing())
     print(section)
-    if args.results:
-        write_top(args.results, section)
+    if args.record:
+        from bench.results_file import record_run
+
+        record_run(name="security-python", title="Security suite, Python (bench.security_suite)",
+                   headline=headline(scores), section=section, machine=args.machine)  # fmt: skip
     failing = [s.cls for s in scores if s.score < MIN_SCORE or s.fpr > MAX_FPR]
     if failing:
         print(f"below target: {', '.join(failing)}", file=sys.stderr)

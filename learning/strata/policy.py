@@ -382,6 +382,14 @@ class PromptCache:
         self.entries[key] = stored  # most recently used last
         return stored
 
+    def warm(self, policy: StrategyPolicy, prompts: Sequence[Sequence[int]]) -> int:
+        """Read every prompt not yet cached (all tokens but the last, as `get` keys them); how many were
+        read. Past `max_bytes` the least recently used are dropped again, so warm only what fits."""
+        before = self.reads
+        for prompt in prompts:
+            self._stored(policy, prompt)
+        return self.reads - before
+
     def get(self, policy: StrategyPolicy, prompt: Sequence[int]) -> Any:
         """A fresh `DynamicCache` holding `prompt[:-1]`; the caller feeds `prompt[-1]` next."""
         from transformers import DynamicCache

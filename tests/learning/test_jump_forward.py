@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from devices import TEST_DEVICE
+
 from agent.strategy import parse_valid_strategy
 from learning.replay import ReplayEnv
 from learning.strata.constrained import ConstrainedSampler, case_schema, make_grammar
@@ -15,7 +17,7 @@ from tests.unit.strata.test_replay_env import hand_case
 
 
 def test_greedy_jump_forward_writes_a_valid_plan_with_far_fewer_forward_passes(tiny_model_dir: Path) -> None:
-    policy = StrategyPolicy.load(tiny_model_dir, config=PolicyConfig(device="cpu", use_lora=False))
+    policy = StrategyPolicy.load(tiny_model_dir, config=PolicyConfig(device=TEST_DEVICE, use_lora=False))
     env = ReplayEnv()
     case = hand_case().model_copy(update={"review_budget": 2})
     grammar = make_grammar(policy)
@@ -38,7 +40,7 @@ def test_greedy_jump_forward_writes_a_valid_plan_with_far_fewer_forward_passes(t
 
 
 def test_sampled_jump_forward_stays_inside_the_schema(tiny_model_dir: Path) -> None:
-    policy = StrategyPolicy.load(tiny_model_dir, config=PolicyConfig(device="cpu", use_lora=False))
+    policy = StrategyPolicy.load(tiny_model_dir, config=PolicyConfig(device=TEST_DEVICE, use_lora=False))
     env = ReplayEnv()
     case = hand_case().model_copy(update={"review_budget": 2})
     grammar = make_grammar(policy)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from devices import TEST_DEVICE
 
 from agent.strategy import parse_valid_strategy
 from bench.learning import lora_targets
@@ -34,7 +35,7 @@ def trained_a_little(policy: StrategyPolicy) -> None:
 def scoring_examples(model_dir: Path) -> tuple[StrategyPolicy, list[list[int]], list[list[int]]]:
     """A policy with the bench's last-layer adapter moved off zero, a long and a short prompt, and a
     completion for each."""
-    config = PolicyConfig(device="cpu", lora_target_modules=last_layer_targets(model_dir))
+    config = PolicyConfig(device=TEST_DEVICE, lora_target_modules=last_layer_targets(model_dir))
     policy = StrategyPolicy.load(model_dir, config=config)
     trained_a_little(policy)
     env = ReplayEnv()
@@ -62,17 +63,17 @@ def test_cached_scores_match_reading_the_whole_prompt_and_train_the_same(tiny_mo
 
 
 def test_a_cache_that_training_would_make_stale_is_refused(tiny_model_dir: Path) -> None:
-    everywhere = StrategyPolicy.load(tiny_model_dir, config=PolicyConfig(device="cpu"))
+    everywhere = StrategyPolicy.load(tiny_model_dir, config=PolicyConfig(device=TEST_DEVICE))
     with pytest.raises(TrainingError, match="not in the last layer"):
         everywhere.enable_prompt_cache(max_bytes=1 << 30)
     last = last_layer_targets(tiny_model_dir)[0].rsplit(".", 2)[0]
-    keys = PolicyConfig(device="cpu", lora_target_modules=(f"{last}.self_attn.k_proj",))
+    keys = PolicyConfig(device=TEST_DEVICE, lora_target_modules=(f"{last}.self_attn.k_proj",))
     with pytest.raises(TrainingError, match="keys or values"):
         StrategyPolicy.load(tiny_model_dir, config=keys).enable_prompt_cache(max_bytes=1 << 30)
 
 
 def test_the_cache_keeps_to_its_byte_limit(tiny_model_dir: Path) -> None:
-    config = PolicyConfig(device="cpu", lora_target_modules=last_layer_targets(tiny_model_dir))
+    config = PolicyConfig(device=TEST_DEVICE, lora_target_modules=last_layer_targets(tiny_model_dir))
     policy = StrategyPolicy.load(tiny_model_dir, config=config)
     policy.enable_prompt_cache(max_bytes=1)  # room for the newest prompt only
     cache = policy.prompt_cache
@@ -83,7 +84,7 @@ def test_the_cache_keeps_to_its_byte_limit(tiny_model_dir: Path) -> None:
 
 
 def test_jump_forward_sampler_reads_the_prompt_once_and_writes_valid_plans(tiny_model_dir: Path) -> None:
-    config = PolicyConfig(device="cpu", lora_target_modules=last_layer_targets(tiny_model_dir))
+    config = PolicyConfig(device=TEST_DEVICE, lora_target_modules=last_layer_targets(tiny_model_dir))
     policy = StrategyPolicy.load(tiny_model_dir, config=config)
     trained_a_little(policy)
     env = ReplayEnv()
@@ -120,7 +121,7 @@ def test_rl_steps_with_jump_forward_and_a_shared_prompt_cache(tiny_model_dir: Pa
         mrs_per_step=3, checkpoint_every=2, cpu_threads=1, invalid_reward=-0.5,
         constrained_decoding=True, decisions_only=True, jump_forward=True,
     )  # fmt: skip
-    config = PolicyConfig(device="cpu", lora_target_modules=last_layer_targets(tiny_model_dir))
+    config = PolicyConfig(device=TEST_DEVICE, lora_target_modules=last_layer_targets(tiny_model_dir))
     trainer = StrataTrainer(
         strata, base_model=tiny_model_dir, train_cases=cases, out_dir=tmp_path / "rl", train_config=train,
         policy_config=config,
@@ -167,7 +168,7 @@ def test_scoring_again_runs_the_last_layer_only_with_the_same_numbers(tiny_model
 def test_kept_last_layer_inputs_keep_to_the_byte_limit(tiny_model_dir: Path) -> None:
     from learning.strata.policy import PromptCache
 
-    config = PolicyConfig(device="cpu", lora_target_modules=last_layer_targets(tiny_model_dir))
+    config = PolicyConfig(device=TEST_DEVICE, lora_target_modules=last_layer_targets(tiny_model_dir))
     policy = StrategyPolicy.load(tiny_model_dir, config=config)
     policy.enable_prompt_cache(shared=PromptCache(max_bytes=1))  # room for the newest of each only
     prompt = policy.prompt_ids("one")
@@ -182,12 +183,12 @@ def test_kept_last_layer_inputs_keep_to_the_byte_limit(tiny_model_dir: Path) -> 
 def test_batched_jump_forward_decodes_what_one_at_a_time_decodes(tiny_model_dir: Path) -> None:
     """Prompts of different lengths and several completions each, decoded in batches (padded prompts,
     padded feeds, one forward pass a step): the plans decoded one at a time, greedy and sampled."""
-    config = PolicyConfig(device="cpu", lora_target_modules=last_layer_targets(tiny_model_dir))
+    config = PolicyConfig(device=TEST_DEVICE, lora_target_modules=last_layer_targets(tiny_model_dir))
     policy = StrategyPolicy.load(tiny_model_dir, config=config)
     with torch.no_grad():  # every weight moved a lot: a wrong position or an unmasked pad changes the plans
         generator = torch.Generator().manual_seed(0)
         for p in policy.model.parameters():
-            p.add_(torch.randn(p.shape, generator=generator) * p.std().clamp(min=0.05))
+            p.add_(torch.randn(p.shape, generator=generator).to(p.device, p.dtype) * p.std().clamp(min=0.05))
     policy.enable_prompt_cache(max_bytes=1 << 30)
     env = ReplayEnv()
     grammar = make_grammar(policy)
@@ -213,7 +214,7 @@ def test_batched_jump_forward_matches_one_at_a_time_on_the_base_model(base_model
     a uniform off-by-one shift of every fed position does not (rotary attention sees the same
     distances among the fed tokens, and the grammar leaves few choices), so this test does not
     catch that: comparing log-probabilities would."""
-    config = PolicyConfig(device="cpu", lora_target_modules=last_layer_targets(base_model_dir))
+    config = PolicyConfig(device=TEST_DEVICE, lora_target_modules=last_layer_targets(base_model_dir))
     policy = StrategyPolicy.load(base_model_dir, config=config)
     policy.enable_prompt_cache(max_bytes=1 << 30)
     env = ReplayEnv()
@@ -227,3 +228,16 @@ def test_batched_jump_forward_matches_one_at_a_time_on_the_base_model(base_model
     for n, temperature in ((1, 0.0), (2, 1.0)):
         expected = one.sample(prompts, n=n, temperature=temperature, max_new_tokens=400, seed=3)
         assert many.sample(prompts, n=n, temperature=temperature, max_new_tokens=400, seed=3) == expected
+
+
+def test_warming_reads_each_new_prompt_once_and_later_gets_read_none(tiny_model_dir: Path) -> None:
+    from learning.strata.policy import PromptCache
+
+    config = PolicyConfig(device=TEST_DEVICE, lora_target_modules=last_layer_targets(tiny_model_dir))
+    policy = StrategyPolicy.load(tiny_model_dir, config=config)
+    cache = PromptCache(max_bytes=1 << 30)
+    prompts = [policy.prompt_ids(f"merge request {i}: adds a helper") for i in range(3)]
+    assert cache.warm(policy, [*prompts, prompts[0]]) == 3
+    assert cache.warm(policy, prompts) == 0
+    cache.get(policy, prompts[1])
+    assert cache.reads == 3

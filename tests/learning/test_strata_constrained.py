@@ -9,6 +9,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from devices import TEST_DEVICE
 
 from agent.strategy import Strategy
 from agent.strategy_schema import strategy_json_schema, strategy_schema
@@ -33,7 +34,7 @@ def _check(text: str, schema: dict[str, object], paths: list[str], cap: int) -> 
 
 
 def test_each_row_follows_its_own_schema_and_the_adapter_is_unmerged_after(tiny_model_dir: Path) -> None:
-    policy = StrategyPolicy.load(tiny_model_dir, config=PolicyConfig(device="cpu"))
+    policy = StrategyPolicy.load(tiny_model_dir, config=PolicyConfig(device=TEST_DEVICE))
     schemas = [
         strategy_schema(PATHS_A, decisions_only=True, max_focus_paths=2),
         strategy_schema(PATHS_B, decisions_only=True, max_focus_paths=1),
@@ -56,7 +57,7 @@ def test_each_row_follows_its_own_schema_and_the_adapter_is_unmerged_after(tiny_
 
 
 def test_sampling_is_seeded(tiny_model_dir: Path) -> None:
-    policy = StrategyPolicy.load(tiny_model_dir, config=PolicyConfig(device="cpu", use_lora=False))
+    policy = StrategyPolicy.load(tiny_model_dir, config=PolicyConfig(device=TEST_DEVICE, use_lora=False))
     schema = strategy_schema(PATHS_A, decisions_only=True, max_focus_paths=3)
     sampler = ConstrainedSampler(policy, make_grammar(policy), [schema])
     prompt = [policy.prompt_ids("merge request A")]

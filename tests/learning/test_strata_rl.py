@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 import torch
+from devices import TEST_DEVICE
 from typer.testing import CliRunner
 
 from agent.store.db import open_pool
@@ -71,7 +72,7 @@ RL_CONFIG: dict[str, dict[str, Any]] = {
         "seed": 0,
     },
     # a 64-wide random model: full weights (LoRA on it learns slower and less stably); real models use LoRA
-    "policy": {"use_lora": False, "device": "cpu"},
+    "policy": {"use_lora": False, "device": TEST_DEVICE},
     # unconstrained: this test is about what RL itself learns on the tiny model, format included
     "train": {
         "mrs_per_step": 4,
@@ -125,7 +126,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory, threads: None) -> Setup:
     corpus = [s1 for s1, _ in examples] + [text for _, text in examples] + [STRATEGY_SYSTEM_PROMPT] * 3
     corpus += [" ".join(vocabulary_words())] * 3  # held-out names are words it can spell, never seen in a case
     base = build_tiny_model(work / "base", seed=0, corpus=corpus, vocab_size=1024)
-    policy = StrategyPolicy.load(base, config=PolicyConfig(use_lora=False, device="cpu"))
+    policy = StrategyPolicy.load(base, config=PolicyConfig(use_lora=False, device=TEST_DEVICE))
     losses = warm_start(policy, examples, WarmStartConfig(steps=WARM_START_STEPS))
     assert losses[-1] < losses[0] / 3
     policy.save(work / "warm")
@@ -151,8 +152,8 @@ def trained(setup: Setup) -> dict[str, Any]:
 
 
 def _changed_tensors(before: Path, after: Path) -> int:
-    a = StrategyPolicy.load(before, config=PolicyConfig(use_lora=False, device="cpu")).model.state_dict()
-    b = StrategyPolicy.load(after, config=PolicyConfig(use_lora=False, device="cpu")).model.state_dict()
+    a = StrategyPolicy.load(before, config=PolicyConfig(use_lora=False, device=TEST_DEVICE)).model.state_dict()
+    b = StrategyPolicy.load(after, config=PolicyConfig(use_lora=False, device=TEST_DEVICE)).model.state_dict()
     return sum(1 for k in a if not torch.equal(a[k], b[k]))
 
 
@@ -241,8 +242,8 @@ def test_interrupted_run_resumes_from_its_checkpoint(setup: Setup, db_dsn: str) 
         assert [m["step"] for m in row["step_metrics"]] == [1, 2, 3, 3, 4]
     # the resumed run is the run it would have been
     assert resumed.metrics["before_sampled_mean_reward"] == straight.metrics["before_sampled_mean_reward"]
-    a = StrategyPolicy.load(setup.work / "straight", config=PolicyConfig(use_lora=False, device="cpu")).model
-    b = StrategyPolicy.load(interrupted, config=PolicyConfig(use_lora=False, device="cpu")).model
+    a = StrategyPolicy.load(setup.work / "straight", config=PolicyConfig(use_lora=False, device=TEST_DEVICE)).model
+    b = StrategyPolicy.load(interrupted, config=PolicyConfig(use_lora=False, device=TEST_DEVICE)).model
     for (name, x), (_, y) in zip(a.state_dict().items(), b.state_dict().items(), strict=True):
         assert torch.allclose(x, y, atol=1e-6), name
     assert [m["reward_mean"] for m in resumed.step_metrics] == [m["reward_mean"] for m in straight.step_metrics]
@@ -264,7 +265,7 @@ def _bad_policy(setup: Setup) -> Path:
         decoy = next(f.path for f in env.files(c) if f.path not in problem_paths(c))
         z = Strategy(change_type="feature", plan=[PlanItem(reviewer="security", focus_paths=[decoy], step_budget=1)])
         examples.append((env.reset(c), compact_strategy_json(z)))
-    policy = StrategyPolicy.load(setup.base, config=PolicyConfig(use_lora=False, device="cpu"))
+    policy = StrategyPolicy.load(setup.base, config=PolicyConfig(use_lora=False, device=TEST_DEVICE))
     warm_start(policy, examples, WarmStartConfig(steps=80))
     policy.save(setup.work / "bad")
     return setup.work / "bad"
@@ -287,7 +288,7 @@ def test_gate_refuses_a_worse_model_and_decides_on_held_out_numbers(
         refused = CliRunner().invoke(
             app,
             ["eval-model", "--candidate", "decoys-first", "--baseline", "rules", "--replay", str(setup.replay),
-             "--config", str(gate_config), "--device", "cpu"],
+             "--config", str(gate_config), "--device", TEST_DEVICE],
             env={"REVIEWLOOP_DATABASE_URL": db_dsn, "COLUMNS": "200"},
         )  # fmt: skip
         assert refused.exit_code == 0, refused.output
@@ -306,7 +307,7 @@ def test_gate_refuses_a_worse_model_and_decides_on_held_out_numbers(
             margin=0.02,
             env=ReplayEnv(config.env),
             reward_config=config.reward,
-            device="cpu",
+            device=TEST_DEVICE,
             max_new_tokens=GATE_MAX_NEW_TOKENS,
         )
         print(f"gate: {report.decision.reason}")

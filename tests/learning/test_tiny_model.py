@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 import pytest
 import torch
+from devices import TEST_DEVICE
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -85,7 +86,7 @@ def _tracked(tiny: Path, **options: object) -> tuple[TransformersLLM, InMemorySp
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    llm = TransformersLLM(tiny, device="cpu", tracer=provider.get_tracer("test"), **options)  # type: ignore[arg-type]
+    llm = TransformersLLM(tiny, device=TEST_DEVICE, tracer=provider.get_tracer("test"), **options)  # type: ignore[arg-type]
     return llm, exporter
 
 
@@ -190,7 +191,7 @@ def test_lora_adapter_is_applied(tiny: Path, tmp_path: Path) -> None:
     plain, _ = _tracked(tiny)
     adapted, _ = _tracked(tiny, adapter_path=tmp_path / "adapter")
     assert adapted.model_name == f"{tiny.name}+adapter"
-    ids = plain.tokenizer("def f(): pass", return_tensors="pt")["input_ids"]
+    ids = plain.tokenizer("def f(): pass", return_tensors="pt")["input_ids"].to(plain.model.device)
     with torch.no_grad():
         assert not torch.allclose(plain.model(ids).logits, adapted.model(ids).logits)
     assert isinstance(adapted.complete_text(MESSAGES, purpose="summary", max_tokens=4), str)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from devices import TEST_DEVICE
 from learning_store import SyntheticStore
 from transformers import TrainerCallback
 
@@ -42,7 +43,7 @@ TINY = {
     "lora_modules_to_save": ["norm"],
     "warmup_steps": 0,
     "logging_steps": 5,
-    "device": "cpu",
+    "device": TEST_DEVICE,
     "cpu_threads": 1,
     "seed": 0,
 }

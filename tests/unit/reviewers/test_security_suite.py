@@ -28,3 +28,13 @@ def test_each_class_scores_above_the_floor(cls: str) -> None:
     s = SCORES[cls]
     assert s.fpr <= MAX_FPR, f"{cls}: false alarms on {s.false_alarms}"
     assert s.score >= MIN_SCORE, f"{cls}: missed {s.missed}, false alarms on {s.false_alarms}"
+
+
+def test_the_recorded_headline_names_every_class_short_of_a_perfect_score() -> None:
+    from bench.security_suite import ClassScore, headline
+
+    scores = [
+        ClassScore("sql", 10, 10, 10, 0, (), ()),
+        ClassScore("command", 12, 12, 11, 0, ("vuln_07",), ()),
+    ]
+    assert headline(scores) == "2 classes, 44 cases: 1 classes TPR − FPR +1.00, command +0.92 (FPR 0.00)"
