@@ -22,6 +22,7 @@ from agent.store import snapshots as store_snapshots
 from agent.strategy import Strategy, StrategySource
 from agent.strategy_model import StrategyModel, StrategyModelSource
 from agent.verdicts.feedback import PeopleVotes
+from agent.verdicts.posting import Posting
 from agent.verifier import VerifiedFinding, VerifierInputs
 from agent.workspaces.diff import DiffWorkspace
 from agent.workspaces.snapshot import SnapshotWorkspace
@@ -72,13 +73,16 @@ class Runtime:
         embedder: Embedder | None = None,
         review_deadline_s: float | None = None,
         hold_by_track_record: bool = True,
+        posting: Posting = "proven",
     ) -> None:
         """`review_deadline_s`: reviewers take no step after this many seconds from the review's start
         (Settings.review_deadline_s); the files they did not reach are named in `not_reviewed`.
-        `hold_by_track_record`: Settings.hold_by_track_record (`agent.verdicts.track_record`)."""
+        `hold_by_track_record`: Settings.hold_by_track_record (`agent.verdicts.track_record`).
+        `posting`: Settings.posting (`agent.verdicts.posting`)."""
         self.pool = pool
         self.review_deadline_s = review_deadline_s
         self.hold_by_track_record = hold_by_track_record
+        self.posting: Posting = posting
         self._llm = llm
         # Strategy and finding-text embeddings for agreement; None: character n-grams for strategies,
         # word overlap for findings (no model to load).
@@ -245,6 +249,7 @@ class Runtime:
             diff_index=index,
             min_severity=context.config.min_severity,
             track_record=None if self.hold_by_track_record else {},
+            posting=self.posting,
         )
         if self.pool is not None and context.project:
             inputs.rejected_fingerprints = store_rejections.rejected_fingerprints(

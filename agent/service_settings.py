@@ -116,6 +116,13 @@ class Settings(BaseSettings):
         description="send the findings of a rule mostly wrong on held-out open-source history to a person "
         "(listed in the summary) until three people on the project accept it; false posts them as threads",
     )
+    posting: Literal["proven", "all"] = Field(  # agent.verdicts.posting.Posting
+        default="proven",
+        description="proven: post a thread only for rules proven right on open-source code they were not "
+        "tuned on, defects in the text itself, request data reaching an injection sink, critical findings "
+        "and rules the project's people accepted; list every other finding for a person in the summary. "
+        "all: post every rule no track record holds back",
+    )
 
     @property
     def llm_configured(self) -> bool:

@@ -17,7 +17,9 @@ merge request:
 5. one root cause reported by several analyzers is one finding (`agent.verdicts.duplicates`);
 6. a low-confidence rule goes to a human, listed in the summary rather than posted as a thread; so
    does a rule that was mostly wrong on real history it had not been tuned to, until this project's
-   people accept it (`agent.verdicts.track_record`).
+   people accept it (`agent.verdicts.track_record`); and, by default (`posting="proven"`), so does
+   every rule that has not earned a thread: not yet proven right on code it was not tuned on, not a
+   defect in the text itself, not request data reaching an injection sink (`agent.verdicts.posting`).
 
 Then agreement across strategy executions, when a caller supplies it; then an optional model
 judgment, which sees the diff hunk and may only demote a finding, never promote one; then
@@ -39,6 +41,7 @@ from agent.verdicts.duplicates import claimed_family, group_root_causes, rule_na
 from agent.verdicts.evidence import Anchor, anchor_evidence, anchored
 from agent.verdicts.feedback import MIN_PEOPLE, PeopleVotes, rejected_before, rejected_by_people
 from agent.verdicts.judge import ModelJudgment, judge_messages
+from agent.verdicts.posting import Posting, unearned_voice
 from agent.verdicts.preexisting import preexisting_ruff
 from agent.verdicts.sinks import sink_gets_constants
 from agent.verdicts.track_record import Record, unproven_rule
@@ -81,6 +84,9 @@ class VerifierInputs:
     min_severity: str = "low"
     # rule → its record on held-out history; None: the record shipped with reviewloop
     track_record: Mapping[str, Record] | None = None
+    # "proven": only rules that earned a thread post (`agent.verdicts.posting`); "all": every rule no
+    # record holds back
+    posting: Posting = "proven"
 
 
 def _where(finding: Finding) -> str:
@@ -199,6 +205,14 @@ def _low_confidence(finding: Finding) -> str | None:
     return f"{rule_name(finding)} is a low-confidence rule: listed for a human in the summary, not posted as a thread"
 
 
+def _unearned(finding: Finding, inputs: VerifierInputs) -> str | None:
+    if inputs.posting == "all":
+        return None
+    # An empty record switches holding back off (Settings.hold_by_track_record); what proves a rule
+    # is still the shipped record.
+    return unearned_voice(finding, inputs.people_votes, inputs.track_record or None)
+
+
 def verify_findings(
     findings: Sequence[Finding], inputs: VerifierInputs, llm: LLMPort | None = None
 ) -> list[VerifiedFinding]:
@@ -221,7 +235,11 @@ def verify_findings(
     out += duplicates
     to_judge: list[tuple[Finding, str]] = []
     for finding, why in leads:
-        demoted = _low_confidence(finding) or unproven_rule(finding, inputs.people_votes, inputs.track_record)
+        demoted = (
+            _low_confidence(finding)
+            or unproven_rule(finding, inputs.people_votes, inputs.track_record)
+            or _unearned(finding, inputs)
+        )
         if demoted is not None:
             out.append(VerifiedFinding(finding, "NEEDS_HUMAN_REVIEW", demoted))
             continue

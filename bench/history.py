@@ -112,6 +112,8 @@ class CommitResult:
     error: str = ""
     listed: int = 0  # findings the verifier sent to a person (NEEDS_HUMAN_REVIEW): in the summary, not posted
     held: list[Posted] = field(default_factory=list)  # those of them a rule's held-out record held back
+    # those of them the posting tier listed (`agent.verdicts.posting`): posted under posting="all"
+    tier_held: list[Posted] = field(default_factory=list)
 
 
 @dataclass
@@ -206,6 +208,7 @@ def review_commit(repo: str, mirror: Path, commit: Commit) -> CommitResult:
     from agent.context import ReviewRequest
     from agent.pipeline import run_review
     from agent.runtime import Runtime
+    from agent.verdicts.posting import HELD_BY_TIER
     from agent.verdicts.track_record import HELD_BY_RECORD
     from reviewers.kernel.errors import ReviewloopError
 
@@ -229,6 +232,8 @@ def review_commit(repo: str, mirror: Path, commit: Commit) -> CommitResult:
                 result.posted.append(found)
             elif v.verdict == "NEEDS_HUMAN_REVIEW" and HELD_BY_RECORD in v.reason:
                 result.held.append(found)
+            elif v.verdict == "NEEDS_HUMAN_REVIEW" and HELD_BY_TIER in v.reason:
+                result.tier_held.append(found)
     result.seconds = time.perf_counter() - started
     return result
 
@@ -331,38 +336,49 @@ def load_judgements(path: Path = JUDGEMENTS) -> dict[str, Judgement]:
 def render(
     results: list[CommitResult], judgements: dict[str, Judgement], *, skipped: dict[str, int] | None = None
 ) -> str:
-    """Per-repository table, the rate of posted findings, and every posted finding with its judgement."""
+    """Per-repository table, the rate of posted findings, and every posted finding with its judgement.
+
+    Posted is what the review posts by default (posting="proven", `agent.verdicts.posting`); "all" adds
+    the findings the posting tier listed for a person, i.e. what posting="all" would have posted on
+    the same commits, so the two are paired on one set."""
     skipped = skipped or {}
     repos = list(dict.fromkeys(r.repo for r in results))  # results hold each repository newest first
     posted = [p for r in results for p in r.posted]
+    tier_held = [p for r in results for p in r.tier_held]
     lines = sum(r.lines for r in results)
     parts = [
-        "| repository | commits | first … last reviewed | lines changed (.py) | posted | per 1,000 lines |",
-        "|---|---:|---|---:|---:|---:|",
+        "| repository | commits | first … last reviewed | lines changed (.py) | posted | per 1,000 lines "
+        '| posted with posting="all" | per 1,000 (all) |',
+        "|---|---:|---|---:|---:|---:|---:|---:|",
     ]
     for repo in repos:
         mine = [r for r in results if r.repo == repo]
         n_lines = sum(r.lines for r in mine)
         n_posted = sum(len(r.posted) for r in mine)
+        n_all = n_posted + sum(len(r.tier_held) for r in mine)
         extra = f" (+{skipped[repo]} over {MAX_COMMIT_LINES} lines skipped)" if skipped.get(repo) else ""
         parts.append(
             f"| {repo} | {len(mine)}{extra} | {mine[-1].commit[:10]} … {mine[0].commit[:10]} | {n_lines:,} | "
-            f"{n_posted} | {_rate(n_posted, n_lines)} |"
+            f"{n_posted} | {_rate(n_posted, n_lines)} | {n_all} | {_rate(n_all, n_lines)} |"
         )
+    n_all = len(posted) + len(tier_held)
     parts.append(
         f"| **all** | {len(results)} | | {lines:,} | {len(posted)} | **{_rate(len(posted), lines)}** "
-        f"(target ≤ {TARGET_PER_1000:g}) |"
+        f"(target ≤ {TARGET_PER_1000:g}) | {n_all} | {_rate(n_all, lines)} |"
     )
     listed = sum(r.listed for r in results)
-    verdicts = Counter(judgements[judgement_key(p)].verdict if judgement_key(p) in judgements else None for p in posted)
+    verdicts = _verdicts(posted, judgements)
     judged = sum(n for v, n in verdicts.items() if v is not None)
-    right_share = verdicts["right"] / len(posted) if posted else float("nan")
+    everything = verdicts + _verdicts(tier_held, judgements)
     parts += [
         "",
         f"Posted findings judged: {judged} of {len(posted)} — right {verdicts['right']}, debatable "
         f"{verdicts['debatable']}, wrong {verdicts['wrong']}, not yet judged {verdicts[None]}. "
-        f"Right: **{_share(right_share)}** of posted (target ≥ {TARGET_RIGHT:.0%}). Listed for a person in the "
-        f"summary instead of posted (NEEDS_HUMAN_REVIEW): {listed}.",
+        f"Right: **{_share(_right_share(verdicts))}** of posted (target ≥ {TARGET_RIGHT:.0%}). "
+        f'With posting="all" (posted, and listed by the posting tier): {n_all} — right {everything["right"]}, '
+        f"debatable {everything['debatable']}, wrong {everything['wrong']}, not yet judged {everything[None]}; "
+        f"right **{_share(_right_share(everything))}**. Listed for a person in the summary instead of posted "
+        f"(NEEDS_HUMAN_REVIEW): {listed}.",
     ]
     errors = [r for r in results if r.error]
     if errors:
@@ -371,20 +387,36 @@ def render(
     parts += [_finding_row(p, judgements) for p in posted]
     if not posted:
         parts.append("| — | nothing posted | | |")
-    held = [p for r in results for p in r.held]
-    if held:
-        held_verdicts = Counter(judgements[judgement_key(p)].verdict for p in held if judgement_key(p) in judgements)
+    held_by = (
+        ('Listed by the posting tier (not yet proven on unseen code; posted only with posting="all")', tier_held),
+        (
+            "Held back by a rule's held-out record (listed for a person, not posted)",
+            [p for r in results for p in r.held],
+        ),
+    )
+    for heading, held in held_by:
+        if not held:
+            continue
+        held_verdicts = _verdicts(held, judgements)
         parts += [
             "",
-            f"Held back by a rule's held-out record (listed for a person, not posted): {len(held)} — right "
-            f"{held_verdicts['right']}, debatable {held_verdicts['debatable']}, wrong {held_verdicts['wrong']}, "
-            f"not yet judged {len(held) - sum(held_verdicts.values())}.",
+            f"{heading}: {len(held)} — right {held_verdicts['right']}, debatable {held_verdicts['debatable']}, "
+            f"wrong {held_verdicts['wrong']}, not yet judged {held_verdicts[None]}.",
             "",
             "| repository@commit | finding | judgement | why |",
             "|---|---|---|---|",
             *[_finding_row(p, judgements) for p in held],
         ]
     return "\n".join(parts)
+
+
+def _verdicts(found: list[Posted], judgements: dict[str, Judgement]) -> Counter[Verdict | None]:
+    return Counter(judgements[judgement_key(p)].verdict if judgement_key(p) in judgements else None for p in found)
+
+
+def _right_share(verdicts: Counter[Verdict | None]) -> float:
+    total = sum(verdicts.values())
+    return verdicts["right"] / total if total else float("nan")
 
 
 def _finding_row(p: Posted, judgements: dict[str, Judgement]) -> str:
@@ -417,7 +449,8 @@ def from_json(text: str) -> tuple[list[CommitResult], dict[str, int]]:
     for r in raw["results"]:
         posted = [Posted(**p) for p in r.pop("posted")]
         held = [Posted(**p) for p in r.pop("held", [])]
-        results.append(CommitResult(**r, posted=posted, held=held))
+        tier_held = [Posted(**p) for p in r.pop("tier_held", [])]
+        results.append(CommitResult(**r, posted=posted, held=held, tier_held=tier_held))
     return results, {k: int(v) for k, v in raw.get("skipped", {}).items()}
 
 

@@ -38,6 +38,7 @@ from pathlib import Path
 from agent.context import ReviewRequest
 from agent.pipeline import run_review
 from agent.runtime import Runtime
+from agent.verdicts.posting import HELD_BY_TIER
 from bench.report import provenance, render_provenance
 from reviewers.analyzers.imports import ModuleIndex, imports_of
 from reviewers.kernel.contracts import SEVERITY_RANK, Finding
@@ -260,10 +261,14 @@ def merge_requests(packages: tuple[str, ...] = PACKAGES, *, seed: int = SEED) ->
     return out
 
 
-def review(mr: MergeRequest) -> list[Finding]:
+def review(mr: MergeRequest) -> tuple[list[Finding], list[Finding]]:
+    """(what the review posts by default, what the posting tier listed for a person instead: what
+    posting="all" would post besides; `agent.verdicts.posting`)."""
     request = ReviewRequest(source="replay", title=f"{mr.package}: {mr.kind}", diff_text=mr.diff, files=mr.files)
     outcome = run_review(Runtime(pool=None, llm=None), request, dsn=None, review_id=0)
-    return [v.finding for v in outcome.verified if v.verdict == "REAL"]
+    posted = [v.finding for v in outcome.verified if v.verdict == "REAL"]
+    tier = [v.finding for v in outcome.verified if v.verdict == "NEEDS_HUMAN_REVIEW" and HELD_BY_TIER in v.reason]
+    return posted, tier
 
 
 @dataclass
@@ -271,6 +276,7 @@ class NoiseResult:
     lines: Counter[str] = field(default_factory=Counter)  # changed lines per kind
     mrs: Counter[str] = field(default_factory=Counter)
     posted: list[Posted] = field(default_factory=list)
+    tier_listed: list[Posted] = field(default_factory=list)  # posted too under posting="all"
     packages: list[str] = field(default_factory=list)
 
     @property
@@ -291,10 +297,11 @@ def run(packages: tuple[str, ...] = PACKAGES, *, seed: int = SEED, progress: boo
     for mr in merge_requests(packages, seed=seed):
         if mr.package not in result.packages:
             result.packages.append(mr.package)
-        found = review(mr)
+        found, tier = review(mr)
         result.lines[mr.kind] += mr.changed_lines
         result.mrs[mr.kind] += 1
         result.posted += [Posted(mr.kind, f) for f in found]
+        result.tier_listed += [Posted(mr.kind, f) for f in tier]
         if progress:
             print(
                 f"[noise] {mr.package:12} {mr.kind:15} {mr.changed_lines:6} lines  {len(found)} posted", file=sys.stderr
@@ -312,21 +319,28 @@ def render(result: NoiseResult, *, seed: int = SEED) -> str:
         f"Packages ({len(result.packages)}, seed {seed}): {', '.join(result.packages)}. Per package one merge "
         f"request of {NEW_FILES_PER_MR} modules as new files and one of {MODIFIED_FILES_PER_MR} modules with a small "
         "benign edit (renamed local, docstring line, logging line, swapped imports); the package's other modules "
-        "at head. Posted = labelled REAL by the verifier.",
+        'at head. Posted = labelled REAL by the verifier (posting="proven", the default); with posting="all" the '
+        "findings the posting tier listed for a person would post too.",
         "",
-        "| merge requests | changed lines | posted | per 1,000 lines |",
-        "|---|---:|---:|---:|",
+        '| merge requests | changed lines | posted | per 1,000 lines | posted with posting="all" | per 1,000 (all) |',
+        "|---|---:|---:|---:|---:|---:|",
     ]
     for kind in kinds:
         count = sum(1 for p in result.posted if p.kind == kind)
+        every = count + sum(1 for p in result.tier_listed if p.kind == kind)
+        lines = result.lines[kind]
         parts.append(
-            f"| {result.mrs[kind]} × {kind} | {result.lines[kind]:,} | {count} | "
-            f"{result.per_1000(count, result.lines[kind]):.2f} |"
+            f"| {result.mrs[kind]} × {kind} | {lines:,} | {count} | {result.per_1000(count, lines):.2f} | "
+            f"{every} | {result.per_1000(every, lines):.2f} |"
         )
+    every = len(result.posted) + len(result.tier_listed)
     parts.append(
         f"| all | {result.total_lines:,} | {len(result.posted)} | **{result.per_1000(len(result.posted)):.2f}** "
-        f"(target ≤ {TARGET_PER_1000:g}) |"
+        f"(target ≤ {TARGET_PER_1000:g}) | {every} | {result.per_1000(every):.2f} |"
     )
+    listed = Counter(p.finding.rule for p in result.tier_listed)
+    parts += ["", "Listed by the posting tier instead of posted: " + (
+        ", ".join(f"{rule} {n}" for rule, n in listed.most_common()) or "none") + "."]  # fmt: skip
     severities = ", ".join(f"{s} {by_severity[s]}" for s in sorted(by_severity, key=SEVERITY_RANK.__getitem__))
     parts += ["", f"By severity: {severities or 'none'}.", "", "Rules that post most:", ""]
     parts += ["| rule | posted | per 1,000 lines |", "|---|---:|---:|"]

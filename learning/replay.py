@@ -360,7 +360,10 @@ class ReplayEnv:
         if self.config.verify:
             # No held-out track record here: it is a prior about real projects a rule meets for the first
             # time, while a replayed team's taste is the environment's own ground truth (its votes).
-            inputs = VerifierInputs(workspace=context.workspace, diff_index=ready.diff_index, track_record={})
+            # Nor posting tiers, for the same reason: the team's votes decide what it wants to see.
+            inputs = VerifierInputs(
+                workspace=context.workspace, diff_index=ready.diff_index, track_record={}, posting="all"
+            )
             verified = verify_findings(found, inputs)
         else:
             verified = [VerifiedFinding(f, "REAL", "verifier off") for f in found]

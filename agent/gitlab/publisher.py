@@ -226,7 +226,9 @@ def rank_for_threads(item: FindingToPublish) -> tuple[int, int, str, int]:
 def _listed(item: FindingToPublish, allowed_urls: Collection[str], *, with_reason: bool) -> str:
     f = item.finding
     title = neutralise(f.title.replace("\n", " "), allowed_urls=allowed_urls, max_chars=200)
-    line = f"- {inline_code(f'{quote_path(f.path, ascii_only=False)}:{f.line}')} {f.severity} · {f.category} · {title}"
+    cwe = f" · {f.cwe}" if f.cwe else ""
+    where = inline_code(f"{quote_path(f.path, ascii_only=False)}:{f.line}")
+    line = f"- {where} {f.severity} · {f.category}{cwe} · {title}"
     if not with_reason:
         return line
     return f"{line} — {neutralise(item.reason.replace(chr(10), ' '), allowed_urls=allowed_urls, max_chars=300)}"

@@ -38,6 +38,7 @@ from agent.store import reviews as store_reviews
 from agent.strategy import Strategy
 from agent.strategy_model import StrategyModelSource
 from agent.summary import summary_opening
+from agent.verdicts.posting import Posting
 from agent.verifier import VerifiedFinding
 from reviewers.kernel.contracts import FileChange, LLMPort, ReviewerResult, Workspace, merge_not_reviewed
 from reviewers.kernel.errors import PlatformError
@@ -59,6 +60,7 @@ class ReviewDeps:
     allowed_projects: frozenset[str] = field(default_factory=frozenset)
     review_deadline_s: float | None = None
     hold_by_track_record: bool = True
+    posting: Posting = "proven"
     """REVIEWLOOP_GITLAB_PROJECTS: numeric ids and paths; empty = every project."""
 
 
@@ -80,6 +82,7 @@ def build_deps(settings: Settings, *, pool: ConnectionPool[Any], dsn: str, llm: 
         allowed_projects=frozenset(settings.gitlab_project_allowlist),
         review_deadline_s=settings.review_deadline_s,
         hold_by_track_record=settings.hold_by_track_record,
+        posting=settings.posting,
     )
 
 
@@ -250,6 +253,7 @@ def review_gitlab_merge_request(
         shadow_strategies=deps.shadow_strategies,
         review_deadline_s=deps.review_deadline_s,
         hold_by_track_record=deps.hold_by_track_record,
+        posting=deps.posting,
     )
     review_id = store_reviews.create_review(
         deps.pool, source="gitlab", project=project, mr_iid=mr_iid, head_sha=head, previous_head_sha=previous

@@ -274,6 +274,7 @@ def _run(settings: Settings, session: Session | None, request: ReviewRequest) ->
             shadow_strategies=settings.shadow_strategies if session else 0,
             review_deadline_s=settings.review_deadline_s,
             hold_by_track_record=settings.hold_by_track_record,
+            posting=settings.posting,
         )
         with Progress(console=err, transient=True) as progress:
             progress.add_task("reviewing", total=None)
@@ -343,7 +344,12 @@ def eval_command(
 
     settings = Settings()
     try:
-        runtime = Runtime(pool=None, llm=llm_from_settings(settings))
+        runtime = Runtime(
+            pool=None,
+            llm=llm_from_settings(settings),
+            hold_by_track_record=settings.hold_by_track_record,
+            posting=settings.posting,
+        )
         scores, per_case = evaluate_cases(load_cases(cases), runtime)
     except ReviewloopError as exc:
         raise fail(str(exc)) from exc

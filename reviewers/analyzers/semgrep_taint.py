@@ -83,6 +83,7 @@ class EngineRule:
     confidence: Confidence
     title: str
     body: str
+    taint: bool  # a taint-mode rule: it reports only where data from a source reaches the sink
 
     @property
     def name(self) -> str:
@@ -154,6 +155,7 @@ def load_rules() -> tuple[str, dict[str, EngineRule]]:
                 confidence=confidence,
                 title=meta["title"],
                 body=" ".join(meta["body"].split()),
+                taint=rule.get("mode") == "taint",
             )
             engine_rules.append(rule)
     return json.dumps({"rules": engine_rules}), by_id

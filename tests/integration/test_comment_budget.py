@@ -56,7 +56,10 @@ def fake() -> Iterator[FakeGitLab]:
 
 def review(fake: FakeGitLab, dsn: str) -> int:
     with open_pool(dsn) as pool:
-        deps = ReviewDeps(pool=pool, dsn=dsn, platform=GitLabPlatform(fake.url, BOT_TOKEN, timeout=5, max_retries=1))
+        # posting="all": the budget is the point here, and the medium SSRF finding is no injection class
+        # that posts by default (agent.verdicts.posting)
+        platform = GitLabPlatform(fake.url, BOT_TOKEN, timeout=5, max_retries=1)
+        deps = ReviewDeps(pool=pool, dsn=dsn, platform=platform, posting="all")
         return review_gitlab_merge_request(deps, project=str(PID), mr_iid=IID, head_sha=None)
 
 
@@ -87,7 +90,7 @@ def test_eleven_real_findings_get_ten_threads_and_the_rest_is_in_the_summary(fak
     [summary] = [n for n in fake.notes(PID, IID) if SUMMARY_MARKER in n.body]
     assert "10 posted as threads, 1 listed below (comment budget)" in summary.body
     assert "**1 more finding(s)** past this merge request's comment budget of 10 threads" in summary.body
-    assert f"`svc/aa_fetch.py:{left['line']}` medium · security · {left['title']}" in summary.body
+    assert f"`svc/aa_fetch.py:{left['line']}` medium · security · CWE-918 · {left['title']}" in summary.body
 
     # A new push touching every reviewed file: the review runs again and posts nothing twice.
     fake.push(

@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -25,13 +26,26 @@ def env(db_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
 
 
-def test_the_readme_eval_example_runs_on_the_shipped_cases(env: None) -> None:
-    assert "reviewloop eval --cases examples/cases.jsonl" in (REPO / "README.md").read_text(encoding="utf-8")
+def eval_scores() -> dict[str, Any]:
     result = CliRunner().invoke(app, ["eval", "--cases", str(CASES), "--format", "json"])
     assert result.exit_code == 0, result.output
-    scores = json.loads(result.stdout)
+    scores: dict[str, Any] = json.loads(result.stdout)
     assert {c["id"] for c in scores["cases"]} == {json.loads(line)["id"] for line in CASES.read_text().splitlines()}
-    # the planted problems are found and the clean change is left alone
+    return scores
+
+
+def test_the_readme_eval_example_runs_on_the_shipped_cases(env: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert "reviewloop eval --cases examples/cases.jsonl" in (REPO / "README.md").read_text(encoding="utf-8")
+    # By default (posting="proven") both injections post; the shared /tmp file (bandit:B108, never
+    # judged on unseen code) is listed for a person, so eval, which scores what posts, misses it.
+    cases = {c["id"]: c for c in eval_scores()["cases"]}
+    assert cases["sample-shell-from-form"] == {"id": "sample-shell-from-form", "tp": 1, "fp": 0, "fn": 1}
+    assert cases["sample-sql-percent"]["tp"] == 1 and cases["sample-sql-percent"]["fn"] == 0
+    assert cases["sample-clean-conversion"]["fp"] == 0
+    # posting every rule no record holds back, the planted problems are all found and the clean change
+    # is still left alone
+    monkeypatch.setenv("REVIEWLOOP_POSTING", "all")
+    scores = eval_scores()
     assert scores["overall"]["recall"] == 1.0
     clean = next(c for c in scores["cases"] if c["id"] == "sample-clean-conversion")
     assert clean["fp"] == 0

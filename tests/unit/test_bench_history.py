@@ -103,9 +103,9 @@ def test_the_table_joins_judgements_and_counts_what_is_right() -> None:
     results = _results()
     judgements = {judgement_key(results[0].posted[1]): Judgement("right", "a shared list default")}
     text = render(results, judgements, skipped={"o/lib": 2})
-    assert "| o/lib | 2 (+2 over 1500 lines skipped) | 2222222222 … 1111111111 | 1,000 | 2 | 2.00 |" in text
-    assert "| o/other | 1 | 3333333333 … 3333333333 | 1,000 | 0 | 0.00 |" in text
-    assert "| **all** | 3 | | 2,000 | 2 | **1.00** (target ≤ 1) |" in text
+    assert "| o/lib | 2 (+2 over 1500 lines skipped) | 2222222222 … 1111111111 | 1,000 | 2 | 2.00 | 2 | 2.00 |" in text
+    assert "| o/other | 1 | 3333333333 … 3333333333 | 1,000 | 0 | 0.00 | 0 | 0.00 |" in text
+    assert "| **all** | 3 | | 2,000 | 2 | **1.00** (target ≤ 1) | 2 | 1.00 |" in text
     assert "right 1, debatable 0, wrong 0, not yet judged 1. Right: **50%**" in text
     assert "| right | a shared list default |" in text
     assert "| — | not judged |" in text
@@ -162,6 +162,30 @@ def test_the_shipped_track_record_is_generated_from_the_judgements() -> None:
     assert TRACK_RECORD.read_text(encoding="utf-8") == track_record_json(load_judgements()), (
         "agent/verdicts/track_record.json is out of date: python -m bench.history --track-record"
     )
+
+
+def test_what_posting_all_would_have_posted_is_paired_with_what_was_posted_on_the_same_set() -> None:
+    results = _results()
+    tier = Posted("o/other", "3" * 40, "python:weak-hash", "high", "lib/h.py", 5, "Weak hash", "md5(pw)")
+    record = Posted("o/other", "3" * 40, "ruff:BLE001", "low", "lib/h.py", 9, "Blind except", "except Exception:")
+    results[2].tier_held.append(tier)
+    results[2].held.append(record)
+    judgements = {
+        judgement_key(results[0].posted[1]): Judgement("right", "a shared list default"),
+        judgement_key(results[0].posted[0]): Judgement("wrong", "moved"),
+        judgement_key(tier): Judgement("wrong", "a checksum, not a password"),
+    }
+    text = render(results, judgements)
+    assert "| o/other | 1 | 3333333333 … 3333333333 | 1,000 | 0 | 0.00 | 1 | 1.00 |" in text
+    assert "| **all** | 3 | | 2,000 | 2 | **1.00** (target ≤ 1) | 3 | 1.50 |" in text
+    assert "Right: **50%** of posted" in text
+    assert 'With posting="all" (posted, and listed by the posting tier): 3 — right 1, debatable 0, wrong 2' in text
+    assert "right **33%**" in text
+    assert "Listed by the posting tier" in text and "a checksum, not a password" in text
+    # held back by the record is counted apart and never in either figure
+    assert "Held back by a rule's held-out record (listed for a person, not posted): 1 — right 0" in text
+    again, _ = from_json(to_json(results, {}))
+    assert again == results
 
 
 def test_findings_sent_to_a_person_are_counted_apart_from_the_posted_ones() -> None:

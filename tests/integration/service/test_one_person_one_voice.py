@@ -75,13 +75,15 @@ def gitlab() -> Iterator[FakeGitLab]:
 @pytest.fixture
 def review(service_dsn: str, gitlab: FakeGitLab) -> Iterator[Callable[[LiveServer, int], None]]:
     """Review a merge request as GitLab and the worker would: Merge Request Hook → 202 → real worker."""
-    # people's votes alone decide here: the held-out track record (which holds S110 back) is switched off,
-    # as an operator can (Settings.hold_by_track_record)
+    # people's votes alone decide here: the held-out track record (which holds S110 back) and the posting
+    # tiers (which list unproven rules) are switched off, as an operator can (Settings.hold_by_track_record,
+    # Settings.posting)
     settings = Settings(
         database_url=service_dsn,
         gitlab_url=gitlab.url,
         gitlab_token=SecretStr(BOT_TOKEN),
         hold_by_track_record=False,
+        posting="all",
     )
     session = open_session(settings, tracing=False)
     function: ReviewFunction = pipeline_review_function(

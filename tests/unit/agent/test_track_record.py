@@ -45,6 +45,7 @@ def verdict_of(finding: Finding, record: dict[str, Record], votes: PeopleVotes |
         diff_index=DiffIndex(parse_unified_diff(DIFF)),
         people_votes=votes or PeopleVotes(),
         track_record=record,
+        posting="all",  # the record alone; the posting tiers have their own tests (test_posting.py)
     )
     [v] = verify_findings([finding], inputs)
     return v.verdict, v.reason
@@ -85,7 +86,7 @@ def test_the_shipped_record_is_what_the_verifier_uses_by_default() -> None:
     assert poor, "the shipped record holds no rule back; regenerate it with python -m bench.history --track-record"
     rule = poor[0]
     inputs = VerifierInputs(
-        workspace=SnapshotWorkspace({"app.py": HEAD}), diff_index=DiffIndex(parse_unified_diff(DIFF))
+        workspace=SnapshotWorkspace({"app.py": HEAD}), diff_index=DiffIndex(parse_unified_diff(DIFF)), posting="all"
     )
     [v] = verify_findings([blind_except(rule)], inputs)
     assert v.verdict == "NEEDS_HUMAN_REVIEW", v.reason

@@ -72,6 +72,7 @@ def inputs(files: dict[str, str] | None = None, **kw: Any) -> VerifierInputs:
     workspace = SnapshotWorkspace({"db.py": HEAD, **(files or {})})
     # no held-out track record: these tests are of the other checks (tests/unit/agent/test_track_record.py)
     kw.setdefault("track_record", {})
+    kw.setdefault("posting", "all")  # nor posting tiers (tests/unit/agent/test_posting.py)
     return VerifierInputs(workspace=workspace, diff_index=DiffIndex(parse_unified_diff(DIFF)), **kw)
 
 

@@ -39,6 +39,7 @@ def finding(
 def inputs(**kw: object) -> VerifierInputs:
     files = parse_unified_diff(DIFF)
     kw.setdefault("track_record", {})  # the held-out record has its own tests (test_track_record.py)
+    kw.setdefault("posting", "all")  # and so do the posting tiers (test_posting.py)
     return VerifierInputs(workspace=SnapshotWorkspace({"app.py": HEAD}), diff_index=DiffIndex(files), **kw)  # type: ignore[arg-type]
 
 
@@ -204,7 +205,10 @@ def finding_at(path: str, line: int, evidence: str, *, rule: str, category: str 
 
 def inputs_for(diff: str, files: dict[str, str]) -> VerifierInputs:
     return VerifierInputs(
-        workspace=SnapshotWorkspace(files), diff_index=DiffIndex(parse_unified_diff(diff)), track_record={}
+        workspace=SnapshotWorkspace(files),
+        diff_index=DiffIndex(parse_unified_diff(diff)),
+        track_record={},
+        posting="all",
     )
 
 

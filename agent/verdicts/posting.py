@@ -1,0 +1,147 @@
+"""Which rules post a thread by default: a rule earns its voice.
+
+On held-out sets of open-source repositories (`python -m bench.history --held-out`, every
+finding judged by hand in `bench/history_judgements.json`), posted findings were right 29 %, 44 %,
+0 %, 25 %, 12 % and 17 % of the time on the six sets run after the track record existed, against a
+goal of 70 %. Fixing the shapes one set showed did not carry to the next, and holding back the rules
+with a poor record (`agent.verdicts.track_record`) only removes what has already failed. A rule
+nobody has judged on unseen code is, on that history, more likely wrong than right, so the default
+turns around: a rule posts only with evidence that it is right on code it was not tuned on, and
+everything else is listed for a person in the summary (NEEDS_HUMAN_REVIEW, with its CWE), never
+dropped. `Settings.posting = "all"` (REVIEWLOOP_POSTING=all) restores posting every rule that no
+record holds back.
+
+A finding posts under "proven" when
+
+- it is critical (a vendor's key, a private key in product code): missing one costs far more than
+  one wrong thread, as in `track_record`;
+- its rule is proven: judged at least `MIN_JUDGED` times on held-out sets at first sight, on at
+  least `MIN_COMMITS` commits, and right in at least `MIN_RIGHT_SHARE` of them;
+- its rule reports code that is broken as written (`BROKEN_AS_WRITTEN`, each with its reason): the
+  defect is in the text itself, not in a guess about intent, the framework or where data comes from;
+- it is an injection finding of a taint rule (`injection_taint`): request data reaching an SQL,
+  command, code-execution or deserialization sink. Our security suite measures those right
+  (`bench.security_suite`), the damage is the server's, and held-out history has too few of them
+  to judge either way; a sink reached only by data of unknown origin is low confidence and already
+  goes to a person;
+- the project's own configuration states the rule (`PROJECT_RULES`): its people wrote it;
+- the project's people vouched for the rule (`track_record.accepted_by_people`: `MIN_PEOPLE`
+  people accepted its findings, more than rejected them).
+
+A model's findings (rule "llm") are outside this module: they have no rule to hold a record, and
+earn their voice through agreement across strategies, the model's own judgment and the calibration
+of their reviewer by people (`agent.verifier`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from functools import cache
+from typing import Literal
+
+from agent.verdicts.feedback import MIN_PEOPLE, PeopleVotes
+from agent.verdicts.track_record import (
+    MIN_COMMITS,
+    MIN_JUDGED,
+    MIN_RIGHT_SHARE,
+    Record,
+    accepted_by_people,
+    shipped_track_record,
+)
+from reviewers.kernel.contracts import Finding
+
+Posting = Literal["proven", "all"]
+POSTING_MODES: tuple[Posting, ...] = ("proven", "all")
+HELD_BY_TIER = "not yet proven on code it was not tuned on"  # in the reason of every finding listed here
+MODEL_RULES = frozenset({"", "llm"})
+
+# Defects in the text itself: true wherever the rule fires on a line the change added, whatever the
+# project, and the verifier already keeps only those (`agent.verdicts.unchanged`, `preexisting`).
+BROKEN_AS_WRITTEN: dict[str, str] = {
+    "ruff:invalid-syntax": "the file does not parse: nothing in it can be imported or run",
+    "ruff:F811": "a name bound again before its first binding was used: one of the two is dead code or a "
+    "mistaken overwrite (2 right, 1 debatable on held-out history)",
+    "ruff:F401": "an import the change added and nothing uses: on held-out history the only shape right "
+    "more often than not (13 right, 7 wrong), and ruff's safe fix removes it",
+    "ruff:B012": "return, break or continue in `finally` silently discards the exception in flight",
+    "ruff:E722": "a bare `except:` also catches KeyboardInterrupt and SystemExit, so the program cannot be "
+    "stopped where it runs",
+}
+# ruff's pylint errors (PLE) are errors Python raises or code that cannot do what it says (`return`
+# in `__init__`, `await` outside `async`, a special method with the wrong signature) — except these,
+# whose verdict needs what only the running program knows, so ruff guesses:
+UNDECIDED_PLE: dict[str, str] = {
+    "PLE0604": "`__all__` entries built at run time (`Class.__name__`) are strings ruff cannot see "
+    "(2 of 2 wrong on held-out history)",
+    "PLE0605": "`__all__` extended from another module's list, which ruff does not read",
+    "PLE0643": "an index past a literal's end only where ruff cannot see the literal change",
+    "PLE1141": "iterating a dict without `.items()` needs the value's type, which ruff infers",
+    "PLE1507": "an `os.getenv` argument's type, which ruff infers",
+}
+# Rules that exist because the project wrote them down (`.reviewloop.toml` `[[layers]]`).
+PROJECT_RULES = frozenset({"layers:forbidden-import"})
+# The injection classes a taint rule reports when request data reaches the sink.
+INJECTION_CWES = frozenset({"CWE-89", "CWE-78", "CWE-94", "CWE-502"})
+_INJECTION_CLASSES = ("sql", "command", "code", "deserialization")  # reviewers.analyzers.flow.rules.SINKS
+
+
+def broken_as_written(rule: str) -> str | None:
+    """Why a finding of this rule is a defect in the text itself, or None."""
+    if rule in BROKEN_AS_WRITTEN:
+        return BROKEN_AS_WRITTEN[rule]
+    code = rule.removeprefix("ruff:")
+    if code != rule and code.startswith("PLE") and code not in UNDECIDED_PLE:
+        return "a pylint error: Python raises it, or the code cannot do what it says"
+    return None
+
+
+@cache
+def taint_rules() -> frozenset[str]:
+    """The taint rules of the injection classes: the Python data-flow engine's and our semgrep rules'."""
+    from reviewers.analyzers.flow.rules import SINKS
+    from reviewers.analyzers.semgrep_taint import load_rules
+
+    engine = {r.name for r in load_rules()[1].values() if r.taint and r.cwe in INJECTION_CWES}
+    return frozenset({SINKS[c].rule for c in _INJECTION_CLASSES} | engine)
+
+
+def injection_taint(finding: Finding) -> bool:
+    """Request data reaching an injection sink, as a taint rule found it. The Python engine says high
+    confidence only when the data is the request's (unknown origin and the command line are low);
+    semgrep's taint rules report only flows from their sources."""
+    return finding.cwe in INJECTION_CWES and finding.confidence == "high" and finding.rule in taint_rules()
+
+
+def proven(record: Record | None) -> bool:
+    return (
+        record is not None
+        and record.judged >= MIN_JUDGED
+        and record.commits >= MIN_COMMITS
+        and record.right >= MIN_RIGHT_SHARE * record.judged
+    )
+
+
+def unearned_voice(finding: Finding, votes: PeopleVotes, record: Mapping[str, Record] | None = None) -> str | None:
+    """Why the finding is listed for a person rather than posted as a thread under posting="proven",
+    or None when it has earned a thread. `record`: rule → held-out record (None: the shipped one)."""
+    rule = finding.rule
+    if finding.severity == "critical" or rule in MODEL_RULES:
+        return None
+    found = (shipped_track_record() if record is None else record).get(rule)
+    if (
+        proven(found)
+        or broken_as_written(rule)
+        or rule in PROJECT_RULES
+        or injection_taint(finding)
+        or accepted_by_people(rule, votes)
+    ):
+        return None
+    seen = (
+        f"right in {found.right} of {found.judged} findings judged on open-source history"
+        if found is not None
+        else "never judged on open-source history"
+    )
+    return (
+        f"{rule} is {HELD_BY_TIER} ({seen}); listed for a person, not posted, until it is proven there or "
+        f"{MIN_PEOPLE} people on this project accept it"
+    )

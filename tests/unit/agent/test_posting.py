@@ -1,0 +1,165 @@
+"""By default a rule posts a thread only once it has earned it; everything else is listed for a person."""
+
+import pytest
+
+from agent.diff import DiffIndex, parse_unified_diff
+from agent.service_settings import Settings
+from agent.verdicts.feedback import PeopleVotes
+from agent.verdicts.posting import HELD_BY_TIER, Posting, broken_as_written, taint_rules
+from agent.verdicts.track_record import MIN_JUDGED, Record
+from agent.verifier import VerifiedFinding, VerifierInputs, verify_findings
+from agent.workspaces.snapshot import SnapshotWorkspace
+from reviewers.fingerprint import make_fingerprint
+from reviewers.kernel.contracts import Category, Confidence, Finding, Severity
+
+HEAD = "import os\n\n\ndef run(cmd):\n    try:\n        os.system(cmd)\n    except Exception:\n        pass\n"
+DIFF = """diff --git a/app.py b/app.py
+--- a/app.py
++++ b/app.py
+@@ -3,2 +3,6 @@ import os
+ 
+ def run(cmd):
++    try:
++        os.system(cmd)
++    except Exception:
++        pass
+"""
+SINK = "        os.system(cmd)"
+EXCEPT = "    except Exception:"
+
+
+def found(
+    rule: str,
+    *,
+    evidence: str = EXCEPT,
+    severity: Severity = "medium",
+    confidence: Confidence = "high",
+    cwe: str | None = None,
+) -> Finding:
+    category: Category = "security" if cwe else "code_quality"
+    return Finding(
+        path="app.py",
+        line=6 if evidence == SINK else 7,
+        end_line=6 if evidence == SINK else 7,
+        category=category,
+        severity=severity,
+        title="A finding",
+        body="Why it matters.",
+        evidence=evidence,
+        reviewer="security" if cwe else "code_quality",
+        rule=rule,
+        confidence=confidence,
+        cwe=cwe,
+        fingerprint=make_fingerprint(path="app.py", category=category, rule=rule, evidence=evidence),
+    )
+
+
+def verified(
+    finding: Finding,
+    *,
+    record: dict[str, Record] | None = None,
+    votes: PeopleVotes | None = None,
+    posting: Posting = "proven",
+) -> VerifiedFinding:
+    inputs = VerifierInputs(
+        workspace=SnapshotWorkspace({"app.py": HEAD}),
+        diff_index=DiffIndex(parse_unified_diff(DIFF)),
+        people_votes=votes or PeopleVotes(),
+        track_record=record if record is not None else {},
+        posting=posting,
+    )
+    [v] = verify_findings([finding], inputs)
+    return v
+
+
+def test_a_rule_proven_on_held_out_history_posts_and_one_judged_too_seldom_does_not() -> None:
+    proven = {"ruff:BLE001": Record(right=2, debatable=1, wrong=1, commits=3)}
+    assert verified(found("ruff:BLE001"), record=proven).verdict == "REAL"
+    seldom = {"ruff:BLE001": Record(right=MIN_JUDGED - 1, debatable=0, wrong=0, commits=MIN_JUDGED - 1)}
+    assert verified(found("ruff:BLE001"), record=seldom).verdict == "NEEDS_HUMAN_REVIEW"
+    one_commit = {"ruff:BLE001": Record(right=4, debatable=0, wrong=0, commits=1)}  # one observation
+    assert verified(found("ruff:BLE001"), record=one_commit).verdict == "NEEDS_HUMAN_REVIEW"
+
+
+def test_an_unproven_advisory_rule_is_listed_for_a_person_with_the_reason_and_its_cwe() -> None:
+    v = verified(found("python:weak-hash", evidence=SINK, cwe="CWE-328"))
+    assert v.verdict == "NEEDS_HUMAN_REVIEW"
+    assert HELD_BY_TIER in v.reason and "never judged on open-source history" in v.reason
+    assert v.finding.cwe == "CWE-328"
+    judged = {"ruff:B006": Record(right=0, debatable=5, wrong=0, commits=5)}  # debatable is not right
+    v = verified(found("ruff:B006"), record=judged)
+    assert v.verdict == "NEEDS_HUMAN_REVIEW" and "right in 0 of 5 findings" in v.reason
+
+
+def test_a_critical_finding_posts_whatever_its_rule() -> None:
+    assert verified(found("secrets:known-prefix", evidence=SINK, severity="critical")).verdict == "REAL"
+
+
+def test_a_rule_the_projects_people_vouched_for_posts() -> None:
+    assert verified(found("tests:untested-new"), votes=PeopleVotes(by_rule={"tests:untested-new": (1, 3)})).verdict == (
+        "REAL"
+    )
+    too_few = PeopleVotes(by_rule={"tests:untested-new": (0, 2)})
+    assert verified(found("tests:untested-new"), votes=too_few).verdict == "NEEDS_HUMAN_REVIEW"
+
+
+def test_request_data_reaching_an_injection_sink_posts_and_a_sink_alone_does_not() -> None:
+    assert verified(found("python:shell-interpolation", evidence=SINK, cwe="CWE-78")).verdict == "REAL"
+    assert verified(found("javascript:command-injection", evidence=SINK, cwe="CWE-78")).verdict == "REAL"
+    # a sink-only pattern of the same class, and a taint rule of another class, have not earned a thread
+    assert verified(found("patterns:shell-interpolation", evidence=SINK, cwe="CWE-78")).verdict == "NEEDS_HUMAN_REVIEW"
+    assert verified(found("python:open-redirect", evidence=SINK, cwe="CWE-601")).verdict == "NEEDS_HUMAN_REVIEW"
+    # data of unknown origin is low confidence: a person, as before
+    unknown = found("python:shell-interpolation", evidence=SINK, cwe="CWE-78", confidence="low")
+    assert verified(unknown).verdict == "NEEDS_HUMAN_REVIEW"
+
+
+def test_the_injection_taint_rules_are_the_engines_rules_of_the_four_classes() -> None:
+    rules = taint_rules()
+    assert {"python:sql-interpolation", "python:shell-interpolation", "python:code-eval"} <= rules
+    assert {"python:unsafe-deserialization", "javascript:sql-injection", "go:command-injection"} <= rules
+    assert not {"javascript:path-traversal", "python:path-traversal", "patterns:sql-interpolation"} & rules
+
+
+def test_code_broken_as_written_posts_except_what_ruff_cannot_decide() -> None:
+    for rule in ("ruff:invalid-syntax", "ruff:F811", "ruff:F401", "ruff:B012", "ruff:E722", "ruff:PLE0101"):
+        assert broken_as_written(rule), rule
+        assert verified(found(rule)).verdict == "REAL", rule
+    assert broken_as_written("ruff:PLE0604") is None  # `__all__` built at run time
+    assert verified(found("ruff:PLE0604")).verdict == "NEEDS_HUMAN_REVIEW"
+    assert broken_as_written("ruff:F821") is None and broken_as_written("bandit:PLE0101") is None
+    # a poor record still holds a listed rule back: the tier never overrides the record
+    poor = {"ruff:F401": Record(right=0, debatable=0, wrong=5, commits=4)}
+    v = verified(found("ruff:F401"), record=poor)
+    assert v.verdict == "NEEDS_HUMAN_REVIEW" and HELD_BY_TIER not in v.reason
+
+
+def test_posting_all_restores_posting_every_rule_no_record_holds_back() -> None:
+    assert verified(found("tests:untested-new"), posting="all").verdict == "REAL"
+    assert verified(found("ruff:B006"), posting="all").verdict == "REAL"
+    poor = {"ruff:B006": Record(right=0, debatable=0, wrong=5, commits=4)}
+    assert verified(found("ruff:B006"), record=poor, posting="all").verdict == "NEEDS_HUMAN_REVIEW"
+
+
+def test_the_shipped_record_proves_rules_even_when_holding_back_is_switched_off() -> None:
+    # track_record={} (Settings.hold_by_track_record off) holds nothing back; ruff:F811's shipped
+    # record (2 right, 1 debatable on 3 commits) still proves it
+    assert verified(found("ruff:F811"), record={}).verdict == "REAL"
+
+
+def test_the_setting_reads_reviewloop_posting(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REVIEWLOOP_POSTING", "all")
+    assert Settings().posting == "all"
+    monkeypatch.delenv("REVIEWLOOP_POSTING")
+    assert Settings().posting == "proven"
+    monkeypatch.setenv("REVIEWLOOP_POSTING", "everything")
+    with pytest.raises(ValueError, match="posting"):
+        Settings()
+
+
+def test_a_listed_security_finding_keeps_its_cwe_and_reason_in_the_summary() -> None:
+    from agent.gitlab.publisher import FindingToPublish, summary_body
+
+    v = verified(found("python:weak-hash", evidence=SINK, cwe="CWE-328"))
+    body = summary_body("Summary.", [FindingToPublish(1, v.finding, v.verdict, v.reason)])
+    assert "`app.py:6` medium · security · CWE-328 · A finding — python:weak-hash is not yet proven" in body
