@@ -61,10 +61,11 @@ bench: $(STAMP)
 # base → SFT → DPO → StraTA RL on SmolLM2-135M on the CPU, held-out MRs from other packages, paired with
 # the headroom's rule and oracle plans; records in bench/RESULTS.md and draws bench/learning_reward.png.
 # `python -m bench.learning --report-only .data/bench-learning/results.json` records a saved run again.
-# The headroom takes ~9 minutes of one core; the training's own budget is what is left of 90 minutes.
+# The headroom takes ~4 minutes (197 s of CPU); the training's own budget is what is left of 90 minutes.
+# `python -m bench.learning --resume --budget-minutes M` goes on with a saved run's RL runs not yet made.
 bench-learning: $(STAMP)
 	$(BIN)/python -m bench.headroom
-	$(BIN)/python -m bench.learning --budget-minutes 78
+	$(BIN)/python -m bench.learning --budget-minutes 85
 	$(BIN)/python -m bench.learning --summary
 
 # The headroom alone (rule, random, oracle, best fixed rule; no model): a few minutes of CPU.

@@ -37,7 +37,7 @@ import platform
 import random
 import sysconfig
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -67,6 +67,9 @@ MAX_NEW_TOKENS = 224  # a decisions-only plan: ~90 tokens for one reviewer, up t
 # With LoRA on the last four layers a prompt was read again for every score: ~10 s a time on this CPU.
 LORA_MODULES = ("self_attn.q_proj", "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")
 PROMPT_CACHE_BYTES = 9 << 30  # bfloat16, ~30 MB a prompt: all 240 MRs' prompts fit
+# A run's time over the mean of the full seeds so far: with every prompt read up front an RL seed's time
+# is steady (17.6 min for seed 0 on the 2-core box, 2026-11-26), so the margin covers load, not reading.
+SEED_MARGIN = 1.05
 
 
 @dataclass(frozen=True)
@@ -379,17 +382,69 @@ class Bench:
         self.record("dpo", policy)
         self.results["dpo_greedy_mean"] = _mean_reward(self.results["stages"]["dpo"]["greedy"][-1])
         del policy
+        self.rl_runs(dpo)
+
+    def resume(self) -> None:
+        """Go on with a saved run whose base, SFT and DPO stages are recorded: the RL seeds and ablations
+        it has not run yet, within what is left of the same budget (its clock goes on from the saved
+        duration). A new process reads every prompt again first; the note says how long that took."""
+        import torch
+
+        saved = self.out / "results.json"
+        dpo = self.out / "adapters" / "dpo"
+        if not saved.is_file() or not dpo.is_dir():
+            raise SystemExit(f"bench.learning: nothing to resume in {self.out} (no results.json or adapters/dpo)")
+        self.results = json.loads(saved.read_text(encoding="utf-8"))
+        # the budget may grow on resuming (the note says where the run went on); nothing else may change
+        settings = {k: v for k, v in json.loads(json.dumps(self.config.__dict__)).items() if k != "budget_minutes"}
+        saved_settings = {k: v for k, v in self.results.get("config", {}).items() if k != "budget_minutes"}
+        if "dpo" not in self.results.get("stages", {}) or saved_settings != settings:
+            raise SystemExit("bench.learning: the saved run has no DPO stage or other settings: run it again")
+        self.results["config"]["budget_minutes"] = self.config.budget_minutes
+        self.started = time.monotonic() - float(self.results.get("duration_s", 0.0))
+        torch.set_num_threads(self.config.threads)
+        at = self.minutes()
+        self.build_env()
+        policy = self.load(dpo)
+        self.read_prompts(policy)
+        del policy
+        done = set(self.results.get("rl_logs", {}))
+        self.results["notes"] = [n for n in self.results["notes"] if "not run, the time budget" not in n]
+        self.results["notes"].append(
+            f"Resumed in a new process at {at:.1f} min ({datetime.now(UTC):%H:%M UTC}): reading the prompts"
+            f" again took {self.results['prompt_reads']['minutes']:.1f} min of the budget; variants already run:"
+            f" {', '.join(sorted(done)) or 'none'}."
+        )
+        self.rl_runs(dpo, done=done)
+
+    def rl_runs(self, dpo: Path, *, done: Collection[str] = ()) -> None:
+        """RL from the DPO adapter: seed 0 (the collapse watch), the other seeds, then the ablations,
+        each while the budget has room for it (estimated from the full seeds run so far)."""
+        c = self.config
         s = c.rl_steps
         watch = WATCH_VARIANT
-        t0 = self.minutes()
-        long = s * c.watch_factor
-        self.rl(dpo, variant=watch, seed=0, ablation="full", steps=long, eval_at=tuple(sorted({s, long})))
-        step_minutes = (self.minutes() - t0) / long
-        self.results["collapse"] = collapse_watch(self.results["rl_logs"][watch])
-        self.save()
+        minutes = self.results.setdefault("rl_minutes", {})
+
+        def timed(variant: str, **kwargs: Any) -> None:
+            t0 = self.minutes()
+            self.rl(dpo, variant=variant, **kwargs)
+            minutes[variant] = round(self.minutes() - t0, 2)
+            self.save()
+
+        def per_run() -> float:
+            """Minutes of one S-step run, from the full seeds so far (the watch runs watch_factor × S)."""
+            runs = [m / (c.watch_factor if v == watch else 1) for v, m in minutes.items() if v.startswith("full")]
+            return SEED_MARGIN * sum(runs) / len(runs) if runs else 0.0
+
+        if watch not in done:
+            long = s * c.watch_factor
+            timed(watch, seed=0, ablation="full", steps=long, eval_at=tuple(sorted({s, long})))
+            self.results["collapse"] = collapse_watch(self.results["rl_logs"][watch])
+            self.save()
         for seed in range(1, c.seeds):
-            if self.fits(f"RL seed {seed}", step_minutes * s * 1.2):
-                self.rl(dpo, variant=f"full seed {seed}", seed=seed, ablation="full", steps=s, eval_at=(s,))
+            variant = f"full seed {seed}"
+            if variant not in done and self.fits(f"RL seed {seed}", per_run()):
+                timed(variant, seed=seed, ablation="full", steps=s, eval_at=(s,))
         flags = [m.get("judge_flag_rate", 0.0) for m in self.results["rl_logs"][watch]]
         for name in c.ablations:
             note = ""
@@ -399,8 +454,8 @@ class Bench:
                         " so the top-δ score is the reward for any δ") if name == "plain_mean" else (
                        f"expected equal to full seed 0: the judge flagged no step in the full run ({len(flags)} steps,"
                         " flag rate 0), so κ multiplies zero")  # fmt: skip
-            if self.fits(f"ablation {name}", step_minutes * s * 1.2):
-                self.rl(dpo, variant=name, seed=0, ablation=name, steps=s, eval_at=(s,))  # type: ignore[arg-type]
+            if name not in done and self.fits(f"ablation {name}", per_run()):
+                timed(name, seed=0, ablation=name, steps=s, eval_at=(s,))  # type: ignore[arg-type]
                 if note:
                     self.results["ablations"][name]["note"] = note
         self.results["prompt_cache"] = {"prompts_read": self.prompt_cache.reads, "bytes": self.prompt_cache.bytes}
@@ -500,6 +555,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sft-cases", type=int, default=BenchConfig.sft_cases)
     parser.add_argument("--ablations", default=",".join(BenchConfig.ablations))
     parser.add_argument("--summary", action="store_true", help="print one JSON line from the recorded results")
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="go on with the saved run in --out: the RL runs it has not run yet",
+    )
     parser.add_argument("--headroom", type=Path, default=ROOT / "bench" / "learning_headroom.json")
     args = parser.parse_args(argv)
     if args.summary:
@@ -528,7 +588,10 @@ def main(argv: list[str] | None = None) -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     bench = Bench(config, out=args.out, base_model=Path(base))
     try:
-        bench.run()
+        if args.resume:
+            bench.resume()
+        else:
+            bench.run()
     finally:
         bench.save()
     report(args.out / "results.json", headroom=args.headroom, png=args.png, bench_dir=args.bench_dir)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 from bench.learning import collapse_watch, main
 from bench.learning_report import (
@@ -120,3 +121,60 @@ def test_collapse_watch_flags_spikes_entropy_and_flat_steps() -> None:
     # the skipped step trained nothing: no entropy or gradient norm, not a zero that reads as collapse
     assert watch["series"]["entropy"] == [1.0, 0.9, None, 0.4]
     assert "entropy [1.0, 0.9, –, 0.4]" in watch["summary"]
+
+
+def _scheduled_bench(tmp_path: Path, *, budget: float, clock: list[float]) -> tuple[Any, list[str]]:
+    """A Bench whose RL runs take 17 minutes of a fake clock each and record only their names."""
+    from bench.learning import Bench, BenchConfig
+
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({"num_hidden_layers": 2}))
+    config = BenchConfig(budget_minutes=budget, seeds=3, ablations=("no_fps",), rl_steps=30)
+    bench = Bench(config, out=tmp_path, base_model=model)
+    ran: list[str] = []
+
+    def rl(adapter: Path, *, variant: str, **_: Any) -> None:
+        ran.append(variant)
+        clock[0] += 17.0
+        step = {"step": 1, "reward_mean": 0.0, "reward_std": 0.5, "entropy": 0.5, "grad_norm": 0.3}
+        bench.results["rl_logs"][variant] = [step]
+
+    bench.minutes = lambda: clock[0]  # type: ignore[method-assign]
+    bench.rl = rl  # type: ignore[method-assign, assignment]
+    bench.results["dpo_greedy_mean"] = 0.0
+    return bench, ran
+
+
+def test_rl_runs_go_on_while_the_mean_full_seed_fits_the_budget(tmp_path: Path) -> None:
+    clock = [20.0]
+    bench, ran = _scheduled_bench(tmp_path, budget=60.0, clock=clock)
+    bench.rl_runs(tmp_path / "dpo")
+    # seed 0 ends at 37 (23 left, a run needs 1.05 × 17 = 17.85): seed 1 runs, then 6 are left
+    assert ran == ["full seed 0 (collapse watch)", "full seed 1"]
+    assert bench.results["rl_minutes"] == {"full seed 0 (collapse watch)": 17.0, "full seed 1": 17.0}
+    assert any(n.startswith("RL seed 2: not run") for n in bench.results["notes"])
+    assert any(n.startswith("ablation no_fps: not run") for n in bench.results["notes"])
+
+
+def test_resumed_rl_runs_skip_what_ran_and_estimate_from_it(tmp_path: Path) -> None:
+    clock = [40.0]
+    bench, ran = _scheduled_bench(tmp_path, budget=60.0, clock=clock)
+    step = {"step": 1, "reward_mean": 0.0, "reward_std": 0.5, "entropy": 0.5, "grad_norm": 0.3}
+    done = {"full seed 0 (collapse watch)", "full seed 1"}
+    bench.results["rl_logs"] = {v: [step] for v in done}
+    bench.results["rl_minutes"] = dict.fromkeys(done, 17.0)
+    bench.rl_runs(tmp_path / "dpo", done=done)
+    assert ran == ["full seed 2"]  # 20 left fits 17.85; the ablation's 17.85 does not fit the 3 left then
+
+
+def test_resume_refuses_a_run_with_other_settings(tmp_path: Path) -> None:
+    import pytest
+
+    clock = [0.0]
+    bench, _ = _scheduled_bench(tmp_path, budget=60.0, clock=clock)
+    (tmp_path / "adapters" / "dpo").mkdir(parents=True)
+    saved = {"stages": {"dpo": {}}, "config": {**json.loads(json.dumps(bench.config.__dict__)), "rl_steps": 10}}
+    (tmp_path / "results.json").write_text(json.dumps(saved))
+    with pytest.raises(SystemExit, match="other settings"):
+        bench.resume()
