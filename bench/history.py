@@ -204,13 +204,23 @@ def code_commits(mirror: Path, *, per_repo: int, max_lines: int = MAX_COMMIT_LIN
 # --- reviewing ----------------------------------------------------------------------------------------
 
 
+def held_back_by(reason: str) -> Literal["tier", "record"] | None:
+    """Which held a finding back from posting, by its verdict's reason: the posting tier or the rule's
+    held-out record. The tier's reason quotes the rule's record when it has one ("right in 0 of 2
+    findings judged on open-source history"), so it is told by its own marker first."""
+    from agent.verdicts.posting import HELD_BY_TIER
+    from agent.verdicts.track_record import HELD_BY_RECORD
+
+    if HELD_BY_TIER in reason:
+        return "tier"
+    return "record" if HELD_BY_RECORD in reason else None
+
+
 def review_commit(repo: str, mirror: Path, commit: Commit) -> CommitResult:
     """One commit reviewed as `reviewloop review MIRROR --base C~1 --head C` does, without a model."""
     from agent.context import ReviewRequest
     from agent.pipeline import run_review
     from agent.runtime import Runtime
-    from agent.verdicts.posting import HELD_BY_TIER
-    from agent.verdicts.track_record import HELD_BY_RECORD
     from reviewers.kernel.errors import ReviewloopError
 
     started = time.perf_counter()
@@ -231,10 +241,10 @@ def review_commit(repo: str, mirror: Path, commit: Commit) -> CommitResult:
             found = Posted(repo, commit.sha, f.rule, f.severity, f.path, f.line, f.title, evidence)
             if v.verdict == "REAL":
                 result.posted.append(found)
-            elif v.verdict == "NEEDS_HUMAN_REVIEW" and HELD_BY_RECORD in v.reason:
-                result.held.append(found)
-            elif v.verdict == "NEEDS_HUMAN_REVIEW" and HELD_BY_TIER in v.reason:
+            elif v.verdict == "NEEDS_HUMAN_REVIEW" and held_back_by(v.reason) == "tier":
                 result.tier_held.append(found)
+            elif v.verdict == "NEEDS_HUMAN_REVIEW" and held_back_by(v.reason) == "record":
+                result.held.append(found)
     result.seconds = time.perf_counter() - started
     return result
 
