@@ -19,6 +19,7 @@ from bench.history import (
     code_commits,
     first_sight_record,
     from_json,
+    held_back_by,
     interleave,
     judgement_key,
     load_judgements,
@@ -192,3 +193,28 @@ def test_findings_sent_to_a_person_are_counted_apart_from_the_posted_ones() -> N
     results = _results()
     results[0].listed = 4
     assert "Listed for a person in the summary instead of posted (NEEDS_HUMAN_REVIEW): 4." in render(results, {})
+
+
+def test_a_finding_the_tier_listed_is_not_counted_as_held_by_the_record_when_its_reason_quotes_a_record() -> None:
+    """The tier's reason for a rule judged too seldom to be held ("right in 0 of 2 findings judged on
+    open-source history") quotes the record's words; it is still the tier that listed it."""
+    from agent.verdicts.feedback import PeopleVotes
+    from agent.verdicts.posting import unearned_voice
+    from agent.verdicts.track_record import HELD_BY_RECORD, Record, unproven_rule
+    from reviewers.kernel.contracts import Finding
+
+    finding = Finding(
+        path="pkg/__init__.py", line=6, end_line=6, category="code_quality", severity="high",
+        title="Invalid object in __all__", body="", evidence="__all__ = (open, )", reviewer="code_quality",
+        rule="ruff:PLE0604", confidence="high", fingerprint="f",
+    )  # fmt: skip
+    seldom = {"ruff:PLE0604": Record(right=0, debatable=0, wrong=2, commits=2)}
+    poor = {"ruff:PLE0604": Record(right=0, debatable=1, wrong=5, commits=4)}
+    assert unproven_rule(finding, PeopleVotes(), seldom) is None
+    tier_reason = unearned_voice(finding, PeopleVotes(), seldom)
+    record_reason = unproven_rule(finding, PeopleVotes(), poor)
+    assert tier_reason is not None and record_reason is not None
+    assert HELD_BY_RECORD in tier_reason  # the trap: the tier's reason carries the record's marker
+    assert held_back_by(tier_reason) == "tier"
+    assert held_back_by(record_reason) == "record"
+    assert held_back_by("ruff:X is a low-confidence rule: listed for a human in the summary") is None
