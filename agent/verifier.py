@@ -41,8 +41,8 @@ from agent.verdicts.duplicates import claimed_family, group_root_causes, rule_na
 from agent.verdicts.evidence import Anchor, anchor_evidence, anchored
 from agent.verdicts.feedback import MIN_PEOPLE, PeopleVotes, rejected_before, rejected_by_people
 from agent.verdicts.judge import ModelJudgment, judge_messages
-from agent.verdicts.posting import Posting, unearned_voice
-from agent.verdicts.preexisting import preexisting_ruff
+from agent.verdicts.posting import Posting, unbound_name, unearned_voice
+from agent.verdicts.preexisting import preexisting_flow, preexisting_ruff
 from agent.verdicts.sinks import sink_gets_constants
 from agent.verdicts.track_record import Record, unproven_rule
 from agent.verdicts.unchanged import DeletedCode, unchanged_code
@@ -118,6 +118,9 @@ def _check(
     unchanged = unchanged_code(
         placed, head_text=head_text, diff_index=inputs.diff_index, deleted=deleted
     ) or preexisting_ruff(placed, head_text=head_text, change=inputs.diff_index.file(placed.path))
+    unchanged = unchanged or preexisting_flow(
+        placed, head_text=head_text, change=inputs.diff_index.file(placed.path), read_file=tree.text
+    )
     if unchanged:
         return VerifiedFinding(placed, "FALSE_POSITIVE", unchanged)
     contradicted = (
@@ -237,7 +240,8 @@ def verify_findings(
     for finding, why in leads:
         demoted = (
             _low_confidence(finding)
-            or unproven_rule(finding, inputs.people_votes, inputs.track_record)
+            # an F821 of the shape that is broken as written is not the shape its record was made of
+            or (None if unbound_name(finding) else unproven_rule(finding, inputs.people_votes, inputs.track_record))
             or _unearned(finding, inputs)
         )
         if demoted is not None:

@@ -19,6 +19,7 @@ A finding posts under "proven" when
   least `MIN_COMMITS` commits, and right in at least `MIN_RIGHT_SHARE` of them;
 - its rule reports code that is broken as written (`BROKEN_AS_WRITTEN`, each with its reason): the
   defect is in the text itself, not in a guess about intent, the framework or where data comes from;
+  for F821, only a name the module binds nowhere and cannot receive (`unbound_name`);
 - it is an injection finding of a taint rule (`injection_taint`): request data reaching an SQL,
   command, code-execution or deserialization sink. Our security suite measures those right
   (`bench.security_suite`), the damage is the server's, and held-out history has too few of them
@@ -85,6 +86,21 @@ INJECTION_CWES = frozenset({"CWE-89", "CWE-78", "CWE-94", "CWE-502"})
 _INJECTION_CLASSES = ("sql", "command", "code", "deserialization")  # reviewers.analyzers.flow.rules.SINKS
 
 
+# ruff's F821 (an undefined name) is held back by its record (mostly names a module receives in ways
+# ruff does not follow: a Python 2 builtin, a string annotation, Sphinx's conf.py namespace). The
+# analyzer says high confidence only for the shape left: a name the product module binds nowhere
+# and has no way to receive (`reviewers.analyzers.ruff.unbound_anywhere`).
+UNBOUND_NAME = (
+    "a name the module binds nowhere and cannot receive (no star import, module `__getattr__` or namespace "
+    "write): NameError when the line runs"
+)
+
+
+def unbound_name(finding: Finding) -> str | None:
+    """Why an F821 finding is broken as written, or None."""
+    return UNBOUND_NAME if finding.rule == "ruff:F821" and finding.confidence == "high" else None
+
+
 def broken_as_written(rule: str) -> str | None:
     """Why a finding of this rule is a defect in the text itself, or None."""
     if rule in BROKEN_AS_WRITTEN:
@@ -131,6 +147,7 @@ def unearned_voice(finding: Finding, votes: PeopleVotes, record: Mapping[str, Re
     if (
         proven(found)
         or broken_as_written(rule)
+        or unbound_name(finding)
         or rule in PROJECT_RULES
         or injection_taint(finding)
         or accepted_by_people(rule, votes)

@@ -27,12 +27,15 @@ from collections.abc import Callable
 from typing import Any
 
 from reviewers.analyzers.base_tree import reverse_patch
+from reviewers.analyzers.flow.rules import SINKS
 from reviewers.analyzers.pysyntax import parse_python
+from reviewers.analyzers.python_security import request_flows
 from reviewers.analyzers.ruff import run_ruff_json
 from reviewers.kernel.contracts import FileChange, Finding
 from reviewers.kernel.errors import AnalyzerError, PythonSyntaxError
 
 RUFF_PREFIX = "ruff:"
+_FLOW_RULES = frozenset(s.rule for s in SINKS.values())
 
 
 def preexisting_ruff(finding: Finding, *, head_text: str | None, change: FileChange | None) -> str | None:
@@ -105,3 +108,31 @@ def _scopes(tree: ast.Module) -> Callable[[int], str]:
         return max(inside)[1] if inside else ""
 
     return scope_of
+
+
+def preexisting_flow(
+    finding: Finding, *, head_text: str | None, change: FileChange | None, read_file: Callable[[str], str | None]
+) -> str | None:
+    """Why a taint finding's flow was already in the base (None: the change may have made it).
+
+    A flow that passes through a changed line is not new when the base had the same flow — the
+    same origin reaching the same sink call, in as many places: `run(app_path)` turned into
+    `return run(app_path)`. The base is this file rebuilt from the diff, read with the other
+    modules at head, so a flow the change routed through another file still counts as new."""
+    if finding.rule not in _FLOW_RULES or finding.confidence != "high" or head_text is None or change is None:
+        return None
+    if change.status not in ("modified", "renamed") or not change.hunks or not change.path.endswith(".py"):
+        return None
+    base_text = reverse_patch(head_text, change)
+    if base_text is None:
+        return None
+    head = request_flows(head_text, change.path, read_file)
+    mine = {key for key, first, last in head if first <= finding.line <= last}
+    if not mine:
+        return None
+    base = Counter(key for key, _, _ in request_flows(base_text, change.old_path or change.path, read_file))
+    after = Counter(key for key, _, _ in head)
+    if all(base[key] >= after[key] for key in mine):
+        origin, sink = next(iter(mine))[1:3]
+        return f"{origin} already reached {sink} this way before the change; the change did not make the flow"
+    return None

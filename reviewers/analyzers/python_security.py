@@ -103,7 +103,9 @@ def _hit_issue(hit: Hit, line: int) -> Issue:
         severity: Severity = spec.severity
         confidence: Confidence = "high"
     elif hit.command_line:
-        title = spec.title.replace("request data", "the program's command line")
+        title = spec.title.replace("request data", "the program's command line").replace(
+            "Request data", "The program's command line"
+        )
         body = (
             f"{spec.body} Here {hit.origin} reaches {hit.call}{via}. A command line is its operator's own input, "
             "so this matters only where others choose it (a wrapper, sudo, a job fed by others): a person should check."
@@ -166,3 +168,25 @@ def python_security_issues(file: ChangedFile, project: Project | None = None) ->
     """The issues of `analyse_security`, or None when the file is not Python that parses."""
     analysis = analyse_security(file, project)
     return analysis.issues if analysis is not None else None
+
+
+FlowKey = tuple[str, str, str, str]  # sink class, origin, sink call, where inside a called function
+
+
+def request_flows(text: str, path: str, read_file: Callable[[str], str | None]) -> list[tuple[FlowKey, int, int]]:
+    """Every high-confidence flow in one version of a module, with the lines its sink call (or the
+    text spliced for it) spans; other modules are read through `read_file`. Empty when it does not parse."""
+    tree = _parse(text, path)
+    if tree is None:
+        return []
+    project = project_for(lambda p: text if p == path else read_file(p))
+    out: list[tuple[FlowKey, int, int]] = []
+    for hit, _scope in analyse_module(project, project.add(path, tree)):
+        if hit.confidence != "high":
+            continue
+        key = (hit.cls, hit.origin, hit.call, hit.via)
+        for node in (hit.node, hit.built):
+            if node is not None:
+                line = getattr(node, "lineno", 0)
+                out.append((key, line, getattr(node, "end_lineno", None) or line))
+    return out

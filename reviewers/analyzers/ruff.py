@@ -20,7 +20,8 @@ that catches only what its `try` raised), S110/S112/BLE001 around one cleanup ca
 (`sock.close()`), unused imports in a package's `__init__`, and F401 on an import a `# type:`
 comment uses (mypy reads it; ruff does not), and F821 on a Python 2 builtin (`unicode`, `long`,
 `xrange`) inside a Python 2 compatibility branch (see `python2_compat_name`); a real undefined name
-there, or a Python 2 builtin anywhere else, still reports.
+there, or a Python 2 builtin anywhere else, still reports. F821 is high confidence only where the
+module cannot receive the name at all (`unbound_anywhere`), medium where it might.
 """
 
 from __future__ import annotations
@@ -39,8 +40,9 @@ from typing import Any
 
 from reviewers.analyzers.batch_answers import BatchAnswers
 from reviewers.analyzers.changed_file import ChangedFile, Issue
-from reviewers.kernel.contracts import Severity, Suggestion
+from reviewers.kernel.contracts import Confidence, Severity, Suggestion
 from reviewers.kernel.errors import AnalyzerError
+from reviewers.paths import is_sample_path
 
 RUFF_CACHE_SIZE = 256  # distinct file texts kept; a replay batch touches far fewer
 RUFF_TIMEOUT_S = 30  # ruff lints a large file in well under a second; past this something is wrong
@@ -473,6 +475,57 @@ def python2_compat_name(tree: ast.Module | None, line: int, message: str) -> boo
     return False
 
 
+# What lets a module have names no statement of it binds: a star import, a module `__getattr__`, a
+# write to its namespace (`globals()`, `exec`, the builtins module).
+_NAMESPACE_WRITERS = frozenset({"globals", "locals", "exec", "execfile", "__builtins__", "__builtin__", "builtins"})
+
+
+def _bound_names(tree: ast.Module) -> set[str]:
+    bound: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            bound.add(node.id)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            bound.add(node.name)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, ast.alias):
+            bound.add(node.asname or node.name.split(".")[0])
+        elif isinstance(node, ast.Global | ast.Nonlocal):
+            bound.update(node.names)
+        elif isinstance(node, ast.ExceptHandler | ast.MatchAs | ast.MatchStar) and node.name:
+            bound.add(node.name)
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            bound.add(node.rest)
+    return bound
+
+
+def unbound_anywhere(tree: ast.Module | None, path: str, line: int, message: str) -> bool:
+    """Whether an F821 on `line` names what the module binds nowhere and has no way to receive: no
+    statement binds it, no star import, module `__getattr__` or namespace write (`globals()`,
+    `exec`, `builtins`) could supply it, it is no Python 2 builtin, it is read as code on that line
+    (not inside a string annotation a library resolves from its registry), and the file is product
+    code, not documentation or an example (a tool runs `docs/conf.py` in a namespace it fills; a
+    fragment names a placeholder for the reader's own code). Such a name raises NameError when the
+    line runs: a missing `import sys`."""
+    undefined = _UNDEFINED.search(message)
+    if tree is None or undefined is None or is_sample_path(path):
+        return False
+    name = undefined.group("name")
+    if name in PYTHON2_BUILTINS or name in _bound_names(tree):
+        return False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names):
+            return False
+        if isinstance(node, ast.Name) and node.id in _NAMESPACE_WRITERS:
+            return False
+        if isinstance(node, ast.alias) and node.name in _NAMESPACE_WRITERS:
+            return False
+    if any(isinstance(n, ast.FunctionDef) and n.name == "__getattr__" for n in tree.body):
+        return False
+    return any(isinstance(n, ast.Name) and n.id == name and n.lineno == line for n in ast.walk(tree))
+
+
 _TYPE_COMMENT = re.compile(r"#\s*type:(?!\s*ignore\b)(?P<type>.*)$", re.MULTILINE)
 _IMPORTED = re.compile(r"`(?P<name>[\w.]+)`")
 
@@ -562,6 +615,9 @@ def ruff_issues(file: ChangedFile) -> list[Issue]:
             continue  # the first syntax error is the one to fix; those after it are mostly its echo
         message = str(diag.get("message") or code)
         why = _WHY.get(code, "")
+        confidence: Confidence = "high"
+        if code == "F821" and not unbound_anywhere(file.python_tree, file.path, line, message):
+            confidence = "medium"  # the module may receive the name in a way ruff does not follow
         issues.append(
             Issue(
                 line=line,
@@ -571,7 +627,7 @@ def ruff_issues(file: ChangedFile) -> list[Issue]:
                 title=message if code != "invalid-syntax" else f"Syntax error: {message}",
                 body=" ".join(part for part in (message + ".", why) if part),
                 kind=f"ruff:{code}",
-                confidence="high",
+                confidence=confidence,
                 suggestion=suggestion_from_fix(file, diag) if code in SUGGESTED_FIXES else None,
             )
         )

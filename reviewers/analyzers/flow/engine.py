@@ -86,6 +86,9 @@ LOCAL_USER_CLEARS = frozenset({"path", "redirect", "xss", "trust-boundary", "tem
 # wrapper run by others, sudo), but it is no request data: at most a low-confidence note.
 COMMAND_LINE = "~command-line"
 COMMAND_LINE_CLEARS = LOCAL_USER_CLEARS | {COMMAND_LINE}
+# What an operator could run themselves: a shell command, or the Python an application server imports
+# and evaluates from the `module:app` it is started with. SQL is not: the program holds the credentials.
+OPERATOR_RUNS = frozenset({"command", "code"})
 _MUTATORS = frozenset({"append", "add", "insert", "extend", "update", "setdefault", "appendleft", "put", "push"})
 
 
@@ -1034,7 +1037,7 @@ class Interpreter:
         built = built if built is not None and interpolates(built) else None
         live = [o for o in value.origins if cls not in o.cleared and not (cls == "path" and SEGMENT in o.cleared)]
         sources = [o for o in live if o.kind == "source"]
-        if sources and cls == "command" and all(COMMAND_LINE in o.cleared for o in sources):
+        if sources and cls in OPERATOR_RUNS and all(COMMAND_LINE in o.cleared for o in sources):
             self.hits.append(Hit(node, cls, "low", sources[0].what, call, via, built, command_line=True))
         elif sources:
             self.hits.append(Hit(node, cls, "high", sources[0].what, call, via, built))

@@ -128,6 +128,13 @@ def test_code_broken_as_written_posts_except_what_ruff_cannot_decide() -> None:
     assert broken_as_written("ruff:PLE0604") is None  # `__all__` built at run time
     assert verified(found("ruff:PLE0604")).verdict == "NEEDS_HUMAN_REVIEW"
     assert broken_as_written("ruff:F821") is None and broken_as_written("bandit:PLE0101") is None
+    # F821 posts only in the shape the analyzer calls high confidence (a name the module binds nowhere
+    # and cannot receive): its record was made of the other shapes, so it does not hold that one back
+    poor_f821 = {"ruff:F821": Record(right=3, debatable=3, wrong=9, commits=9)}
+    assert verified(found("ruff:F821"), record=poor_f821).verdict == "REAL"
+    maybe = verified(found("ruff:F821", confidence="medium"), record=poor_f821)
+    assert maybe.verdict == "NEEDS_HUMAN_REVIEW" and "right in 3 of 15" in maybe.reason
+    assert verified(found("ruff:F821", confidence="medium")).verdict == "NEEDS_HUMAN_REVIEW"  # by the tier
     # a poor record still holds a listed rule back: the tier never overrides the record
     poor = {"ruff:F401": Record(right=0, debatable=0, wrong=5, commits=4)}
     v = verified(found("ruff:F401"), record=poor)

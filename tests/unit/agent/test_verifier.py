@@ -380,3 +380,43 @@ def test_a_ruff_message_that_names_a_line_is_the_same_complaint_when_the_line_mo
     twice = finding_at("pool.py", 1, "from typing import Iterable, Iterator, Iterable", rule="ruff:F811")
     [v] = verify_findings([twice], inputs_for(IMPORTS_DIFF, {"pool.py": IMPORTS}))
     assert v.verdict == "FALSE_POSITIVE", v.reason
+
+
+JOBS = (
+    "import subprocess\n\n\ndef run_job(target):\n    subprocess.run(f'make {target}', shell=True)\n    return 'ok'\n"
+)
+WEB = (
+    "from flask import Flask, request\n\nfrom jobs import run_job\n\napp = Flask(__name__)\n\n\n"
+    "@app.post('/run')\ndef start():\n    return run_job(request.form['target'])\n"
+)
+WEB_GAINED_RETURN = """diff --git a/web.py b/web.py
+--- a/web.py
++++ b/web.py
+@@ -8,4 +8,3 @@ app = Flask(__name__)
+ @app.post('/run')
+ def start():
+-    run_job(request.form['target'])
+-    return 'ok'
++    return run_job(request.form['target'])
+"""
+WEB_NEW_FLOW = """diff --git a/web.py b/web.py
+--- a/web.py
++++ b/web.py
+@@ -8,3 +8,3 @@ app = Flask(__name__)
+ @app.post('/run')
+ def start():
+-    return run_job('all')
++    return run_job(request.form['target'])
+"""
+
+
+def test_a_flow_the_base_already_had_is_not_made_by_a_change_that_only_returns_its_result() -> None:
+    shell = finding_at("web.py", 10, "    return run_job(request.form['target'])", rule="python:shell-interpolation",
+                       category="security").model_copy(update={"confidence": "high"})  # fmt: skip
+    files = {"web.py": WEB, "jobs.py": JOBS}
+    [old] = verify_findings([shell], inputs_for(WEB_GAINED_RETURN, files))
+    assert old.verdict == "FALSE_POSITIVE", old.reason
+    assert "request.form" in old.reason and "before the change" in old.reason
+    # the same line where the change brought the request's value to the sink: the flow is new
+    [new] = verify_findings([shell], inputs_for(WEB_NEW_FLOW, files))
+    assert new.verdict == "REAL", new.reason

@@ -1149,3 +1149,63 @@ def test_a_method_a_class_now_inherits_from_another_package_is_not_removed(build
         "class Base:\n    pass\n\n\nclass Blueprint(Base):\n    def __init__(self, name):\n        self.name = name\n"
     )
     assert rules(review("test_impact", build_context(base, {**base, "web/bp.py": local}))) == ["tests:removed-symbol"]
+
+
+# --- sixth round: causes seen on the 14th held-out set (fixed after seeing them) ---------------------------
+
+APP_LOADER = (
+    "import importlib\n\n\ndef load_target(spec):\n    module_name, _, attr = spec.partition(':')\n"
+    "    module = importlib.import_module(module_name)\n    return eval(attr or 'app', vars(module))\n"
+)
+APP_SERVER_MAIN = (
+    "import argparse\n\nfrom .loader import load_target\n\n\n"
+    "def start(options):\n    return load_target(options.target)\n\n\n"
+    "def main(argv=None):\n    parser = argparse.ArgumentParser()\n    parser.add_argument('target')\n"
+    "    args = parser.parse_args(argv)\n    return start(args)\n"
+)
+
+
+def test_code_a_server_loads_from_its_own_command_line_goes_to_a_person(build_context: Any) -> None:
+    # An application server's entry point imports and evaluates the `module:attr` its operator names:
+    # whoever can type the command can run that code themselves, so a person may look, nothing posts.
+    head = {"srv/loader.py": APP_LOADER, "srv/serve.py": APP_SERVER_MAIN}
+    found = review("security", build_context({}, head)).findings
+    assert {(f.path, f.confidence) for f in found if f.cwe == "CWE-94"} == {
+        ("srv/loader.py", "low"),  # the loader's parameter, of unknown origin
+        ("srv/serve.py", "low"),  # the operator's own command line
+    }
+    assert any("command line" in f.title for f in found if f.path == "srv/serve.py")
+    # The same loader fed from a request is code injection, posted.
+    route = (
+        "from flask import Flask, request\n\nfrom .loader import load_target\n\napp = Flask(__name__)\n\n\n"
+        "@app.post('/plugin')\ndef plugin():\n    return str(load_target(request.form['spec']))\n"
+    )
+    found = review("security", build_context({}, {"srv/loader.py": APP_LOADER, "srv/web.py": route})).findings
+    assert ("srv/web.py", "high") in {(f.path, f.confidence) for f in found if f.cwe == "CWE-94"}
+
+
+def _f821(path: str, text: str) -> list[tuple[int, str]]:
+    from reviewers.analyzers.ruff import ruff_issues
+    from tests.unit.reviewers.test_reviewer_analyzers import added_file
+
+    return [(i.line, i.confidence) for i in ruff_issues(added_file(path, text)) if i.rule == "ruff:F821"]
+
+
+def test_an_undefined_name_the_module_cannot_receive_is_high_and_one_it_might_is_medium() -> None:
+    # A missing import: the module binds `os` nowhere and has no way to receive it.
+    missing = "import json\n\n\ndef dump(obj, name):\n    with open(os.path.join('out', name), 'w') as f:\n"
+    missing += "        json.dump(obj, f)\n"
+    assert _f821("pkg/store.py", missing) == [(5, "high")]
+    # Ways a module receives a name ruff does not follow: each leaves the finding for a person.
+    for text in (
+        "def __getattr__(name):\n    return name\n\n\ndef dump(name):\n    return os.path.join('out', name)\n",
+        "globals()['os'] = __import__('os')\n\n\ndef dump(name):\n    return os.path.join('out', name)\n",
+        "def text(value):\n    return unicode(value)\n",  # a Python 2 builtin
+    ):
+        assert [c for _, c in _f821("pkg/store.py", text)] == ["medium"], text
+    # A string annotation a library resolves from its registry, and code under docs/ or examples/.
+    model = "class User:\n    pages: 'list[Page]' = []\n"
+    assert _f821("app/models.py", model) == [(2, "medium")]
+    conf = "project = 'x'\nif tags.has('draft'):\n    todo_include_todos = True\n"
+    assert [c for _, c in _f821("docs/conf.py", conf)] == ["medium"]
+    assert [c for _, c in _f821("examples/run.py", "serve_forever()\n")] == ["medium"]
