@@ -44,8 +44,8 @@ REPOSITORIES = (
 # Never used to tune a rule: reviewed apart (`--held-out`), they say whether the rules fixed on
 # REPOSITORIES are right on code nobody tuned them to, or only on the findings that were seen.
 HELD_OUT = (
-    "python-babel/flask-babel", "Pylons/colander", "pytest-dev/pytest-asyncio", "aio-libs/aiohttp-sse",
-    "jazzband/django-redis",
+    "pallets-eco/flask-session", "Pylons/deform", "aio-libs/aiohttp-cors", "jazzband/django-model-utils",
+    "pytest-dev/pytest-timeout",
 )  # fmt: skip
 # Earlier held-out sets, oldest first: each measured once as held out, then its findings tuned rules
 # (disclosed in RESULTS.md), so it no longer says anything about unseen code. Kept to show the before
@@ -71,6 +71,8 @@ SPENT_HELD_OUT = (
     ("pallets-eco/flask-security", "mozilla/bleach", "python-hyper/hyper-h2", "aio-libs/aiomcache",
      "pallets-eco/flask-caching"),
     ("marshmallow-code/webargs", "pallets-eco/wtforms", "Pylons/webob", "pgjones/hypercorn", "Tinche/aiofiles"),
+    ("python-babel/flask-babel", "Pylons/colander", "pytest-dev/pytest-asyncio", "aio-libs/aiohttp-sse",
+     "jazzband/django-redis"),
 )  # fmt: skip
 FIRST_HELD_OUT = SPENT_HELD_OUT[0]
 PER_REPO = 40
