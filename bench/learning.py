@@ -403,7 +403,7 @@ class Bench:
         self.results["config"]["budget_minutes"] = self.config.budget_minutes
         self.started = time.monotonic() - float(self.results.get("duration_s", 0.0))
         torch.set_num_threads(self.config.threads)
-        at = self.minutes()
+        at, when = self.minutes(), datetime.now(UTC)
         self.build_env()
         policy = self.load(dpo)
         self.read_prompts(policy)
@@ -411,7 +411,7 @@ class Bench:
         done = set(self.results.get("rl_logs", {}))
         self.results["notes"] = [n for n in self.results["notes"] if "not run, the time budget" not in n]
         self.results["notes"].append(
-            f"Resumed in a new process at {at:.1f} min ({datetime.now(UTC):%H:%M UTC}): reading the prompts"
+            f"Resumed in a new process at {at:.1f} min ({when:%H:%M UTC}): reading the prompts"
             f" again took {self.results['prompt_reads']['minutes']:.1f} min of the budget; variants already run:"
             f" {', '.join(sorted(done)) or 'none'}."
         )
