@@ -115,11 +115,11 @@ def _check(
     placed = anchored(finding, anchor)
     if not inputs.diff_index.in_or_near_hunk(placed.path, placed.line, slack=HUNK_SLACK):
         return VerifiedFinding(placed, "FALSE_POSITIVE", f"{_where(placed)} is not in or next to the change")
-    unchanged = unchanged_code(
-        placed, head_text=head_text, diff_index=inputs.diff_index, deleted=deleted
-    ) or preexisting_ruff(placed, head_text=head_text, change=inputs.diff_index.file(placed.path))
-    unchanged = unchanged or preexisting_flow(
-        placed, head_text=head_text, change=inputs.diff_index.file(placed.path), read_file=tree.text
+    change = inputs.diff_index.file(placed.path)
+    unchanged = (
+        unchanged_code(placed, head_text=head_text, diff_index=inputs.diff_index, deleted=deleted)
+        or preexisting_ruff(placed, head_text=head_text, change=change)
+        or preexisting_flow(placed, head_text=head_text, change=change, read_file=tree.text)
     )
     if unchanged:
         return VerifiedFinding(placed, "FALSE_POSITIVE", unchanged)

@@ -42,9 +42,7 @@ def preexisting_ruff(finding: Finding, *, head_text: str | None, change: FileCha
     """Why the finding is about code the base already had (None: it may be new)."""
     if not finding.rule.startswith(RUFF_PREFIX) or head_text is None or change is None:
         return None
-    if change.status not in ("modified", "renamed") or not change.hunks or not change.path.endswith(".py"):
-        return None
-    base_text = reverse_patch(head_text, change)
+    base_text = _base_python(head_text, change)
     if base_text is None:
         return None
     code = finding.rule.removeprefix(RUFF_PREFIX)
@@ -68,6 +66,14 @@ def preexisting_ruff(finding: Finding, *, head_text: str | None, change: FileCha
         f"ruff's {code} ({key[1]}) was already reported {before}x in {where} before this change; "
         "the change keeps it, it does not add it"
     )
+
+
+def _base_python(head_text: str, change: FileChange) -> str | None:
+    """A modified Python file as it was at the base, rebuilt from the diff (None: added, not Python,
+    or the patch does not reverse)."""
+    if change.status not in ("modified", "renamed") or not change.hunks or not change.path.endswith(".py"):
+        return None
+    return reverse_patch(head_text, change)
 
 
 def _row(diagnostic: dict[str, Any]) -> int:
@@ -121,9 +127,7 @@ def preexisting_flow(
     modules at head, so a flow the change routed through another file still counts as new."""
     if finding.rule not in _FLOW_RULES or finding.confidence != "high" or head_text is None or change is None:
         return None
-    if change.status not in ("modified", "renamed") or not change.hunks or not change.path.endswith(".py"):
-        return None
-    base_text = reverse_patch(head_text, change)
+    base_text = _base_python(head_text, change)
     if base_text is None:
         return None
     head = request_flows(head_text, change.path, read_file)
