@@ -7,7 +7,8 @@ missing. REAL findings become positioned discussions (GitLab's rules: `new_line`
 line, `old_line` and `new_line` on an unchanged one, both paths always); a line the diff does not
 show, or a position GitLab rejects, becomes a thread without a position that quotes `path:line`
 and the evidence, flagged as a fallback. NEEDS_HUMAN_REVIEW findings are listed in the one summary
-note, which is created once and then edited in place. Model and reviewer text is neutralised.
+note (those sharing a rule and a reason under one entry), which is created once and then edited in
+place. Model and reviewer text is neutralised.
 
 Each merge request gets a comment budget (`max_discussions` threads, from `.reviewloop.toml`): REAL
 findings are ranked by severity, then confidence, and those past the budget are listed briefly in
@@ -43,6 +44,11 @@ OUTDATED_MARKER = "<!-- reviewloop:outdated -->"
 MAX_SUMMARY_CHARS = 30_000  # a summary is ours plus short quoted titles; GitLab allows far more
 MAX_EVIDENCE_CHARS = 1500
 MAX_NOT_REVIEWED_LISTED = 50  # the rest are counted: the full list is in the review's record and reports
+# Findings for a person that share a rule and a reason are one entry: the reason once, then up to this
+# many places; the rest are counted (the full list is in the review's record and reports). A vendored
+# library's upgrade can bring the same held-back rule twenty times, and twenty copies of one reason
+# bury the findings that differ.
+MAX_LISTED_PER_REASON = 10
 DEFAULT_MAX_DISCUSSIONS = 10  # RepoConfig's default; a wall of threads gets skimmed or muted
 CONFIDENCE_RANK = {"low": 0, "medium": 1, "high": 2}
 FEEDBACK_HINT = "React with :thumbsup: or :thumbsdown: to tell reviewloop whether this helped."
@@ -234,6 +240,25 @@ def _listed(item: FindingToPublish, allowed_urls: Collection[str], *, with_reaso
     return f"{line} — {neutralise(item.reason.replace(chr(10), ' '), allowed_urls=allowed_urls, max_chars=300)}"
 
 
+def _listed_by_reason(items: Sequence[FindingToPublish], allowed_urls: Collection[str]) -> list[str]:
+    """One line per finding, except that findings of one rule with one reason are grouped: the
+    reason once, then their places (at most `MAX_LISTED_PER_REASON`, the rest counted)."""
+    groups: dict[tuple[str, str], list[FindingToPublish]] = {}
+    for item in items:
+        groups.setdefault((item.finding.rule, item.reason), []).append(item)
+    lines: list[str] = []
+    for (rule, reason), group in groups.items():
+        if len(group) == 1:
+            lines.append(_listed(group[0], allowed_urls, with_reason=True))
+            continue
+        why = neutralise(reason.replace(chr(10), " "), allowed_urls=allowed_urls, max_chars=300)
+        lines.append(f"- {len(group)} × {inline_code(rule)} — {why}")
+        lines += ["  " + _listed(item, allowed_urls, with_reason=False) for item in group[:MAX_LISTED_PER_REASON]]
+        if len(group) > MAX_LISTED_PER_REASON:
+            lines.append(f"  - … and {len(group) - MAX_LISTED_PER_REASON} more of {inline_code(rule)}")
+    return lines
+
+
 def summary_body(
     summary: str,
     needs_human: Sequence[FindingToPublish],
@@ -253,7 +278,7 @@ def summary_body(
         parts.append("\n".join(lines))
     if needs_human:
         lines = ["**Needs a human look** (not posted as threads):"]
-        lines += [_listed(item, allowed_urls, with_reason=True) for item in needs_human]
+        lines += _listed_by_reason(needs_human, allowed_urls)
         parts.append("\n".join(lines))
     if not_reviewed:
         lines = [f"**Not analyzed in full** ({len(not_reviewed)} file(s)):"]

@@ -170,3 +170,22 @@ def test_a_listed_security_finding_keeps_its_cwe_and_reason_in_the_summary() -> 
     v = verified(found("python:weak-hash", evidence=SINK, cwe="CWE-328"))
     body = summary_body("Summary.", [FindingToPublish(1, v.finding, v.verdict, v.reason)])
     assert "`app.py:6` medium · security · CWE-328 · A finding — python:weak-hash is not yet proven" in body
+
+
+def test_findings_held_for_one_reason_are_listed_once_with_their_places_counted() -> None:
+    from agent.gitlab.publisher import MAX_LISTED_PER_REASON, FindingToPublish, summary_body
+
+    held = verified(found("ruff:BLE001"))
+    assert held.verdict == "NEEDS_HUMAN_REVIEW"
+    many = range(1, MAX_LISTED_PER_REASON + 4)
+    same = [FindingToPublish(n, held.finding.model_copy(update={"line": n}), held.verdict, held.reason) for n in many]
+    other = verified(found("python:weak-hash", evidence=SINK, cwe="CWE-328"))
+    body = summary_body("Summary.", [*same, FindingToPublish(99, other.finding, other.verdict, other.reason)])
+    assert body.count(held.reason) == 1, "one reason, said once for the group"
+    assert f"- {MAX_LISTED_PER_REASON + 3} × `ruff:BLE001` — {held.reason}" in body
+    assert "\n  - `app.py:1` medium · code_quality · A finding" in body
+    assert f"\n  - `app.py:{MAX_LISTED_PER_REASON}` " in body
+    assert f"`app.py:{MAX_LISTED_PER_REASON + 1}`" not in body
+    assert "  - … and 3 more of `ruff:BLE001`" in body
+    # a finding alone with its reason keeps the one-line form
+    assert "\n- `app.py:6` medium · security · CWE-328 · A finding — python:weak-hash is not yet proven" in body
