@@ -58,12 +58,13 @@ MODEL_RULES = frozenset({"", "llm"})
 
 # Defects in the text itself: true wherever the rule fires on a line the change added, whatever the
 # project, and the verifier already keeps only those (`agent.verdicts.unchanged`, `preexisting`).
+# How each did on held-out history is in `track_record.json`, generated from the judgements; the
+# reasons here say why the text is broken, not how often, so they cannot go stale.
 BROKEN_AS_WRITTEN: dict[str, str] = {
     "ruff:invalid-syntax": "the file does not parse: nothing in it can be imported or run",
     "ruff:F811": "a name bound again before its first binding was used: one of the two is dead code or a "
-    "mistaken overwrite (2 right, 1 debatable on held-out history)",
-    "ruff:F401": "an import the change added and nothing uses: on held-out history the only shape right "
-    "more often than not (18 right, 1 debatable, 8 wrong), and ruff's safe fix removes it",
+    "mistaken overwrite",
+    "ruff:F401": "an import the change added and nothing uses: ruff's safe fix removes it",
     "ruff:B012": "return, break or continue in `finally` silently discards the exception in flight",
     "ruff:E722": "a bare `except:` also catches KeyboardInterrupt and SystemExit, so the program cannot be "
     "stopped where it runs",
@@ -72,8 +73,7 @@ BROKEN_AS_WRITTEN: dict[str, str] = {
 # in `__init__`, `await` outside `async`, a special method with the wrong signature) — except these,
 # whose verdict needs what only the running program knows, so ruff guesses:
 UNDECIDED_PLE: dict[str, str] = {
-    "PLE0604": "`__all__` entries built at run time (`Class.__name__`) are strings ruff cannot see "
-    "(2 of 2 wrong on held-out history)",
+    "PLE0604": "`__all__` entries built at run time (`Class.__name__`) are strings ruff cannot see",
     "PLE0605": "`__all__` extended from another module's list, which ruff does not read",
     "PLE0643": "an index past a literal's end only where ruff cannot see the literal change",
     "PLE1141": "iterating a dict without `.items()` needs the value's type, which ruff infers",
