@@ -40,7 +40,7 @@ import posixpath
 import re
 
 from reviewers.analyzers.base_tree import BaseTree
-from reviewers.analyzers.changed_file import ChangedFile, Issue, looks_generated
+from reviewers.analyzers.changed_file import ChangedFile, Issue, looks_generated, vendored_under
 from reviewers.analyzers.config_changes import numeric_value, value_changes
 from reviewers.analyzers.parsing import parse_expression, parse_module
 from reviewers.analyzers.symbols import (
@@ -343,7 +343,7 @@ class TestImpactAnalyzer:
             if change.path == file.path or change.status == "deleted" or _untestable(change.path):
                 continue
             text = self.context.workspace.read_file(change.path)
-            if text is None or looks_generated(text):
+            if text is None or looks_generated(text) or vendored_under(change.path) is not None:
                 continue
             other = ChangedFile(change, text)
             named += [f"`{d.qualified}` ({change.path})" for d in self.untested(other)]

@@ -41,6 +41,17 @@ GENERATED_GLOBS = (
 )
 
 
+# Third-party code a project keeps in its tree, by its ecosystem's convention: Go modules, Composer and
+# Bundler vendor at the repository's root; pip and others vendor under `_vendor/`; npm and Bower
+# install under their own directories. A finding there is about a library nobody in the merge request
+# wrote, and its fix is an upgrade, not a line comment, so the file gets the safe scan only and is
+# named as not analyzed. A `vendor/` deeper in the tree stays reviewed: there it is as often the
+# project's own module about vendors.
+VENDOR_DIRS = frozenset({"_vendor", "vendored", "third_party", "third-party", "thirdparty", "node_modules",
+                         "bower_components"})  # fmt: skip
+ROOT_VENDOR_DIRS = frozenset({"vendor"})
+
+
 # A text larger than this gets the safe scan only (the local workspace reads no more than this
 # either): analyzers and bandit on a multi-megabyte file would hold a review up, and such files are
 # data or generated, not code someone will read line by line.
@@ -65,6 +76,20 @@ def unanalyzable(path: str, text: str) -> tuple[CoverageReason, str] | None:
         return "size", f"{size} bytes, over the {MAX_ANALYZED_BYTES}-byte analysis limit"
     if generated_by_name(path) or looks_generated(text):
         return "generated", "machine-written (a generator's marker, minified lines or its name)"
+    kept_under = vendored_under(path)
+    if kept_under is not None:
+        return "vendored", f"third-party code kept under {kept_under}/"
+    return None
+
+
+def vendored_under(path: str) -> str | None:
+    """The directory that marks the path as third-party code kept in the tree, or None."""
+    parts = path.split("/")[:-1]
+    if parts and parts[0] in ROOT_VENDOR_DIRS:
+        return parts[0]
+    for i, part in enumerate(parts):
+        if part in VENDOR_DIRS:
+            return "/".join(parts[: i + 1])
     return None
 
 

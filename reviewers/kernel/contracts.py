@@ -217,16 +217,19 @@ class ReviewContext:
 #   size         over the size a file is analyzed at
 #   encoding     not UTF-8: read with undecodable bytes replaced
 #   generated    machine-written (a generator's marker, minified lines, a lock file)
+#   vendored     third-party code kept in the tree (`vendor/` at the root, `_vendor/`, `node_modules/`, …)
 #   binary       no text to read
 #   parse-error  the parser refused it (detail: the syntax)
 #   deadline     the review's deadline came first
 #   unavailable  the host sent no diff or no file for it
 #   analyzer-error  an analyzer failed on it
 CoverageReason = Literal[
-    "budget", "size", "encoding", "generated", "binary", "parse-error", "deadline", "unavailable", "analyzer-error"
-]
+    "budget", "size", "encoding", "generated", "vendored", "binary", "parse-error", "deadline", "unavailable",
+    "analyzer-error",
+]  # fmt: skip
 COVERAGE_REASONS: tuple[CoverageReason, ...] = (
-    "budget", "size", "encoding", "generated", "binary", "parse-error", "deadline", "unavailable", "analyzer-error"
+    "budget", "size", "encoding", "generated", "vendored", "binary", "parse-error", "deadline", "unavailable",
+    "analyzer-error",
 )  # fmt: skip
 
 
@@ -237,6 +240,7 @@ def _reason_in_words(text: str) -> CoverageReason:
         (("deadline",), "deadline"),
         (("binary",), "binary"),
         (("generated", "minified"), "generated"),
+        (("vendored", "third-party"), "vendored"),
         (("budget",), "budget"),
         (("too large", "too_large", "bytes", "over "), "size"),
         (("utf-8", "encoding"), "encoding"),

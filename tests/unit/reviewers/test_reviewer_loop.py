@@ -103,6 +103,32 @@ def test_generated_huge_and_oddly_encoded_files_get_the_secrets_scan_and_are_nam
     assert all(n.detail.endswith("not analyzed by the code_quality reviewer") for n in quality.not_reviewed)
 
 
+def test_vendored_third_party_code_gets_the_secrets_scan_and_is_named(build_context: Any) -> None:
+    token = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+    shell = "import os\n\ndef clean(cmd):\n    os.system('rm -rf ' + cmd)\n"
+    files = {
+        "vendor/github.com/lib/run.py": shell,  # Go modules, Composer, Bundler: at the root
+        "src/pkg/_vendor/urllib3/util.py": shell + f"TOKEN = '{token}'\n",  # pip's convention
+        "web/node_modules/left-pad/index.js": "el.innerHTML = location.hash;\n",
+        "shop/vendor/models.py": shell,  # a project's own module about vendors: reviewed
+        "app/a.py": A,
+    }
+    result = security(build_context({}, files))
+    assert {(f.path, f.rule) for f in result.findings} == {
+        ("app/a.py", "python:shell-interpolation"),
+        ("shop/vendor/models.py", "python:shell-interpolation"),
+        ("src/pkg/_vendor/urllib3/util.py", "secrets:known-prefix"),
+    }
+    named = {n.path: (n.reason, n.detail) for n in result.not_reviewed}
+    assert {p: r for p, (r, _) in named.items()} == {
+        "vendor/github.com/lib/run.py": "vendored",
+        "src/pkg/_vendor/urllib3/util.py": "vendored",
+        "web/node_modules/left-pad/index.js": "vendored",
+    }
+    assert "third-party code kept under src/pkg/_vendor/" in named["src/pkg/_vendor/urllib3/util.py"][1]
+    assert all("secrets scanned only" in d for _, d in named.values())
+
+
 def test_the_deadline_names_the_files_it_cut_off(context: ReviewContext) -> None:
     context.deadline = 0.0  # long past: no analyzer step is taken
     result = security(context)
