@@ -1,6 +1,6 @@
 """Which tests exercise a source file and its symbols, found by reading test files (never running them).
 
-A test file is one `reviewers.paths.is_test_path` recognises. A test
+A test file is one `reviewers.paths.is_test_path` recognises, in a language tests are written in. A test
 references a symbol when it mentions the symbol's module (`names_module`: its dotted name, or its
 file stem together with the stem's package) and the symbol's name as a word; the test functions
 whose bodies mention the name are named.
@@ -19,6 +19,12 @@ from reviewers.kernel.contracts import Workspace
 from reviewers.paths import is_test_path, language_of
 
 MAX_TEST_FILES = 1000  # test files read per review; past this a lookup says it stopped early
+# A test is code: data under a tests folder (JSON stories, YAML cases, snapshots, recorded responses)
+# holds no test function and no use of a symbol. A codec's suite can keep hundreds of megabytes of
+# such fixtures, and reading them for every lookup made a two-line review take seconds.
+TEST_CODE_LANGUAGES = frozenset(
+    {"python", "javascript", "typescript", "go", "rust", "java", "kotlin", "ruby", "php", "c", "cpp", "csharp"}
+)
 _TEST_START = re.compile(
     r"^\s*(?:(?:async\s+)?def\s+(?P<py>test\w*)|func\s+(?P<go>Test\w+)|(?:it|test)\s*\(\s*['\"`](?P<js>[^'\"`]+))"
 )
@@ -109,7 +115,7 @@ class TestIndex:
         Once it says stop, unread files read as absent and `stopped` is True: a caller must not claim
         that no test mentions something."""
         self.workspace = workspace
-        paths = [p for p in workspace.list_paths() if is_test_path(p)]
+        paths = [p for p in workspace.list_paths() if is_test_path(p) and language_of(p) in TEST_CODE_LANGUAGES]
         self.truncated = len(paths) > max_files
         self.paths = paths[:max_files]
         self.should_stop = should_stop

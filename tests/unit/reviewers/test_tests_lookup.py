@@ -28,3 +28,19 @@ def test_a_generic_symbol_is_not_traced_through_a_package_named_like_the_module(
     )
     refs = TestIndex(workspace).references("bench/learning.py", "generate")
     assert [(r.path, r.tests) for r in refs] == [("tests/test_bench.py", ("test_bench",))]
+
+
+def test_data_under_a_tests_folder_is_not_read_as_tests() -> None:
+    story = '{"cases": [{"header_table_size": 4096, "encode_headers": "HeaderTable.search"}]}\n'
+    workspace = SnapshotWorkspace(
+        {
+            "hpack/table.py": "class HeaderTable:\n    def search(self):\n        return None\n",
+            "tests/test_fixtures/story_30.json": story,
+            "tests/cases/table.yaml": "- HeaderTable: search\n",
+            "tests/test_table.py": "from hpack.table import HeaderTable\n\ndef test_search():\n    HeaderTable().search()\n",
+        }
+    )
+    index = TestIndex(workspace)
+    assert index.paths == ["tests/test_table.py"]
+    refs = index.references("hpack/table.py", "HeaderTable")
+    assert [(r.path, r.tests) for r in refs] == [("tests/test_table.py", ("test_search",))]
