@@ -19,8 +19,11 @@ command; see `cli_framework_default`), BLE001 that does not swallow the error (o
 that catches only what its `try` raised), S110/S112/BLE001 around one cleanup call
 (`sock.close()`), unused imports in a package's `__init__`, and F401 on an import a `# type:`
 comment uses (mypy reads it; ruff does not), and F821 on a Python 2 builtin (`unicode`, `long`,
-`xrange`) inside a Python 2 compatibility branch (see `python2_compat_name`); a real undefined name
-there, or a Python 2 builtin anywhere else, still reports. F821 is high confidence only where the
+`xrange`) inside a Python 2 compatibility branch (see `python2_compat_name`), F821 on the name
+Python 2's `except ValueError, e:` binds (`python2_except_binding`), E722 on a bare `except:` that
+re-raises (`reraises`), and F401 on a module imported inside a function for its side effects
+(`side_effect_import`); a real undefined name there, or a Python 2 builtin anywhere else, still
+reports. F821 is high confidence only where the
 module cannot receive the name at all (`unbound_anywhere`), medium where it might.
 """
 
@@ -526,6 +529,75 @@ def unbound_anywhere(tree: ast.Module | None, path: str, line: int, message: str
     return any(isinstance(n, ast.Name) and n.id == name and n.lineno == line for n in ast.walk(tree))
 
 
+_UNPARENTHESIZED_EXCEPT = re.compile(r"^\s*except\s+[^(\s]")
+
+
+def python2_except_binding(tree: ast.Module | None, lines: Sequence[str], line: int, message: str) -> bool:
+    """Whether an F821 on `line` names what Python 2's `except ValueError, e:` binds. Python 3.14
+    reads that line as an unparenthesized tuple of exception types (PEP 758), so the bound name looks
+    undefined, on the `except` line and wherever the handler uses it; the module is Python 2 code,
+    where the name is the exception caught. A parenthesized `except (A, e):` is a tuple of types in
+    both languages and stays reported."""
+    undefined = _UNDEFINED.search(message)
+    if tree is None or undefined is None:
+        return False
+    name = undefined.group("name")
+    for node in ast.walk(tree):
+        if not (
+            isinstance(node, ast.ExceptHandler)
+            and node.name is None
+            and isinstance(node.type, ast.Tuple)
+            and len(node.type.elts) == 2
+            and node.lineno <= line <= (node.end_lineno or node.lineno)
+        ):
+            continue
+        last = node.type.elts[-1]
+        head = lines[node.lineno - 1] if 0 < node.lineno <= len(lines) else ""
+        if isinstance(last, ast.Name) and last.id == name and _UNPARENTHESIZED_EXCEPT.match(head):
+            return True
+    return False
+
+
+def reraises(tree: ast.Module | None, line: int) -> bool:
+    """Whether the bare `except:` on `line` re-raises what it caught: a bare `raise` in its body, or a
+    `reraise(...)` call (six's, or the project's own). Catching everything to undo a transaction, close
+    a resource or decide on a retry, then re-raising, is what a bare except is for; it hides nothing."""
+    if tree is None:
+        return False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ExceptHandler) and node.type is None and node.lineno == line:
+            for inner in (n for stmt in node.body for n in ast.walk(stmt)):
+                if isinstance(inner, ast.Raise) and inner.exc is None:
+                    return True
+                if isinstance(inner, ast.Call):
+                    callee = inner.func
+                    called = callee.attr if isinstance(callee, ast.Attribute) else getattr(callee, "id", "")
+                    if called.endswith("reraise"):
+                        return True
+    return False
+
+
+def side_effect_import(tree: ast.Module | None, line: int) -> bool:
+    """Whether the import on `line` is a module imported inside a function and never used there:
+    `from . import checks` in a Django `AppConfig.ready()`, `import myapp.signals` in a plugin's
+    setup. Importing registers what the module defines (system checks, signal receivers, plugins);
+    that is the statement's whole job, and ruff's fix would remove the registration. A module-level
+    import, or a name imported from a module, is still reported."""
+    if tree is None:
+        return False
+    for func in ast.walk(tree):
+        if not isinstance(func, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        for node in (n for stmt in func.body for n in ast.walk(stmt)):
+            if not isinstance(node, ast.Import | ast.ImportFrom) or (
+                isinstance(node, ast.ImportFrom) and node.module is not None
+            ):
+                continue
+            if node.lineno <= line <= (node.end_lineno or node.lineno):
+                return True
+    return False
+
+
 _TYPE_COMMENT = re.compile(r"#\s*type:(?!\s*ignore\b)(?P<type>.*)$", re.MULTILINE)
 _IMPORTED = re.compile(r"`(?P<name>[\w.]+)`")
 
@@ -605,7 +677,14 @@ def ruff_issues(file: ChangedFile) -> list[Issue]:
             continue
         if code == "B006" and cli_framework_default(file.python_tree, line):
             continue
-        if code == "F821" and python2_compat_name(file.python_tree, line, str(diag.get("message") or "")):
+        if code == "F821" and (
+            python2_compat_name(file.python_tree, line, str(diag.get("message") or ""))
+            or python2_except_binding(file.python_tree, file.lines, line, str(diag.get("message") or ""))
+        ):
+            continue
+        if code == "E722" and reraises(file.python_tree, line):
+            continue
+        if code == "F401" and side_effect_import(file.python_tree, line):
             continue
         if code in ("S110", "S112", "BLE001") and (
             best_effort_cleanup(file.python_tree, line) or explained_swallow(file.text, file.python_tree, line)
