@@ -51,6 +51,7 @@ class LineRule:
     unless: re.Pattern[str] | None = None
     python_ast: bool = False  # python_security covers this rule for Python files that parse
     cwe: str | None = None
+    languages: frozenset[str] | None = None  # only files of these languages (None: every language)
 
 
 LINE_RULES: tuple[LineRule, ...] = (
@@ -87,14 +88,26 @@ LINE_RULES: tuple[LineRule, ...] = (
         "high",
         re.compile(
             r"\bos\.(?:system|popen)\s*\(|shell\s*=\s*True|child_process\.exec(?:Sync)?\s*\(|\bexecSync\s*\(|"
-            r"\b(?:shell_exec|passthru|system|popen)\s*\(\s*\$|exec\.Command\(\s*\"(?:ba)?sh\"\s*,\s*\"-c\"|"
-            r"`[^`]*#\{"
+            r"\b(?:shell_exec|passthru|system|popen)\s*\(\s*\$|exec\.Command\(\s*\"(?:ba)?sh\"\s*,\s*\"-c\""
         ),
         "Command line built from a variable and run through a shell",
         "A value containing shell metacharacters (`;`, `$()`, spaces) runs arbitrary commands. Pass an "
         "argument list without a shell, or quote the value (shlex.quote).",
         python_ast=True,
         cwe="CWE-78",
+    ),
+    # Ruby's backticks run a shell; elsewhere `` `#{issue}` `` is text (an RST link in a TOML string,
+    # a Markdown code span in a YAML one).
+    LineRule(
+        "patterns:shell-interpolation",
+        "shell",
+        "high",
+        re.compile(r"`[^`]*#\{"),
+        "Command line built from a variable and run through a shell",
+        "A value containing shell metacharacters (`;`, `$()`, spaces) runs arbitrary commands. Pass an "
+        "argument list to system() without a shell, or quote the value (Shellwords.escape).",
+        cwe="CWE-78",
+        languages=frozenset({"ruby"}),
     ),
     LineRule(
         "patterns:unsafe-deserialization",
@@ -193,7 +206,8 @@ def line_rule_issues(
     """Issues from the line rules on this change's added lines. `python_ast_done` skips the rules
     the syntax-tree checks already covered; `covered_kinds` the families another language's
     data-flow rules judged on this file (a line cannot see where a value comes from)."""
-    if language_of(file.path) in DOC_LANGUAGES:
+    language = language_of(file.path)
+    if language in DOC_LANGUAGES:
         return []  # prose and examples for a reader, not code that runs
     issues: list[Issue] = []
     for line, text in sorted(file.changed_lines.items()):
@@ -201,6 +215,8 @@ def line_rule_issues(
             continue
         for rule in LINE_RULES:
             if (python_ast_done and rule.python_ast) or rule.kind in covered_kinds:
+                continue
+            if rule.languages is not None and language not in rule.languages:
                 continue
             if _matches(rule, text):
                 if rule.kind == "tls-verify" and _LOOPBACK.search(text):

@@ -351,3 +351,13 @@ def test_every_vendor_token_match_contains_one_of_its_markers() -> None:
             assert any(m in match.group(0) for m in token.markers), (token.name, sample)
             found = scan_secrets(added_file("app/keys.py", f'KEY = "{sample}"\n')).issues
             assert found and found[0].rule == "secrets:known-prefix", (token.name, sample)
+
+
+def test_ruby_backticks_run_a_shell_but_the_same_text_in_a_config_string_does_not() -> None:
+    ruby = "def purge(dir)\n  `rm -rf #{dir}`\nend\n"
+    assert rules(line_rule_issues(added_file("lib/purge.rb", ruby), python_ast_done=False)) == [
+        (2, "patterns:shell-interpolation")
+    ]
+    towncrier = '[tool.towncrier]\nissue_format = "`#{issue} <https://example.org/issues/{issue}>`_"\n'
+    for path in ("pyproject.toml", "pyproject.yoml", "changes.yaml"):
+        assert line_rule_issues(added_file(path, towncrier), python_ast_done=False) == [], path
