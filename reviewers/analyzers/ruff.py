@@ -21,10 +21,12 @@ that catches only what its `try` raised), S110/S112/BLE001 around one cleanup ca
 comment uses (mypy reads it; ruff does not), and F821 on a Python 2 builtin (`unicode`, `long`,
 `xrange`) inside a Python 2 compatibility branch (see `python2_compat_name`), F821 on the name
 Python 2's `except ValueError, e:` binds (`python2_except_binding`), E722 on a bare `except:` that
-re-raises (`reraises`), and F401 on a module imported inside a function for its side effects
-(`side_effect_import`); a real undefined name there, or a Python 2 builtin anywhere else, still
-reports. F821 is high confidence only where the
-module cannot receive the name at all (`unbound_anywhere`), medium where it might.
+re-raises (`reraises`), F401 on a module imported inside a function for its side effects
+(`side_effect_import`) or on a name a quoted type uses (`used_in_quoted_type`); a real undefined name
+there, or a Python 2 builtin anywhere else, still reports. F821 is high confidence only where the
+module cannot receive the name at all and reads it where Python evaluates it (`unbound_anywhere`: not in
+a local variable's annotation, nor in any annotation under `from __future__ import annotations`),
+medium where it might.
 """
 
 from __future__ import annotations
@@ -526,7 +528,38 @@ def unbound_anywhere(tree: ast.Module | None, path: str, line: int, message: str
             return False
     if any(isinstance(n, ast.FunctionDef) and n.name == "__getattr__" for n in tree.body):
         return False
-    return any(isinstance(n, ast.Name) and n.id == name and n.lineno == line for n in ast.walk(tree))
+    unevaluated = {id(n) for annotation in _unevaluated_annotations(tree) for n in ast.walk(annotation)}
+    return any(
+        isinstance(n, ast.Name) and n.id == name and n.lineno == line and id(n) not in unevaluated
+        for n in ast.walk(tree)
+    )
+
+
+def _unevaluated_annotations(tree: ast.Module) -> list[ast.expr]:
+    """Annotations Python never evaluates: a local variable's (PEP 526), and every annotation of a
+    module under `from __future__ import annotations` (PEP 563). A name missing there fails a type
+    checker, not the program."""
+    postponed = any(
+        isinstance(n, ast.ImportFrom) and n.module == "__future__" and any(a.name == "annotations" for a in n.names)
+        for n in tree.body
+    )
+    found: list[ast.expr] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            found += [n.annotation for stmt in node.body for n in ast.walk(stmt) if isinstance(n, ast.AnnAssign)]
+            if postponed:
+                args = [
+                    *node.args.posonlyargs,
+                    *node.args.args,
+                    *node.args.kwonlyargs,
+                    node.args.vararg,
+                    node.args.kwarg,
+                ]
+                found += [a.annotation for a in args if a is not None and a.annotation is not None]
+                found += [node.returns] if node.returns is not None else []
+        elif postponed and isinstance(node, ast.AnnAssign):
+            found.append(node.annotation)
+    return found
 
 
 _UNPARENTHESIZED_EXCEPT = re.compile(r"^\s*except\s+[^(\s]")
@@ -631,6 +664,32 @@ def used_in_doctest(text: str, tree: ast.Module | None, line: int, message: str)
     return any(word.search(m.group("code")) for m in _DOCTEST_LINE.finditer(text))
 
 
+MAX_TYPE_STRING_CHARS = 200  # a quoted type is short; a longer string is prose or data
+
+
+def used_in_quoted_type(tree: ast.Module | None, line: int, message: str) -> bool:
+    """Whether a string in the module is a Python expression naming the import an F401 is about: a
+    quoted forward reference (`BaseManager['AbstractBaseFlag']`, `cast("list[Flag]", x)`) that a
+    type checker reads and ruff does not outside annotations, or an `__all__` entry. Imports under
+    `if TYPE_CHECKING:` exist for exactly those strings."""
+    name = unused_import_binding(tree, line, message)
+    if tree is None or name is None:
+        return False
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
+            continue
+        text = node.value.strip()
+        if not text or len(text) > MAX_TYPE_STRING_CHARS or name not in text:
+            continue
+        try:
+            expression = ast.parse(text, mode="eval")
+        except SyntaxError:
+            continue
+        if any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(expression)):
+            return True
+    return False
+
+
 def unused_import_binding(tree: ast.Module | None, line: int, message: str) -> str | None:
     """The name an F401 import binds in the module (`Mapping` for `from collections.abc import
     Mapping`, `M` for `... as M`, `os` for `import os.path`); ruff's message spells the import."""
@@ -667,6 +726,7 @@ def ruff_issues(file: ChangedFile) -> list[Issue]:
         if code == "F401" and (
             used_in_type_comment(file.text, str(diag.get("message") or ""))
             or used_in_doctest(file.text, file.python_tree, line, str(diag.get("message") or ""))
+            or used_in_quoted_type(file.python_tree, line, str(diag.get("message") or ""))
         ):
             continue
         if code == "BLE001" and not swallows(file.python_tree, line):
