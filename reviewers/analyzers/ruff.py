@@ -22,7 +22,8 @@ comment uses (mypy reads it; ruff does not), and F821 on a Python 2 builtin (`un
 `xrange`) inside a Python 2 compatibility branch (see `python2_compat_name`), F821 on the name
 Python 2's `except ValueError, e:` binds (`python2_except_binding`), E722 on a bare `except:` that
 re-raises (`reraises`), F401 on a module imported inside a function for its side effects
-(`side_effect_import`) or on a name a quoted type uses (`used_in_quoted_type`); a real undefined name
+(`side_effect_import`), on a name a quoted type uses (`used_in_quoted_type`) or on a definition the
+change moved out and imports back (`moved_out_and_imported_back`); a real undefined name
 there, or a Python 2 builtin anywhere else, still reports. F821 is high confidence only where the
 module cannot receive the name at all and reads it where Python evaluates it (`unbound_anywhere`: not in
 a local variable's annotation, nor in any annotation under `from __future__ import annotations`),
@@ -690,6 +691,18 @@ def used_in_quoted_type(tree: ast.Module | None, line: int, message: str) -> boo
     return False
 
 
+def moved_out_and_imported_back(file: ChangedFile, line: int, message: str) -> bool:
+    """Whether the import an F401 is about brings back a class or function the same change removed
+    from this module's top level: the definition moved to another module and the old place still
+    offers it (`from .exceptions import APNSError` in apns.py, where APNSError used to live), so code
+    that imports it from here keeps working. The import is the module's interface, not dead code."""
+    name = unused_import_binding(file.python_tree, line, message)
+    if name is None:
+        return False
+    removed = re.compile(rf"^(?:async\s+def|def|class)\s+{re.escape(name)}\b")
+    return any(removed.match(text) for text in file.removed_lines)
+
+
 def unused_import_binding(tree: ast.Module | None, line: int, message: str) -> str | None:
     """The name an F401 import binds in the module (`Mapping` for `from collections.abc import
     Mapping`, `M` for `... as M`, `os` for `import os.path`); ruff's message spells the import."""
@@ -727,6 +740,7 @@ def ruff_issues(file: ChangedFile) -> list[Issue]:
             used_in_type_comment(file.text, str(diag.get("message") or ""))
             or used_in_doctest(file.text, file.python_tree, line, str(diag.get("message") or ""))
             or used_in_quoted_type(file.python_tree, line, str(diag.get("message") or ""))
+            or moved_out_and_imported_back(file, line, str(diag.get("message") or ""))
         ):
             continue
         if code == "BLE001" and not swallows(file.python_tree, line):

@@ -1293,3 +1293,19 @@ def test_an_import_a_quoted_type_names_is_used(build_context: Any) -> None:
     )
     found = review("code_quality", build_context({}, {"flags/managers.py": prose})).findings
     assert [f.title for f in found if f.rule == "ruff:F401"] == ["`flags.models.AbstractSwitch` imported but unused"]
+
+
+def test_a_definition_moved_out_and_imported_back_is_the_modules_interface(build_context: Any) -> None:
+    # The change moves APNSError to exceptions.py; `from push.apns import APNSError` keeps working.
+    exceptions = "class NotificationError(Exception):\n    pass\n\n\nclass APNSError(NotificationError):\n    pass\n"
+    before = (
+        "from .exceptions import NotificationError\n\n\nclass APNSError(NotificationError):\n    pass\n\n\n"
+        "def send(token):\n    return token\n"
+    )
+    after = "from .exceptions import APNSError\nfrom .exceptions import NotificationError as Base\n\n\n"
+    after += "def send(token):\n    return token\n"
+    base = {"push/exceptions.py": "class NotificationError(Exception):\n    pass\n", "push/apns.py": before}
+    head = {"push/exceptions.py": exceptions, "push/apns.py": after}
+    found = review("code_quality", build_context(base, head)).findings
+    # APNSError came back from where it moved; the renamed NotificationError import is simply unused.
+    assert [f.title for f in found] == ["`.exceptions.NotificationError` imported but unused"]
