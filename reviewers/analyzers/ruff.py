@@ -722,6 +722,16 @@ def unused_import_binding(tree: ast.Module | None, line: int, message: str) -> s
     return None
 
 
+_FROM_LINE = re.compile(r"from line (?P<line>\d+)")
+
+
+def _redefines_reported_import(message: str, issues: Sequence[Issue]) -> bool:
+    """Whether an F811 ("Redefinition of unused `x` from line 1") shadows an import this review
+    already reports as unused (F401 on that line): a stray import is one problem, said once."""
+    match = _FROM_LINE.search(message)
+    return match is not None and any(i.rule == "ruff:F401" and i.line == int(match.group("line")) for i in issues)
+
+
 def ruff_issues(file: ChangedFile) -> list[Issue]:
     """ruff's defects on the lines this change added."""
     if file.language != "python":
@@ -764,6 +774,8 @@ def ruff_issues(file: ChangedFile) -> list[Issue]:
             best_effort_cleanup(file.python_tree, line) or explained_swallow(file.text, file.python_tree, line)
         ):
             continue
+        if code == "F811" and _redefines_reported_import(str(diag.get("message") or ""), issues):
+            continue  # the unused import it shadows is already reported: one cause, one thread
         if code == "invalid-syntax" and any(i.rule == "ruff:invalid-syntax" for i in issues):
             continue  # the first syntax error is the one to fix; those after it are mostly its echo
         message = str(diag.get("message") or code)

@@ -1309,3 +1309,16 @@ def test_a_definition_moved_out_and_imported_back_is_the_modules_interface(build
     found = review("code_quality", build_context(base, head)).findings
     # APNSError came back from where it moved; the renamed NotificationError import is simply unused.
     assert [f.title for f in found] == ["`.exceptions.NotificationError` imported but unused"]
+
+
+def test_a_stray_import_a_local_then_shadows_is_one_finding(build_context: Any) -> None:
+    utils = (
+        "from ipaddress import ip_address\n\n\ndef lockout(request):\n    ip_address = request.META['REMOTE_ADDR']\n"
+    )
+    utils += "    return ip_address\n"
+    found = review("code_quality", build_context({}, {"guard/utils.py": utils})).findings
+    assert [(f.rule, f.line) for f in found] == [("ruff:F401", 1)]
+    # An import repeated, the second one used: the redefinition is the only thing to say.
+    twice = "from pathlib import Path\n\nfrom setuptools import setup\nfrom pathlib import Path\n\nsetup(name=Path('.').name)\n"
+    found = review("code_quality", build_context({}, {"guard/paths.py": twice})).findings
+    assert [f.rule for f in found] == ["ruff:F811"]
