@@ -82,10 +82,13 @@ def test_a_rule_proven_on_held_out_history_posts_and_one_judged_too_seldom_does_
 
 
 def test_an_unproven_advisory_rule_is_listed_for_a_person_with_the_reason_and_its_cwe() -> None:
-    v = verified(found("python:weak-hash", evidence=SINK, cwe="CWE-328"))
+    from agent.verdicts.track_record import shipped_track_record
+
+    assert "python:weak-random" not in shipped_track_record()  # a rule no held-out set has judged yet
+    v = verified(found("python:weak-random", evidence=SINK, cwe="CWE-330"))
     assert v.verdict == "NEEDS_HUMAN_REVIEW"
     assert HELD_BY_TIER in v.reason and "never judged on open-source history" in v.reason
-    assert v.finding.cwe == "CWE-328"
+    assert v.finding.cwe == "CWE-330"
     judged = {"ruff:B006": Record(right=0, debatable=5, wrong=0, commits=5)}  # debatable is not right
     v = verified(found("ruff:B006"), record=judged)
     assert v.verdict == "NEEDS_HUMAN_REVIEW" and "right in 0 of 5 findings" in v.reason
