@@ -774,6 +774,8 @@ def ruff_issues(file: ChangedFile) -> list[Issue]:
             best_effort_cleanup(file.python_tree, line) or explained_swallow(file.text, file.python_tree, line)
         ):
             continue
+        if code == "F821" and any(i.rule == "ruff:F821" and i.title == diag.get("message") for i in issues):
+            continue  # one missing name is one problem: its first use says it, the rest are its echo
         if code == "F811" and _redefines_reported_import(str(diag.get("message") or ""), issues):
             continue  # the unused import it shadows is already reported: one cause, one thread
         if code == "invalid-syntax" and any(i.rule == "ruff:invalid-syntax" for i in issues):

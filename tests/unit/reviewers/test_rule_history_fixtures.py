@@ -1322,3 +1322,16 @@ def test_a_stray_import_a_local_then_shadows_is_one_finding(build_context: Any) 
     twice = "from pathlib import Path\n\nfrom setuptools import setup\nfrom pathlib import Path\n\nsetup(name=Path('.').name)\n"
     found = review("code_quality", build_context({}, {"guard/paths.py": twice})).findings
     assert [f.rule for f in found] == ["ruff:F811"]
+
+
+def test_a_missing_import_used_twice_is_one_finding(build_context: Any) -> None:
+    tags = (
+        "from django.template import Library\n\nregister = Library()\n\n\ndef parse(bits):\n    if not bits:\n"
+        "        raise template.TemplateSyntaxError('empty')\n    for pair in bits:\n        if '=' not in pair:\n"
+        "            raise template.TemplateSyntaxError(pair)\n    return Node(bits)\n"
+    )
+    found = review("code_quality", build_context({}, {"tweaks/tags.py": tags})).findings
+    assert sorted((f.title, f.line) for f in found) == [
+        ("Undefined name `Node`", 12),
+        ("Undefined name `template`", 8),
+    ]
