@@ -73,7 +73,6 @@ BROKEN_AS_WRITTEN: dict[str, str] = {
 # in `__init__`, `await` outside `async`, a special method with the wrong signature) — except these,
 # whose verdict needs what only the running program knows, so ruff guesses:
 UNDECIDED_PLE: dict[str, str] = {
-    "PLE0604": "`__all__` entries built at run time (`Class.__name__`) are strings ruff cannot see",
     "PLE0605": "`__all__` extended from another module's list, which ruff does not read",
     "PLE0643": "an index past a literal's end only where ruff cannot see the literal change",
     "PLE1141": "iterating a dict without `.items()` needs the value's type, which ruff infers",

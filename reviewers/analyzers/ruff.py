@@ -22,7 +22,8 @@ comment uses (mypy reads it; ruff does not), and F821 on a Python 2 builtin (`un
 `xrange`) inside a Python 2 compatibility branch (see `python2_compat_name`), F821 on the name
 Python 2's `except ValueError, e:` binds (`python2_except_binding`), E722 on a bare `except:` that
 re-raises (`reraises`), F401 on a module imported inside a function for its side effects
-(`side_effect_import`), on a name a quoted type uses (`used_in_quoted_type`) or on a definition the
+(`side_effect_import`), PLE0604 on an `__all__` whose only non-strings are `X.__name__`
+(`names_at_run_time`), F401 on a name a quoted type uses (`used_in_quoted_type`) or on a definition the
 change moved out and imports back (`moved_out_and_imported_back`); a real undefined name
 there, or a Python 2 builtin anywhere else, still reports. F821 is high confidence only where the
 module cannot receive the name at all and reads it where Python evaluates it (`unbound_anywhere`: not in
@@ -722,6 +723,30 @@ def unused_import_binding(tree: ast.Module | None, line: int, message: str) -> s
     return None
 
 
+def names_at_run_time(tree: ast.Module | None, line: int) -> bool:
+    """Whether every entry of the `__all__` on `line` that is not a string literal is `X.__name__`:
+    a string once the module runs, which ruff cannot see (PLE0604). An entry that is a bare name, a
+    call or anything else is an object, and `from module import *` raises TypeError on it."""
+    if tree is None:
+        return False
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign) or node.lineno != line:
+            continue
+        entries: list[ast.expr] = []
+        pending = [node.value] if node.value is not None else []
+        while pending:
+            value = pending.pop()
+            if isinstance(value, ast.BinOp):
+                pending += [value.left, value.right]
+            elif isinstance(value, ast.List | ast.Tuple):
+                entries += value.elts
+            else:
+                return False  # built some other way: not decided here
+        objects = [e for e in entries if not (isinstance(e, ast.Constant) and isinstance(e.value, str))]
+        return bool(objects) and all(isinstance(e, ast.Attribute) and e.attr == "__name__" for e in objects)
+    return False
+
+
 _FROM_LINE = re.compile(r"from line (?P<line>\d+)")
 
 
@@ -774,6 +799,8 @@ def ruff_issues(file: ChangedFile) -> list[Issue]:
             best_effort_cleanup(file.python_tree, line) or explained_swallow(file.text, file.python_tree, line)
         ):
             continue
+        if code == "PLE0604" and names_at_run_time(file.python_tree, line):
+            continue  # `Class.__name__` entries are strings when the module runs
         if code == "F821" and any(i.rule == "ruff:F821" and i.title == diag.get("message") for i in issues):
             continue  # one missing name is one problem: its first use says it, the rest are its echo
         if code == "F811" and _redefines_reported_import(str(diag.get("message") or ""), issues):

@@ -205,11 +205,11 @@ def test_a_finding_the_tier_listed_is_not_counted_as_held_by_the_record_when_its
 
     finding = Finding(
         path="pkg/__init__.py", line=6, end_line=6, category="code_quality", severity="high",
-        title="Invalid object in __all__", body="", evidence="__all__ = (open, )", reviewer="code_quality",
-        rule="ruff:PLE0604", confidence="high", fingerprint="f",
+        title="Invalid object in __all__", body="", evidence="__all__ += other.__all__", reviewer="code_quality",
+        rule="ruff:PLE0605", confidence="high", fingerprint="f",
     )  # fmt: skip
-    seldom = {"ruff:PLE0604": Record(right=0, debatable=0, wrong=2, commits=2)}
-    poor = {"ruff:PLE0604": Record(right=0, debatable=1, wrong=5, commits=4)}
+    seldom = {"ruff:PLE0605": Record(right=0, debatable=0, wrong=2, commits=2)}
+    poor = {"ruff:PLE0605": Record(right=0, debatable=1, wrong=5, commits=4)}
     assert unproven_rule(finding, PeopleVotes(), seldom) is None
     tier_reason = unearned_voice(finding, PeopleVotes(), seldom)
     record_reason = unproven_rule(finding, PeopleVotes(), poor)

@@ -1335,3 +1335,11 @@ def test_a_missing_import_used_twice_is_one_finding(build_context: Any) -> None:
         ("Undefined name `Node`", 12),
         ("Undefined name `template`", 8),
     ]
+
+
+def test_objects_in_all_break_a_star_import_but_names_read_at_run_time_do_not(build_context: Any) -> None:
+    objects = "from .codec import dump, dumps\n\n__all__ = [dump, dumps] + ['load']\n\n\ndef load():\n    return None\n"
+    found = review("code_quality", build_context({}, {"geo/__init__.py": objects})).findings
+    assert [f.rule for f in found] == ["ruff:PLE0604"]
+    names = "class Point:\n    pass\n\n\n__all__ = [Point.__name__, 'Point']\n"
+    assert review("code_quality", build_context({}, {"geo/factory.py": names})).findings == []
