@@ -4,7 +4,8 @@ Python goes through ruff (mutable defaults, bare or blind excepts, swallowed exc
 and unused names, closures over loop variables, ...). Other languages get a few line rules for the
 same kinds of defect (an empty catch block). Only lines the change added are reported. An import
 ruff calls unused that another module of the repository imports from this one is a re-export, not
-reported (found with one search of the repository per module with unused imports).
+reported (found with one search of the repository per module with unused imports). In a project
+whose packaging says Python 2 only, what Python 2 accepts is not reported (`analyzers.python2`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Sequence
 
 from reviewers.analyzers.changed_file import ChangedFile, Issue
 from reviewers.analyzers.imports import names_imported_from
+from reviewers.analyzers.python2 import declared_pythons, python2_elsewhere, without_python2_syntax
 from reviewers.analyzers.ruff import prefetch as ruff_prefetch
 from reviewers.analyzers.ruff import ruff_issues, unused_import_binding
 from reviewers.kernel.contracts import ReviewContext
@@ -69,11 +71,23 @@ def without_reexports(file: ChangedFile, issues: list[Issue], context: ReviewCon
 
 
 def _make_analyzer(context: ReviewContext) -> Analyzer:
+    project: dict[str, bool] = {}
+
+    def is_python2_only() -> bool:  # the packaging files are read once per review, and only if asked
+        if "python2" not in project:
+            declared = declared_pythons(context.workspace.read_file)
+            changed = {f.path for f in context.files}
+            project["python2"] = declared == {"2"} or (
+                not declared and python2_elsewhere(lambda p: context.workspace.search(p, max_hits=20), changed)
+            )
+        return project["python2"]
+
     def analyze(file: ChangedFile) -> Analysis:
         if file.language != "python":
             return Analysis(empty_catch_issues(file))
         try:
-            return Analysis(without_reexports(file, ruff_issues(file), context))
+            issues = without_python2_syntax(file, ruff_issues(file), is_python2_only)
+            return Analysis(without_reexports(file, issues, context))
         except AnalyzerError as exc:
             return Analysis(problems=[str(exc)])
 

@@ -109,10 +109,20 @@ SAMPLE_DIRECTORIES = frozenset({"examples", "example", "samples", "sample", "dem
 _PROSE_SUFFIXES = (".md", ".rst", ".txt", ".adoc")
 
 
+# An example project named for what it shows: `example_project/`, `demoproject/`, `sample_taggit/`.
+_SAMPLE_PROJECT = re.compile(
+    r"^(?:examples?|samples?|demos?)[_-]?(?:project|app|site)s?$|^(?:sample|example|demo)_\w+$"
+)
+
+
 def is_sample_path(path: str) -> bool:
     """Documentation (a `.md`/`.rst`/`.txt`/`.adoc` file, or anything under `docs/`) or an example
-    (under `examples/`, `samples/`, `demo/`): text and code for readers to copy, not a deployment."""
-    return path.lower().endswith(_PROSE_SUFFIXES) or any(part in SAMPLE_DIRECTORIES for part in path.split("/")[:-1])
+    (under `examples/`, `samples/`, `demo/`, `example_project/`, `sample_app/`): text and code for
+    readers to copy, not a deployment."""
+    folders = [part.lower() for part in path.split("/")[:-1]]
+    return path.lower().endswith(_PROSE_SUFFIXES) or any(
+        part in SAMPLE_DIRECTORIES or _SAMPLE_PROJECT.match(part) for part in folders
+    )
 
 
 def is_config_path(path: str) -> bool:

@@ -19,7 +19,8 @@ A finding posts under "proven" when
   least `MIN_COMMITS` commits, and right in at least `MIN_RIGHT_SHARE` of them;
 - its rule reports code that is broken as written (`BROKEN_AS_WRITTEN`, each with its reason): the
   defect is in the text itself, not in a guess about intent, the framework or where data comes from;
-  for F821, only a name the module binds nowhere and cannot receive (`unbound_name`);
+  for F821, only a name the module binds nowhere and cannot receive (`unbound_name`); hygiene rules
+  (an unused import, a bare `except:`) not in example, demo or documentation code (`SAMPLE_HYGIENE`);
 - it is an injection finding of a taint rule (`injection_taint`): request data reaching an SQL,
   command, code-execution or deserialization sink. Our security suite measures those right
   (`bench.security_suite`), the damage is the server's, and held-out history has too few of them
@@ -50,6 +51,7 @@ from agent.verdicts.track_record import (
     shipped_track_record,
 )
 from reviewers.kernel.contracts import Finding
+from reviewers.paths import is_sample_path
 
 Posting = Literal["proven", "all"]
 POSTING_MODES: tuple[Posting, ...] = ("proven", "all")
@@ -100,6 +102,12 @@ def unbound_name(finding: Finding) -> str | None:
     return UNBOUND_NAME if finding.rule == "ruff:F821" and finding.confidence == "high" else None
 
 
+# Hygiene in code written for readers to copy (`reviewers.paths.is_sample_path`: an example project, a
+# demo, docs): true, but an unused import or a bare `except:` in a demo is not worth a thread. A demo
+# that does not parse, or names what is not there, is still broken as written.
+SAMPLE_HYGIENE = frozenset({"ruff:F401", "ruff:F811", "ruff:E722", "ruff:B012"})
+
+
 def broken_as_written(rule: str) -> str | None:
     """Why a finding of this rule is a defect in the text itself, or None."""
     if rule in BROKEN_AS_WRITTEN:
@@ -143,9 +151,10 @@ def unearned_voice(finding: Finding, votes: PeopleVotes, record: Mapping[str, Re
     if finding.severity == "critical" or rule in MODEL_RULES:
         return None
     found = (shipped_track_record() if record is None else record).get(rule)
+    broken = broken_as_written(rule) and not (rule in SAMPLE_HYGIENE and is_sample_path(finding.path))
     if (
-        proven(found)
-        or broken_as_written(rule)
+        (proven(found) and not (rule in SAMPLE_HYGIENE and is_sample_path(finding.path)))
+        or broken
         or unbound_name(finding)
         or rule in PROJECT_RULES
         or injection_taint(finding)

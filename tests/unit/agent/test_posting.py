@@ -193,3 +193,19 @@ def test_findings_held_for_one_reason_are_listed_once_with_their_places_counted(
     assert "  - … and 3 more of `ruff:BLE001`" in body
     # a finding alone with its reason keeps the one-line form
     assert "\n- `app.py:6` medium · security · CWE-328 · A finding — python:weak-hash is not yet proven" in body
+
+
+def test_hygiene_in_example_code_is_listed_but_a_demo_that_does_not_parse_posts() -> None:
+    from agent.verdicts.posting import unearned_voice
+    from reviewers.paths import is_sample_path
+
+    for folder in ("example_project", "demo/demoproject", "sample_taggit", "examples"):
+        assert is_sample_path(f"{folder}/urls.py"), folder
+    assert not is_sample_path("shop/exampled.py") and not is_sample_path("samplers/urls.py")
+    record = {"ruff:F401": Record(right=30, debatable=4, wrong=10, commits=40)}  # proven on product code
+    for rule in ("ruff:F401", "ruff:E722", "ruff:invalid-syntax"):
+        product = found(rule)
+        demo = product.model_copy(update={"path": "example_project/urls.py"})
+        assert unearned_voice(product, PeopleVotes(), record) is None, rule
+        listed = unearned_voice(demo, PeopleVotes(), record)
+        assert (listed is None) == (rule == "ruff:invalid-syntax"), rule

@@ -1343,3 +1343,45 @@ def test_objects_in_all_break_a_star_import_but_names_read_at_run_time_do_not(bu
     assert [f.rule for f in found] == ["ruff:PLE0604"]
     names = "class Point:\n    pass\n\n\n__all__ = [Point.__name__, 'Point']\n"
     assert review("code_quality", build_context({}, {"geo/factory.py": names})).findings == []
+
+
+# --- the 27th held-out set: Python 2 code in projects that said they ran on Python 2 only ---------------
+
+PY2_SETUP = (
+    "from setuptools import setup\n\nsetup(\n    name='cats',\n    classifiers=[\n"
+    "        'Programming Language :: Python',\n        'Programming Language :: Python :: 2.6',\n"
+    "        'Programming Language :: Python :: 2.7',\n    ],\n)\n"
+)
+PY2_MODULE = (
+    "def register():\n    pass\n\n\ntry:\n    register()\nexcept Exception as e:\n    print e\n\n\n"
+    "class Middleware(object):\n    def process(self, response):\n\treturn isinstance(response, basestring)\n"
+)
+
+
+def test_python2_syntax_is_not_broken_in_a_project_that_runs_on_python2_only(build_context: Any) -> None:
+    files = {"setup.py": PY2_SETUP, "cats/__init__.py": PY2_MODULE}
+    assert review("code_quality", build_context({}, files)).findings == []
+    # The same code in a project that names Python 3 too (or names nothing) is broken where it runs.
+    both = PY2_SETUP.replace("2.7',\n", "2.7',\n        'Programming Language :: Python :: 3.4',\n")
+    for setup in ({"setup.py": both}, {}):
+        found = review("code_quality", build_context({}, {**setup, "cats/__init__.py": PY2_MODULE})).findings
+        assert [f.rule for f in found] == ["ruff:invalid-syntax"], setup
+    # Metadata that names no version: Python 2 statements in a module the change did not touch say it.
+    command = "def handle(app):\n    if not app:\n        print 'You must name an application'\n"
+    untouched = {"cats/management/command.py": command}
+    found = review("code_quality", build_context(untouched, {**untouched, "cats/__init__.py": PY2_MODULE})).findings
+    assert found == []
+    # A real syntax error is one on Python 2 too.
+    typo = PY2_MODULE.replace("    print e\n", "    register())\n")
+    found = review("code_quality", build_context({}, {"setup.py": PY2_SETUP, "cats/__init__.py": typo})).findings
+    assert [f.rule for f in found] == ["ruff:invalid-syntax"]
+
+
+def test_a_project_says_python2_only_in_its_classifiers_or_its_requirement() -> None:
+    from reviewers.analyzers.python2 import python2_only
+
+    assert python2_only({"setup.py": PY2_SETUP}.get)
+    assert python2_only({"setup.cfg": "[options]\npython_requires = >=2.6, <3\n"}.get)
+    assert not python2_only({"setup.cfg": "[options]\npython_requires = >=3.8\n"}.get)
+    assert not python2_only({"pyproject.toml": 'classifiers = ["Programming Language :: Python :: 3"]\n'}.get)
+    assert not python2_only({}.get)
