@@ -99,6 +99,15 @@ def is_test_support_path(path: str) -> bool:
     return bool(_TEST_SUPPORT_MODULE.search(path))
 
 
+_PYTEST_PLUGIN = re.compile(r"^pytest[_-]\w+$")
+
+
+def is_pytest_plugin_path(path: str) -> bool:
+    """A file of a pytest plugin's package (`pytest_localserver/server.pem`, `src/pytest_qt/...`): test
+    tooling its users run in their suites, whose bundled TLS key serves a local test server."""
+    return any(_PYTEST_PLUGIN.match(part) for part in path.split("/")[:-1])
+
+
 def is_fixture_path(path: str) -> bool:
     return any(part in FIXTURE_DIRECTORIES for part in path.split("/")[:-1])
 

@@ -593,10 +593,31 @@ def python2_except_binding(tree: ast.Module | None, lines: Sequence[str], line: 
     return False
 
 
+def _raises_later(tree: ast.Module, handler: ast.ExceptHandler) -> bool:
+    """Whether the function holding `handler` raises (or re-raises) outside it: the exception a bare
+    except kept with `sys.exc_info()` is raised after a loop, as the standard library's ExitStack
+    collects every callback's exception and raises the last."""
+    for func in ast.walk(tree):
+        if isinstance(func, ast.FunctionDef | ast.AsyncFunctionDef) and any(n is handler for n in ast.walk(func)):
+            inside = {id(n) for n in ast.walk(handler)}
+            for n in ast.walk(func):
+                if id(n) in inside:
+                    continue
+                if isinstance(n, ast.Raise):
+                    return True
+                if isinstance(n, ast.Call):
+                    called = n.func.attr if isinstance(n.func, ast.Attribute) else getattr(n.func, "id", "")
+                    if "reraise" in called:
+                        return True
+    return False
+
+
 def reraises(tree: ast.Module | None, line: int) -> bool:
-    """Whether the bare `except:` on `line` re-raises what it caught: a bare `raise` in its body, or a
-    `reraise(...)` call (six's, or the project's own). Catching everything to undo a transaction, close
-    a resource or decide on a retry, then re-raising, is what a bare except is for; it hides nothing."""
+    """Whether the bare `except:` on `line` re-raises what it caught: a bare `raise` in its body, a
+    `reraise(...)` call (six's, or the project's own), or `sys.exc_info()` kept and raised later in
+    the function (`_raises_later`).
+    Catching everything to undo a transaction, close a resource or decide on a retry, then
+    re-raising, is what a bare except is for; it hides nothing."""
     if tree is None:
         return False
     for node in ast.walk(tree):
@@ -607,7 +628,7 @@ def reraises(tree: ast.Module | None, line: int) -> bool:
                 if isinstance(inner, ast.Call):
                     callee = inner.func
                     called = callee.attr if isinstance(callee, ast.Attribute) else getattr(callee, "id", "")
-                    if called.endswith("reraise"):
+                    if called.endswith("reraise") or (called == "exc_info" and _raises_later(tree, node)):
                         return True
     return False
 

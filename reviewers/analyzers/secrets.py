@@ -22,7 +22,8 @@ fixtures, documentation or an example is the suite's or the reader's sample far 
 leak, and a credential-like literal in documentation or an example app is a placeholder by intent
 (`app.secret_key = "…"` in `examples/todo/app.py`, Django's startproject settings), as is one in
 the test helpers a package ships for its users (`pyramid/testing.py`'s dummy session's fixed CSRF
-token): low confidence, listed for a person. A token a vendor issues (AWS, GitHub, Stripe, …) is a
+token, a pytest plugin's bundled key for its local HTTPS test server): low confidence, listed for a
+person. A token a vendor issues (AWS, GitHub, Stripe, …) is a
 credential wherever it is, and stays high: people do paste real keys into READMEs and tests.
 """
 
@@ -37,7 +38,7 @@ from pathlib import PurePosixPath
 
 from reviewers.analyzers.changed_file import ChangedFile, Issue
 from reviewers.kernel.contracts import Severity
-from reviewers.paths import is_fixture_path, is_sample_path, is_test_path, is_test_support_path
+from reviewers.paths import is_fixture_path, is_pytest_plugin_path, is_sample_path, is_test_path, is_test_support_path
 
 
 def _prefixed(head: str, letters: str, tail: str) -> tuple[str, ...]:
@@ -200,7 +201,7 @@ def scan_secrets(file: ChangedFile, *, named_values: bool = True) -> SecretScan:
     signals (vendor prefixes, private keys): test fixtures are full of fake passwords."""
     issues: list[Issue] = []
     test_material = is_test_path(file.path) or is_fixture_path(file.path)
-    sample = is_sample_path(file.path) or is_test_support_path(file.path)
+    sample = is_sample_path(file.path) or is_test_support_path(file.path) or is_pytest_plugin_path(file.path)
     long_lines = 0
     scanned = 0
     unscanned_from: int | None = None

@@ -528,10 +528,16 @@ PEM = "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n-----END P
 def test_a_private_key_among_the_tests_goes_to_a_person_and_one_in_the_product_is_posted(build_context: Any) -> None:
     # A key pair for the suite's own TLS server is test material more often than a leak: a person
     # looks, it is not posted. The same block anywhere else is a committed key.
-    files = {"tests/certs/server.key": PEM, "tests/fixtures/client.key": PEM, "deploy/tls/server.key": PEM}
+    # So is the key a pytest plugin bundles for the local HTTPS server it gives test suites (30th set).
+    files = {
+        "tests/certs/server.key": PEM, "tests/fixtures/client.key": PEM, "deploy/tls/server.key": PEM,
+        "pytest_localserver/server.pem": PEM, "pytestserver/server.pem": PEM,
+    }  # fmt: skip
     found = review("security", build_context({}, files)).findings
     assert sorted((f.path, f.rule, f.confidence) for f in found) == [
         ("deploy/tls/server.key", "secrets:known-prefix", "high"),
+        ("pytest_localserver/server.pem", "secrets:known-prefix", "low"),
+        ("pytestserver/server.pem", "secrets:known-prefix", "high"),
         ("tests/certs/server.key", "secrets:known-prefix", "low"),
         ("tests/fixtures/client.key", "secrets:known-prefix", "low"),
     ]
@@ -1385,3 +1391,17 @@ def test_a_project_says_python2_only_in_its_classifiers_or_its_requirement() -> 
     assert not python2_only({"setup.cfg": "[options]\npython_requires = >=3.8\n"}.get)
     assert not python2_only({"pyproject.toml": 'classifiers = ["Programming Language :: Python :: 3"]\n'}.get)
     assert not python2_only({}.get)
+
+
+def test_a_bare_except_that_keeps_the_exception_to_raise_after_a_loop_reraises(build_context: Any) -> None:
+    # ExitStack's exit loop (CPython's contextlib, copied by backports): every callback's exception,
+    # BaseException included, is kept and the last one raised after the loop.
+    stack = (
+        "import sys\n\n\ndef unwind(callbacks):\n    pending = None\n    for cb in callbacks:\n        try:\n"
+        "            cb()\n        except:\n            pending = sys.exc_info()\n    if pending:\n"
+        "        raise pending[1]\n"
+    )
+    assert review("code_quality", build_context({}, {"ctx/stack.py": stack})).findings == []
+    logged = stack.replace("    if pending:\n        raise pending[1]\n", "    return pending\n")
+    found = review("code_quality", build_context({}, {"ctx/stack.py": logged})).findings
+    assert [f.rule for f in found] == ["ruff:E722"]
