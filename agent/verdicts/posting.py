@@ -75,6 +75,8 @@ BROKEN_AS_WRITTEN: dict[str, str] = {
 # in `__init__`, `await` outside `async`, a special method with the wrong signature) — except these,
 # whose verdict needs what only the running program knows, so ruff guesses:
 UNDECIDED_PLE: dict[str, str] = {
+    "PLE0704": "a bare `raise` in a helper that its callers run inside their `except` blocks re-raises the "
+    "exception being handled; ruff cannot see the callers",
     "PLE0605": "`__all__` extended from another module's list, which ruff does not read",
     "PLE0643": "an index past a literal's end only where ruff cannot see the literal change",
     "PLE1141": "iterating a dict without `.items()` needs the value's type, which ruff infers",

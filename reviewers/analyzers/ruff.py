@@ -24,7 +24,8 @@ Python 2's `except ValueError, e:` binds (`python2_except_binding`), E722 on a b
 re-raises (`reraises`), F401 on a module imported inside a function for its side effects
 (`side_effect_import`), PLE0604 on an `__all__` whose only non-strings are `X.__name__`
 (`names_at_run_time`), F401 on a name a quoted type uses (`used_in_quoted_type`) or on a definition the
-change moved out and imports back (`moved_out_and_imported_back`); a real undefined name
+change moved out and imports back (`moved_out_and_imported_back`) or that is a feature test in a
+`try:` (`availability_check`); a real undefined name
 there, or a Python 2 builtin anywhere else, still reports. F821 is high confidence only where the
 module cannot receive the name at all and reads it where Python evaluates it (`unbound_anywhere`: not in
 a local variable's annotation, nor in any annotation under `from __future__ import annotations`),
@@ -713,6 +714,40 @@ def used_in_quoted_type(tree: ast.Module | None, line: int, message: str) -> boo
     return False
 
 
+def availability_check(tree: ast.Module | None, line: int, message: str) -> bool:
+    """Whether the import an F401 is about is a feature test: the only statement of a `try:` whose
+    handler catches ImportError (or everything) and does something else than import the same name
+    from elsewhere (`try: import django.apps / except ImportError: <the Django 1.6 way>`). Importing
+    is the test; nothing needs the name. A fallback that imports the same name elsewhere, or a
+    handler that raises (the import is required), is not a test: an unused name there is reported."""
+    name = unused_import_binding(tree, line, message)
+    if tree is None or name is None:
+        return False
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Try) and len(node.body) == 1):
+            continue
+        only = node.body[0]
+        if not (
+            isinstance(only, ast.Import | ast.ImportFrom) and only.lineno <= line <= (only.end_lineno or only.lineno)
+        ):
+            continue
+        for handler in node.handlers:
+            caught = handler.type
+            names = [caught] if not isinstance(caught, ast.Tuple) else list(caught.elts)
+            catches_import = caught is None or any(
+                isinstance(n, ast.Name) and n.id in ("ImportError", "ModuleNotFoundError", "Exception") for n in names
+            )
+            rebinds = any(
+                isinstance(n, ast.alias) and (n.asname or n.name.split(".")[0]) == name
+                for stmt in handler.body
+                for n in ast.walk(stmt)
+            )
+            required = any(isinstance(n, ast.Raise) for stmt in handler.body for n in ast.walk(stmt))
+            if catches_import and not rebinds and not required:
+                return True
+    return False
+
+
 def moved_out_and_imported_back(file: ChangedFile, line: int, message: str) -> bool:
     """Whether the import an F401 is about brings back a class or function the same change removed
     from this module's top level: the definition moved to another module and the old place still
@@ -797,6 +832,7 @@ def ruff_issues(file: ChangedFile) -> list[Issue]:
             or used_in_doctest(file.text, file.python_tree, line, str(diag.get("message") or ""))
             or used_in_quoted_type(file.python_tree, line, str(diag.get("message") or ""))
             or moved_out_and_imported_back(file, line, str(diag.get("message") or ""))
+            or availability_check(file.python_tree, line, str(diag.get("message") or ""))
         ):
             continue
         if code == "BLE001" and not swallows(file.python_tree, line):

@@ -1405,3 +1405,23 @@ def test_a_bare_except_that_keeps_the_exception_to_raise_after_a_loop_reraises(b
     logged = stack.replace("    if pending:\n        raise pending[1]\n", "    return pending\n")
     found = review("code_quality", build_context({}, {"ctx/stack.py": logged})).findings
     assert [f.rule for f in found] == ["ruff:E722"]
+
+
+# --- the 31st and 32nd held-out sets ---------------------------------------------------------------------
+
+
+def test_an_import_that_tests_for_a_feature_is_used_but_an_unused_fallback_name_is_not(build_context: Any) -> None:
+    models = (
+        "from django.db import models\n\n\nclass Log(models.Model):\n    pass\n\n\ntry:\n    import django.apps\n"
+        "except ImportError:  # Django < 1.7: no app registry, connect now\n    Log.objects.none()\n\n\n"
+        "try:\n    from south.db import db  # South is required for migrating\nexcept ImportError:\n    pass\n"
+    )
+    assert review("code_quality", build_context({}, {"fsm/models.py": models})).findings == []
+    urls = (
+        "try:\n    from django.views.generic import DetailView, ListView\nexcept ImportError:\n    try:\n"
+        "        from cbv import DetailView, ListView\n    except ImportError:\n"
+        "        raise RuntimeError('old Django needs django-cbv')\n\n\nVIEWS = [ListView]\n"
+    )
+    found = review("code_quality", build_context({}, {"cats/urls.py": urls})).findings
+    assert found and {f.rule for f in found} == {"ruff:F401"}
+    assert all("DetailView" in f.title for f in found)
