@@ -715,37 +715,36 @@ def used_in_quoted_type(tree: ast.Module | None, line: int, message: str) -> boo
 
 
 def availability_check(tree: ast.Module | None, line: int, message: str) -> bool:
-    """Whether the import an F401 is about is a feature test: the only statement of a `try:` whose
-    handler catches ImportError (or everything) and does something else than import the same name
-    from elsewhere (`try: import django.apps / except ImportError: <the Django 1.6 way>`). Importing
-    is the test; nothing needs the name. A fallback that imports the same name elsewhere, or a
-    handler that raises (the import is required), is not a test: an unused name there is reported."""
-    name = unused_import_binding(tree, line, message)
-    if tree is None or name is None:
+    """Whether the import an F401 is about is a feature test: an import in a `try:` whose handler
+    catches ImportError (or everything), none of whose names the module uses (`try: import
+    django.apps / except ImportError: <the Django 1.6 way>`, Django's manage.py checking that Django
+    is installed, `from south.db import db  # South is required`). Importing is the test. An import
+    that binds a name the module does use is there for that name, and an unused name beside it
+    (`from cbv import DetailView, ListView` with only ListView used) is still reported."""
+    if tree is None:
         return False
     for node in ast.walk(tree):
-        if not (isinstance(node, ast.Try) and len(node.body) == 1):
+        if not isinstance(node, ast.Try):
             continue
-        only = node.body[0]
-        if not (
-            isinstance(only, ast.Import | ast.ImportFrom) and only.lineno <= line <= (only.end_lineno or only.lineno)
-        ):
+        imports = [
+            s for s in node.body
+            if isinstance(s, ast.Import | ast.ImportFrom) and s.lineno <= line <= (s.end_lineno or s.lineno)
+        ]  # fmt: skip
+        if not imports or not any(_catches_import_error(h) for h in node.handlers):
             continue
-        for handler in node.handlers:
-            caught = handler.type
-            names = [caught] if not isinstance(caught, ast.Tuple) else list(caught.elts)
-            catches_import = caught is None or any(
-                isinstance(n, ast.Name) and n.id in ("ImportError", "ModuleNotFoundError", "Exception") for n in names
-            )
-            rebinds = any(
-                isinstance(n, ast.alias) and (n.asname or n.name.split(".")[0]) == name
-                for stmt in handler.body
-                for n in ast.walk(stmt)
-            )
-            required = any(isinstance(n, ast.Raise) for stmt in handler.body for n in ast.walk(stmt))
-            if catches_import and not rebinds and not required:
-                return True
+        bound = {a.asname or a.name.split(".")[0] for a in imports[0].names}
+        used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+        used |= {n.value.id for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)}
+        return not (bound & used)
     return False
+
+
+def _catches_import_error(handler: ast.ExceptHandler) -> bool:
+    caught = handler.type
+    names = [caught] if not isinstance(caught, ast.Tuple) else list(caught.elts)
+    return caught is None or any(
+        isinstance(n, ast.Name) and n.id in ("ImportError", "ModuleNotFoundError", "Exception") for n in names
+    )
 
 
 def moved_out_and_imported_back(file: ChangedFile, line: int, message: str) -> bool:

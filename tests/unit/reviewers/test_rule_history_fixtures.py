@@ -1414,8 +1414,15 @@ def test_an_import_that_tests_for_a_feature_is_used_but_an_unused_fallback_name_
     models = (
         "from django.db import models\n\n\nclass Log(models.Model):\n    pass\n\n\ntry:\n    import django.apps\n"
         "except ImportError:  # Django < 1.7: no app registry, connect now\n    Log.objects.none()\n\n\n"
-        "try:\n    from south.db import db  # South is required for migrating\nexcept ImportError:\n    pass\n"
+        "try:\n    from south.db import db  # South is required for migrating\n    from south.v2 import Migration\n"
+        "    Migration.forwards\nexcept ImportError:\n    pass\n"
     )
+    manage = (
+        "import sys\n\ntry:\n    from django.core.management import execute_from_command_line\nexcept ImportError:\n"
+        "    try:\n        import django\n    except ImportError:\n        raise ImportError('Is Django installed?')\n"
+        "    raise\nexecute_from_command_line(sys.argv)\n"
+    )
+    assert review("code_quality", build_context({}, {"fsm/manage.py": manage})).findings == []
     assert review("code_quality", build_context({}, {"fsm/models.py": models})).findings == []
     urls = (
         "try:\n    from django.views.generic import DetailView, ListView\nexcept ImportError:\n    try:\n"
