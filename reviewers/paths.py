@@ -118,9 +118,9 @@ SAMPLE_DIRECTORIES = frozenset({"examples", "example", "samples", "sample", "dem
 _PROSE_SUFFIXES = (".md", ".rst", ".txt", ".adoc")
 
 
-# An example project named for what it shows: `example_project/`, `demoproject/`, `sample_taggit/`.
+# An example project named for what it shows: `example_project/`, `demoproject/`, `sample_taggit/`, `example2/`.
 _SAMPLE_PROJECT = re.compile(
-    r"^(?:examples?|samples?|demos?)[_-]?(?:project|app|site)s?$|^(?:sample|example|demo)_\w+$"
+    r"^(?:examples?|samples?|demos?)(?:[_-]?(?:project|app|site)s?|\d+)$|^(?:sample|example|demo)_\w+$"
 )
 
 

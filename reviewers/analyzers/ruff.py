@@ -485,7 +485,9 @@ def python2_compat_name(tree: ast.Module | None, line: int, message: str) -> boo
 
 # What lets a module have names no statement of it binds: a star import, a module `__getattr__`, a
 # write to its namespace (`globals()`, `exec`, the builtins module).
-_NAMESPACE_WRITERS = frozenset({"globals", "locals", "exec", "execfile", "__builtins__", "__builtin__", "builtins"})
+_NAMESPACE_WRITERS = frozenset(
+    {"globals", "locals", "vars", "exec", "execfile", "__builtins__", "__builtin__", "builtins"}
+)
 
 
 def _bound_names(tree: ast.Module) -> set[str]:

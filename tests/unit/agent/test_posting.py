@@ -200,7 +200,7 @@ def test_hygiene_in_example_code_is_listed_but_a_demo_that_does_not_parse_posts(
     from agent.verdicts.posting import unearned_voice
     from reviewers.paths import is_sample_path
 
-    for folder in ("example_project", "demo/demoproject", "sample_taggit", "examples"):
+    for folder in ("example_project", "demo/demoproject", "sample_taggit", "examples", "example2"):
         assert is_sample_path(f"{folder}/urls.py"), folder
     assert not is_sample_path("shop/exampled.py") and not is_sample_path("samplers/urls.py")
     record = {"ruff:F401": Record(right=30, debatable=4, wrong=10, commits=40)}  # proven on product code

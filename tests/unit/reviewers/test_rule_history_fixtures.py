@@ -1432,3 +1432,14 @@ def test_an_import_that_tests_for_a_feature_is_used_but_an_unused_fallback_name_
     found = review("code_quality", build_context({}, {"cats/urls.py": urls})).findings
     assert found and {f.rule for f in found} == {"ruff:F401"}
     assert all("DetailView" in f.title for f in found)
+
+
+def test_names_written_through_vars_at_module_level_are_defined(build_context: Any) -> None:
+    # django-nose's tools.py copies nose's assert helpers in with `vars()[name] = ...` (35th set).
+    tools = (
+        "from nose import tools\n\nfor t in dir(tools):\n    if t.startswith('assert_'):\n"
+        "        vars()[t] = getattr(tools, t)\n\n\ndef assert_mail_count(outbox, count):\n"
+        "    assert_equals(len(outbox), count)\n"
+    )
+    found = review("code_quality", build_context({}, {"nosy/tools.py": tools})).findings
+    assert [(f.rule, f.confidence) for f in found] == [("ruff:F821", "medium")]  # listed, not posted
