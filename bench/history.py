@@ -429,7 +429,8 @@ def render(
         "",
         f"Posted findings judged: {judged} of {len(posted)} — right {verdicts['right']}, debatable "
         f"{verdicts['debatable']}, wrong {verdicts['wrong']}, not yet judged {verdicts[None]}. "
-        f"Right: **{_share(_right_share(verdicts))}** of posted (target ≥ {TARGET_RIGHT:.0%}). "
+        f"Right: **{_share(_right_share(verdicts))}** of posted (target ≥ {TARGET_RIGHT:.0%}"
+        f"{_interval_words(repository_interval(results, judgements))}). "
         f'With posting="all" (posted, and listed by the posting tier): {n_all} — right {everything["right"]}, '
         f"debatable {everything['debatable']}, wrong {everything['wrong']}, not yet judged {everything[None]}; "
         f"right **{_share(_right_share(everything))}**. Listed for a person in the summary instead of posted "
@@ -474,6 +475,40 @@ def _right_share(verdicts: Counter[Verdict | None]) -> float:
     return verdicts["right"] / total if total else float("nan")
 
 
+BOOTSTRAP_DRAWS = 2000
+
+
+def repository_interval(
+    results: list[CommitResult], judgements: dict[str, Judgement], *, draws: int = BOOTSTRAP_DRAWS, seed: int = 0
+) -> tuple[float, float] | None:
+    """A 95 % interval for the share of judged posted findings that are right, resampling whole
+    repositories (with replacement) rather than findings: one repository often supplies most of a
+    set's posts, and its findings share a cause, so an interval that treats posts as independent
+    (Wilson's) is too narrow. None when fewer than two repositories posted anything judged."""
+    import random
+
+    by_repo: dict[str, list[int]] = {}
+    for r in results:
+        tally = by_repo.setdefault(r.repo, [0, 0])  # right, judged
+        for p in r.posted:
+            j = judgements.get(judgement_key(p))
+            if j is not None:
+                tally[0] += j.verdict == "right"
+                tally[1] += 1
+    tallies = list(by_repo.values())
+    if sum(1 for _, judged in tallies if judged) < 2:
+        return None
+    rng = random.Random(seed)
+    shares = []
+    for _ in range(draws):
+        drawn = [tallies[rng.randrange(len(tallies))] for _ in tallies]
+        judged = sum(t[1] for t in drawn)
+        if judged:
+            shares.append(sum(t[0] for t in drawn) / judged)
+    shares.sort()
+    return shares[int(0.025 * (len(shares) - 1))], shares[int(0.975 * (len(shares) - 1))]
+
+
 def _finding_row(p: Posted, judgements: dict[str, Judgement]) -> str:
     j = judgements.get(judgement_key(p))
     finding = f"`{p.path}:{p.line}` {p.severity} {p.rule}: {p.title}"
@@ -488,6 +523,10 @@ def _finding_row(p: Posted, judgements: dict[str, Judgement]) -> str:
 
 def _rate(count: int, lines: int) -> str:
     return f"{1000.0 * count / lines:.2f}" if lines else "n/a"
+
+
+def _interval_words(interval: tuple[float, float] | None) -> str:
+    return "" if interval is None else f"; repository bootstrap 95 %: {interval[0]:.0%}–{interval[1]:.0%}"
 
 
 def _share(value: float) -> str:

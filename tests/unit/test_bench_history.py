@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 from pathlib import Path
+from typing import Literal
 
 import pytest
 
@@ -218,3 +219,26 @@ def test_a_finding_the_tier_listed_is_not_counted_as_held_by_the_record_when_its
     assert held_back_by(tier_reason) == "tier"
     assert held_back_by(record_reason) == "record"
     assert held_back_by("ruff:X is a low-confidence rule: listed for a human in the summary") is None
+
+
+def test_the_repository_bootstrap_is_wide_when_one_repository_makes_the_share() -> None:
+    from bench.history import repository_interval
+
+    def commit(repo: str, n: int, verdict: Literal["right", "wrong"]) -> tuple[CommitResult, dict[str, Judgement]]:
+        posts = [
+            Posted(repo, f"{n:040d}", "ruff:F401", "low", "lib/a.py", line, "Unused", "import x") for line in range(10)
+        ]
+        return CommitResult(repo, f"{n:040d}", "s", 100, 0.1, posted=posts), {
+            judgement_key(p): Judgement(verdict, "why") for p in posts
+        }
+
+    right, jr = commit("o/good", 1, "right")
+    wrong, jw = commit("o/bad", 2, "wrong")
+    quiet = CommitResult("o/quiet", "3" * 40, "s", 100, 0.1)
+    judgements = {**jr, **jw}
+    low, high = repository_interval([right, wrong, quiet], judgements) or (None, None)
+    # 10 of 20 posts right; Wilson's interval would be 30-70 %, but the posts are two repositories' habits
+    assert low is not None and high is not None and low <= 0.1 and high >= 0.9
+    assert repository_interval([right, quiet], jr) is None  # one repository posted: no interval to draw
+    text = render([right, wrong, quiet], judgements)
+    assert "repository bootstrap 95 %:" in text
