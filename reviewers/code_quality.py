@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from reviewers.analyzers.changed_file import ChangedFile, Issue
 from reviewers.analyzers.imports import names_imported_from
-from reviewers.analyzers.python2 import declared_pythons, python2_elsewhere, without_python2_syntax
+from reviewers.analyzers.python2 import python2_project, without_python2_syntax
 from reviewers.analyzers.ruff import prefetch as ruff_prefetch
 from reviewers.analyzers.ruff import ruff_issues, unused_import_binding
 from reviewers.kernel.contracts import ReviewContext
@@ -75,11 +75,8 @@ def _make_analyzer(context: ReviewContext) -> Analyzer:
 
     def is_python2_only() -> bool:  # the packaging files are read once per review, and only if asked
         if "python2" not in project:
-            declared = declared_pythons(context.workspace.read_file)
-            changed = {f.path for f in context.files}
-            project["python2"] = declared == {"2"} or (
-                not declared and python2_elsewhere(lambda p: context.workspace.search(p, max_hits=20), changed)
-            )
+            search = lambda pattern: context.workspace.search(pattern, max_hits=20)  # noqa: E731
+            project["python2"] = python2_project(context.workspace.read_file, search, {f.path for f in context.files})
         return project["python2"]
 
     def analyze(file: ChangedFile) -> Analysis:

@@ -153,10 +153,9 @@ def unearned_voice(finding: Finding, votes: PeopleVotes, record: Mapping[str, Re
     if finding.severity == "critical" or rule in MODEL_RULES:
         return None
     found = (shipped_track_record() if record is None else record).get(rule)
-    broken = broken_as_written(rule) and not (rule in SAMPLE_HYGIENE and is_sample_path(finding.path))
+    sample_hygiene = rule in SAMPLE_HYGIENE and is_sample_path(finding.path)
     if (
-        (proven(found) and not (rule in SAMPLE_HYGIENE and is_sample_path(finding.path)))
-        or broken
+        (not sample_hygiene and (proven(found) or broken_as_written(rule)))
         or unbound_name(finding)
         or rule in PROJECT_RULES
         or injection_taint(finding)

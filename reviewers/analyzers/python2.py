@@ -22,6 +22,7 @@ import re
 from collections.abc import Callable, Collection, Sequence
 
 from reviewers.analyzers.changed_file import ChangedFile, Issue
+from reviewers.analyzers.ruff import PYTHON2_BUILTINS, undefined_name
 from reviewers.kernel.contracts import SearchHit
 
 PACKAGING_FILES = ("setup.py", "setup.cfg", "pyproject.toml")
@@ -35,17 +36,16 @@ _PYTHON2_LINE = re.compile(
     r"^\s*print\b(?!\s*\()(?!\s*=)|^\s*exec\s+[^\s(=]|^\s*except\s+[^:]+,\s*\w+\s*:|^\s*raise\s+[\w.]+\s*,|"
     r"`|<>|(?<![\w.'\"/:-])0[0-7]+\b|\bur['\"]|^\t|^ +\t"
 )
-_UNDEFINED = re.compile(r"Undefined name `(?P<name>\w+)`")
-PYTHON2_NAMES = frozenset(
-    {"unicode", "long", "basestring", "xrange", "unichr", "raw_input", "buffer", "file", "cmp", "execfile",
-     "reload", "reduce", "intern", "coerce", "apply", "StandardError"}
-)  # fmt: skip
 
 
-def python2_only(read_file: Callable[[str], str | None]) -> bool:
-    """Whether the project's packaging metadata names Python 2 and no Python 3 (classifiers), or
-    requires a Python below 3."""
-    return declared_pythons(read_file) == {"2"}
+def python2_project(
+    read_file: Callable[[str], str | None], search: Callable[[str], Sequence[SearchHit]], changed: Collection[str]
+) -> bool:
+    """Whether the project runs on Python 2 only: its packaging metadata names Python 2 and no Python 3
+    (or requires a Python below 3), or, naming neither, a module the change did not touch has a
+    Python 2 statement."""
+    declared = declared_pythons(read_file)
+    return declared == {"2"} or (not declared and python2_elsewhere(search, changed))
 
 
 def declared_pythons(read_file: Callable[[str], str | None]) -> set[str]:
@@ -79,8 +79,7 @@ def accepted_by_python2(issue: Issue, line_text: str) -> bool:
     if code == "invalid-syntax":
         return bool(_PYTHON2_LINE.search(line_text))
     if code == "F821":
-        undefined = _UNDEFINED.search(issue.title)
-        return undefined is not None and undefined.group("name") in PYTHON2_NAMES
+        return undefined_name(issue.title) in PYTHON2_BUILTINS
     return code in ("F633", "B025") and bool(_PYTHON2_LINE.search(line_text))
 
 

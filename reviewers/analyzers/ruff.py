@@ -439,6 +439,12 @@ _VERSION_ATTRIBUTES = frozenset({"version_info", "version", "hexversion"})  # of
 _UNDEFINED = re.compile(r"`(?P<name>\w+)`")
 
 
+def undefined_name(message: str) -> str | None:
+    """The name an F821 message ("Undefined name `x`") is about."""
+    found = _UNDEFINED.search(message)
+    return found.group("name") if found else None
+
+
 def _reads_version(test: ast.expr) -> bool:
     """Whether a condition reads the interpreter's version: a version flag or `sys.version_info`."""
     for node in ast.walk(test):

@@ -1384,13 +1384,16 @@ def test_python2_syntax_is_not_broken_in_a_project_that_runs_on_python2_only(bui
 
 
 def test_a_project_says_python2_only_in_its_classifiers_or_its_requirement() -> None:
-    from reviewers.analyzers.python2 import python2_only
+    from reviewers.analyzers.python2 import python2_project
 
-    assert python2_only({"setup.py": PY2_SETUP}.get)
-    assert python2_only({"setup.cfg": "[options]\npython_requires = >=2.6, <3\n"}.get)
-    assert not python2_only({"setup.cfg": "[options]\npython_requires = >=3.8\n"}.get)
-    assert not python2_only({"pyproject.toml": 'classifiers = ["Programming Language :: Python :: 3"]\n'}.get)
-    assert not python2_only({}.get)
+    def python2_only(files: dict[str, str]) -> bool:
+        return python2_project(files.get, lambda pattern: [], changed=())
+
+    assert python2_only({"setup.py": PY2_SETUP})
+    assert python2_only({"setup.cfg": "[options]\npython_requires = >=2.6, <3\n"})
+    assert not python2_only({"setup.cfg": "[options]\npython_requires = >=3.8\n"})
+    assert not python2_only({"pyproject.toml": 'classifiers = ["Programming Language :: Python :: 3"]\n'})
+    assert not python2_only({})
 
 
 def test_a_bare_except_that_keeps_the_exception_to_raise_after_a_loop_reraises(build_context: Any) -> None:
