@@ -252,10 +252,10 @@ def held_back_by(reason: str) -> Literal["tier", "record"] | None:
     """Which held a finding back from posting, by its verdict's reason: the posting tier or the rule's
     held-out record. The tier's reason quotes the rule's record when it has one ("right in 0 of 2
     findings judged on open-source history"), so it is told by its own marker first."""
-    from agent.verdicts.posting import HELD_BY_TIER
+    from agent.verdicts.posting import listed_by_tier
     from agent.verdicts.track_record import HELD_BY_RECORD
 
-    if HELD_BY_TIER in reason:
+    if listed_by_tier(reason):
         return "tier"
     return "record" if HELD_BY_RECORD in reason else None
 

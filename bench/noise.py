@@ -38,7 +38,7 @@ from pathlib import Path
 from agent.context import ReviewRequest
 from agent.pipeline import run_review
 from agent.runtime import Runtime
-from agent.verdicts.posting import HELD_BY_TIER
+from agent.verdicts.posting import listed_by_tier
 from bench.report import provenance, render_provenance
 from reviewers.analyzers.imports import ModuleIndex, imports_of
 from reviewers.kernel.contracts import SEVERITY_RANK, Finding
@@ -267,7 +267,7 @@ def review(mr: MergeRequest) -> tuple[list[Finding], list[Finding]]:
     request = ReviewRequest(source="replay", title=f"{mr.package}: {mr.kind}", diff_text=mr.diff, files=mr.files)
     outcome = run_review(Runtime(pool=None, llm=None), request, dsn=None, review_id=0)
     posted = [v.finding for v in outcome.verified if v.verdict == "REAL"]
-    tier = [v.finding for v in outcome.verified if v.verdict == "NEEDS_HUMAN_REVIEW" and HELD_BY_TIER in v.reason]
+    tier = [v.finding for v in outcome.verified if v.verdict == "NEEDS_HUMAN_REVIEW" and listed_by_tier(v.reason)]
     return posted, tier
 
 

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from reviewers.analyzers.changed_file import ChangedFile, Issue
 from reviewers.analyzers.imports import names_imported_from
-from reviewers.analyzers.python2 import python2_project, without_python2_syntax
+from reviewers.analyzers.python2 import async_is_a_name, python2_project, without_python2_syntax
 from reviewers.analyzers.ruff import prefetch as ruff_prefetch
 from reviewers.analyzers.ruff import ruff_issues, unused_import_binding
 from reviewers.kernel.contracts import ReviewContext
@@ -79,11 +79,18 @@ def _make_analyzer(context: ReviewContext) -> Analyzer:
             project["python2"] = python2_project(context.workspace.read_file, search, {f.path for f in context.files})
         return project["python2"]
 
+    def reads_async_as_name() -> bool:  # a Python below 3.7, where `asyncio.async(...)` parses
+        if "async_name" not in project:
+            search = lambda pattern: context.workspace.search(pattern, max_hits=20)  # noqa: E731
+            changed = {f.path for f in context.files}
+            project["async_name"] = async_is_a_name(context.workspace.read_file, search, changed)
+        return project["async_name"]
+
     def analyze(file: ChangedFile) -> Analysis:
         if file.language != "python":
             return Analysis(empty_catch_issues(file))
         try:
-            issues = without_python2_syntax(file, ruff_issues(file), is_python2_only)
+            issues = without_python2_syntax(file, ruff_issues(file), is_python2_only, reads_async_as_name)
             return Analysis(without_reexports(file, issues, context))
         except AnalyzerError as exc:
             return Analysis(problems=[str(exc)])

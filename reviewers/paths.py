@@ -134,6 +134,19 @@ def is_sample_path(path: str) -> bool:
     )
 
 
+# Schema migrations a tool wrote from its template: Django's and South's `app/migrations/0002_x.py`,
+# Alembic's and Flask-Migrate's `alembic/versions/abc123_x.py`. Their imports and shape are the
+# generator's (`import sqlalchemy as sa` in an empty revision, a merge migration's header), not the
+# author's; what the author adds (raw SQL, a data migration) is reviewed like any code.
+_MIGRATION = re.compile(r"(?:^|/)migrations/\d{4}_\w+\.py$|(?:^|/)(?:alembic|migrations)/versions/\w+\.py$")
+
+
+def is_migration_path(path: str) -> bool:
+    """A schema migration by where migration tools write them (`app/migrations/0002_add_field.py`,
+    `alembic/versions/1a2b3c_add_table.py`)."""
+    return bool(_MIGRATION.search(path))
+
+
 def is_config_path(path: str) -> bool:
     """Configuration: a YAML/TOML/JSON/INI/env/Terraform/Docker file, or a Python settings module."""
     language = language_of(path)

@@ -51,7 +51,7 @@ from agent.verdicts.track_record import (
     shipped_track_record,
 )
 from reviewers.kernel.contracts import Finding
-from reviewers.paths import is_sample_path
+from reviewers.paths import is_migration_path, is_sample_path
 
 Posting = Literal["proven", "all"]
 POSTING_MODES: tuple[Posting, ...] = ("proven", "all")
@@ -105,9 +105,23 @@ def unbound_name(finding: Finding) -> str | None:
 
 
 # Hygiene in code written for readers to copy (`reviewers.paths.is_sample_path`: an example project, a
-# demo, docs): true, but an unused import or a bare `except:` in a demo is not worth a thread. A demo
-# that does not parse, or names what is not there, is still broken as written.
+# demo, docs) or written by a tool from its template (`reviewers.paths.is_migration_path`: a schema
+# migration): true, but an unused import or a bare `except:` there is not worth a thread. A demo or a
+# migration that does not parse, or names what is not there, is still broken as written.
 SAMPLE_HYGIENE = frozenset({"ruff:F401", "ruff:F811", "ruff:E722", "ruff:B012"})
+SAMPLE_HYGIENE_REASON = (
+    "hygiene in example, demo, documentation or generated migration code; listed for a person, not posted"
+)
+
+
+def listed_by_tier(reason: str) -> bool:
+    """Whether a verdict's reason says the posting tier listed the finding rather than posted it."""
+    return HELD_BY_TIER in reason or SAMPLE_HYGIENE_REASON in reason
+
+
+def sample_hygiene(finding: Finding) -> bool:
+    """An unused import or a bare `except:` in example code or in a generated migration."""
+    return finding.rule in SAMPLE_HYGIENE and (is_sample_path(finding.path) or is_migration_path(finding.path))
 
 
 def broken_as_written(rule: str) -> str | None:
@@ -153,15 +167,17 @@ def unearned_voice(finding: Finding, votes: PeopleVotes, record: Mapping[str, Re
     if finding.severity == "critical" or rule in MODEL_RULES:
         return None
     found = (shipped_track_record() if record is None else record).get(rule)
-    sample_hygiene = rule in SAMPLE_HYGIENE and is_sample_path(finding.path)
+    hygiene = sample_hygiene(finding)
     if (
-        (not sample_hygiene and (proven(found) or broken_as_written(rule)))
+        (not hygiene and (proven(found) or broken_as_written(rule)))
         or unbound_name(finding)
         or rule in PROJECT_RULES
         or injection_taint(finding)
         or accepted_by_people(rule, votes)
     ):
         return None
+    if hygiene:
+        return f"{rule}: {SAMPLE_HYGIENE_REASON}"
     seen = (
         f"right in {found.right} of {found.judged} findings judged on open-source history"
         if found is not None

@@ -14,12 +14,21 @@ mean the code base is Python 2 (`python2_elsewhere`); otherwise its findings sta
 that Python 2 itself accepts are dropped (`accepted_by_python2`):
 a syntax error on a line of Python 2 syntax, an undefined Python 2 builtin, `print >>f` — a real
 syntax error, or a name missing on both, still reports.
+
+The same holds one step later: until Python 3.7 `async` and `await` were names (`asyncio.async(coro)`,
+`def run(self, async=False)`). A project that supports a Python 3 below 3.7 (a classifier such as
+`Python :: 3.5`, or `python_requires=">=3.4"`), or Python 2, or that names nothing and uses `async` as
+a name in a module the change did not touch, runs that code; a syntax error on such a line is
+dropped (`accepted_before_python37`).
 """
 
 from __future__ import annotations
 
+import ast
 import re
+import warnings
 from collections.abc import Callable, Collection, Sequence
+from dataclasses import replace
 
 from reviewers.analyzers.changed_file import ChangedFile, Issue
 from reviewers.analyzers.ruff import PYTHON2_BUILTINS, undefined_name
@@ -29,6 +38,16 @@ PACKAGING_FILES = ("setup.py", "setup.cfg", "pyproject.toml")
 _CLASSIFIER = re.compile(r"Programming Language\s*::\s*Python\s*::\s*(?P<major>[23])(?:\.\d+)?\s*(?:['\"]|$)", re.M)
 _REQUIRES = re.compile(r"python_requires\s*=\s*['\"]?(?P<spec>[^'\"\n]+)")
 _BELOW_3 = re.compile(r"<\s*3(?:\.0)?\b|==\s*2\.|~=\s*2\.")
+_PYTHON3_MINOR = re.compile(r"Programming Language\s*::\s*Python\s*::\s*3\.(?P<minor>\d+)\s*(?:['\"]|$)", re.M)
+_REQUIRES_MINIMUM = re.compile(r"(?:>=|~=|==)\s*3\.(?P<minor>\d+)|>\s*3\.(?P<above>\d+)")
+# `async`/`await` where Python 3.7+ wants the keyword but 3.6 read a name: an attribute (`asyncio.async(`),
+# any `async` not before `def`/`for`/`with`, an `await` assigned, passed or named (`await=True`, `f(x, await)`).
+_ASYNC_AS_NAME = re.compile(
+    r"\.\s*(?:async|await)\b|\basync\b(?!\s+(?:def|for|with)\b)|\bawait\s*(?:=(?!=)|[),.\]:]|$)|"
+    r"\bdef\s+await\b|[(,]\s*await\s*[,=)]"
+)
+_ASYNC_WORD = re.compile(r"\b(?:async|await)\b")
+ASYNC_NAME_STATEMENT = r"(\.async\(|[(,] *async *=[^=]|^ *async *= )"
 
 # Lines that are Python 2 syntax: print and exec statements, `except E, e:`, `raise E, "message"`,
 # backquotes, `<>`, old octal literals, `ur""` strings, a tab where Python 3 wants consistent indents.
@@ -62,6 +81,38 @@ def declared_pythons(read_file: Callable[[str], str | None]) -> set[str]:
     return majors
 
 
+def oldest_python3_minor(read_file: Callable[[str], str | None]) -> int | None:
+    """The oldest Python 3 minor version the packaging metadata names (classifiers, `python_requires`)."""
+    minors: list[int] = []
+    for name in PACKAGING_FILES:
+        text = read_file(name)
+        if not text:
+            continue
+        minors.extend(int(m.group("minor")) for m in _PYTHON3_MINOR.finditer(text))
+        requires = _REQUIRES.search(text)
+        if requires and (low := _REQUIRES_MINIMUM.search(requires.group("spec"))):
+            minors.append(int(low.group("minor")) if low.group("minor") else int(low.group("above")) + 1)
+    return min(minors) if minors else None
+
+
+def async_is_a_name(
+    read_file: Callable[[str], str | None], search: Callable[[str], Sequence[SearchHit]], changed: Collection[str]
+) -> bool:
+    """Whether the project runs on a Python that reads `async` as a name: it names Python 2 or a Python 3
+    below 3.7, or, naming no Python at all, a module the change did not touch uses `async` as a name."""
+    oldest = oldest_python3_minor(read_file)
+    if oldest is not None:
+        return oldest < 7 or "2" in declared_pythons(read_file)
+    if declared_pythons(read_file):
+        return True  # Python 2 named, no Python 3 minor: older than 3.7 either way
+    return any(hit.path.endswith(".py") and hit.path not in changed for hit in search(ASYNC_NAME_STATEMENT))
+
+
+def accepted_before_python37(issue: Issue, line_text: str) -> bool:
+    """Whether this ruff finding is a syntax error on a line that uses `async` or `await` as a name."""
+    return issue.rule == "ruff:invalid-syntax" and bool(_ASYNC_AS_NAME.search(line_text))
+
+
 # Python 2 statements a search of the repository can find (one regular expression, no parse).
 PYTHON2_STATEMENT = r"^\s*(print\s+[\"'a-zA-Z_%]|except\s+[A-Za-z_.]+\s*,\s*[a-z_]\w*\s*:)"
 
@@ -86,15 +137,48 @@ def accepted_by_python2(issue: Issue, line_text: str) -> bool:
 CANDIDATE_CODES = frozenset({"invalid-syntax", "F821", "F633", "B025"})
 
 
-def without_python2_syntax(file: ChangedFile, issues: list[Issue], is_python2_only: Callable[[], bool]) -> list[Issue]:
-    """The issues less those Python 2 accepts, when the project is Python 2 only. `is_python2_only`
-    is asked only when some issue could be one (it reads the packaging files once per review)."""
-    candidates = [
+def without_python2_syntax(
+    file: ChangedFile,
+    issues: list[Issue],
+    is_python2_only: Callable[[], bool],
+    reads_async_as_name: Callable[[], bool] = lambda: False,
+) -> list[Issue]:
+    """The issues less those the project's own older interpreter accepts: Python 2's, when the project
+    is Python 2 only; `async` as a name, when it runs on a Python below 3.7. The two questions are
+    asked only when some issue could be one (they read the packaging files once per review)."""
+    python2 = [
         i
         for i in issues
         if i.rule.removeprefix("ruff:") in CANDIDATE_CODES and accepted_by_python2(i, file.line_text(i.line))
     ]
-    if not candidates or not is_python2_only():
-        return issues
-    dropped = {id(i) for i in candidates}
-    return [i for i in issues if id(i) not in dropped]
+    older = [i for i in issues if accepted_before_python37(i, file.line_text(i.line))]
+    dropped = {id(i) for i in python2} if python2 and is_python2_only() else set()
+    if any(id(i) not in dropped for i in older) and reads_async_as_name():
+        kept = [i for i in issues if id(i) not in dropped and i not in older]
+        if not dropped and (real := syntax_error_after_async_names(file.text, older[0])) is not None:
+            kept.append(real)
+        return kept
+    return [i for i in issues if id(i) not in dropped] if dropped else issues
+
+
+def syntax_error_after_async_names(text: str, reported: Issue) -> Issue | None:
+    """The first syntax error left once `async`/`await` names read as names, or None. ruff reports
+    only the first syntax error of a file (the rest are mostly its echo), so a real one after an
+    `asyncio.async(...)` would otherwise go unsaid. Python's own parser reads the text with each such
+    name renamed in place (same length, so lines stay): a project below 3.7 has no newer syntax for
+    it to refuse."""
+    lines = text.split("\n")
+    for number, line in enumerate(lines):
+        while match := _ASYNC_AS_NAME.search(line):
+            renamed = _ASYNC_WORD.sub(lambda w: w.group(0)[:-1] + "_", match.group(0), count=1)
+            line = line[: match.start()] + renamed + line[match.end() :]
+        lines[number] = line
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ast.parse("\n".join(lines))
+    except SyntaxError as error:
+        return replace(reported, line=error.lineno or 1, end_line=None, title=f"Syntax error: {error.msg}")
+    except (ValueError, RecursionError, MemoryError):
+        return None
+    return None

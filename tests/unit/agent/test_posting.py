@@ -210,3 +210,21 @@ def test_hygiene_in_example_code_is_listed_but_a_demo_that_does_not_parse_posts(
         assert unearned_voice(product, PeopleVotes(), record) is None, rule
         listed = unearned_voice(demo, PeopleVotes(), record)
         assert (listed is None) == (rule == "ruff:invalid-syntax"), rule
+
+
+def test_hygiene_in_a_generated_migration_is_listed_and_counted_as_the_tiers() -> None:
+    from agent.verdicts.posting import listed_by_tier, unearned_voice
+    from reviewers.paths import is_migration_path
+
+    for path in ("shop/migrations/0003_merge.py", "migrations/0001_initial.py", "alembic/versions/1a2b3c_add.py",
+                 "app/migrations/versions/4f2e_add_table.py"):  # fmt: skip
+        assert is_migration_path(path), path
+    for path in ("shop/migrations/__init__.py", "shop/migrations/helpers.py", "shop/migration_0001.py"):
+        assert not is_migration_path(path), path
+    record = {"ruff:F401": Record(right=30, debatable=4, wrong=10, commits=40)}
+    migration = found("ruff:F401").model_copy(update={"path": "shop/migrations/0003_merge.py"})
+    reason = unearned_voice(migration, PeopleVotes(), record)
+    assert reason is not None and "generated migration" in reason and listed_by_tier(reason)
+    assert "not yet proven" not in reason, "F401 is proven: the reason is where it is, not its record"
+    broken = found("ruff:F821").model_copy(update={"path": "shop/migrations/0003_merge.py"})
+    assert unearned_voice(broken, PeopleVotes(), record) is None, "a missing name in a migration still posts"

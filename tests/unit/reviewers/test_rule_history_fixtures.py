@@ -1446,3 +1446,43 @@ def test_names_written_through_vars_at_module_level_are_defined(build_context: A
     )
     found = review("code_quality", build_context({}, {"nosy/tools.py": tools})).findings
     assert [(f.rule, f.confidence) for f in found] == [("ruff:F821", "medium")]  # listed, not posted
+
+
+# --- `async` as a name: valid until Python 3.7 (asyncio.async in 2014-2016 libraries) -------------------
+
+ASYNC_NAME_MODULE = (
+    "import asyncio\n\n\ndef start(coro, loop):\n    return asyncio.async(coro, loop=loop)\n\n\n"
+    "def run(task, async=False):\n    return task if async else None\n"
+)
+
+
+def test_async_as_a_name_parses_in_a_project_that_runs_on_a_python_below_37(build_context: Any) -> None:
+    py34 = "from setuptools import setup\n\nsetup(classifiers=['Programming Language :: Python :: 3.4', 'Programming Language :: Python :: 3.5'])\n"
+    for packaging in ({"setup.py": py34}, {"setup.cfg": "[options]\npython_requires = >=3.4\n"}):
+        found = review("code_quality", build_context({}, {**packaging, "tasks.py": ASYNC_NAME_MODULE})).findings
+        assert found == [], packaging
+    # A project on 3.7 or later: the same code does not parse where it runs.
+    py38 = "[options]\npython_requires = >=3.8\n"
+    found = review("code_quality", build_context({}, {"setup.cfg": py38, "tasks.py": ASYNC_NAME_MODULE})).findings
+    assert [f.rule for f in found] == ["ruff:invalid-syntax"]
+    # Naming nothing: `async` used as a name in a module the change did not touch says the interpreter.
+    found = review("code_quality", build_context({}, {"tasks.py": ASYNC_NAME_MODULE})).findings
+    assert [f.rule for f in found] == ["ruff:invalid-syntax"]
+    untouched = {"compat.py": "import asyncio\nensure_future = asyncio.async\nschedule = asyncio.async(None)\n"}
+    found = review("code_quality", build_context(untouched, {**untouched, "tasks.py": ASYNC_NAME_MODULE})).findings
+    assert found == []
+    # On an old Python a real syntax error still is one.
+    typo = ASYNC_NAME_MODULE.replace("return task if", "return task if if")
+    found = review("code_quality", build_context({}, {"setup.py": py34, "tasks.py": typo})).findings
+    assert [f.rule for f in found] == ["ruff:invalid-syntax"]
+
+
+def test_the_oldest_python3_a_project_names() -> None:
+    from reviewers.analyzers.python2 import oldest_python3_minor
+
+    assert oldest_python3_minor({"setup.cfg": "[options]\npython_requires = >=3.5\n"}.get) == 5
+    assert oldest_python3_minor({"setup.cfg": "[options]\npython_requires = >3.6, <4\n"}.get) == 7
+    assert oldest_python3_minor({"pyproject.toml": 'requires-python = ">=3.9"\n'}.get) is None  # not python_requires
+    classifiers = "'Programming Language :: Python :: 3.6',\n'Programming Language :: Python :: 3.10',\n"
+    assert oldest_python3_minor({"setup.py": classifiers}.get) == 6
+    assert oldest_python3_minor({}.get) is None
