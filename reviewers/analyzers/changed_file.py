@@ -50,6 +50,9 @@ GENERATED_GLOBS = (
 VENDOR_DIRS = frozenset({"_vendor", "vendored", "third_party", "third-party", "thirdparty", "node_modules",
                          "bower_components"})  # fmt: skip
 ROOT_VENDOR_DIRS = frozenset({"vendor"})
+# Bootstrap scripts projects copied verbatim from setuptools and distribute (`python ez_setup.py`
+# installed setuptools before pip existed): third-party code under the project's own name.
+VENDORED_FILES = frozenset({"ez_setup.py", "distribute_setup.py"})
 
 
 # A text larger than this gets the safe scan only (the local workspace reads no more than this
@@ -79,6 +82,8 @@ def unanalyzable(path: str, text: str) -> tuple[CoverageReason, str] | None:
     kept_under = vendored_under(path)
     if kept_under is not None:
         return "vendored", f"third-party code kept under {kept_under}/"
+    if path.rsplit("/", 1)[-1] in VENDORED_FILES:
+        return "vendored", "a bootstrap script copied from setuptools or distribute"
     return None
 
 

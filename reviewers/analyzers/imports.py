@@ -187,8 +187,9 @@ def _importable(module: str) -> str:
 
 def names_imported_from(workspace: Workspace, path: str) -> frozenset[str]:
     """Names other files of the repository at head import from the Python module at `path`
-    (`from pkg.compat import Mapping`, `from .compat import Mapping`): such a name is the module's
-    re-export, used, whatever the module itself does with it. One search for the module's last name
+    (`from pkg.compat import Mapping`, `from .compat import Mapping`) or read through its full path
+    (`pkg.compat.Mapping`): such a name is the module's re-export, used, whatever the module itself
+    does with it. One search for the module's last name
     after `from`, then each file found is parsed to see which module its import really names."""
     module = _importable(python_module_name(path))
     stem = module.rsplit(".", 1)[-1]
@@ -204,6 +205,12 @@ def names_imported_from(workspace: Workspace, path: str) -> frozenset[str]:
         for ref in python_imports(text, importer):
             if _importable(ref.module) == module:
                 names.update(ref.names)
+    if "." in module:  # `authority.utils.register(...)`: the name read through the module's full path
+        dotted = re.escape(module)
+        read = re.compile(rf"(?<![\w.]){dotted}\.([A-Za-z_]\w*)")
+        for hit in workspace.search(rf"{dotted}\.[A-Za-z_]", max_hits=MAX_IMPORTER_HITS):
+            if hit.path != path and language_of(hit.path) == "python":
+                names.update(read.findall(hit.text))
     return frozenset(names)
 
 

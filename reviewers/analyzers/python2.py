@@ -10,7 +10,9 @@ The project says which Pythons it supports in its packaging metadata at the repo
 2.7`) and `python_requires`. A project is Python 2 only when it names a Python 2 version and no
 Python 3 one, or requires a Python below 3. A project whose metadata names neither is judged by its
 code: Python 2 statements (`print "..."`, `except E, e:`) in Python files the change did not touch
-mean the code base is Python 2 (`python2_elsewhere`); otherwise its findings stand. Only findings
+mean the code base is Python 2 (`python2_elsewhere`), and so do several in the files the change
+wrote with nothing only Python 3 reads beside them (`python2_in_change`: a project's first commit,
+all of it new); otherwise its findings stand. Only findings
 that Python 2 itself accepts are dropped (`accepted_by_python2`):
 a syntax error on a line of Python 2 syntax, an undefined Python 2 builtin, `print >>f` — a real
 syntax error, or a name missing on both, still reports.
@@ -36,7 +38,7 @@ from reviewers.kernel.contracts import SearchHit
 
 PACKAGING_FILES = ("setup.py", "setup.cfg", "pyproject.toml")
 _CLASSIFIER = re.compile(r"Programming Language\s*::\s*Python\s*::\s*(?P<major>[23])(?:\.\d+)?\s*(?:['\"]|$)", re.M)
-_REQUIRES = re.compile(r"python_requires\s*=\s*['\"]?(?P<spec>[^'\"\n]+)")
+_REQUIRES = re.compile(r"(?:python_requires|requires-python)\s*=\s*['\"]?(?P<spec>[^'\"\n]+)")
 _BELOW_3 = re.compile(r"<\s*3(?:\.0)?\b|==\s*2\.|~=\s*2\.")
 _PYTHON3_MINOR = re.compile(r"Programming Language\s*::\s*Python\s*::\s*3\.(?P<minor>\d+)\s*(?:['\"]|$)", re.M)
 _REQUIRES_MINIMUM = re.compile(r"(?:>=|~=|==)\s*3\.(?P<minor>\d+)|>\s*3\.(?P<above>\d+)")
@@ -64,7 +66,9 @@ def python2_project(
     (or requires a Python below 3), or, naming neither, a module the change did not touch has a
     Python 2 statement."""
     declared = declared_pythons(read_file)
-    return declared == {"2"} or (not declared and python2_elsewhere(search, changed))
+    return declared == {"2"} or (
+        not declared and (python2_elsewhere(search, changed) or python2_in_change(read_file, changed))
+    )
 
 
 def declared_pythons(read_file: Callable[[str], str | None]) -> set[str]:
@@ -78,6 +82,8 @@ def declared_pythons(read_file: Callable[[str], str | None]) -> set[str]:
         requires = _REQUIRES.search(text)
         if requires and _BELOW_3.search(requires.group("spec")):
             return {"2"}
+        if requires and _REQUIRES_MINIMUM.search(requires.group("spec")):
+            majors.add("3")  # `>=3.8`: a Python 3 project
     return majors
 
 
@@ -115,6 +121,32 @@ def accepted_before_python37(issue: Issue, line_text: str) -> bool:
 
 # Python 2 statements a search of the repository can find (one regular expression, no parse).
 PYTHON2_STATEMENT = r"^\s*(print\s+[\"'a-zA-Z_%]|except\s+[A-Za-z_.]+\s*,\s*[a-z_]\w*\s*:)"
+
+
+# Statements only Python 2 reads, and syntax only Python 3 reads, line by line (no parse: the file
+# parses in one of the two at most).
+_PYTHON2_ONLY_STATEMENT = re.compile(
+    r"^\s*(?:print\s+[\"'a-zA-Z_%]|except\s+[\w.()\s,]+,\s*[a-z_]\w*\s*:|raise\s+[\w.]+\s*,\s*\S|exec\s+[\"'a-z_])"
+)
+_PYTHON3_ONLY = re.compile(
+    r"\bf[\"']|^\s*async\s+def\b|\bawait\s|^\s*nonlocal\s|\byield\s+from\b|\)\s*->\s*[\w\[\"']|"
+    r"\bprint\(.*\b(?:end|file|sep)\s*="
+)
+MIN_PYTHON2_STATEMENTS = 2  # one `print x` is a slip in Python 3 code; several, and nothing of Python 3, are a dialect
+
+
+def python2_in_change(read_file: Callable[[str], str | None], changed: Collection[str]) -> bool:
+    """Whether the Python files the change wrote are Python 2 code: several Python 2 statements, and
+    not one line only Python 3 reads."""
+    statements = 0
+    for path in sorted(changed):
+        if not path.endswith(".py") or (text := read_file(path)) is None:
+            continue
+        for line in text.splitlines():
+            if _PYTHON3_ONLY.search(line):
+                return False
+            statements += bool(_PYTHON2_ONLY_STATEMENT.search(line))
+    return statements >= MIN_PYTHON2_STATEMENTS
 
 
 def python2_elsewhere(search: Callable[[str], Sequence[SearchHit]], changed: Collection[str]) -> bool:

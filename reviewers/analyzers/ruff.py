@@ -42,7 +42,8 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from difflib import SequenceMatcher
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -576,16 +577,71 @@ def _unevaluated_annotations(tree: ast.Module) -> list[ast.expr]:
 _UNPARENTHESIZED_EXCEPT = re.compile(r"^\s*except\s+[^(\s]")
 
 
+_NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]+(?:[,\s]+[A-Z]+[0-9]+)*))?", re.IGNORECASE)
+
+
+def noqa_on_statement(tree: ast.Module | None, lines: Sequence[str], line: int, code: str) -> bool:
+    """Whether a `# noqa` for `code` (or a bare one) sits on any line of the multi-line import holding
+    `line`. ruff reads a noqa on the reported line only; black moves a trailing `# noqa` from a long
+    import it splits onto the closing parenthesis, and flake8, which reports the statement's first
+    line, applies it to the statement: the project's own word that the import is meant."""
+    if tree is None:
+        return False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import | ast.ImportFrom) and node.lineno <= line <= (node.end_lineno or node.lineno):
+            for text in lines[node.lineno - 1 : node.end_lineno or node.lineno]:
+                found = _NOQA.search(text)
+                if found and (found.group("codes") is None or code in found.group("codes").upper()):
+                    return True
+            return False
+    return False
+
+
+def facade_module(tree: ast.Module | None) -> bool:
+    """Whether the module is nothing but imports (a docstring, `__all__`, `try:` imports with their
+    fallbacks): it exists to re-export them (`pkg/httpexceptions.py` naming webob's exceptions)."""
+    if tree is None:
+        return False
+    body = list(tree.body)
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]
+    imports = 0
+    for node in body:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            imports += 1
+        elif isinstance(node, ast.Try):
+            inner = node.body + [s for h in node.handlers for s in h.body] + node.orelse
+            if not all(isinstance(s, ast.Import | ast.ImportFrom | ast.Pass) for s in inner):
+                return False
+            imports += 1
+        elif not (
+            isinstance(node, ast.Assign | ast.AugAssign)
+            and all(
+                isinstance(t, ast.Name) and t.id == "__all__"
+                for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+            )
+        ):
+            return False
+    return imports >= MIN_FACADE_IMPORTS
+
+
+MIN_FACADE_IMPORTS = 2  # one import alone is a module someone is still writing
+
+
 def python2_except_binding(tree: ast.Module | None, lines: Sequence[str], line: int, message: str) -> bool:
     """Whether an F821 on `line` names what Python 2's `except ValueError, e:` binds. Python 3.14
     reads that line as an unparenthesized tuple of exception types (PEP 758), so the bound name looks
     undefined, on the `except` line and wherever the handler uses it; the module is Python 2 code,
-    where the name is the exception caught. A parenthesized `except (A, e):` is a tuple of types in
-    both languages and stays reported."""
+    where the name is the exception caught; so is `except (A, B), e:` (a tuple of types, then the
+    name). A parenthesized `except (A, e):` is a tuple of types in both languages and stays reported."""
     undefined = _UNDEFINED.search(message)
-    if tree is None or undefined is None:
-        return False
-    name = undefined.group("name")
+    return undefined is not None and python2_bound_name(tree, lines, line) == undefined.group("name")
+
+
+def python2_bound_name(tree: ast.Module | None, lines: Sequence[str], line: int) -> str | None:
+    """The name a Python 2 `except E, e:` / `except (A, B), e:` handler around `line` binds, or None."""
+    if tree is None:
+        return None
     for node in ast.walk(tree):
         if not (
             isinstance(node, ast.ExceptHandler)
@@ -597,9 +653,10 @@ def python2_except_binding(tree: ast.Module | None, lines: Sequence[str], line: 
             continue
         last = node.type.elts[-1]
         head = lines[node.lineno - 1] if 0 < node.lineno <= len(lines) else ""
-        if isinstance(last, ast.Name) and last.id == name and _UNPARENTHESIZED_EXCEPT.match(head):
-            return True
-    return False
+        types_then_name = isinstance(node.type.elts[0], ast.Tuple)  # `except (A, B), e:`
+        if isinstance(last, ast.Name) and (types_then_name or _UNPARENTHESIZED_EXCEPT.match(head)):
+            return last.id
+    return None
 
 
 def _raises_later(tree: ast.Module, handler: ast.ExceptHandler) -> bool:
@@ -840,6 +897,8 @@ def ruff_issues(file: ChangedFile) -> list[Issue]:
             or used_in_quoted_type(file.python_tree, line, str(diag.get("message") or ""))
             or moved_out_and_imported_back(file, line, str(diag.get("message") or ""))
             or availability_check(file.python_tree, line, str(diag.get("message") or ""))
+            or noqa_on_statement(file.python_tree, file.lines, line, code)
+            or facade_module(file.python_tree)
         ):
             continue
         if code == "BLE001" and not swallows(file.python_tree, line):
@@ -857,6 +916,8 @@ def ruff_issues(file: ChangedFile) -> list[Issue]:
             continue
         if code == "E722" and reraises(file.python_tree, line):
             continue
+        if code == "B030" and python2_bound_name(file.python_tree, file.lines, line) is not None:
+            continue  # `except (A, B), e:` is Python 2's binding, not a tuple holding a tuple
         if code == "F401" and side_effect_import(file.python_tree, line):
             continue
         if code in ("S110", "S112", "BLE001") and (
@@ -889,7 +950,44 @@ def ruff_issues(file: ChangedFile) -> list[Issue]:
                 suggestion=suggestion_from_fix(file, diag) if code in SUGGESTED_FIXES else None,
             )
         )
-    return issues
+    return misspelled_imports(file.python_tree, issues)
+
+
+MIN_MISSPELLING_SIMILARITY = 0.8  # `reciever`/`receiver` 0.88, `reqest`/`request` 0.92; `site`/`size` 0.75
+
+
+def misspelled_imports(tree: ast.Module | None, issues: list[Issue]) -> list[Issue]:
+    """One thread for one typo: a missing name that misspells a name the module imports and never
+    uses (`@reciever(...)` beside an unused `receiver`) is one mistake, said on the missing name with
+    the import it meant; the unused import's own finding goes."""
+    unused = {
+        id(i): binding
+        for i in issues
+        if i.rule == "ruff:F401" and (binding := unused_import_binding(tree, i.line, i.title)) is not None
+    }
+    if not unused:
+        return issues
+    merged: list[Issue] = []
+    meant: set[int] = set()
+    for issue in issues:
+        missing = _UNDEFINED.search(issue.title) if issue.rule == "ruff:F821" else None
+        if missing is not None:
+            name = missing.group("name")
+            close = [
+                (j, binding)
+                for j in issues
+                if (binding := unused.get(id(j))) is not None
+                and id(j) not in meant
+                and SequenceMatcher(None, name, binding).ratio() >= MIN_MISSPELLING_SIMILARITY
+            ]
+            if close:
+                j, binding = close[0]
+                meant.add(id(j))
+                issue = replace(
+                    issue, body=f"{issue.body} `{binding}` is imported on line {j.line} and never used: a misspelling?"
+                )
+        merged.append(issue)
+    return [i for i in merged if id(i) not in meant]
 
 
 # ruff's fixes offered as one-click suggestions: where ruff calls the fix "safe" it changes nothing

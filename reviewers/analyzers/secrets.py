@@ -115,6 +115,9 @@ _PLACEHOLDER = re.compile(
     r"(?i)(example|changeme|change[_\-]me|dummy|placeholder|xxx|\*\*\*|redacted|your[_\-]|<[^>]*>|\$\{|\{\{|%\(|"
     r"%s|fake|sample|secret|passw|todo|^test)"
 )
+# A vendor-prefixed token that says it is not one: AWS documents AKIAIOSFODNN7EXAMPLE and
+# wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY for its examples, and SDK test suites copy them.
+_VENDOR_PLACEHOLDER = re.compile(r"(?i)example|dummy|fake|placeholder|x{6}")
 _EXAMPLE_HOST = re.compile(r"@[^/\s]*example\.(?:com|org|net)|@[^/\s]*\.(?:test|invalid|example)\b")
 _ENV_NAME = re.compile(r"^[A-Z][A-Z0-9_]+$")  # "API_TOKEN": the name of a variable, not its value
 _WORDISH = re.compile(r"^[A-Za-z_\-. /:]+$")  # header names, field names, URLs paths
@@ -211,6 +214,8 @@ def scan_secrets(file: ChangedFile, *, named_values: bool = True) -> SecretScan:
             if any(m in text for m in _TOKEN_MARKERS) and _ANY_KNOWN_TOKEN.search(text)
             else None
         )
+        if token is not None and (value := token.pattern.search(text)) and _VENDOR_PLACEHOLDER.search(value.group(0)):
+            continue  # the vendor's documented example (AKIAIOSFODNN7EXAMPLE): a placeholder by name
         if token is not None:
             issue = _issue(line, "secrets:known-prefix", token.severity, token.name)
             self_minted = token in SELF_MINTED_TOKENS and (test_material or sample)

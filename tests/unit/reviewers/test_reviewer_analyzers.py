@@ -55,12 +55,19 @@ def test_entropy_by_hand() -> None:
     assert math.isclose(shannon_entropy("aab"), -(2 / 3 * math.log2(2 / 3) + 1 / 3 * math.log2(1 / 3)))
 
 
+def test_a_vendor_token_that_names_itself_an_example_is_a_placeholder() -> None:
+    # AWS's documented example key, as SDK test suites copy it; GitLab's docs write glpat-xxxx….
+    for line in ('"accessKeyId": "AKIAIOSFODNN7EXAMPLE",', 'TOKEN = "glpat-' + "x" * 20 + '"'):
+        assert secret_issues(added_file("tests/cases.json", line + "\n")) == [], line
+        assert secret_issues(added_file("app/settings.py", line + "\n")) == [], line
+
+
 @pytest.mark.parametrize(
     "line",
     [
         'KEY = "AKIAIOSFODNN7EXAMPLQ"',
         "token: ghp_" + "a1B2" * 9,
-        'GITLAB = "glpat-' + "x" * 20 + '"',
+        'GITLAB = "glpat-' + "Zk3vQ9wLm2Rt7YpB4nXc" + '"',
         "-----BEGIN RSA PRIVATE KEY-----",
         'const stripe = "sk_live_' + "4eC39HqLyjWDarjtT1zdp7dc" + '";',
     ],

@@ -111,6 +111,7 @@ def test_vendored_third_party_code_gets_the_secrets_scan_and_is_named(build_cont
         "src/pkg/_vendor/urllib3/util.py": shell + f"TOKEN = '{token}'\n",  # pip's convention
         "web/node_modules/left-pad/index.js": "el.innerHTML = location.hash;\n",
         "shop/vendor/models.py": shell,  # a project's own module about vendors: reviewed
+        "ez_setup.py": shell,  # setuptools' bootstrap script, copied in by name
         "app/a.py": A,
     }
     result = security(build_context({}, files))
@@ -124,6 +125,7 @@ def test_vendored_third_party_code_gets_the_secrets_scan_and_is_named(build_cont
         "vendor/github.com/lib/run.py": "vendored",
         "src/pkg/_vendor/urllib3/util.py": "vendored",
         "web/node_modules/left-pad/index.js": "vendored",
+        "ez_setup.py": "vendored",
     }
     assert "third-party code kept under src/pkg/_vendor/" in named["src/pkg/_vendor/urllib3/util.py"][1]
     assert all("secrets scanned only" in d for _, d in named.values())

@@ -1234,6 +1234,9 @@ def test_the_name_python2s_except_comma_binds_is_not_undefined(build_context: An
     )
     found = review("code_quality", build_context({}, {"toolbar/load.py": types})).findings
     assert [(f.rule, f.title) for f in found] == [("ruff:F821", "Undefined name `LoadError`")]
+    # A tuple of types, then the name (`except (re.error, TypeError), why:`): Python 2's binding again.
+    pair = py2.replace("except ImportError, e:", "except (ImportError, ValueError), e:")
+    assert review("code_quality", build_context({}, {"toolbar/load.py": pair})).findings == []
 
 
 def test_a_bare_except_that_reraises_is_not_reported_but_one_that_swallows_is(build_context: Any) -> None:
@@ -1482,7 +1485,84 @@ def test_the_oldest_python3_a_project_names() -> None:
 
     assert oldest_python3_minor({"setup.cfg": "[options]\npython_requires = >=3.5\n"}.get) == 5
     assert oldest_python3_minor({"setup.cfg": "[options]\npython_requires = >3.6, <4\n"}.get) == 7
-    assert oldest_python3_minor({"pyproject.toml": 'requires-python = ">=3.9"\n'}.get) is None  # not python_requires
+    assert oldest_python3_minor({"pyproject.toml": 'requires-python = ">=3.9"\n'}.get) == 9  # PEP 621
     classifiers = "'Programming Language :: Python :: 3.6',\n'Programming Language :: Python :: 3.10',\n"
     assert oldest_python3_minor({"setup.py": classifiers}.get) == 6
     assert oldest_python3_minor({}.get) is None
+
+
+SETUP_NO_VERSION = "from setuptools import setup\n\nsetup(name='p', classifiers=['Programming Language :: Python'])\n"
+
+
+def test_a_first_commit_of_python2_code_is_python2_and_one_slip_in_python3_code_is_not(build_context: Any) -> None:
+    # A project's initial import (2007-2012): every module new, metadata naming no version.
+    plugin = (
+        'import greenlet\n\n\ndef run(reactor):\n    print "starting reactor"\n    reactor.run()\n'
+        '    print "reactor stopped"\n'
+    )
+    found = review("code_quality", build_context({}, {"setup.py": SETUP_NO_VERSION, "plugin.py": plugin})).findings
+    assert found == []
+    # One print statement among Python 3 code is a slip, and Python 3 syntax beside two is Python 3.
+    slip = 'def run(reactor):\n    print "starting"\n    reactor.run()\n'
+    found = review("code_quality", build_context({}, {"plugin.py": slip})).findings
+    assert [f.rule for f in found] == ["ruff:invalid-syntax"]
+    modern = plugin + "\n\nasync def later(reactor):\n    await reactor.stop()\n"
+    found = review("code_quality", build_context({}, {"plugin.py": modern})).findings
+    assert [f.rule for f in found] == ["ruff:invalid-syntax"]
+    # A project that says Python 3 in PEP 621 metadata is not Python 2, whatever the change holds.
+    pep621 = {"pyproject.toml": '[project]\nname = "p"\nrequires-python = ">=3.8"\n'}
+    found = review("code_quality", build_context({}, {**pep621, "plugin.py": plugin})).findings
+    assert [f.rule for f in found] == ["ruff:invalid-syntax"]
+
+
+# --- re-exports a module cannot see itself: a facade, a noqa black moved, a name read by full path ---
+
+
+def test_a_module_of_nothing_but_imports_is_a_facade_and_one_with_code_is_not(build_context: Any) -> None:
+    facade = (
+        '"""HTTP exceptions, under our own name."""\nfrom webob.exc import status_map\n\n'
+        "# Parent classes\nfrom webob.exc import HTTPException\nfrom webob.exc import HTTPError\n\n"
+        "try:\n    from webob.exc import HTTPTooManyRequests\nexcept ImportError:\n    pass\n"
+        "__all__ = ['HTTPException']\n"
+    )
+    assert review("code_quality", build_context({}, {"web/httpexceptions.py": facade})).findings == []
+    code = facade + "\n\ndef abort(code):\n    raise status_map[code]()\n"
+    found = review("code_quality", build_context({}, {"web/httpexceptions.py": code})).findings
+    # the unused import is reported (the `try:` one is a feature test, as anywhere)
+    assert [f.title for f in found] == ["`webob.exc.HTTPError` imported but unused"]
+
+
+def test_a_noqa_black_moved_to_the_closing_parenthesis_covers_the_import(build_context: Any) -> None:
+    split = (
+        "import sys\n\nfrom authority.sites import (\n    site,\n    get_check,\n    register,\n)  # noqa\n\n\n"
+        "def check(name):\n    return get_check(name), sys.argv\n"
+    )
+    assert review("code_quality", build_context({}, {"authority/utils.py": split})).findings == []
+    # A noqa for another rule is no word on this one; without any, the unused names are reported.
+    other = split.replace(")  # noqa\n", ")  # noqa: E501\n")
+    found = review("code_quality", build_context({}, {"authority/utils.py": other})).findings
+    assert [f.rule for f in found] == ["ruff:F401"]  # `site` and `register`, two lines apart: one thread
+
+
+def test_a_name_other_modules_read_through_the_full_module_path_is_a_reexport(build_context: Any) -> None:
+    utils = "from authority.sites import site, register, unregister\n\n\ndef ready():\n    return site\n"
+    tests = "import authority.utils\n\nauthority.utils.register(object)\n"
+    untouched = {"authority/tests.py": tests}
+    found = review("code_quality", build_context(untouched, {**untouched, "authority/utils.py": utils}))
+    assert [f.title for f in found.findings] == ["`authority.sites.unregister` imported but unused"]
+    alone = review("code_quality", build_context({}, {"authority/utils.py": utils}))
+    assert [f.title for f in alone.findings] == ["`authority.sites.register` imported but unused"]
+
+
+def test_a_missing_name_that_misspells_an_unused_import_is_one_finding(build_context: Any) -> None:
+    models = (
+        "from django.db.models.signals import post_save\nfrom django.dispatch import receiver\n\n\n"
+        "@reciever([post_save], sender=object)\ndef clear(sender, **kwargs):\n    return sender\n"
+    )
+    found = review("code_quality", build_context({}, {"blocks/models.py": models})).findings
+    assert [(f.rule, f.line) for f in found] == [("ruff:F821", 5)]
+    assert "`receiver` is imported on line 2 and never used: a misspelling?" in found[0].body
+    # An unused import unlike the missing name is its own problem.
+    other = models.replace("@reciever(", "@listener(")
+    found = review("code_quality", build_context({}, {"blocks/models.py": other})).findings
+    assert sorted(f.rule for f in found) == ["ruff:F401", "ruff:F821"]
