@@ -65,6 +65,9 @@ _TEST_FILE = re.compile(
     r"[^/]*Tests?\.(?:java|kt|cs)|[^/]*_spec\.rb|conftest\.py)$|^test\.py$"
 )
 TEST_DIRECTORIES = frozenset({"tests", "test", "testing", "__tests__", "spec"})
+# At the repository's root only: `t/` holds the suite in Perl's convention and celery's family
+# (`t/unit/`, `t/integration/`, `t/certs/`); deeper down a `t` folder is anybody's.
+ROOT_TEST_DIRECTORIES = frozenset({"t"})
 # Data and helpers that tests read: not tests themselves, and not product code either.
 FIXTURE_DIRECTORIES = frozenset({"fixtures", "fixture", "testdata", "test_data", "__fixtures__", "__mocks__"})
 # Test helpers a package ships for its users' tests (flask.testing, click.testing, werkzeug.test).
@@ -88,8 +91,13 @@ def language_of(path: str) -> str:
 def is_test_path(path: str) -> bool:
     """A test file by the usual names (`test_*.py`, `*_test.py`, `*_tests.py`, `tests.py`, a root-level
     `test.py`, `*_test.go`, `*.spec.ts`, `FooTest.java`, `*_spec.rb`, `conftest.py`) or by living under a
-    `tests/`, `test/`, `__tests__/` or `spec/` folder."""
-    return bool(_TEST_FILE.search(path)) or any(part in TEST_DIRECTORIES for part in path.split("/")[:-1])
+    `tests/`, `test/`, `__tests__/` or `spec/` folder, or a `t/` folder at the root."""
+    folders = path.split("/")[:-1]
+    return (
+        bool(_TEST_FILE.search(path))
+        or any(part in TEST_DIRECTORIES for part in folders)
+        or (bool(folders) and folders[0] in ROOT_TEST_DIRECTORIES)
+    )
 
 
 def is_test_support_path(path: str) -> bool:

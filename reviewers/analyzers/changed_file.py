@@ -194,6 +194,41 @@ class ChangedFile:
     def is_changed(self, line: int) -> bool:
         return line in self.changed_lines
 
+    @cached_property
+    def _removed_pairs(self) -> frozenset[tuple[str, str]]:
+        """Each removed line with the non-blank line before it on the old side, and with the removed
+        line after it, all stripped of indentation."""
+        pairs: set[tuple[str, str]] = set()
+        for hunk in self.change.hunks:
+            before, removed = "", ""
+            for ln in hunk.lines:
+                text = ln.text.strip()
+                if not text or ln.kind == "add":
+                    continue
+                if ln.kind == "del":
+                    pairs.add((before, text))
+                    if removed:
+                        pairs.add((removed, text))
+                removed = text if ln.kind == "del" else ""
+                before = text
+        return frozenset(pairs)
+
+    def _neighbour(self, line: int, step: int) -> str:
+        number = line + step
+        while 1 <= number <= len(self.lines) and not self.line_text(number).strip():
+            number += step
+        return self.line_text(number).strip() if 1 <= number <= len(self.lines) else ""
+
+    def moved(self, line: int) -> bool:
+        """Whether this added line is one the change removed elsewhere (moved, or re-indented under a
+        new block): the same text after the same line, or before the same line, on the old side."""
+        if not self.is_changed(line):
+            return False
+        text = self.line_text(line).strip()
+        return (self._neighbour(line, -1), text) in self._removed_pairs or (
+            self.is_changed(line + 1) and (text, self._neighbour(line, 1)) in self._removed_pairs
+        )
+
     def touches(self, start: int, end: int) -> bool:
         """Whether any line in [start, end] was written by this change."""
         return any(start <= n <= end for n in self.changed_lines)

@@ -625,6 +625,19 @@ def facade_module(tree: ast.Module | None) -> bool:
     return imports >= MIN_FACADE_IMPORTS
 
 
+# The hooks a PEP 517/660 build backend module offers: pip and `build` look them up by name on the
+# module, so a backend that wraps another imports them to re-export them.
+BUILD_BACKEND_HOOKS = frozenset({
+    "build_wheel", "build_sdist", "build_editable", "get_requires_for_build_wheel", "get_requires_for_build_sdist",
+    "get_requires_for_build_editable", "prepare_metadata_for_build_wheel", "prepare_metadata_for_build_editable",
+})  # fmt: skip
+
+
+def build_backend_hook(tree: ast.Module | None, line: int, message: str) -> bool:
+    """Whether an F401 import binds a build backend's hook (`build_wheel`): the module's interface."""
+    return unused_import_binding(tree, line, message) in BUILD_BACKEND_HOOKS
+
+
 MIN_FACADE_IMPORTS = 2  # one import alone is a module someone is still writing
 
 
@@ -899,6 +912,7 @@ def ruff_issues(file: ChangedFile) -> list[Issue]:
             or availability_check(file.python_tree, line, str(diag.get("message") or ""))
             or noqa_on_statement(file.python_tree, file.lines, line, code)
             or facade_module(file.python_tree)
+            or build_backend_hook(file.python_tree, line, str(diag.get("message") or ""))
         ):
             continue
         if code == "BLE001" and not swallows(file.python_tree, line):
@@ -916,6 +930,8 @@ def ruff_issues(file: ChangedFile) -> list[Issue]:
             continue
         if code == "E722" and reraises(file.python_tree, line):
             continue
+        if code in SWALLOW_CODES and file.moved(line):
+            continue  # a handler the change moved or re-indented: it was there before, as it is
         if code == "B030" and python2_bound_name(file.python_tree, file.lines, line) is not None:
             continue  # `except (A, B), e:` is Python 2's binding, not a tuple holding a tuple
         if code == "F401" and side_effect_import(file.python_tree, line):
@@ -954,6 +970,11 @@ def ruff_issues(file: ChangedFile) -> list[Issue]:
 
 
 MIN_MISSPELLING_SIMILARITY = 0.8  # `reciever`/`receiver` 0.88, `reqest`/`request` 0.92; `site`/`size` 0.75
+
+
+# The exception-swallowing family: what they report lives in the handler's own lines, so a handler
+# the change only moved or re-indented (`ChangedFile.moved`) says the same thing it said before.
+SWALLOW_CODES = frozenset({"E722", "S110", "S112", "BLE001", "B012"})
 
 
 def misspelled_imports(tree: ast.Module | None, issues: list[Issue]) -> list[Issue]:

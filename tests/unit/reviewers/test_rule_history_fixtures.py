@@ -1566,3 +1566,39 @@ def test_a_missing_name_that_misspells_an_unused_import_is_one_finding(build_con
     other = models.replace("@reciever(", "@listener(")
     found = review("code_quality", build_context({}, {"blocks/models.py": other})).findings
     assert sorted(f.rule for f in found) == ["ruff:F401", "ruff:F821"]
+
+
+def test_a_bare_except_the_change_only_reindented_is_not_its_finding(build_context: Any) -> None:
+    before = (
+        "def nodes(paths, load):\n    found = set()\n    for path in paths:\n        try:\n"
+        "            found.update(load(path))\n        except:\n            # Should log at debug level?\n"
+        "            pass\n    return found\n"
+    )
+    after = (
+        "def nodes(dirs, load):\n    found = set()\n    for d in dirs:\n        for path in d:\n            try:\n"
+        "                found.update(\n                    load(path)\n                )\n            except:\n"
+        "                # Should log at debug level?\n                pass\n    return found\n"
+    )
+    found = review("code_quality", build_context({"m.py": before}, {"m.py": after})).findings
+    assert found == []
+    # A bare except the change wrote is reported, beside the one it moved.
+    added = after.replace(
+        "    return found\n", "    try:\n        load(None)\n    except:\n        pass\n    return found\n"
+    )
+    found = review("code_quality", build_context({"m.py": before}, {"m.py": added})).findings
+    assert [(f.rule, f.line) for f in found] == [("ruff:E722", 14)]
+
+
+def test_a_build_backend_reexports_its_hooks_and_test_keys_under_t_are_test_material(build_context: Any) -> None:
+    backend = (
+        "import os\nimport sys\n\nsys.path.insert(0, os.path.join(os.path.dirname(__file__), 'src'))\n\n"
+        "from setuptools.build_meta import (\n    build_sdist,\n    build_wheel,\n    get_requires_for_build_wheel,\n)\n"
+        "from setuptools.build_meta import __legacy__\n\n\ndef version():\n    return '1.0'\n"
+    )
+    found = review("code_quality", build_context({}, {"hack_backend.py": backend})).findings
+    assert [f.title for f in found] == ["`setuptools.build_meta.__legacy__` imported but unused"]
+    # celery's family keeps its suite under t/: a TLS test key there is test material, not a leak
+    from reviewers.paths import is_test_path
+
+    assert is_test_path("t/certs/client_key.pem") and is_test_path("t/unit/test_pool.py")
+    assert not is_test_path("src/t/keys.py") and not is_test_path("t.py")
