@@ -37,7 +37,7 @@ from typing import Literal
 
 from agent.diff import DiffIndex
 from agent.verdicts.claims import HeadTree, removed_symbol_still_defined, tested_after_all
-from agent.verdicts.duplicates import claimed_family, group_root_causes, rule_name
+from agent.verdicts.duplicates import MODEL_RULES, claimed_family, group_root_causes, rule_name
 from agent.verdicts.evidence import Anchor, anchor_evidence, anchored
 from agent.verdicts.feedback import MIN_PEOPLE, PeopleVotes, rejected_before, rejected_by_people
 from agent.verdicts.judge import ModelJudgment, judge_messages
@@ -160,6 +160,46 @@ def _fold_duplicates(passed: list[tuple[Finding, str]]) -> tuple[list[tuple[Find
     return leads, duplicates
 
 
+MAX_PLACES_NAMED = 10  # the other files a repeated finding's thread names; the count says the rest
+
+
+def _fold_repeats(items: list[tuple[Finding, str]]) -> tuple[list[tuple[Finding, str]], list[VerifiedFinding]]:
+    """One thread for one mistake repeated across files: the same rule saying the same thing (an
+    import one cleanup left unused in seventeen modules) is posted once, at its first place, naming
+    the others; each other place is a DUPLICATE of it. A model's findings are each their own."""
+    groups: dict[tuple[str, str], list[int]] = {}
+    for n, (finding, _) in enumerate(items):
+        if finding.rule not in MODEL_RULES:
+            groups.setdefault((finding.rule, finding.title), []).append(n)
+    kept: list[tuple[Finding, str]] = []
+    repeats: list[VerifiedFinding] = []
+    folded: dict[int, list[Finding]] = {}
+    for members in groups.values():
+        paths = {items[n][0].path for n in members}
+        if len(paths) > 1:
+            folded[members[0]] = [items[n][0] for n in members[1:]]
+    skip = {id(f) for others in folded.values() for f in others}
+    for n, (finding, why) in enumerate(items):
+        if id(finding) in skip:
+            continue
+        others = folded.get(n)
+        if others:
+            places = ", ".join(_where(o) for o in others[:MAX_PLACES_NAMED])
+            more = f" and {len(others) - MAX_PLACES_NAMED} more" if len(others) > MAX_PLACES_NAMED else ""
+            finding = finding.model_copy(
+                update={"body": f"{finding.body} The same in {len(others)} other place(s): {places}{more}."[:4000]}
+            )
+            why = f"{why}; repeated at {len(others)} other place(s), said once"
+            repeats += [
+                VerifiedFinding(
+                    o, "DUPLICATE", f"the same {rule_name(o)} finding as at {_where(finding)}: one thread for one cause"
+                )
+                for o in others
+            ]
+        kept.append((finding, why))
+    return kept, repeats
+
+
 def calibrate(finding: Finding, acceptance: Mapping[tuple[str, str], tuple[int, int, int]]) -> str | None:
     """A reason to send the finding to a human when its reviewer/category is mostly rejected, by at
     least MIN_PEOPLE people: one person's many 👎 do not lower a reviewer's standing."""
@@ -252,6 +292,8 @@ def verify_findings(
             out.append(VerifiedFinding(finding, "NEEDS_HUMAN_REVIEW", short))
             continue
         to_judge.append((finding, why))
+    to_judge, repeats = _fold_repeats(to_judge)
+    out += repeats
     judgments: list[tuple[Verdict, str] | None] = [None] * len(to_judge)
     if llm is not None and to_judge:
         # Each judgment runs in the caller's context (a copy per thread), so its span joins the review's trace.

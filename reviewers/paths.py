@@ -142,11 +142,12 @@ def is_sample_path(path: str) -> bool:
     )
 
 
-# Schema migrations a tool wrote from its template: Django's and South's `app/migrations/0002_x.py`,
+# Schema migrations a tool wrote from its template: Django's and South's `app/migrations/0002_x.py`
+# (`south_migrations/` where a project kept South's beside Django's),
 # Alembic's and Flask-Migrate's `alembic/versions/abc123_x.py`. Their imports and shape are the
 # generator's (`import sqlalchemy as sa` in an empty revision, a merge migration's header), not the
 # author's; what the author adds (raw SQL, a data migration) is reviewed like any code.
-_MIGRATION = re.compile(r"(?:^|/)migrations/\d{4}_\w+\.py$|(?:^|/)(?:alembic|migrations)/versions/\w+\.py$")
+_MIGRATION = re.compile(r"(?:^|/)\w*migrations/\d{4}_\w+\.py$|(?:^|/)(?:alembic|migrations)/versions/\w+\.py$")
 
 
 def is_migration_path(path: str) -> bool:

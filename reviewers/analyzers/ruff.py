@@ -638,6 +638,9 @@ def build_backend_hook(tree: ast.Module | None, line: int, message: str) -> bool
     return unused_import_binding(tree, line, message) in BUILD_BACKEND_HOOKS
 
 
+# Modules the interpreter runs at start-up (`site`): an import there is the point (patching, a
+# cross-compilation shim), never a name left unused.
+SITE_HOOK_MODULES = frozenset({"sitecustomize.py", "usercustomize.py"})
 MIN_FACADE_IMPORTS = 2  # one import alone is a module someone is still writing
 
 
@@ -904,6 +907,8 @@ def ruff_issues(file: ChangedFile) -> list[Issue]:
             continue
         if code in ("F401", "F403") and file.path.endswith("__init__.py"):
             continue  # imports in a package's __init__ are usually deliberate re-exports
+        if code == "F401" and PurePosixPath(file.path).name in SITE_HOOK_MODULES:
+            continue  # Python imports these at start-up: what they import, they import for its effect
         if code == "F401" and (
             used_in_type_comment(file.text, str(diag.get("message") or ""))
             or used_in_doctest(file.text, file.python_tree, line, str(diag.get("message") or ""))

@@ -217,6 +217,7 @@ def test_hygiene_in_a_generated_migration_is_listed_and_counted_as_the_tiers() -
     from reviewers.paths import is_migration_path
 
     for path in ("shop/migrations/0003_merge.py", "migrations/0001_initial.py", "alembic/versions/1a2b3c_add.py",
+                 "comments/south_migrations/0002_auto__chg_field.py",
                  "app/migrations/versions/4f2e_add_table.py"):  # fmt: skip
         assert is_migration_path(path), path
     for path in ("shop/migrations/__init__.py", "shop/migrations/helpers.py", "shop/migration_0001.py"):
@@ -228,3 +229,41 @@ def test_hygiene_in_a_generated_migration_is_listed_and_counted_as_the_tiers() -
     assert "not yet proven" not in reason, "F401 is proven: the reason is where it is, not its record"
     broken = found("ruff:F821").model_copy(update={"path": "shop/migrations/0003_merge.py"})
     assert unearned_voice(broken, PeopleVotes(), record) is None, "a missing name in a migration still posts"
+
+
+def test_one_mistake_repeated_across_files_is_one_thread_naming_the_others() -> None:
+    body = "from django.core.exceptions import ImproperlyConfigured\n\n\ndef clean(value):\n    return value\n"
+    paths = ("flavor/ca/forms.py", "flavor/ch/forms.py", "flavor/cz/forms.py")
+    diff = "".join(
+        f"diff --git a/{p} b/{p}\n--- a/{p}\n+++ b/{p}\n@@ -1,0 +1,5 @@\n"
+        + "".join(f"+{ln}\n" for ln in body.splitlines())
+        for p in paths
+    )
+    title = "`django.core.exceptions.ImproperlyConfigured` imported but unused"
+
+    def unused(path: str, rule: str = "ruff:F401", what: str = title) -> Finding:
+        evidence = body.splitlines()[0]
+        return Finding(
+            path=path, line=1, end_line=1, category="code_quality", severity="low", title=what, body="Unused.",
+            evidence=evidence, reviewer="code_quality", rule=rule, confidence="high",
+            fingerprint=make_fingerprint(path=path, category="code_quality", rule=rule, evidence=evidence),
+        )  # fmt: skip
+
+    inputs = VerifierInputs(
+        workspace=SnapshotWorkspace(dict.fromkeys(paths, body)),
+        diff_index=DiffIndex(parse_unified_diff(diff)),
+        people_votes=PeopleVotes(),
+        track_record={"ruff:F401": Record(right=30, debatable=4, wrong=10, commits=40)},
+    )
+    out = verify_findings([unused(p) for p in reversed(paths)], inputs)
+    assert [(v.finding.path, v.verdict) for v in sorted(out, key=lambda v: v.finding.path)] == [
+        ("flavor/ca/forms.py", "REAL"),
+        ("flavor/ch/forms.py", "DUPLICATE"),
+        ("flavor/cz/forms.py", "DUPLICATE"),
+    ]
+    lead = next(v for v in out if v.verdict == "REAL")
+    assert lead.finding.body.endswith("The same in 2 other place(s): flavor/ch/forms.py:1, flavor/cz/forms.py:1.")
+    # A different message is a different finding, each posted where it is.
+    other = unused(paths[1], what="`os` imported but unused")
+    out = verify_findings([unused(paths[0]), other], inputs)
+    assert sorted(v.verdict for v in out) == ["REAL", "REAL"]

@@ -1602,3 +1602,10 @@ def test_a_build_backend_reexports_its_hooks_and_test_keys_under_t_are_test_mate
 
     assert is_test_path("t/certs/client_key.pem") and is_test_path("t/unit/test_pool.py")
     assert not is_test_path("src/t/keys.py") and not is_test_path("t.py")
+
+
+def test_an_import_in_a_start_up_hook_module_is_its_effect(build_context: Any) -> None:
+    hook = "import _cross_arm64_iphoneos\nimport os\n\nPLATFORM = os.name\n"
+    assert review("code_quality", build_context({}, {"ios/sitecustomize.py": hook})).findings == []
+    found = review("code_quality", build_context({}, {"ios/customize.py": hook})).findings
+    assert [f.title for f in found] == ["`_cross_arm64_iphoneos` imported but unused"]
