@@ -150,6 +150,11 @@ def is_sample_path(path: str) -> bool:
 _MIGRATION = re.compile(r"(?:^|/)\w*migrations/\d{4}_\w+\.py$|(?:^|/)(?:alembic|migrations)/versions/\w+\.py$")
 
 
+def is_stub_path(path: str) -> bool:
+    """A type stub (`pkg/io.pyi`): read by type checkers, never run."""
+    return path.endswith(".pyi")
+
+
 def is_migration_path(path: str) -> bool:
     """A schema migration by where migration tools write them (`app/migrations/0002_add_field.py`,
     `alembic/versions/1a2b3c_add_table.py`)."""

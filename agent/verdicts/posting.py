@@ -51,7 +51,7 @@ from agent.verdicts.track_record import (
     shipped_track_record,
 )
 from reviewers.kernel.contracts import Finding
-from reviewers.paths import is_migration_path, is_sample_path
+from reviewers.paths import is_migration_path, is_sample_path, is_stub_path
 
 Posting = Literal["proven", "all"]
 POSTING_MODES: tuple[Posting, ...] = ("proven", "all")
@@ -105,12 +105,13 @@ def unbound_name(finding: Finding) -> str | None:
 
 
 # Hygiene in code written for readers to copy (`reviewers.paths.is_sample_path`: an example project, a
-# demo, docs) or written by a tool from its template (`reviewers.paths.is_migration_path`: a schema
-# migration): true, but an unused import or a bare `except:` there is not worth a thread. A demo or a
+# demo, docs), written by a tool from its template (`reviewers.paths.is_migration_path`: a schema
+# migration) or never run (`is_stub_path`: a `.pyi` type stub, whose unused imports type checkers
+# ignore): true, but an unused import or a bare `except:` there is not worth a thread. A demo or a
 # migration that does not parse, or names what is not there, is still broken as written.
 SAMPLE_HYGIENE = frozenset({"ruff:F401", "ruff:F811", "ruff:E722", "ruff:B012"})
 SAMPLE_HYGIENE_REASON = (
-    "hygiene in example, demo, documentation or generated migration code; listed for a person, not posted"
+    "hygiene in example, demo, documentation, type-stub or generated migration code; listed for a person, not posted"
 )
 
 
@@ -120,8 +121,9 @@ def listed_by_tier(reason: str) -> bool:
 
 
 def sample_hygiene(finding: Finding) -> bool:
-    """An unused import or a bare `except:` in example code or in a generated migration."""
-    return finding.rule in SAMPLE_HYGIENE and (is_sample_path(finding.path) or is_migration_path(finding.path))
+    """An unused import or a bare `except:` in example code, a type stub or a generated migration."""
+    path = finding.path
+    return finding.rule in SAMPLE_HYGIENE and (is_sample_path(path) or is_migration_path(path) or is_stub_path(path))
 
 
 def broken_as_written(rule: str) -> str | None:

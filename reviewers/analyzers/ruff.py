@@ -715,6 +715,31 @@ def reraises(tree: ast.Module | None, line: int) -> bool:
     return False
 
 
+_INTERRUPTS = frozenset({"KeyboardInterrupt", "SystemExit", "GeneratorExit", "BaseException"})
+
+
+def interrupts_let_through(tree: ast.Module | None, line: int) -> bool:
+    """Whether a handler before the bare `except:` on `line`, in the same `try`, re-raises
+    KeyboardInterrupt or SystemExit (`except KeyboardInterrupt: raise`): the author has handled what a
+    bare except is faulted for, and what is left is caught on purpose (best-effort cleanup)."""
+    if tree is None:
+        return False
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Try):
+            continue
+        for n, handler in enumerate(node.handlers):
+            if handler.type is None and handler.lineno == line:
+                return any(_reraises_interrupts(h) for h in node.handlers[:n])
+    return False
+
+
+def _reraises_interrupts(handler: ast.ExceptHandler) -> bool:
+    caught = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    names = {c.id if isinstance(c, ast.Name) else getattr(c, "attr", "") for c in caught if c is not None}
+    reraised = any(isinstance(n, ast.Raise) and n.exc is None for stmt in handler.body for n in ast.walk(stmt))
+    return bool(names & _INTERRUPTS) and reraised
+
+
 def side_effect_import(tree: ast.Module | None, line: int) -> bool:
     """Whether the import on `line` is a module imported inside a function and never used there:
     `from . import checks` in a Django `AppConfig.ready()`, `import myapp.signals` in a plugin's
@@ -933,7 +958,7 @@ def ruff_issues(file: ChangedFile) -> list[Issue]:
             or python2_except_binding(file.python_tree, file.lines, line, str(diag.get("message") or ""))
         ):
             continue
-        if code == "E722" and reraises(file.python_tree, line):
+        if code == "E722" and (reraises(file.python_tree, line) or interrupts_let_through(file.python_tree, line)):
             continue
         if code in SWALLOW_CODES and file.moved(line):
             continue  # a handler the change moved or re-indented: it was there before, as it is

@@ -267,3 +267,14 @@ def test_one_mistake_repeated_across_files_is_one_thread_naming_the_others() -> 
     other = unused(paths[1], what="`os` imported but unused")
     out = verify_findings([unused(paths[0]), other], inputs)
     assert sorted(v.verdict for v in out) == ["REAL", "REAL"]
+
+
+def test_hygiene_in_a_type_stub_is_listed_but_a_missing_name_there_posts() -> None:
+    from agent.verdicts.posting import unearned_voice
+
+    record = {"ruff:F401": Record(right=30, debatable=4, wrong=10, commits=40)}
+    stub = found("ruff:F401").model_copy(update={"path": "trio_typing/socket.pyi"})
+    reason = unearned_voice(stub, PeopleVotes(), record)
+    assert reason is not None and "type-stub" in reason
+    missing = found("ruff:F821").model_copy(update={"path": "trio_typing/socket.pyi"})
+    assert unearned_voice(missing, PeopleVotes(), record) is None  # type checkers fail on it

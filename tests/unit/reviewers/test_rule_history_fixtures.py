@@ -1609,3 +1609,16 @@ def test_an_import_in_a_start_up_hook_module_is_its_effect(build_context: Any) -
     assert review("code_quality", build_context({}, {"ios/sitecustomize.py": hook})).findings == []
     found = review("code_quality", build_context({}, {"ios/customize.py": hook})).findings
     assert [f.title for f in found] == ["`_cross_arm64_iphoneos` imported but unused"]
+
+
+def test_a_bare_except_after_ctrl_c_is_let_through_is_deliberate(build_context: Any) -> None:
+    cleanup = (
+        "def purge(paths, remove):\n    for path in paths:\n        try:\n            remove(path)\n"
+        "        except KeyboardInterrupt:\n            raise\n        except:  # might be OSError, WindowsError ...\n"
+        "            pass\n"
+    )
+    assert review("code_quality", build_context({}, {"purge.py": cleanup})).findings == []
+    # Catching Ctrl-C without raising it again lets nothing through: the bare except stands.
+    swallowed = cleanup.replace("            raise\n", "            return\n")
+    found = review("code_quality", build_context({}, {"purge.py": swallowed})).findings
+    assert [f.rule for f in found] == ["ruff:E722"]
