@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from agent.store import feedback
 from agent.store.db import connection, open_pool
 from agent.verdicts.feedback import MIN_PEOPLE
-from agent.verdicts.track_record import poor_record, shipped_track_record
+from agent.verdicts.track_record import Record, poor_record, shipped_track_record
 from api.cli import app
 
 BASE = {"app/util.py": "def first(items):\n    return items[0]\n"}
@@ -94,9 +94,14 @@ def test_an_unused_import_gets_a_suggestion_that_applies_cleanly(env: None, monk
     # E711 stands for a posted finding without a safe fix; unjudged on unseen code, it posts only with
     # posting="all" (agent.verdicts.posting)
     monkeypatch.setenv("REVIEWLOOP_POSTING", "all")
-    # F401 posts: its held-out record (bench.history) is right in at least half its findings; the path
-    # of a rule held back by its record is test_a_held_back_rule_posts_once_three_people_accept_it
-    assert not poor_record(shipped_track_record().get("ruff:F401"))
+    # F401's held-out record (bench.history) is right in fewer than half its findings, so it is listed by
+    # default and posts where a project's people accepted it (test_a_held_back_rule_posts_once_three_
+    # people_accept_it); here a record that proves it stands in for that, so the thread and its
+    # suggestion can be checked
+    proven = {"ruff:F401": Record(right=30, debatable=4, wrong=10, commits=40)}
+    assert poor_record(shipped_track_record().get("ruff:F401")) and not poor_record(proven["ruff:F401"])
+    monkeypatch.setattr("agent.verdicts.track_record.shipped_track_record", lambda: proven)
+    monkeypatch.setattr("agent.verdicts.posting.shipped_track_record", lambda: proven)
     with FakeGitLab() as gitlab:
         gitlab.add_project(1, "shop/app")
         gitlab.add_merge_request(1, 4, files_base=BASE, files_head=HEAD, title="Dump values")

@@ -84,11 +84,11 @@ def test_a_rule_proven_on_held_out_history_posts_and_one_judged_too_seldom_does_
 def test_an_unproven_advisory_rule_is_listed_for_a_person_with_the_reason_and_its_cwe() -> None:
     from agent.verdicts.track_record import shipped_track_record
 
-    assert "python:weak-random" not in shipped_track_record()  # a rule no held-out set has judged yet
-    v = verified(found("python:weak-random", evidence=SINK, cwe="CWE-330"))
+    assert "python:xpath-injection" not in shipped_track_record()  # a rule no held-out set has judged yet
+    v = verified(found("python:xpath-injection", evidence=SINK, cwe="CWE-643"))
     assert v.verdict == "NEEDS_HUMAN_REVIEW"
     assert HELD_BY_TIER in v.reason and "never judged on open-source history" in v.reason
-    assert v.finding.cwe == "CWE-330"
+    assert v.finding.cwe == "CWE-643"
     judged = {"ruff:B006": Record(right=0, debatable=5, wrong=0, commits=5)}  # debatable is not right
     v = verified(found("ruff:B006"), record=judged)
     assert v.verdict == "NEEDS_HUMAN_REVIEW" and "right in 0 of 5 findings" in v.reason
@@ -140,6 +140,9 @@ def test_code_broken_as_written_posts_except_what_ruff_cannot_decide() -> None:
     maybe = verified(found("ruff:F821", confidence="medium"), record=poor_f821)
     assert maybe.verdict == "NEEDS_HUMAN_REVIEW" and "right in 3 of 15" in maybe.reason
     assert verified(found("ruff:F821", confidence="medium")).verdict == "NEEDS_HUMAN_REVIEW"  # by the tier
+    # ...even where the rule's record (made mostly of the high-confidence shape) would prove it
+    proven_f821 = {"ruff:F821": Record(right=60, debatable=10, wrong=40, commits=90)}
+    assert verified(found("ruff:F821", confidence="medium"), record=proven_f821).verdict == "NEEDS_HUMAN_REVIEW"
     # a poor record still holds a listed rule back: the tier never overrides the record
     poor = {"ruff:F401": Record(right=0, debatable=0, wrong=5, commits=4)}
     v = verified(found("ruff:F401"), record=poor)
