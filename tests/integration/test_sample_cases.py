@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from agent.verdicts.track_record import poor_record, shipped_track_record
 from api.cli import app
 
 REPO = Path(__file__).resolve().parents[2]
@@ -42,13 +43,25 @@ def test_the_readme_eval_example_runs_on_the_shipped_cases(env: None, monkeypatc
     assert cases["sample-shell-from-form"] == {"id": "sample-shell-from-form", "tp": 1, "fp": 0, "fn": 1}
     assert cases["sample-sql-percent"]["tp"] == 1 and cases["sample-sql-percent"]["fn"] == 0
     assert cases["sample-clean-conversion"]["fp"] == 0
-    # posting every rule no record holds back, the planted problems are all found and the clean change
-    # is still left alone
+    # posting every rule no record holds back: the shared /tmp file's rule (bandit:B108) is held back by
+    # its held-out record (right in none of the findings judged at first sight), so recall stays at the
+    # two injections; with that record set aside the planted problems are all found, and the clean
+    # change is left alone either way
     monkeypatch.setenv("REVIEWLOOP_POSTING", "all")
+    assert poor_record(shipped_track_record().get("bandit:B108"))
+    scores = eval_scores()
+    assert cases_found(scores) == {"sample-shell-from-form": (1, 1), "sample-sql-percent": (1, 0)}
+    monkeypatch.setattr("agent.verdicts.track_record.shipped_track_record", dict)
+    monkeypatch.setattr("agent.verdicts.posting.shipped_track_record", dict)
     scores = eval_scores()
     assert scores["overall"]["recall"] == 1.0
     clean = next(c for c in scores["cases"] if c["id"] == "sample-clean-conversion")
     assert clean["fp"] == 0
+
+
+def cases_found(scores: dict[str, Any]) -> dict[str, tuple[int, int]]:
+    """Case id → (found, missed), for the cases with a planted problem."""
+    return {c["id"]: (c["tp"], c["fn"]) for c in scores["cases"] if c["tp"] or c["fn"]}
 
 
 def test_the_committed_cases_are_what_the_generator_builds(tmp_path: Path) -> None:

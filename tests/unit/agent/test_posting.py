@@ -281,3 +281,15 @@ def test_hygiene_in_a_type_stub_is_listed_but_a_missing_name_there_posts() -> No
     assert reason is not None and "type-stub" in reason
     missing = found("ruff:F821").model_copy(update={"path": "trio_typing/socket.pyi"})
     assert unearned_voice(missing, PeopleVotes(), record) is None  # type checkers fail on it
+
+
+def test_a_security_finding_repeated_across_files_keeps_a_thread_at_each_place() -> None:
+    a, b = (found("python:sql-interpolation", evidence=SINK, cwe="CWE-89") for _ in range(2))
+    b = b.model_copy(update={"path": "app2.py", "fingerprint": b.fingerprint + "2"})
+    inputs = VerifierInputs(
+        workspace=SnapshotWorkspace({"app.py": HEAD, "app2.py": HEAD}),
+        diff_index=DiffIndex(parse_unified_diff(DIFF + DIFF.replace("app.py", "app2.py"))),
+        people_votes=PeopleVotes(),
+        track_record={"python:sql-interpolation": Record(right=9, debatable=0, wrong=1, commits=8)},
+    )
+    assert [v.verdict for v in verify_findings([a, b], inputs)] == ["REAL", "REAL"]
