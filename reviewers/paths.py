@@ -64,7 +64,7 @@ _TEST_FILE = re.compile(
     r"(?:^|/)(?:test_[^/]*\.py|[^/]*_tests?\.py|tests\.py|[^/]*_test\.go|[^/]*\.(?:test|spec)\.[cm]?[jt]sx?|"
     r"[^/]*Tests?\.(?:java|kt|cs)|[^/]*_spec\.rb|conftest\.py)$|^test\.py$"
 )
-TEST_DIRECTORIES = frozenset({"tests", "test", "testing", "__tests__", "spec"})
+TEST_DIRECTORIES = frozenset({"tests", "test", "testing", "testsuite", "__tests__", "spec"})
 # At the repository's root only: `t/` holds the suite in Perl's convention and celery's family
 # (`t/unit/`, `t/integration/`, `t/certs/`); deeper down a `t` folder is anybody's.
 ROOT_TEST_DIRECTORIES = frozenset({"t"})
@@ -91,7 +91,8 @@ def language_of(path: str) -> str:
 def is_test_path(path: str) -> bool:
     """A test file by the usual names (`test_*.py`, `*_test.py`, `*_tests.py`, `tests.py`, a root-level
     `test.py`, `*_test.go`, `*.spec.ts`, `FooTest.java`, `*_spec.rb`, `conftest.py`) or by living under a
-    `tests/`, `test/`, `__tests__/` or `spec/` folder, or a `t/` folder at the root."""
+    `tests/`, `test/`, `testsuite/` (pycodestyle's and its plugins' test cases), `__tests__/` or `spec/`
+    folder, or a `t/` folder at the root."""
     folders = path.split("/")[:-1]
     return (
         bool(_TEST_FILE.search(path))

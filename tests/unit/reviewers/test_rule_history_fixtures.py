@@ -1622,3 +1622,11 @@ def test_a_bare_except_after_ctrl_c_is_let_through_is_deliberate(build_context: 
     swallowed = cleanup.replace("            raise\n", "            return\n")
     found = review("code_quality", build_context({}, {"purge.py": swallowed})).findings
     assert [f.rule for f in found] == ["ruff:E722"]
+
+
+def test_a_linters_testsuite_is_test_code_which_the_code_quality_reviewer_leaves_alone(build_context: Any) -> None:
+    # pycodestyle and its plugins keep their cases, deliberately bad code, under testsuite/
+    case = "#: N801\nclass notok:\n    pass\n\n\n#: N801\nclass notok:\n    pass\n\n\n@cool\ndef f():\n    pass\n"
+    files = {"testsuite/N801.py": case, "naming.py": "def check(node):\n    return nodes\n"}
+    found = review("code_quality", build_context({}, files)).findings
+    assert [(f.path, f.rule) for f in found] == [("naming.py", "ruff:F821")]
