@@ -363,7 +363,13 @@ def run(
         if not mirror.is_dir():
             print(f"[history] {repo}: no mirror at {mirror}, left out", file=sys.stderr)
             continue
-        commits, skipped[repo] = code_commits(mirror, per_repo=per_repo)
+        try:
+            commits, skipped[repo] = code_commits(mirror, per_repo=per_repo)
+        except subprocess.CalledProcessError as exc:  # a snapshot missing objects: `git log --numstat` fails
+            said = (exc.stderr or b"").decode("utf-8", errors="replace").strip().splitlines()
+            detail = said[-1:] or [f"git exited {exc.returncode}"]
+            print(f"[history] {repo}: its history cannot be read ({detail[0]}), left out", file=sys.stderr)
+            continue
         queues.append((repo, mirror, commits))
     # Round robin, newest first in each repository: a run cut short by the budget is still spread
     # over every repository instead of leaving the last ones out.

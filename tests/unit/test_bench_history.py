@@ -135,6 +135,16 @@ def test_the_held_out_repositories_are_reviewed_apart_from_the_tuned_ones(
     assert missing == list(HELD_OUT)
 
 
+def test_a_mirror_whose_history_cannot_be_read_is_left_out_with_its_reason(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # a snapshot missing objects makes `git log --numstat` fail; the set goes on without that repository
+    (tmp_path / "o+broken" / "repo").mkdir(parents=True)
+    assert main(["--mirrors", str(tmp_path), "--repos", "o/broken", "--judgements", str(tmp_path / "none.json")]) == 1
+    err = capsys.readouterr().err
+    assert "o/broken: its history cannot be read (" in err and "not a git repository" in err.lower()
+
+
 def test_a_credential_finding_s_value_is_not_republished_in_the_report() -> None:
     from bench.history import shown_evidence
 
