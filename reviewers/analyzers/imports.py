@@ -189,28 +189,33 @@ def names_imported_from(workspace: Workspace, path: str) -> frozenset[str]:
     """Names other files of the repository at head import from the Python module at `path`
     (`from pkg.compat import Mapping`, `from .compat import Mapping`) or read through its full path
     (`pkg.compat.Mapping`): such a name is the module's re-export, used, whatever the module itself
-    does with it. One search for the module's last name
-    after `from`, then each file found is parsed to see which module its import really names."""
+    does with it. One search (the module's last name after `from`, or its full dotted path), then
+    each file found is parsed to see which module its import really names."""
     module = _importable(python_module_name(path))
     stem = module.rsplit(".", 1)[-1]
     if not stem.isidentifier():
         return frozenset()
-    # both git's extended regular expressions and Python's `re` read this pattern
-    hits = workspace.search(rf"from +([.A-Za-z0-9_]*[.])?{stem} +import", max_hits=MAX_IMPORTER_HITS)
+    # both git's extended regular expressions and Python's `re` read these patterns; one search finds
+    # the files that import from the module and the lines that read a name through its full path
+    pattern = rf"from +([.A-Za-z0-9_]*[.])?{stem} +import"
+    dotted = re.escape(module) if "." in module else None
+    if dotted is not None:  # `authority.utils.register(...)`
+        pattern = rf"{pattern}|{dotted}\.[A-Za-z_]"
+    hits = workspace.search(pattern, max_hits=MAX_IMPORTER_HITS)
     names: set[str] = set()
-    for importer in sorted({hit.path for hit in hits if hit.path != path and language_of(hit.path) == "python"}):
+    importers = {hit.path for hit in hits if hit.path != path and language_of(hit.path) == "python"}
+    if dotted is not None:
+        read = re.compile(rf"(?<![\w.]){dotted}\.([A-Za-z_]\w*)")
+        for hit in hits:
+            if hit.path in importers:
+                names.update(read.findall(hit.text))
+    for importer in sorted(importers):
         text = workspace.read_file(importer)
         if text is None:
             continue
         for ref in python_imports(text, importer):
             if _importable(ref.module) == module:
                 names.update(ref.names)
-    if "." in module:  # `authority.utils.register(...)`: the name read through the module's full path
-        dotted = re.escape(module)
-        read = re.compile(rf"(?<![\w.]){dotted}\.([A-Za-z_]\w*)")
-        for hit in workspace.search(rf"{dotted}\.[A-Za-z_]", max_hits=MAX_IMPORTER_HITS):
-            if hit.path != path and language_of(hit.path) == "python":
-                names.update(read.findall(hit.text))
     return frozenset(names)
 
 
