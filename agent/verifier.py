@@ -172,18 +172,16 @@ def _fold_repeats(items: list[tuple[Finding, str]]) -> tuple[list[tuple[Finding,
     for n, (finding, _) in enumerate(items):
         if finding.rule not in MODEL_RULES and finding.category != "security":
             groups.setdefault((finding.rule, finding.title), []).append(n)
+    followers = {  # the first place of a repeat → the other places
+        members[0]: members[1:] for members in groups.values() if len({items[n][0].path for n in members}) > 1
+    }
+    folded = {n for others in followers.values() for n in others}
     kept: list[tuple[Finding, str]] = []
     repeats: list[VerifiedFinding] = []
-    folded: dict[int, list[Finding]] = {}
-    for members in groups.values():
-        paths = {items[n][0].path for n in members}
-        if len(paths) > 1:
-            folded[members[0]] = [items[n][0] for n in members[1:]]
-    skip = {id(f) for others in folded.values() for f in others}
     for n, (finding, why) in enumerate(items):
-        if id(finding) in skip:
+        if n in folded:
             continue
-        others = folded.get(n)
+        others = [items[m][0] for m in followers.get(n, [])]
         if others:
             places = ", ".join(_where(o) for o in others[:MAX_PLACES_NAMED])
             more = f" and {len(others) - MAX_PLACES_NAMED} more" if len(others) > MAX_PLACES_NAMED else ""

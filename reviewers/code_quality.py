@@ -18,7 +18,7 @@ from reviewers.analyzers.imports import names_imported_from
 from reviewers.analyzers.python2 import async_is_a_name, python2_project, without_python2_syntax
 from reviewers.analyzers.ruff import prefetch as ruff_prefetch
 from reviewers.analyzers.ruff import ruff_issues, unused_import_binding
-from reviewers.kernel.contracts import ReviewContext
+from reviewers.kernel.contracts import ReviewContext, SearchHit
 from reviewers.kernel.errors import AnalyzerError
 from reviewers.paths import is_test_path, language_of
 from reviewers.reviewer import Analysis, Analyzer, ReviewerSpec
@@ -73,16 +73,18 @@ def without_reexports(file: ChangedFile, issues: list[Issue], context: ReviewCon
 def _make_analyzer(context: ReviewContext) -> Analyzer:
     project: dict[str, bool] = {}
 
+    changed = {f.path for f in context.files}
+
+    def search(pattern: str) -> list[SearchHit]:
+        return context.workspace.search(pattern, max_hits=20)
+
     def is_python2_only() -> bool:  # the packaging files are read once per review, and only if asked
         if "python2" not in project:
-            search = lambda pattern: context.workspace.search(pattern, max_hits=20)  # noqa: E731
-            project["python2"] = python2_project(context.workspace.read_file, search, {f.path for f in context.files})
+            project["python2"] = python2_project(context.workspace.read_file, search, changed)
         return project["python2"]
 
     def reads_async_as_name() -> bool:  # a Python below 3.7, where `asyncio.async(...)` parses
         if "async_name" not in project:
-            search = lambda pattern: context.workspace.search(pattern, max_hits=20)  # noqa: E731
-            changed = {f.path for f in context.files}
             project["async_name"] = async_is_a_name(context.workspace.read_file, search, changed)
         return project["async_name"]
 

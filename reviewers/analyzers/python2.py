@@ -73,32 +73,32 @@ def python2_project(
 
 def declared_pythons(read_file: Callable[[str], str | None]) -> set[str]:
     """The major Python versions the packaging metadata names ({"2"} for a requirement below 3)."""
-    majors: set[str] = set()
-    for name in PACKAGING_FILES:
-        text = read_file(name)
-        if not text:
-            continue
-        majors.update(m.group("major") for m in _CLASSIFIER.finditer(text))
-        requires = _REQUIRES.search(text)
-        if requires and _BELOW_3.search(requires.group("spec")):
-            return {"2"}
-        if requires and _REQUIRES_MINIMUM.search(requires.group("spec")):
-            majors.add("3")  # `>=3.8`: a Python 3 project
-    return majors
+    return declared_versions(read_file)[0]
 
 
 def oldest_python3_minor(read_file: Callable[[str], str | None]) -> int | None:
     """The oldest Python 3 minor version the packaging metadata names (classifiers, `python_requires`)."""
+    return declared_versions(read_file)[1]
+
+
+def declared_versions(read_file: Callable[[str], str | None]) -> tuple[set[str], int | None]:
+    """What the packaging files say, read once: the major versions they name ({"2"} for a requirement
+    below 3) and the oldest Python 3 minor version (classifiers, `python_requires`/`requires-python`)."""
+    majors: set[str] = set()
     minors: list[int] = []
     for name in PACKAGING_FILES:
         text = read_file(name)
         if not text:
             continue
+        majors.update(m.group("major") for m in _CLASSIFIER.finditer(text))
         minors.extend(int(m.group("minor")) for m in _PYTHON3_MINOR.finditer(text))
         requires = _REQUIRES.search(text)
+        if requires and _BELOW_3.search(requires.group("spec")):
+            return {"2"}, None
         if requires and (low := _REQUIRES_MINIMUM.search(requires.group("spec"))):
+            majors.add("3")  # `>=3.8`: a Python 3 project
             minors.append(int(low.group("minor")) if low.group("minor") else int(low.group("above")) + 1)
-    return min(minors) if minors else None
+    return majors, min(minors) if minors else None
 
 
 def async_is_a_name(
@@ -106,10 +106,10 @@ def async_is_a_name(
 ) -> bool:
     """Whether the project runs on a Python that reads `async` as a name: it names Python 2 or a Python 3
     below 3.7, or, naming no Python at all, a module the change did not touch uses `async` as a name."""
-    oldest = oldest_python3_minor(read_file)
+    majors, oldest = declared_versions(read_file)
     if oldest is not None:
-        return oldest < 7 or "2" in declared_pythons(read_file)
-    if declared_pythons(read_file):
+        return oldest < 7 or "2" in majors
+    if majors:
         return True  # Python 2 named, no Python 3 minor: older than 3.7 either way
     return any(hit.path.endswith(".py") and hit.path not in changed for hit in search(ASYNC_NAME_STATEMENT))
 
@@ -185,12 +185,13 @@ def without_python2_syntax(
     ]
     older = [i for i in issues if accepted_before_python37(i, file.line_text(i.line))]
     dropped = {id(i) for i in python2} if python2 and is_python2_only() else set()
+    real = None
     if any(id(i) not in dropped for i in older) and reads_async_as_name():
-        kept = [i for i in issues if id(i) not in dropped and i not in older]
-        if not dropped and (real := syntax_error_after_async_names(file.text, older[0])) is not None:
-            kept.append(real)
-        return kept
-    return [i for i in issues if id(i) not in dropped] if dropped else issues
+        if not dropped:  # with Python 2 lines in the file, Python 3's parser cannot say what is left
+            real = syntax_error_after_async_names(file.text, older[0])
+        dropped |= {id(i) for i in older}
+    kept = [i for i in issues if id(i) not in dropped] if dropped else issues
+    return [*kept, real] if real is not None else kept
 
 
 def syntax_error_after_async_names(text: str, reported: Issue) -> Issue | None:

@@ -650,8 +650,8 @@ def python2_except_binding(tree: ast.Module | None, lines: Sequence[str], line: 
     undefined, on the `except` line and wherever the handler uses it; the module is Python 2 code,
     where the name is the exception caught; so is `except (A, B), e:` (a tuple of types, then the
     name). A parenthesized `except (A, e):` is a tuple of types in both languages and stays reported."""
-    undefined = _UNDEFINED.search(message)
-    return undefined is not None and python2_bound_name(tree, lines, line) == undefined.group("name")
+    name = undefined_name(message)
+    return name is not None and python2_bound_name(tree, lines, line) == name
 
 
 def python2_bound_name(tree: ast.Module | None, lines: Sequence[str], line: int) -> str | None:
@@ -923,8 +923,10 @@ def ruff_issues(file: ChangedFile) -> list[Issue]:
     if file.language != "python":
         return []
     issues: list[Issue] = []
+    facade: bool | None = None  # decided once per file, on its first unused import
     for diag in run_ruff_json(file.text, path=file.path):
         code = str(diag.get("code") or diag.get("name") or "")
+        said = str(diag.get("message") or "")
         location = diag.get("location") or {}
         end_location = diag.get("end_location") or {}
         line = int(location.get("row") or 0)
@@ -935,16 +937,19 @@ def ruff_issues(file: ChangedFile) -> list[Issue]:
         if code == "F401" and PurePosixPath(file.path).name in SITE_HOOK_MODULES:
             continue  # Python imports these at start-up: what they import, they import for its effect
         if code == "F401" and (
-            used_in_type_comment(file.text, str(diag.get("message") or ""))
-            or used_in_doctest(file.text, file.python_tree, line, str(diag.get("message") or ""))
-            or used_in_quoted_type(file.python_tree, line, str(diag.get("message") or ""))
-            or moved_out_and_imported_back(file, line, str(diag.get("message") or ""))
-            or availability_check(file.python_tree, line, str(diag.get("message") or ""))
+            used_in_type_comment(file.text, said)
+            or used_in_doctest(file.text, file.python_tree, line, said)
+            or used_in_quoted_type(file.python_tree, line, said)
+            or moved_out_and_imported_back(file, line, said)
+            or availability_check(file.python_tree, line, said)
             or noqa_on_statement(file.python_tree, file.lines, line, code)
-            or facade_module(file.python_tree)
-            or build_backend_hook(file.python_tree, line, str(diag.get("message") or ""))
+            or build_backend_hook(file.python_tree, line, said)
         ):
             continue
+        if code == "F401":
+            facade = facade_module(file.python_tree) if facade is None else facade
+            if facade:
+                continue
         if code == "BLE001" and not swallows(file.python_tree, line):
             continue
         if code == "B018" and touches_a_name(file.python_tree, line):
@@ -954,8 +959,8 @@ def ruff_issues(file: ChangedFile) -> list[Issue]:
         if code == "B006" and cli_framework_default(file.python_tree, line):
             continue
         if code == "F821" and (
-            python2_compat_name(file.python_tree, line, str(diag.get("message") or ""))
-            or python2_except_binding(file.python_tree, file.lines, line, str(diag.get("message") or ""))
+            python2_compat_name(file.python_tree, line, said)
+            or python2_except_binding(file.python_tree, file.lines, line, said)
         ):
             continue
         if code == "E722" and (reraises(file.python_tree, line) or interrupts_let_through(file.python_tree, line)):
@@ -974,11 +979,11 @@ def ruff_issues(file: ChangedFile) -> list[Issue]:
             continue  # `Class.__name__` entries are strings when the module runs
         if code == "F821" and any(i.rule == "ruff:F821" and i.title == diag.get("message") for i in issues):
             continue  # one missing name is one problem: its first use says it, the rest are its echo
-        if code == "F811" and _redefines_reported_import(str(diag.get("message") or ""), issues):
+        if code == "F811" and _redefines_reported_import(said, issues):
             continue  # the unused import it shadows is already reported: one cause, one thread
         if code == "invalid-syntax" and any(i.rule == "ruff:invalid-syntax" for i in issues):
             continue  # the first syntax error is the one to fix; those after it are mostly its echo
-        message = str(diag.get("message") or code)
+        message = said or code
         why = _WHY.get(code, "")
         confidence: Confidence = "high"
         if code == "F821" and not unbound_anywhere(file.python_tree, file.path, line, message):
@@ -1021,9 +1026,8 @@ def misspelled_imports(tree: ast.Module | None, issues: list[Issue]) -> list[Iss
     merged: list[Issue] = []
     meant: set[int] = set()
     for issue in issues:
-        missing = _UNDEFINED.search(issue.title) if issue.rule == "ruff:F821" else None
-        if missing is not None:
-            name = missing.group("name")
+        name = undefined_name(issue.title) if issue.rule == "ruff:F821" else None
+        if name is not None:
             close = [
                 (j, binding)
                 for j in issues
