@@ -3,14 +3,7 @@
 
 from __future__ import annotations
 
-import typer
-
-app = typer.Typer(
-    name="reviewloop",
-    help="A code-review agent for GitLab merge requests that learns from its reviewers' feedback.",
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-)
+from api.commands.app import app
 
 
 def main() -> None:
@@ -26,3 +19,6 @@ from api.commands import retrain as _retrain  # noqa: E402,F401
 from api.commands import review as _review  # noqa: E402,F401
 from api.commands import rl as _rl  # noqa: E402,F401
 from api.commands import service as _service  # noqa: E402,F401
+
+if __name__ == "__main__":
+    main()

@@ -8,11 +8,10 @@ from typing import Annotated
 import typer
 
 from agent.service_settings import Settings
-from api.cli import app
+from api.commands.app import app
 from reviewers.kernel.errors import InputError
 
-# `api.commands.service`'s helpers are imported inside the commands: that module imports `api.cli`,
-# which imports every command module, this one included (a cycle when service is imported first).
+# The database layer and the worker are imported inside the commands, so `reviewloop --help` stays light.
 
 reviews_app = typer.Typer(help="Merge-request reviews: the failed ones, and retrying them.", no_args_is_help=True)
 app.add_typer(reviews_app, name="reviews")

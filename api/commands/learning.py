@@ -17,8 +17,8 @@ import typer
 from rich.table import Column, Table
 
 from agent.service_settings import Settings
-from api.cli import app
 from api.commands import out
+from api.commands.app import app
 from reviewers.kernel.errors import ReviewloopError
 
 if TYPE_CHECKING:

@@ -15,8 +15,8 @@ import typer
 from rich.table import Table
 
 from agent.service_settings import Settings
-from api.cli import app
 from api.commands import out
+from api.commands.app import app
 from reviewers.kernel.errors import ReviewloopError
 
 BUSY_EXIT = 75  # sysexits EX_TEMPFAIL: nothing is wrong, try again later

@@ -21,7 +21,7 @@ from agent.context import ReviewRequest
 from agent.evaluation import ExpectedFinding, MatchResult, NegativeLine, match_findings, score_matches
 from agent.reporter import REPORT_FORMATS, ReportFormat, render_report, shown
 from agent.service_settings import Settings
-from api.cli import app
+from api.commands.app import app
 from reviewers.kernel.contracts import SEVERITY_RANK, NotReviewed, Severity
 from reviewers.kernel.errors import ReviewloopError
 

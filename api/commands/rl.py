@@ -18,8 +18,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from agent.service_settings import Settings
-from api.cli import app
 from api.commands import out
+from api.commands.app import app
 from api.commands.dev import dev_app
 from api.commands.learning import train_app
 from reviewers.kernel.errors import ReviewloopError

@@ -22,7 +22,7 @@ import typer
 from rich.console import Console
 
 from agent.service_settings import Settings
-from api.cli import app
+from api.commands.app import app
 from reviewers.kernel.errors import ReviewloopError
 
 if TYPE_CHECKING:
