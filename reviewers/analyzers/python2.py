@@ -57,6 +57,12 @@ _PYTHON2_LINE = re.compile(
     r"^\s*print\b(?!\s*\()(?!\s*=)|^\s*exec\s+[^\s(=]|^\s*except\s+[^:]+,\s*\w+\s*:|^\s*raise\s+[\w.]+\s*,|"
     r"`|<>|(?<![\w.'\"/:-])0[0-7]+\b|\bur['\"]|^\t|^ +\t"
 )
+# Tuple parameters (`def visit(self, node, (left, right)):`, `lambda (k, v): v`): a parameter that
+# opens a parenthesis where Python 3 wants a name. Checked over the whole statement, whose error ruff
+# may report on a continuation line.
+_TUPLE_PARAMETER = re.compile(r"^\s*def\s+\w+\s*\((?:[^()]*,)?\s*\(|\blambda\s*\(")
+_STRING_OR_COMMENT = re.compile(r"'(?:\\.|[^'\\])*'|\"(?:\\.|[^\"\\])*\"|#.*")
+STATEMENT_LOOKBACK = 12  # lines searched above an error for the start of a bracketed statement
 
 
 def python2_project(
@@ -66,9 +72,21 @@ def python2_project(
     (or requires a Python below 3), or, naming neither, a module the change did not touch has a
     Python 2 statement."""
     declared = declared_pythons(read_file)
-    return declared == {"2"} or (
-        not declared and (python2_elsewhere(search, changed) or python2_in_change(read_file, changed))
+    return (
+        declared == {"2"}
+        or converted_by_2to3(read_file)
+        or (not declared and (python2_elsewhere(search, changed) or python2_in_change(read_file, changed)))
     )
+
+
+_USE_2TO3 = re.compile(r"\buse_2to3\s*[=:]\s*(?!False\b|false\b|0\b)\S")
+
+
+def converted_by_2to3(read_file: Callable[[str], str | None]) -> bool:
+    """Whether the project's source is Python 2 that setuptools converts for Python 3 at install
+    (`use_2to3=True` in `setup.py` or `setup.cfg`): the source is Python 2 whatever the classifiers
+    say, and Python 3 never reads it as written."""
+    return any((text := read_file(name)) and _USE_2TO3.search(text) for name in ("setup.py", "setup.cfg"))
 
 
 def declared_pythons(read_file: Callable[[str], str | None]) -> set[str]:
@@ -154,16 +172,35 @@ def python2_elsewhere(search: Callable[[str], Sequence[SearchHit]], changed: Col
     return any(hit.path.endswith(".py") and hit.path not in changed for hit in search(PYTHON2_STATEMENT))
 
 
-def accepted_by_python2(issue: Issue, line_text: str) -> bool:
+def accepted_by_python2(issue: Issue, line_text: str, statement: str = "") -> bool:
     """Whether Python 2 runs what this ruff finding calls broken: a syntax error on a line of Python 2
-    syntax, a Python 2 builtin ruff calls undefined, `print >>stream` (F633), or the name Python 2's
-    `except E, e:` binds being caught twice (B025)."""
+    syntax or in a statement with tuple parameters (`statement`: its text from its first line to the
+    reported one), a Python 2 builtin ruff calls undefined, `print >>stream` (F633), or the name Python
+    2's `except E, e:` binds being caught twice (B025)."""
     code = issue.rule.removeprefix("ruff:")
     if code == "invalid-syntax":
-        return bool(_PYTHON2_LINE.search(line_text))
+        return bool(_PYTHON2_LINE.search(line_text) or _TUPLE_PARAMETER.search(statement or line_text))
     if code == "F821":
         return undefined_name(issue.title) in PYTHON2_BUILTINS
     return code in ("F633", "B025") and bool(_PYTHON2_LINE.search(line_text))
+
+
+def statement_text(text: str, line: int) -> str:
+    """The statement that `line` (1-based) belongs to, from its first line: the nearest line above
+    whose brackets are still open at `line` (at most STATEMENT_LOOKBACK lines up), else the line
+    itself. Strings and comments are left out of the count; no parse (the file parses in one Python
+    at most)."""
+    lines = text.splitlines()
+    if not 1 <= line <= len(lines):
+        return ""
+    start, depth = line, 0
+    for k in range(line - 1, max(0, line - 1 - STATEMENT_LOOKBACK), -1):
+        code = _STRING_OR_COMMENT.sub("", lines[k - 1])
+        depth += sum(code.count(c) for c in "([{") - sum(code.count(c) for c in ")]}")
+        if depth > 0:
+            start, depth = k, 0
+            break
+    return "\n".join(lines[start - 1 : line])
 
 
 CANDIDATE_CODES = frozenset({"invalid-syntax", "F821", "F633", "B025"})
@@ -181,7 +218,8 @@ def without_python2_syntax(
     python2 = [
         i
         for i in issues
-        if i.rule.removeprefix("ruff:") in CANDIDATE_CODES and accepted_by_python2(i, file.line_text(i.line))
+        if i.rule.removeprefix("ruff:") in CANDIDATE_CODES
+        and accepted_by_python2(i, file.line_text(i.line), statement_text(file.text, i.line))
     ]
     older = [i for i in issues if accepted_before_python37(i, file.line_text(i.line))]
     dropped = {id(i) for i in python2} if python2 and is_python2_only() else set()

@@ -19,7 +19,7 @@ command; see `cli_framework_default`), BLE001 that does not swallow the error (o
 that catches only what its `try` raised), S110/S112/BLE001 around one cleanup call
 (`sock.close()`), unused imports in a package's `__init__`, and F401 on an import a `# type:`
 comment uses (mypy reads it; ruff does not), and F821 on a Python 2 builtin (`unicode`, `long`,
-`xrange`) inside a Python 2 compatibility branch (see `python2_compat_name`), F821 on the name
+`xrange`) inside a Python 2 compatibility branch (see `compat_branch_name`), F821 on the name
 Python 2's `except ValueError, e:` binds (`python2_except_binding`), E722 on a bare `except:` that
 re-raises (`reraises`), F401 on a module imported inside a function for its side effects
 (`side_effect_import`), PLE0604 on an `__all__` whose only non-strings are `X.__name__`
@@ -471,13 +471,21 @@ def _spans(nodes: list[ast.stmt], line: int) -> bool:
     return any(n.lineno <= line <= (n.end_lineno or n.lineno) for n in nodes)
 
 
-def python2_compat_name(tree: ast.Module | None, line: int, message: str) -> bool:
-    """Whether an F821 on `line` is a Python 2 builtin (`unicode`, `long`) named where only Python 2
-    runs it: in a branch of an `if`/`else` (or a conditional expression) whose test reads a version
-    flag (`PY2`, `six.PY3`, `sys.version_info`), or in the body of a `try` whose handler catches
+# ruff's F821 on a builtin of a newer Python than it reads the file as: "Undefined name `frozendict`.
+# Consider specifying `requires-python = ">= 3.15"` …".
+_NEWER_PYTHON_BUILTIN = re.compile(r"requires-python\s*=\s*\"\s*>=\s*3\.\d+")
+
+
+def compat_branch_name(tree: ast.Module | None, line: int, message: str) -> bool:
+    """Whether an F821 on `line` is a builtin of another Python — Python 2's (`unicode`, `long`), or
+    one ruff says a newer Python has (`frozendict` in 3.15) — named where only that Python runs it:
+    in a branch of an `if`/`else` (or a conditional expression) whose test reads a version flag
+    (`PY2`, `six.PY3`, `sys.version_info`), or in the body of a `try` whose handler catches
     NameError. Both branches count: `if PY3: ... else: text_type = unicode` is the same idiom."""
     undefined = _UNDEFINED.search(message)
-    if tree is None or undefined is None or undefined.group("name") not in PYTHON2_BUILTINS:
+    if tree is None or undefined is None:
+        return False
+    if undefined.group("name") not in PYTHON2_BUILTINS and not _NEWER_PYTHON_BUILTIN.search(message):
         return False
     for node in ast.walk(tree):
         if isinstance(node, ast.If | ast.IfExp) and node.lineno <= line <= (node.end_lineno or node.lineno):
@@ -884,6 +892,29 @@ def unused_import_binding(tree: ast.Module | None, line: int, message: str) -> s
     return None
 
 
+_INTERFACE_BASE = re.compile(r"^(?:Interface|I[A-Z]\w*)$")
+
+
+def interface_method(tree: ast.Module | None, line: int) -> bool:
+    """Whether the `def` on `line` declares a method of a zope.interface interface: a class of a module
+    that imports zope.interface, based on `Interface` or on another interface (`IKeyed`, by the
+    `I` + capital convention). Interface methods are declared without `self` (`def __and__(other):`):
+    the declaration documents the method its implementations take with `self`."""
+    if tree is None or not any(
+        (isinstance(n, ast.ImportFrom) and (n.module or "").startswith("zope.interface"))
+        or (isinstance(n, ast.Import) and any(a.name.startswith("zope.interface") for a in n.names))
+        for n in ast.walk(tree)
+    ):
+        return False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and any(
+            isinstance(d, ast.FunctionDef | ast.AsyncFunctionDef) and d.lineno == line for d in node.body
+        ):
+            bases = [b.attr if isinstance(b, ast.Attribute) else getattr(b, "id", "") for b in node.bases]
+            return any(_INTERFACE_BASE.match(b) for b in bases)
+    return False
+
+
 def names_at_run_time(tree: ast.Module | None, line: int) -> bool:
     """Whether every entry of the `__all__` on `line` that is not a string literal is `X.__name__`:
     a string once the module runs, which ruff cannot see (PLE0604). An entry that is a bare name, a
@@ -918,13 +949,26 @@ def _redefines_reported_import(message: str, issues: Sequence[Issue]) -> bool:
     return match is not None and any(i.rule == "ruff:F401" and i.line == int(match.group("line")) for i in issues)
 
 
+def first_syntax_error_line(diagnostics: Sequence[dict[str, Any]]) -> int | None:
+    """The line of the file's first syntax error, changed or not: the parser's later errors are
+    mostly its echo (an `Unexpected indentation` under a header it could not read)."""
+    rows = [
+        int((d.get("location") or {}).get("row") or 0)
+        for d in diagnostics
+        if (d.get("code") or d.get("name")) == "invalid-syntax"
+    ]
+    return min(rows) if rows else None
+
+
 def ruff_issues(file: ChangedFile) -> list[Issue]:
     """ruff's defects on the lines this change added."""
     if file.language != "python":
         return []
     issues: list[Issue] = []
     facade: bool | None = None  # decided once per file, on its first unused import
-    for diag in run_ruff_json(file.text, path=file.path):
+    diagnostics = run_ruff_json(file.text, path=file.path)
+    first_syntax_error = first_syntax_error_line(diagnostics)
+    for diag in diagnostics:
         code = str(diag.get("code") or diag.get("name") or "")
         said = str(diag.get("message") or "")
         location = diag.get("location") or {}
@@ -932,6 +976,8 @@ def ruff_issues(file: ChangedFile) -> list[Issue]:
         line = int(location.get("row") or 0)
         if not code or not file.is_changed(line) or (file.partial and code in WHOLE_FILE_RULES):
             continue
+        if code == "invalid-syntax" and line != first_syntax_error:
+            continue  # the echo of an earlier error, one the change may not have written (on a line it kept)
         if code in ("F401", "F403") and file.path.endswith("__init__.py"):
             continue  # imports in a package's __init__ are usually deliberate re-exports
         if code == "F401" and PurePosixPath(file.path).name in SITE_HOOK_MODULES:
@@ -959,7 +1005,7 @@ def ruff_issues(file: ChangedFile) -> list[Issue]:
         if code == "B006" and cli_framework_default(file.python_tree, line):
             continue
         if code == "F821" and (
-            python2_compat_name(file.python_tree, line, said)
+            compat_branch_name(file.python_tree, line, said)
             or python2_except_binding(file.python_tree, file.lines, line, said)
         ):
             continue
@@ -975,6 +1021,8 @@ def ruff_issues(file: ChangedFile) -> list[Issue]:
             best_effort_cleanup(file.python_tree, line) or explained_swallow(file.text, file.python_tree, line)
         ):
             continue
+        if code == "PLE0302" and interface_method(file.python_tree, line):
+            continue  # zope.interface declares methods without `self`
         if code == "PLE0604" and names_at_run_time(file.python_tree, line):
             continue  # `Class.__name__` entries are strings when the module runs
         if code == "F821" and any(i.rule == "ruff:F821" and i.title == diag.get("message") for i in issues):

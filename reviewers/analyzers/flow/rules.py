@@ -122,7 +122,9 @@ REQUEST_PARTS = frozenset(
      "get_json", "data", "get_data", "body", "files", "headers", "cookies", "query", "params", "match_info",
      "query_string", "content", "text", "stream", "post", "read", "url", "path", "full_path", "raw_uri"}
 )  # fmt: skip
-SOURCE_CALLS = frozenset({"input", "raw_input", "sys.stdin.read", "sys.stdin.readline", "click.prompt", "typer.prompt"})
+# Interactive input only. What a program reads from its standard input is what its operator (or the
+# parent process that started it) pipes in: a file they chose, of unknown origin like any file it reads.
+SOURCE_CALLS = frozenset({"input", "raw_input", "click.prompt", "typer.prompt"})
 SOURCE_ATTRIBUTES = frozenset({"sys.argv"})
 ROUTE_DECORATORS = frozenset(
     {"route", "get", "post", "put", "patch", "delete", "api_route", "websocket", "api_view", "view_config"}

@@ -284,3 +284,13 @@ def test_query_builders_bind_their_values_and_their_exists_is_no_file_check() ->
     assert found(orm + helper + view + "    return db.session.execute(by_name(name)).all()\n") == []
     mutated = "    session = {}\n    session.update(request.args)\n    return db.session.execute(session['q']).all()\n"
     assert ("CWE-89", "high") in found(orm + view + mutated)
+
+
+def test_standard_input_is_the_operators_file_and_a_prompt_is_a_source() -> None:
+    # A child process reading what its parent pipes in (a pickled sys.path from the test that starts it):
+    # data of unknown origin, as from any file the program reads, and no request data.
+    child = "import pickle\nimport sys\n\nif __name__ == '__main__':\n    sys.path = pickle.loads(sys.stdin.read())\n"
+    assert issues(child) == []
+    # What the person at the keyboard types into a shell command still crosses into the shell.
+    prompt = "def main():\n    os.system('grep ' + input('pattern: '))\n"
+    assert found(prompt) == [("CWE-78", "high")]

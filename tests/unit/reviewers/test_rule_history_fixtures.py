@@ -1630,3 +1630,90 @@ def test_a_linters_testsuite_is_test_code_which_the_code_quality_reviewer_leaves
     files = {"testsuite/N801.py": case, "naming.py": "def check(node):\n    return nodes\n"}
     found = review("code_quality", build_context({}, files)).findings
     assert [(f.path, f.rule) for f in found] == [("naming.py", "ruff:F821")]
+
+
+# --- the 77th-87th held-out sets: Python 2 tuple parameters, and source that 2to3 converts -------------
+
+TUPLE_PARAMETERS = (
+    "class Visitor(object):\n    def visit_rule(self, node, (label, equals, expression)):\n        return label\n\n"
+    "    def visit_group(self, node, (left, _1,\n                                 expression, _2,\n"
+    "                                 right)):\n        return expression\n\n\nKEY = lambda (k, v): k\n"
+)
+
+
+def test_tuple_parameters_are_python2_syntax_on_one_line_or_several(build_context: Any) -> None:
+    from reviewers.analyzers.python2 import statement_text
+
+    # ruff may report the error of a multi-line `def` on its last line: the statement is read whole.
+    assert statement_text(TUPLE_PARAMETERS, 7).startswith("    def visit_group(self, node, (left, _1,\n")
+    assert statement_text(TUPLE_PARAMETERS, 2) == "    def visit_rule(self, node, (label, equals, expression)):"
+    files = {"setup.py": PY2_SETUP, "peg/grammar.py": TUPLE_PARAMETERS}
+    assert review("code_quality", build_context({}, files)).findings == []
+    # The same code where the project names Python 3 does not parse where it runs.
+    both = PY2_SETUP.replace("2.7',\n", "2.7',\n        'Programming Language :: Python :: 3.3',\n")
+    found = review("code_quality", build_context({}, {"setup.py": both, "peg/grammar.py": TUPLE_PARAMETERS})).findings
+    assert [f.rule for f in found] == ["ruff:invalid-syntax"]
+    # A parenthesised default (`def f(self, key=(1, 2))`) is Python 3 too: a typo after it still reports.
+    typo = "def visit(self, node, key=(1, 2)):\n    return node[key]]\n"
+    found = review("code_quality", build_context({}, {"setup.py": PY2_SETUP, "peg/grammar.py": typo})).findings
+    assert [f.rule for f in found] == ["ruff:invalid-syntax"]
+
+
+def test_source_that_2to3_converts_at_install_is_python2_whatever_the_classifiers_say(build_context: Any) -> None:
+    from reviewers.analyzers.python2 import converted_by_2to3
+
+    setup = (
+        "import sys\nfrom setuptools import setup\n\nsetup(\n    name='peg',\n    classifiers=[\n"
+        "        'Programming Language :: Python :: 2.7',\n        'Programming Language :: Python :: 3.3',\n"
+        "    ],\n    use_2to3=sys.version_info >= (3,),\n)\n"
+    )
+    module = "def visit(node, tb):\n    raise VisitationError, (node,), tb\n"
+    assert converted_by_2to3({"setup.py": setup}.get)
+    assert not converted_by_2to3({"setup.py": setup.replace("sys.version_info >= (3,)", "False")}.get)
+    assert not converted_by_2to3({}.get)
+    assert review("code_quality", build_context({}, {"setup.py": setup, "peg/nodes.py": module})).findings == []
+    without = setup.replace("use_2to3=sys.version_info >= (3,)", "zip_safe=sys.platform != 'win32'")
+    found = review("code_quality", build_context({}, {"setup.py": without, "peg/nodes.py": module})).findings
+    assert [f.rule for f in found] == ["ruff:invalid-syntax"]
+    # A real syntax error is one before 2to3 too.
+    typo = module.replace("raise VisitationError, (node,), tb", "return node]")
+    found = review("code_quality", build_context({}, {"setup.py": setup, "peg/nodes.py": typo})).findings
+    assert [f.rule for f in found] == ["ruff:invalid-syntax"]
+
+
+def test_a_syntax_error_on_a_line_the_change_kept_is_not_reported_through_its_echo(build_context: Any) -> None:
+    # A docstring added under a header that never parsed in Python 3: ruff's first error is on the
+    # header (unchanged), its echo ("Unexpected indentation") on the new docstring.
+    before = "def diff(img1, img2, (x1, y1), (x2, y2)):\n    return img1\n"
+    after = before.replace("    return", '    """Compare two images."""\n    return')
+    files = {"imgdiff.py": after}
+    assert review("code_quality", build_context({"imgdiff.py": before}, files)).findings == []
+    # A new file: the first error is the change's own.
+    found = review("code_quality", build_context({}, files)).findings
+    assert [(f.rule, f.line) for f in found] == [("ruff:invalid-syntax", 1)]
+
+
+def test_a_newer_pythons_builtin_under_a_version_check_is_defined_where_it_runs(build_context: Any) -> None:
+    # ruff reads the file as one Python; `frozendict` is a builtin from 3.15 on (PEP 814).
+    encoder = (
+        "import sys\n\nif sys.version_info >= (3, 15):\n    DICT_TYPES = (dict, frozendict)\nelse:\n"
+        "    DICT_TYPES = dict\n\n\ndef is_object(value):\n    return isinstance(value, DICT_TYPES)\n"
+    )
+    assert review("code_quality", build_context({}, {"json/encoder.py": encoder})).findings == []
+    # Outside the check, older Pythons raise NameError.
+    unguarded = encoder + "\n\ndef freeze(value):\n    return frozendict(value)\n"
+    found = review("code_quality", build_context({}, {"json/encoder.py": unguarded})).findings
+    assert [(f.rule, f.line) for f in found] == [("ruff:F821", 14)]
+
+
+def test_a_zope_interface_declares_its_methods_without_self(build_context: Any) -> None:
+    interfaces = (
+        "from zope.interface import Interface\n\n\nclass IKeyed(Interface):\n    def keys():\n"
+        '        """The keys."""\n\n\nclass ISet(IKeyed):\n    def __and__(other):\n'
+        '        """The intersection."""\n'
+    )
+    assert review("code_quality", build_context({}, {"btrees/interfaces.py": interfaces})).findings == []
+    # The same method in a plain class is missing its `self`.
+    plain = "class Set(object):\n    def __and__(other):\n        return other\n"
+    found = review("code_quality", build_context({}, {"btrees/sets.py": plain})).findings
+    assert [f.rule for f in found] == ["ruff:PLE0302"]
