@@ -79,13 +79,13 @@ def python2_project(
     )
 
 
-_USE_2TO3 = re.compile(r"\buse_2to3\s*[=:]\s*(?!False\b|false\b|0\b)\S")
+_USE_2TO3 = re.compile(r"\buse_2to3['\"]?\s*[=:]\s*(?!False\b|false\b|0\b)\S")
 
 
 def converted_by_2to3(read_file: Callable[[str], str | None]) -> bool:
     """Whether the project's source is Python 2 that setuptools converts for Python 3 at install
-    (`use_2to3=True` in `setup.py` or `setup.cfg`): the source is Python 2 whatever the classifiers
-    say, and Python 3 never reads it as written."""
+    (`use_2to3=True` in `setup.py`, as a keyword or in a dict of them, or in `setup.cfg`): the source
+    is Python 2 whatever the classifiers say, and Python 3 never reads it as written."""
     return any((text := read_file(name)) and _USE_2TO3.search(text) for name in ("setup.py", "setup.cfg"))
 
 

@@ -605,6 +605,37 @@ def noqa_on_statement(tree: ast.Module | None, lines: Sequence[str], line: int, 
     return False
 
 
+# The same check in pylint's words: an author who wrote `# pylint: disable=bare-except` on the line
+# has said the bare except is meant, as a noqa comment naming E722 would to ruff.
+_BARE = frozenset({"bare-except", "w0702"})
+_BROAD = frozenset({"broad-except", "broad-exception-caught", "w0703", "w0718"})
+PYLINT_NAMES: dict[str, frozenset[str]] = {
+    "E722": _BARE,
+    "BLE001": _BROAD,
+    "S110": _BARE | _BROAD,  # a handler the author marked as meant is meant to swallow, `pass` and all
+    "S112": _BARE | _BROAD,
+    "F401": frozenset({"unused-import", "w0611"}),
+    "F841": frozenset({"unused-variable", "w0612"}),
+    "F821": frozenset({"undefined-variable", "e0602"}),
+}
+_PYLINT_DISABLE = re.compile(r"#\s*pylint\s*:\s*disable(?P<next>-next)?\s*=\s*(?P<names>[\w\-, ]+)", re.I)
+
+
+def pylint_disabled(lines: Sequence[str], line: int, code: str) -> bool:
+    """Whether pylint's own name for `code` is disabled on `line` (`# pylint: disable=bare-except`)
+    or on the line above it with `disable-next=`."""
+    names = PYLINT_NAMES.get(code)
+    if not names or not 1 <= line <= len(lines):
+        return False
+    for text, wanted_next in ((lines[line - 1], False), (lines[line - 2] if line > 1 else "", True)):
+        for found in _PYLINT_DISABLE.finditer(text):
+            if bool(found.group("next")) == wanted_next and names & {
+                n.strip().lower() for n in found.group("names").split(",")
+            }:
+                return True
+    return False
+
+
 def facade_module(tree: ast.Module | None) -> bool:
     """Whether the module is nothing but imports (a docstring, `__all__`, `try:` imports with their
     fallbacks): it exists to re-export them (`pkg/httpexceptions.py` naming webob's exceptions)."""
@@ -996,6 +1027,8 @@ def ruff_issues(file: ChangedFile) -> list[Issue]:
             facade = facade_module(file.python_tree) if facade is None else facade
             if facade:
                 continue
+        if code in PYLINT_NAMES and pylint_disabled(file.lines, line, code):
+            continue  # the author suppressed the same check in pylint's words
         if code == "BLE001" and not swallows(file.python_tree, line):
             continue
         if code == "B018" and touches_a_name(file.python_tree, line):

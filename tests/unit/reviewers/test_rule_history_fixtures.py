@@ -1669,6 +1669,9 @@ def test_source_that_2to3_converts_at_install_is_python2_whatever_the_classifier
     )
     module = "def visit(node, tb):\n    raise VisitationError, (node,), tb\n"
     assert converted_by_2to3({"setup.py": setup}.get)
+    # nose's form: the keywords gathered in a dict first (`extra = {'use_2to3': True}`).
+    assert converted_by_2to3({"setup.py": "extra = {'use_2to3': True,\n         'test_suite': 'tests'}\n"}.get)
+    assert not converted_by_2to3({"setup.py": "extra = {'use_2to3': False}\n"}.get)
     assert not converted_by_2to3({"setup.py": setup.replace("sys.version_info >= (3,)", "False")}.get)
     assert not converted_by_2to3({}.get)
     assert review("code_quality", build_context({}, {"setup.py": setup, "peg/nodes.py": module})).findings == []
@@ -1717,3 +1720,18 @@ def test_a_zope_interface_declares_its_methods_without_self(build_context: Any) 
     plain = "class Set(object):\n    def __and__(other):\n        return other\n"
     found = review("code_quality", build_context({}, {"btrees/sets.py": plain})).findings
     assert [f.rule for f in found] == ["ruff:PLE0302"]
+
+
+def test_a_bare_except_the_author_disabled_in_pylints_words_is_meant(build_context: Any) -> None:
+    callback = (
+        "def on_error(watcher, handle):\n    try:\n        handle(watcher)\n"
+        "    except: # pylint: disable=bare-except\n        pass\n"
+    )
+    assert review("code_quality", build_context({}, {"loop.py": callback})).findings == []
+    above = callback.replace("    except: # pylint: disable=bare-except\n", "    # pylint: disable-next=W0702\n    except:\n")
+    assert review("code_quality", build_context({}, {"loop.py": above})).findings == []
+    # Another check disabled, or none: the bare except stands.
+    for other in ("# pylint: disable=broad-except", ""):
+        text = callback.replace("# pylint: disable=bare-except", other)
+        found = review("code_quality", build_context({}, {"loop.py": text})).findings
+        assert [f.rule for f in found] == ["ruff:E722"], other
