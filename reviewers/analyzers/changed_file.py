@@ -53,6 +53,9 @@ ROOT_VENDOR_DIRS = frozenset({"vendor"})
 # Bootstrap scripts projects copied verbatim from setuptools and distribute (`python ez_setup.py`
 # installed setuptools before pip existed): third-party code under the project's own name.
 VENDORED_FILES = frozenset({"ez_setup.py", "distribute_setup.py"})
+# zc.buildout's `bootstrap.py`, copied into every buildout project's root: known by its docstring,
+# since a `bootstrap.py` of a project's own is common.
+BUILDOUT_BOOTSTRAP = "Bootstrap a buildout-based project"
 
 
 # A text larger than this gets the safe scan only (the local workspace reads no more than this
@@ -84,6 +87,8 @@ def unanalyzable(path: str, text: str) -> tuple[CoverageReason, str] | None:
         return "vendored", f"third-party code kept under {kept_under}/"
     if path.rsplit("/", 1)[-1] in VENDORED_FILES:
         return "vendored", "a bootstrap script copied from setuptools or distribute"
+    if path == "bootstrap.py" and BUILDOUT_BOOTSTRAP in text[:4096]:
+        return "vendored", "zc.buildout's bootstrap script, copied in"
     return None
 
 

@@ -112,12 +112,15 @@ def test_vendored_third_party_code_gets_the_secrets_scan_and_is_named(build_cont
         "web/node_modules/left-pad/index.js": "el.innerHTML = location.hash;\n",
         "shop/vendor/models.py": shell,  # a project's own module about vendors: reviewed
         "ez_setup.py": shell,  # setuptools' bootstrap script, copied in by name
+        "bootstrap.py": '"""Bootstrap a buildout-based project\n"""\n' + shell,  # zc.buildout's, by its docstring
+        "tools/bootstrap.py": shell,  # a project's own bootstrap: reviewed
         "app/a.py": A,
     }
     result = security(build_context({}, files))
     assert {(f.path, f.rule) for f in result.findings} == {
         ("app/a.py", "python:shell-interpolation"),
         ("shop/vendor/models.py", "python:shell-interpolation"),
+        ("tools/bootstrap.py", "python:shell-interpolation"),
         ("src/pkg/_vendor/urllib3/util.py", "secrets:known-prefix"),
     }
     named = {n.path: (n.reason, n.detail) for n in result.not_reviewed}
@@ -126,6 +129,7 @@ def test_vendored_third_party_code_gets_the_secrets_scan_and_is_named(build_cont
         "src/pkg/_vendor/urllib3/util.py": "vendored",
         "web/node_modules/left-pad/index.js": "vendored",
         "ez_setup.py": "vendored",
+        "bootstrap.py": "vendored",
     }
     assert "third-party code kept under src/pkg/_vendor/" in named["src/pkg/_vendor/urllib3/util.py"][1]
     assert all("secrets scanned only" in d for _, d in named.values())
