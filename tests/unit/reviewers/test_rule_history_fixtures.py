@@ -1728,7 +1728,9 @@ def test_a_bare_except_the_author_disabled_in_pylints_words_is_meant(build_conte
         "    except: # pylint: disable=bare-except\n        pass\n"
     )
     assert review("code_quality", build_context({}, {"loop.py": callback})).findings == []
-    above = callback.replace("    except: # pylint: disable=bare-except\n", "    # pylint: disable-next=W0702\n    except:\n")
+    above = callback.replace(
+        "    except: # pylint: disable=bare-except\n", "    # pylint: disable-next=W0702\n    except:\n"
+    )
     assert review("code_quality", build_context({}, {"loop.py": above})).findings == []
     # Another check disabled, or none: the bare except stands.
     for other in ("# pylint: disable=broad-except", ""):
