@@ -946,6 +946,25 @@ def interface_method(tree: ast.Module | None, line: int) -> bool:
     return False
 
 
+_BRACE_FIELD = re.compile(r"\{[^{}]*\}")
+_PERCENT_FIELD = re.compile(r"%[-#0 +]*[\d*]*(?:\.[\d*]+)?[sdrifgeExXoca%(]")
+
+
+def brace_style_log_call(tree: ast.Module | None, line: int) -> bool:
+    """Whether the logging call on `line` passes a `str.format` message (`"deleting {}"`, no `%`
+    directive): a logger of the project's own that formats with braces (beets' StrFormatLogger,
+    a `BraceMessage` adapter), whose arguments ruff counts against `%` placeholders."""
+    if tree is None:
+        return False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and node.lineno <= line <= (node.end_lineno or node.lineno) and node.args:
+            message = node.args[0]
+            if isinstance(message, ast.Constant) and isinstance(message.value, str):
+                text = message.value
+                return bool(_BRACE_FIELD.search(text)) and not _PERCENT_FIELD.search(text)
+    return False
+
+
 def names_at_run_time(tree: ast.Module | None, line: int) -> bool:
     """Whether every entry of the `__all__` on `line` that is not a string literal is `X.__name__`:
     a string once the module runs, which ruff cannot see (PLE0604). An entry that is a bare name, a
@@ -1054,6 +1073,8 @@ def ruff_issues(file: ChangedFile) -> list[Issue]:
             best_effort_cleanup(file.python_tree, line) or explained_swallow(file.text, file.python_tree, line)
         ):
             continue
+        if code in ("PLE1205", "PLE1206") and brace_style_log_call(file.python_tree, line):
+            continue  # the project's logger formats with str.format
         if code == "PLE0302" and interface_method(file.python_tree, line):
             continue  # zope.interface declares methods without `self`
         if code == "PLE0604" and names_at_run_time(file.python_tree, line):

@@ -1737,3 +1737,17 @@ def test_a_bare_except_the_author_disabled_in_pylints_words_is_meant(build_conte
         text = callback.replace("# pylint: disable=bare-except", other)
         found = review("code_quality", build_context({}, {"loop.py": text})).findings
         assert [f.rule for f in found] == ["ruff:E722"], other
+
+
+def test_a_logger_that_formats_with_braces_takes_its_arguments(build_context: Any) -> None:
+    # beets logs through its own StrFormatLogger: `log.debug("deleting {}", path)` is right there.
+    tasks = (
+        "from beets import logging\n\nlog = logging.getLogger('beets')\n\n\ndef remove(path, items):\n"
+        "    log.debug('deleting duplicate album art {}', path)\n"
+        "    log.debug(\n        'removing {0} superseded {1}s', len(items), 'item'\n    )\n"
+    )
+    assert review("code_quality", build_context({}, {"beets/tasks.py": tasks})).findings == []
+    # A `%` message with one argument too many is still the standard logger's error.
+    percent = tasks.replace("'deleting duplicate album art {}', path", "'deleting %s', path, items")
+    found = review("code_quality", build_context({}, {"beets/tasks.py": percent})).findings
+    assert [f.rule for f in found] == ["ruff:PLE1205"]
