@@ -185,12 +185,11 @@ def accepted_by_python2(issue: Issue, line_text: str, statement: str = "") -> bo
     return code in ("F633", "B025") and bool(_PYTHON2_LINE.search(line_text))
 
 
-def statement_text(text: str, line: int) -> str:
+def statement_text(lines: Sequence[str], line: int) -> str:
     """The statement that `line` (1-based) belongs to, from its first line: the nearest line above
     whose brackets are still open at `line` (at most STATEMENT_LOOKBACK lines up), else the line
     itself. Strings and comments are left out of the count; no parse (the file parses in one Python
     at most)."""
-    lines = text.splitlines()
     if not 1 <= line <= len(lines):
         return ""
     start, depth = line, 0
@@ -219,7 +218,9 @@ def without_python2_syntax(
         i
         for i in issues
         if i.rule.removeprefix("ruff:") in CANDIDATE_CODES
-        and accepted_by_python2(i, file.line_text(i.line), statement_text(file.text, i.line))
+        and accepted_by_python2(
+            i, file.line_text(i.line), statement_text(file.lines, i.line) if i.rule == "ruff:invalid-syntax" else ""
+        )
     ]
     older = [i for i in issues if accepted_before_python37(i, file.line_text(i.line))]
     dropped = {id(i) for i in python2} if python2 and is_python2_only() else set()

@@ -482,10 +482,8 @@ def compat_branch_name(tree: ast.Module | None, line: int, message: str) -> bool
     in a branch of an `if`/`else` (or a conditional expression) whose test reads a version flag
     (`PY2`, `six.PY3`, `sys.version_info`), or in the body of a `try` whose handler catches
     NameError. Both branches count: `if PY3: ... else: text_type = unicode` is the same idiom."""
-    undefined = _UNDEFINED.search(message)
-    if tree is None or undefined is None:
-        return False
-    if undefined.group("name") not in PYTHON2_BUILTINS and not _NEWER_PYTHON_BUILTIN.search(message):
+    name = undefined_name(message)
+    if tree is None or name is None or (name not in PYTHON2_BUILTINS and not _NEWER_PYTHON_BUILTIN.search(message)):
         return False
     for node in ast.walk(tree):
         if isinstance(node, ast.If | ast.IfExp) and node.lineno <= line <= (node.end_lineno or node.lineno):

@@ -1645,8 +1645,11 @@ def test_tuple_parameters_are_python2_syntax_on_one_line_or_several(build_contex
     from reviewers.analyzers.python2 import statement_text
 
     # ruff may report the error of a multi-line `def` on its last line: the statement is read whole.
-    assert statement_text(TUPLE_PARAMETERS, 7).startswith("    def visit_group(self, node, (left, _1,\n")
-    assert statement_text(TUPLE_PARAMETERS, 2) == "    def visit_rule(self, node, (label, equals, expression)):"
+    assert statement_text(TUPLE_PARAMETERS.splitlines(), 7).startswith("    def visit_group(self, node, (left, _1,\n")
+    assert (
+        statement_text(TUPLE_PARAMETERS.splitlines(), 2)
+        == "    def visit_rule(self, node, (label, equals, expression)):"
+    )
     files = {"setup.py": PY2_SETUP, "peg/grammar.py": TUPLE_PARAMETERS}
     assert review("code_quality", build_context({}, files)).findings == []
     # The same code where the project names Python 3 does not parse where it runs.
