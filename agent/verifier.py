@@ -19,7 +19,10 @@ merge request:
    does a rule that was mostly wrong on real history it had not been tuned to, until this project's
    people accept it (`agent.verdicts.track_record`); and, by default (`posting="proven"`), so does
    every rule that has not earned a thread: not yet proven right on code it was not tuned on, not a
-   defect in the text itself, not request data reaching an injection sink (`agent.verdicts.posting`).
+   defect in the text itself, not request data reaching an injection sink (`agent.verdicts.posting`);
+7. a ruff finding that repeats the project's own habit — the same rule, on the same name where it names
+   one, in at least three other files of the same kind the change did not touch — goes to a human:
+   the project's convention, not the change's slip (`agent.verdicts.convention`).
 
 Then agreement across strategy executions, when a caller supplies it; then an optional model
 judgment, which sees the diff hunk and may only demote a finding, never promote one; then
@@ -37,6 +40,7 @@ from typing import Literal
 
 from agent.diff import DiffIndex
 from agent.verdicts.claims import HeadTree, removed_symbol_still_defined, tested_after_all
+from agent.verdicts.convention import ProjectConventions, project_convention
 from agent.verdicts.duplicates import MODEL_RULES, claimed_family, group_root_causes, rule_name
 from agent.verdicts.evidence import Anchor, anchor_evidence, anchored
 from agent.verdicts.feedback import MIN_PEOPLE, PeopleVotes, rejected_before, rejected_by_people
@@ -44,7 +48,7 @@ from agent.verdicts.judge import ModelJudgment, judge_messages
 from agent.verdicts.posting import Posting, unbound_name, unearned_voice
 from agent.verdicts.preexisting import preexisting_flow, preexisting_ruff
 from agent.verdicts.sinks import sink_gets_constants
-from agent.verdicts.track_record import Record, unproven_rule
+from agent.verdicts.track_record import Record, accepted_by_people, unproven_rule
 from agent.verdicts.unchanged import DeletedCode, unchanged_code
 from reviewers.kernel.contracts import SEVERITY_RANK, Finding, LLMPort, Workspace
 from reviewers.kernel.errors import LLMError
@@ -255,6 +259,12 @@ def _unearned(finding: Finding, inputs: VerifierInputs) -> str | None:
     return unearned_voice(finding, inputs.people_votes, inputs.track_record or None)
 
 
+def _convention(finding: Finding, inputs: VerifierInputs, conventions: ProjectConventions) -> str | None:
+    if accepted_by_people(finding.rule, inputs.people_votes):
+        return None  # this project's people want the rule's threads, habit or not
+    return project_convention(finding, conventions)
+
+
 def verify_findings(
     findings: Sequence[Finding], inputs: VerifierInputs, llm: LLMPort | None = None
 ) -> list[VerifiedFinding]:
@@ -265,6 +275,7 @@ def verify_findings(
     changes = [c for c in (inputs.diff_index.file(p) for p in inputs.diff_index.paths()) if c is not None]
     tree = HeadTree(inputs.workspace, changes=changes)
     deleted = DeletedCode(changes)
+    conventions = ProjectConventions(inputs.workspace, changed=[c.path for c in changes], read_text=tree.text)
     ordered = sorted(findings, key=lambda f: (-SEVERITY_RANK[f.severity], f.path, f.line))
     for finding in ordered:
         checked = _check(finding, inputs, seen, tree, deleted)
@@ -282,6 +293,7 @@ def verify_findings(
             # an F821 of the shape that is broken as written is not the shape its record was made of
             or (None if unbound_name(finding) else unproven_rule(finding, inputs.people_votes, inputs.track_record))
             or _unearned(finding, inputs)
+            or _convention(finding, inputs, conventions)
         )
         if demoted is not None:
             out.append(VerifiedFinding(finding, "NEEDS_HUMAN_REVIEW", demoted))

@@ -209,6 +209,21 @@ def prefetch(
     _prefetched.run_batch(wanted, lambda keys: _ruff_batch(keys, rules.flags()), background=background)
 
 
+def lint_texts(files: Sequence[tuple[str, str]], *, rules: RuleSet = CODE_QUALITY_RULES) -> dict[str, list[dict[str, Any]]]:
+    """ruff's diagnostics for many (path, text) files in one process, by path; files it could not
+    place are left out (an empty answer when the batch failed), and nothing is cached."""
+    python = [(path, text) for path, text in files if path.endswith(BATCHABLE_SUFFIXES)]
+    if not python:
+        return {}
+    keys = [_key(text, path, rules) for path, text in python]
+    answers = _ruff_batch(list(dict.fromkeys(keys)), rules.flags())
+    out: dict[str, list[dict[str, Any]]] = {}
+    for (path, _), key in zip(python, keys, strict=True):
+        if key in answers:
+            out[path] = [d for d in json.loads(answers[key]) if isinstance(d, dict)]
+    return out
+
+
 def _ruff_batch(keys: Sequence[tuple[tuple[str, ...], str, str]], flags: tuple[str, ...]) -> dict[Any, str]:
     """ruff in one process over the keys' texts: each text's diagnostics, or none at all when the
     batch failed or gave an answer it cannot place."""
