@@ -46,7 +46,7 @@ from agent.verdicts.evidence import Anchor, anchor_evidence, anchored
 from agent.verdicts.feedback import MIN_PEOPLE, PeopleVotes, rejected_before, rejected_by_people
 from agent.verdicts.judge import ModelJudgment, judge_messages
 from agent.verdicts.posting import Posting, unbound_name, unearned_voice
-from agent.verdicts.preexisting import preexisting_flow, preexisting_ruff
+from agent.verdicts.preexisting import base_python, preexisting_flow, preexisting_ruff
 from agent.verdicts.sinks import sink_gets_constants
 from agent.verdicts.track_record import Record, accepted_by_people, unproven_rule
 from agent.verdicts.unchanged import DeletedCode, unchanged_code
@@ -275,7 +275,12 @@ def verify_findings(
     changes = [c for c in (inputs.diff_index.file(p) for p in inputs.diff_index.paths()) if c is not None]
     tree = HeadTree(inputs.workspace, changes=changes)
     deleted = DeletedCode(changes)
-    conventions = ProjectConventions(inputs.workspace, changed=[c.path for c in changes], read_text=tree.text)
+    conventions = ProjectConventions(
+        inputs.workspace,
+        changed=[c.path for c in changes],
+        read_text=tree.text,
+        base_text=lambda path: base_python(tree.text(path), inputs.diff_index.file(path)),
+    )
     ordered = sorted(findings, key=lambda f: (-SEVERITY_RANK[f.severity], f.path, f.line))
     for finding in ordered:
         checked = _check(finding, inputs, seen, tree, deleted)

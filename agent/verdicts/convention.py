@@ -11,7 +11,9 @@ habit is a question for the whole project, not for this change.
 
 So before a ruff finding posts, ruff runs on a bounded sample of the project's other Python files of
 the same kind (product, test, example or documentation: a test suite's deliberate breakage says nothing
-about product code). When the same rule fires in at least `MIN_FILES` of them, the finding is listed
+about product code), and on the changed files as they were before the change (a habit may live in the
+one file the change edits: an interface module's forty methods). When the same rule fires in at least
+`MIN_PLACES` places — another file, or a line of a changed file before the change — the finding is listed
 for a person with the count and two of the places, not posted. For a rule that names what it is about
 (an undefined name, an unused or redefined import), the same name must be the one elsewhere: `unicode`
 unbound in twelve compatibility modules is a convention, a different undefined name is still a typo.
@@ -38,7 +40,7 @@ from reviewers.analyzers.ruff import lint_texts
 from reviewers.kernel.contracts import Finding, Workspace
 from reviewers.paths import is_sample_path, is_test_path
 
-MIN_FILES = 3  # fewer files are a slip or two, not a habit
+MIN_PLACES = 3  # fewer places are a slip or two, not a habit
 MAX_FILES = 200  # other files read per kind: enough to see a habit, bounded for a 5,000-module repository
 MAX_BYTES = 4 * 1024 * 1024  # and at most this much text
 PLACES_NAMED = 2  # the reason names this many of the other files
@@ -74,6 +76,9 @@ class ProjectConventions:
     workspace: Workspace
     changed: Collection[str]
     read_text: Callable[[str], str | None]
+    # a changed file as it was before the change (None: added, or not rebuilt): a habit may live in
+    # the file the change edits, in the functions it did not touch (zope.interface's `Interfaces.py`)
+    base_text: Callable[[str], str | None] = lambda path: None
     max_files: int = MAX_FILES
     max_bytes: int = MAX_BYTES
     _by_kind: dict[Kind, dict[tuple[str, str], list[str]]] = field(default_factory=dict)
@@ -91,10 +96,10 @@ class ProjectConventions:
     def places(self, finding_path: str) -> dict[tuple[str, str], list[str]]:
         kind = kind_of(finding_path)
         if kind not in self._by_kind:
-            self._by_kind[kind] = self._scan(self.sample(finding_path))
+            self._by_kind[kind] = self._scan(kind, self.sample(finding_path))
         return self._by_kind[kind]
 
-    def _scan(self, paths: Sequence[str]) -> dict[tuple[str, str], list[str]]:
+    def _scan(self, kind: Kind, paths: Sequence[str]) -> dict[tuple[str, str], list[str]]:
         prefetch = getattr(self.workspace, "read_files", None)
         if callable(prefetch):
             prefetch(list(paths))
@@ -108,15 +113,25 @@ class ProjectConventions:
             if room < 0:
                 break
             files.append((path, text))
+        before = {
+            path: text
+            for path in self.changed
+            if path.endswith(".py") and kind_of(path) == kind and (text := self.base_text(path)) is not None
+        }
         found: dict[tuple[str, str], list[str]] = {}
-        for path, diagnostics in lint_texts(files).items():
+        for path, diagnostics in lint_texts([*files, *before.items()]).items():
             init = PurePosixPath(path).name == "__init__.py"
-            for key in dict.fromkeys(
-                convention_key(code, str(d.get("message") or ""))
+            keyed = [
+                (convention_key(code, str(d.get("message") or "")), int((d.get("location") or {}).get("row") or 0))
                 for d in diagnostics
                 if (code := str(d.get("code") or d.get("name") or "")) and not (init and code in NOT_IN_INIT)
-            ):
-                found.setdefault(key, []).append(path)
+            ]
+            if path in before:  # each place in the file before the change is one more time the project did it
+                for key, row in dict.fromkeys(keyed):
+                    found.setdefault(key, []).append(f"{path}:{row} before this change")
+            else:
+                for key in dict.fromkeys(key for key, _ in keyed):
+                    found.setdefault(key, []).append(path)
         return found
 
 
@@ -128,11 +143,12 @@ def project_convention(finding: Finding, conventions: ProjectConventions | None)
     message = finding.title.removeprefix("Syntax error: ")
     key = convention_key(code, message)
     elsewhere = conventions.places(finding.path).get(key, [])
-    if len(elsewhere) < MIN_FILES:
+    if len(elsewhere) < MIN_PLACES:
         return None
     what = f"{code} on `{key[1]}`" if key[1] else code
     named = ", ".join(elsewhere[:PLACES_NAMED])
     return (
-        f"the project does the same ({what}) in {len(elsewhere)} other {kind_of(finding.path)} files this change "
-        f"did not touch ({named}, …): its convention, not this change's slip; listed for a person, not posted"
+        f"the project does the same ({what}) in {len(elsewhere)} other places of its {kind_of(finding.path)} code "
+        f"that this change did not write ({named}, …): its convention, not this change's slip; listed for a "
+        "person, not posted"
     )

@@ -12,6 +12,10 @@ them than the base had, the finding is about code that was already there, and a 
 would not raise it on this merge request. When the head has more, every one is kept: which of them
 is the new one cannot be told, and precision here must not cost a real finding.
 
+A syntax error in a file that did not parse before the change either (Python 2 source in a project
+that converts it at install, a template with placeholders) is not the change's break: the file never
+ran on this Python, and the change's error is one more line of it.
+
 The price, knowingly paid: a change that fixes one instance and writes another of the same rule and
 message in the same scope is not reported. Only ruff's rules are judged this way (they are cheap to
 run twice, and each names its rule and message); the taint rules follow data that a small edit can
@@ -35,6 +39,7 @@ from reviewers.kernel.contracts import FileChange, Finding
 from reviewers.kernel.errors import AnalyzerError, PythonSyntaxError
 
 RUFF_PREFIX = "ruff:"
+SYNTAX_ERROR = "invalid-syntax"
 _FLOW_RULES = frozenset(s.rule for s in SINKS.values())
 
 
@@ -49,9 +54,16 @@ def preexisting_ruff(finding: Finding, *, head_text: str | None, change: FileCha
     try:
         head = run_ruff_json(head_text, path=change.path)
         base = run_ruff_json(base_text, path=change.old_path or change.path)
+    except AnalyzerError:
+        return None
+    if code == SYNTAX_ERROR and _does_not_parse(head) and _does_not_parse(base):
+        # the file did not parse before the change either (Python 2 source, a template): the change
+        # did not break it, and its own error is one more line of a file that never ran on this Python
+        return "the file did not parse before this change either; the change did not break it"
+    try:
         head_scopes = _scopes(parse_python(head_text, change.path))
         base_scopes = _scopes(parse_python(base_text, change.old_path or change.path))
-    except (AnalyzerError, PythonSyntaxError):
+    except PythonSyntaxError:
         return None
     mine = [d for d in head if d.get("code") == code and _row(d) == finding.line]
     if not mine:
@@ -68,9 +80,19 @@ def preexisting_ruff(finding: Finding, *, head_text: str | None, change: FileCha
     )
 
 
-def _base_python(head_text: str, change: FileChange) -> str | None:
+def _does_not_parse(diagnostics: list[dict[str, Any]]) -> bool:
+    return any((d.get("code") or d.get("name")) == SYNTAX_ERROR for d in diagnostics)
+
+
+def base_python(head_text: str | None, change: FileChange | None) -> str | None:
     """A modified Python file as it was at the base, rebuilt from the diff (None: added, not Python,
     or the patch does not reverse)."""
+    if head_text is None or change is None:
+        return None
+    return _base_python(head_text, change)
+
+
+def _base_python(head_text: str, change: FileChange) -> str | None:
     if change.status not in ("modified", "renamed") or not change.hunks or not change.path.endswith(".py"):
         return None
     return reverse_patch(head_text, change)

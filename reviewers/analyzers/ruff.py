@@ -209,7 +209,9 @@ def prefetch(
     _prefetched.run_batch(wanted, lambda keys: _ruff_batch(keys, rules.flags()), background=background)
 
 
-def lint_texts(files: Sequence[tuple[str, str]], *, rules: RuleSet = CODE_QUALITY_RULES) -> dict[str, list[dict[str, Any]]]:
+def lint_texts(
+    files: Sequence[tuple[str, str]], *, rules: RuleSet = CODE_QUALITY_RULES
+) -> dict[str, list[dict[str, Any]]]:
     """ruff's diagnostics for many (path, text) files in one process, by path; files it could not
     place are left out (an empty answer when the batch failed), and nothing is cached."""
     python = [(path, text) for path, text in files if path.endswith(BATCHABLE_SUFFIXES)]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from agent.diff import DiffIndex, parse_unified_diff
-from agent.verdicts.convention import MIN_FILES, ProjectConventions, convention_key, kind_of, project_convention
+from agent.verdicts.convention import MIN_PLACES, ProjectConventions, convention_key, kind_of, project_convention
 from agent.verdicts.feedback import PeopleVotes
 from agent.verifier import VerifierInputs, verify_findings
 from agent.workspaces.snapshot import SnapshotWorkspace
@@ -68,24 +68,24 @@ def verdicts(others: dict[str, str], *found: tuple[str, str, str], **kw: Any) ->
 
 
 def test_a_habit_in_three_other_product_files_is_listed_not_posted() -> None:
-    others = {f"pkg/old{i}.py": BARE for i in range(MIN_FILES)}
+    others = {f"pkg/old{i}.py": BARE for i in range(MIN_PLACES)}
     verdict, reason = verdicts(others, BARE_EXCEPT)["Do not use bare `except`"]
     assert verdict == "NEEDS_HUMAN_REVIEW"
-    assert f"in {MIN_FILES} other product files" in reason and "pkg/old0.py" in reason
+    assert f"in {MIN_PLACES} other places of its product code" in reason and "pkg/old0.py" in reason
 
 
 def test_a_slip_made_twice_elsewhere_still_posts() -> None:
-    others = {f"pkg/old{i}.py": BARE for i in range(MIN_FILES - 1)} | {"pkg/clean.py": CLEAN}
+    others = {f"pkg/old{i}.py": BARE for i in range(MIN_PLACES - 1)} | {"pkg/clean.py": CLEAN}
     assert verdicts(others, BARE_EXCEPT)["Do not use bare `except`"][0] == "REAL"
 
 
 def test_the_test_suites_habits_say_nothing_about_product_code() -> None:
-    others = {f"tests/test_old{i}.py": BARE for i in range(MIN_FILES + 2)}
+    others = {f"tests/test_old{i}.py": BARE for i in range(MIN_PLACES + 2)}
     assert verdicts(others, BARE_EXCEPT)["Do not use bare `except`"][0] == "REAL"
 
 
 def test_an_undefined_name_is_a_convention_only_for_that_name() -> None:
-    others = {f"pkg/compat{i}.py": COMPAT for i in range(MIN_FILES)}
+    others = {f"pkg/compat{i}.py": COMPAT for i in range(MIN_PLACES)}
     found = verdicts(others, UNICODE, TYPO)
     assert found["Undefined name `unicode`"][0] == "NEEDS_HUMAN_REVIEW"
     assert "F821 on `unicode`" in found["Undefined name `unicode`"][1]
@@ -99,26 +99,32 @@ def test_python2_source_everywhere_makes_a_print_statement_the_projects_habit() 
         changed=[CHANGED],
         read_text=lambda p: {f"pkg/m{i}.py": py2 for i in range(4)}.get(p),
     )
-    syntax = finding("return None", "ruff:invalid-syntax", "Syntax error: Simple statements must be separated by newlines")
+    syntax = finding(
+        "return None", "ruff:invalid-syntax", "Syntax error: Simple statements must be separated by newlines"
+    )
     assert project_convention(syntax, conventions) is not None
     assert conventions.places(CHANGED)[("invalid-syntax", "")] == [f"pkg/m{i}.py" for i in range(4)]
 
 
 def test_people_who_accepted_the_rule_get_its_threads_habit_or_not() -> None:
-    others = {f"pkg/old{i}.py": BARE for i in range(MIN_FILES)}
+    others = {f"pkg/old{i}.py": BARE for i in range(MIN_PLACES)}
     votes = PeopleVotes(by_rule={"ruff:E722": (0, 3)})
     assert verdicts(others, BARE_EXCEPT, people_votes=votes)["Do not use bare `except`"][0] == "REAL"
 
 
 def test_only_ruff_findings_are_judged_by_habit() -> None:
-    others = {f"pkg/old{i}.py": BARE for i in range(MIN_FILES)}
+    others = {f"pkg/old{i}.py": BARE for i in range(MIN_PLACES)}
     conventions = ProjectConventions(SnapshotWorkspace(others), changed=[CHANGED], read_text=others.get)
     other_rule = finding("except:", "bandit:B110", "Try, Except, Pass detected.")
     assert project_convention(other_rule, conventions) is None
 
 
 def test_the_sample_is_bounded_and_starts_near_the_change() -> None:
-    files = {f"aaa/m{i:03}.py": CLEAN for i in range(50)} | {"pkg/near.py": CLEAN, CHANGED: NEW, "tests/test_x.py": CLEAN}
+    files = {f"aaa/m{i:03}.py": CLEAN for i in range(50)} | {
+        "pkg/near.py": CLEAN,
+        CHANGED: NEW,
+        "tests/test_x.py": CLEAN,
+    }
     conventions = ProjectConventions(SnapshotWorkspace(files), changed=[CHANGED], read_text=files.get, max_files=10)
     sample = conventions.sample(CHANGED)
     assert len(sample) == 10 and sample[0] == "pkg/near.py"
@@ -135,3 +141,92 @@ def test_what_counts_as_the_same_thing() -> None:
 def test_a_bare_diff_shows_no_convention() -> None:
     conventions = ProjectConventions(SnapshotWorkspace({CHANGED: NEW}), changed=[CHANGED], read_text=lambda p: None)
     assert project_convention(finding(*BARE_EXCEPT), conventions) is None
+
+
+PY2 = """def main():
+    print "starting"
+    print "done"
+"""
+PY2_HEAD = """def main():
+    print "starting"
+    print "working"
+    print "done"
+"""
+PY2_DIFF = """diff --git a/tool.py b/tool.py
+--- a/tool.py
++++ b/tool.py
+@@ -1,3 +1,4 @@
+ def main():
+     print "starting"
++    print "working"
+     print "done"
+"""
+BROKEN_HEAD = """def main():
+    print("starting")
+    print("working"
+    print("done")
+"""
+BROKEN_DIFF = """diff --git a/tool.py b/tool.py
+--- a/tool.py
++++ b/tool.py
+@@ -1,3 +1,4 @@
+ def main():
+     print("starting")
++    print("working"
+     print("done")
+"""
+
+
+def _one(diff: str, head: dict[str, str], line: int, evidence: str, rule: str, title: str) -> tuple[str, str]:
+    f = Finding.model_validate({
+        "path": "tool.py", "line": line, "end_line": line, "category": "code_quality", "severity": "high",
+        "title": title, "body": title, "evidence": evidence, "reviewer": "code_quality", "rule": rule,
+    })  # fmt: skip
+    f = f.model_copy(update={"fingerprint": make_fingerprint(path=f.path, category=f.category, rule=f.rule,
+                                                             evidence=f.evidence, title=f.title)})  # fmt: skip
+    inputs = VerifierInputs(
+        workspace=SnapshotWorkspace(head),
+        diff_index=DiffIndex(parse_unified_diff(diff)),
+        track_record={},
+        posting="all",
+    )
+    [v] = verify_findings([f], inputs)
+    return v.verdict, v.reason
+
+
+def test_a_file_that_did_not_parse_before_was_not_broken_by_the_change() -> None:
+    verdict, reason = _one(
+        PY2_DIFF, {"tool.py": PY2_HEAD}, 3, 'print "working"', "ruff:invalid-syntax",
+        "Syntax error: Simple statements must be separated by newlines or semicolons",
+    )  # fmt: skip
+    assert verdict == "FALSE_POSITIVE" and "did not parse before this change either" in reason
+
+
+def test_a_change_that_breaks_a_parsing_file_is_still_reported() -> None:
+    verdict, reason = _one(
+        BROKEN_DIFF, {"tool.py": BROKEN_HEAD}, 3, 'print("working"', "ruff:invalid-syntax",
+        "Syntax error: Expected `)`, found newline",
+    )  # fmt: skip
+    assert verdict == "REAL", reason
+
+
+HABIT_HEAD = BARE.replace("def f", "def a") + BARE.replace("def f", "def b") + BARE.replace("def f", "def c") + BARE
+HABIT_DIFF = """diff --git a/tool.py b/tool.py
+--- a/tool.py
++++ b/tool.py
+@@ -15,0 +16,5 @@
++def f():
++    try:
++        return g()
++    except:
++        return None
+"""
+
+
+def test_a_habit_inside_the_edited_file_counts_by_its_places_before_the_change() -> None:
+    verdict, reason = _one(HABIT_DIFF, {"tool.py": HABIT_HEAD}, 19, "except:", "ruff:E722", "Do not use bare `except`")
+    assert verdict == "NEEDS_HUMAN_REVIEW", reason
+    assert "tool.py:4 before this change" in reason
+    two_before = BARE.replace("def f", "def a") + BARE.replace("def f", "def b") + BARE
+    diff = HABIT_DIFF.replace("@@ -15,0 +16,5 @@", "@@ -10,0 +11,5 @@")
+    assert _one(diff, {"tool.py": two_before}, 14, "except:", "ruff:E722", "Do not use bare `except`")[0] == "REAL"
