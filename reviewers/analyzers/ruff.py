@@ -19,7 +19,8 @@ command; see `cli_framework_default`), BLE001 that does not swallow the error (o
 that catches only what its `try` raised), S110/S112/BLE001 around one cleanup call
 (`sock.close()`), unused imports in a package's `__init__`, and F401 on an import a `# type:`
 comment uses (mypy reads it; ruff does not), and F821 on a Python 2 builtin (`unicode`, `long`,
-`xrange`) inside a Python 2 compatibility branch (see `compat_branch_name`), F821 on the name
+`xrange`) inside a Python 2 compatibility branch (see `compat_branch_name`), F821 in a module that is a list
+of bare names (a vulture whitelist, `name_list_module`), F821 on the name
 Python 2's `except ValueError, e:` binds (`python2_except_binding`), E722 on a bare `except:` that
 re-raises (`reraises`), F401 on a module imported inside a function for its side effects
 (`side_effect_import`), PLE0604 on an `__all__` whose only non-strings are `X.__name__`
@@ -679,6 +680,26 @@ def facade_module(tree: ast.Module | None) -> bool:
     return imports >= MIN_FACADE_IMPORTS
 
 
+MIN_NAME_LIST_STATEMENTS = 5  # a module of fewer bare names is code, not a list
+
+
+def name_list_module(tree: ast.Module | None) -> bool:
+    """Whether the module is a list of bare names and attributes, one per statement (a vulture
+    whitelist: `_.compact_seq_map`, `formatter_collection`), with only imports beside them: a file
+    a dead-code finder reads to mark names as used, never imported or run."""
+    if tree is None:
+        return False
+    names = 0
+    for node in tree.body:
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Name | ast.Attribute):
+            names += 1
+        elif not isinstance(node, ast.Import | ast.ImportFrom) and not (
+            isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+        ):
+            return False
+    return names >= MIN_NAME_LIST_STATEMENTS
+
+
 # The hooks a PEP 517/660 build backend module offers: pip and `build` look them up by name on the
 # module, so a backend that wraps another imports them to re-export them.
 BUILD_BACKEND_HOOKS = frozenset({
@@ -1072,7 +1093,8 @@ def ruff_issues(file: ChangedFile) -> list[Issue]:
         if code == "B006" and cli_framework_default(file.python_tree, line):
             continue
         if code == "F821" and (
-            compat_branch_name(file.python_tree, line, said)
+            name_list_module(file.python_tree)
+            or compat_branch_name(file.python_tree, line, said)
             or python2_except_binding(file.python_tree, file.lines, line, said)
         ):
             continue

@@ -117,6 +117,7 @@ _PLACEHOLDER = re.compile(
 )
 # A vendor-prefixed token that says it is not one: AWS documents AKIAIOSFODNN7EXAMPLE and
 # wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY for its examples, and SDK test suites copy them.
+_TRUNCATED = ("...", "…")  # what follows a token a document shortened for its reader
 _VENDOR_PLACEHOLDER = re.compile(r"(?i)example|dummy|fake|placeholder|x{6}")
 _EXAMPLE_HOST = re.compile(r"@[^/\s]*example\.(?:com|org|net)|@[^/\s]*\.(?:test|invalid|example)\b")
 _ENV_NAME = re.compile(r"^[A-Z][A-Z0-9_]+$")  # "API_TOKEN": the name of a variable, not its value
@@ -216,6 +217,8 @@ def scan_secrets(file: ChangedFile, *, named_values: bool = True) -> SecretScan:
         )
         if token is not None and (value := token.pattern.search(text)) and _VENDOR_PLACEHOLDER.search(value.group(0)):
             continue  # the vendor's documented example (AKIAIOSFODNN7EXAMPLE): a placeholder by name
+        if token is not None and value and text[value.end() :].startswith(_TRUNCATED):
+            continue  # `xoxb-4426949411-aEM7...`: a token cut short for the reader is a placeholder by shape
         if token is not None:
             issue = _issue(line, "secrets:known-prefix", token.severity, token.name)
             self_minted = token in SELF_MINTED_TOKENS and (test_material or sample)

@@ -62,6 +62,15 @@ def test_a_vendor_token_that_names_itself_an_example_is_a_placeholder() -> None:
         assert secret_issues(added_file("app/settings.py", line + "\n")) == [], line
 
 
+def test_a_token_cut_short_for_the_reader_is_a_placeholder() -> None:
+    # a config template's commented example (errbot): the value ends in an ellipsis, no token does
+    slack = "xoxb-" + "4426949411" + "-aEM7"
+    for line in (f'    # "token": "{slack}...",', f"SLACK_TOKEN = '{slack}…'"):
+        assert secret_issues(added_file("bot/config-template.py", line + "\n")) == [], line
+    whole = f'SLACK_TOKEN = "{slack}{"Qx8rT2" * 3}"'
+    assert [i.rule for i in secret_issues(added_file("bot/config.py", whole + "\n"))] == ["secrets:known-prefix"]
+
+
 @pytest.mark.parametrize(
     "line",
     [

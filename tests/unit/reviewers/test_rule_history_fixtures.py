@@ -1754,3 +1754,15 @@ def test_a_logger_that_formats_with_braces_takes_its_arguments(build_context: An
     percent = tasks.replace("'deleting duplicate album art {}', path", "'deleting %s', path, items")
     found = review("code_quality", build_context({}, {"beets/tasks.py": percent})).findings
     assert [f.rule for f in found] == ["ruff:PLE1205"]
+
+
+def test_a_vulture_whitelist_is_a_list_of_names_not_code(build_context: Any) -> None:
+    # ansible-lint's .config/vulture_whitelist.py: bare names vulture reads to mark them used, never run
+    whitelist = "".join(f"_.{name}  # unused attribute (src/pkg/output.py:{n})\n" for n, name in enumerate(
+        ["BLACK", "YELLOW", "CYAN", "WHITE"], start=10
+    )) + "formatter_collection  # unused function (test/test_formatter.py:47)\n"  # fmt: skip
+    assert review("code_quality", build_context({}, {".config/vulture_whitelist.py": whitelist})).findings == []
+    # a module that does something with its names is code: the undefined name is reported
+    code = whitelist + "\n\ndef run():\n    return formatter_colection()\n"
+    found = review("code_quality", build_context({}, {"pkg/run.py": code})).findings
+    assert "ruff:F821" in [f.rule for f in found]
