@@ -48,6 +48,7 @@ from agent.verdicts.track_record import (
     MIN_RIGHT_SHARE,
     Record,
     accepted_by_people,
+    record_of,
     shipped_track_record,
 )
 from reviewers.kernel.contracts import Finding
@@ -168,7 +169,8 @@ def unearned_voice(finding: Finding, votes: PeopleVotes, record: Mapping[str, Re
     rule = finding.rule
     if finding.severity == "critical" or rule in MODEL_RULES:
         return None
-    found = (shipped_track_record() if record is None else record).get(rule)
+    known = record_of(rule, shipped_track_record() if record is None else record)
+    found = known[1] if known is not None else None
     hygiene = sample_hygiene(finding)
     # F821's record mixes its two shapes and is mostly the high-confidence one (a name bound nowhere),
     # so it proves nothing about a name the module may receive (medium confidence)

@@ -20,6 +20,9 @@ project has vouched for it and it posts again.
 A critical finding (a vendor's key, a private key in product code) always posts: missing one costs
 far more than one wrong thread, and its rule's record may come from a different, milder shape.
 
+A ruff rule judged too seldom to have a record of its own is judged by its family's (`record_of`): pylint's
+errors (`ruff:PLE*`), pyflakes (`ruff:F*`), bugbear (`ruff:B*`) each taken together.
+
 A rule that was fixed after its record was taken keeps the record until new held-out judgements move
 it; that is the price of a record that cannot be argued with by the fix's author. A rule seldom judged
 (fewer than `MIN_JUDGED` findings, or all on one commit, where they share one cause and are one
@@ -29,6 +32,7 @@ observation more than three) keeps posting: too little is known to hold it back.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -68,6 +72,45 @@ def shipped_track_record() -> Mapping[str, Record]:
     return load_track_record()
 
 
+# ruff's rule families: pyflakes (F), bugbear (B), pylint's errors (PLE), pycodestyle (E), bandit's port (S).
+_RUFF_FAMILY = re.compile(r"^ruff:(?P<family>[A-Z]+)\d+$")
+
+
+def ruff_family(rule: str) -> str | None:
+    """The family a ruff rule belongs to (`ruff:PLE2515` → `ruff:PLE*`), or None."""
+    found = _RUFF_FAMILY.match(rule)
+    return f"ruff:{found.group('family')}*" if found else None
+
+
+def enough(record: Record | None) -> bool:
+    return record is not None and record.judged >= MIN_JUDGED and record.commits >= MIN_COMMITS
+
+
+def record_of(rule: str, records: Mapping[str, Record]) -> tuple[str, Record] | None:
+    """What held-out history says of a rule: its own record when it was judged enough, else its ruff
+    family's (every rule of the family together), else the little its own says, else nothing.
+
+    A ruff rule nobody has judged yet is most like its siblings: pylint's errors were right in about
+    a quarter of the findings judged on held-out history, each new code among them no better so far
+    (PLE0302, PLE1205, PLE0704, PLE1142), so `PLE2515` meeting its first project is judged by its family.
+    Other analyzers' rules are not grouped: a taint rule's sink class is its own question."""
+    own = records.get(rule)
+    if own is not None and enough(own):
+        return rule, own
+    family = ruff_family(rule)
+    if family is not None:
+        members = [r for name, r in records.items() if ruff_family(name) == family]
+        together = Record(
+            right=sum(r.right for r in members),
+            debatable=sum(r.debatable for r in members),
+            wrong=sum(r.wrong for r in members),
+            commits=sum(r.commits for r in members),
+        )
+        if enough(together):
+            return family, together
+    return (rule, own) if own is not None else None
+
+
 def poor_record(record: Record | None) -> bool:
     return (
         record is not None
@@ -86,11 +129,13 @@ def unproven_rule(finding: Finding, votes: PeopleVotes, record: Mapping[str, Rec
     """Why the finding goes to a person rather than a thread (its rule's held-out record), or None."""
     if finding.severity == "critical":
         return None
-    found = (shipped_track_record() if record is None else record).get(finding.rule)
-    if found is None or not poor_record(found) or accepted_by_people(finding.rule, votes):
+    known = record_of(finding.rule, shipped_track_record() if record is None else record)
+    if known is None or not poor_record(known[1]) or accepted_by_people(finding.rule, votes):
         return None
+    name, found = known
     debatable = f", {found.debatable} debatable" if found.debatable else ""
+    whose = finding.rule if name == finding.rule else f"{finding.rule}'s family ({name})"
     return (
-        f"{finding.rule} was right in {found.right} of {found.judged} {HELD_BY_RECORD} it had"
+        f"{whose} was right in {found.right} of {found.judged} {HELD_BY_RECORD} it had"
         f" not been tuned to{debatable}; listed for a person until {MIN_PEOPLE} people on this project accept it"
     )

@@ -22,7 +22,7 @@ comment uses (mypy reads it; ruff does not), and F821 on a Python 2 builtin (`un
 `xrange`) inside a Python 2 compatibility branch (see `compat_branch_name`), F821 in a module that is a list
 of bare names (a vulture whitelist, `name_list_module`), F821 on the name
 Python 2's `except ValueError, e:` binds (`python2_except_binding`), E722 on a bare `except:` that
-re-raises (`reraises`), F401 on a module imported inside a function for its side effects
+re-raises (`reraises`) or ends by raising its own exception (`converts`), F401 on a module imported inside a function for its side effects
 (`side_effect_import`), PLE0604 on an `__all__` whose only non-strings are `X.__name__`
 (`names_at_run_time`), F401 on a name a quoted type uses (`used_in_quoted_type`) or on a definition the
 change moved out and imports back (`moved_out_and_imported_back`) or that is a feature test in a
@@ -790,6 +790,19 @@ def reraises(tree: ast.Module | None, line: int) -> bool:
     return False
 
 
+def converts(tree: ast.Module | None, line: int) -> bool:
+    """Whether the bare `except:` on `line` ends by raising an exception of its own
+    (`raise StringError(f"cannot decode {obj!r}")`): it turns whatever it caught into that one, and
+    the program still stops (with the wrong type, which is a matter of taste, not a swallowed error)."""
+    if tree is None:
+        return False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ExceptHandler) and node.type is None and node.lineno == line:
+            last = node.body[-1] if node.body else None
+            return isinstance(last, ast.Raise) and last.exc is not None
+    return False
+
+
 _INTERRUPTS = frozenset({"KeyboardInterrupt", "SystemExit", "GeneratorExit", "BaseException"})
 
 
@@ -1098,7 +1111,11 @@ def ruff_issues(file: ChangedFile) -> list[Issue]:
             or python2_except_binding(file.python_tree, file.lines, line, said)
         ):
             continue
-        if code == "E722" and (reraises(file.python_tree, line) or interrupts_let_through(file.python_tree, line)):
+        if code == "E722" and (
+            reraises(file.python_tree, line)
+            or converts(file.python_tree, line)
+            or interrupts_let_through(file.python_tree, line)
+        ):
             continue
         if code in SWALLOW_CODES and file.moved(line):
             continue  # a handler the change moved or re-indented: it was there before, as it is

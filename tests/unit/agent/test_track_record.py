@@ -96,3 +96,19 @@ def test_the_shipped_record_is_what_the_verifier_uses_by_default() -> None:
 def test_a_critical_finding_posts_whatever_its_rules_record() -> None:
     critical = blind_except().model_copy(update={"severity": "critical"})
     assert verdict_of(critical, {"ruff:BLE001": Record(right=0, debatable=0, wrong=9, commits=9)})[0] == "REAL"
+
+
+def test_a_ruff_rule_judged_too_seldom_is_judged_by_its_family() -> None:
+    family = {
+        "ruff:BLE002": Record(right=1, debatable=0, wrong=4, commits=4),
+        "ruff:BLE003": Record(right=0, debatable=1, wrong=3, commits=2),
+    }
+    verdict, reason = verdict_of(blind_except(), family)  # BLE001 itself never judged
+    assert verdict == "NEEDS_HUMAN_REVIEW"
+    assert reason.startswith("ruff:BLE001's family (ruff:BLE*) was right in 1 of 9 findings judged")
+    # its own record, once it has one, is what counts
+    own = family | {"ruff:BLE001": Record(right=3, debatable=0, wrong=1, commits=3)}
+    assert verdict_of(blind_except(), own)[0] == "REAL"
+    # another family's record says nothing about it, nor does a rule of another analyzer
+    assert verdict_of(blind_except(), {"ruff:S110": Record(right=0, debatable=0, wrong=9, commits=3)})[0] == "REAL"
+    assert verdict_of(blind_except("bandit:B110"), {"bandit:B112": Record(0, 0, 9, 3)})[0] == "REAL"

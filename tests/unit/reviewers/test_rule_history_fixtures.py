@@ -1766,3 +1766,17 @@ def test_a_vulture_whitelist_is_a_list_of_names_not_code(build_context: Any) -> 
     code = whitelist + "\n\ndef run():\n    return formatter_colection()\n"
     found = review("code_quality", build_context({}, {"pkg/run.py": code})).findings
     assert "ruff:F821" in [f.rule for f in found]
+
+
+def test_a_bare_except_that_raises_its_own_error_converts_rather_than_swallows(build_context: Any) -> None:
+    # construct's StringEncoded: any failure to encode becomes a StringError; nothing is swallowed
+    converting = (
+        "class StringError(Exception):\n    pass\n\n\ndef encode(obj, encoding):\n    try:\n"
+        "        return obj.encode(encoding)\n    except:\n"
+        '        raise StringError(f"cannot use encoding {encoding!r} to encode {obj!r}")\n'
+    )
+    assert review("code_quality", build_context({}, {"pkg/core.py": converting})).findings == []
+    # one that logs and carries on swallows everything, Ctrl-C included
+    swallowing = converting.replace('        raise StringError(f"cannot use', '        print(f"cannot use')
+    found = review("code_quality", build_context({}, {"pkg/core.py": swallowing})).findings
+    assert [f.rule for f in found] == ["ruff:E722"]
