@@ -92,6 +92,9 @@ class BenchConfig:
     # torch's threads: a ~1,300-token prompt read takes 4.8 s on one core of the 2-core box, 2.7 s on two;
     # a one-token decoding pass takes ~58 ms either way. The bench has the machine to itself.
     threads: int = 2
+    # "cuda" trains and decodes on a GPU in bfloat16 (PolicyConfig's default there); the recorded CPU
+    # runs use "cpu" (float32).
+    device: str = "cpu"
 
 
 def lora_targets(model_dir: Path) -> tuple[str, ...]:
@@ -110,7 +113,7 @@ class Bench:
         self.env = CachedReplayEnv()
         self.reward_config = ReplayRewardConfig()
         self.profiles = {t.name: t for t in seeded_profiles(EnvGenConfig(n=config.n_mrs, seed=config.env_seed))}
-        self.policy_config = PolicyConfig(device="cpu", lora_target_modules=lora_targets(base_model))
+        self.policy_config = PolicyConfig(device=config.device, lora_target_modules=lora_targets(base_model))
         self.prompt_cache = PromptCache(max_bytes=PROMPT_CACHE_BYTES)
         self.results: dict[str, Any] = {"stages": {}, "curves": {}, "ablations": {}, "rl_logs": {}, "notes": []}
         self.train: list[ReplayCase] = []
@@ -548,6 +551,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--steps", type=int, default=BenchConfig.rl_steps, help="RL steps per run (S)")
     parser.add_argument("--seeds", type=int, default=BenchConfig.seeds)
     parser.add_argument("--threads", type=int, default=BenchConfig.threads, help="torch threads")
+    parser.add_argument("--device", choices=("cpu", "cuda", "auto"), default=BenchConfig.device,
+                        help="where the policy trains and decodes (cuda: bfloat16)")  # fmt: skip
     parser.add_argument("--watch-factor", type=int, default=BenchConfig.watch_factor,
                         help="seed 0 runs this many × --steps (the collapse watch)")  # fmt: skip
     parser.add_argument("--plans", type=int, default=BenchConfig.plans_per_mr, help="RL strategies per MR (N)")
@@ -581,7 +586,7 @@ def main(argv: list[str] | None = None) -> None:
         base = ensure_base_model(ROOT / ".data")
     config = BenchConfig(
         budget_minutes=args.budget_minutes, rl_steps=args.steps, plans_per_mr=args.plans, seeds=args.seeds,
-        watch_factor=args.watch_factor, threads=args.threads,
+        watch_factor=args.watch_factor, threads=args.threads, device=args.device,
         n_mrs=args.n_mrs,
         sft_cases=args.sft_cases, ablations=tuple(a for a in args.ablations.split(",") if a),
     )  # fmt: skip

@@ -88,8 +88,10 @@ def train_dpo_pairs(policy: StrategyPolicy, pairs: Sequence[PreferencePair], con
         loss = dpo_loss(
             both[: len(idx)],
             both[len(idx) :],
-            torch.tensor([ref[i][0] for i in idx]),
-            torch.tensor([ref[i][1] for i in idx]),
+            # on the policy's device: built on the CPU they fail on CUDA ("Expected all tensors to be on
+            # the same device", seen on an H100 in bfloat16)
+            torch.tensor([ref[i][0] for i in idx], device=both.device, dtype=both.dtype),
+            torch.tensor([ref[i][1] for i in idx], device=both.device, dtype=both.dtype),
             beta=config.beta,
         )
         optimizer.zero_grad(set_to_none=True)
