@@ -168,16 +168,17 @@ MAX_PLACES_NAMED = 10  # the other files a repeated finding's thread names; the 
 
 
 def _fold_repeats(items: list[tuple[Finding, str]]) -> tuple[list[tuple[Finding, str]], list[VerifiedFinding]]:
-    """One thread for one mistake repeated across files: the same rule saying the same thing (an
-    import one cleanup left unused in seventeen modules) is posted once, at its first place, naming
-    the others; each other place is a DUPLICATE of it. A security finding keeps a thread at every place:
-    each sink is its own fix and its own risk. A model's findings are each their own."""
+    """One thread for one mistake repeated: the same rule saying the same thing (an import one cleanup
+    left unused in seventeen modules, one pasted zero-width space in two lists of a file) is posted
+    once, at its first place, naming the others; each other place is a DUPLICATE of it. A security
+    finding keeps a thread at every place: each sink is its own fix and its own risk. A model's
+    findings are each their own."""
     groups: dict[tuple[str, str], list[int]] = {}
     for n, (finding, _) in enumerate(items):
         if finding.rule not in MODEL_RULES and finding.category != "security":
             groups.setdefault((finding.rule, finding.title), []).append(n)
-    followers = {  # the first place of a repeat → the other places
-        members[0]: members[1:] for members in groups.values() if len({items[n][0].path for n in members}) > 1
+    followers = {  # the first place of a repeat → the other places (in other files or the same one)
+        members[0]: members[1:] for members in groups.values() if len(members) > 1
     }
     folded = {n for others in followers.values() for n in others}
     kept: list[tuple[Finding, str]] = []

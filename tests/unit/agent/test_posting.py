@@ -293,3 +293,29 @@ def test_a_security_finding_repeated_across_files_keeps_a_thread_at_each_place()
         track_record={"python:sql-interpolation": Record(right=9, debatable=0, wrong=1, commits=8)},
     )
     assert [v.verdict for v in verify_findings([a, b], inputs)] == ["REAL", "REAL"]
+
+
+def test_one_mistake_repeated_in_one_file_is_one_thread() -> None:
+    # arrow's Lao locale: the same pasted zero-width space in the day names and their abbreviations
+    text = 'DAYS = ["a\u200bb"]\nSHORT = ["a\u200bb"]\n'
+    diff = (
+        "diff --git a/loc.py b/loc.py\nnew file mode 100644\n--- /dev/null\n+++ b/loc.py\n@@ -0,0 +1,2 @@\n"
+        + "".join(f"+{line}\n" for line in text.splitlines())
+    )
+    title = 'Invalid unescaped character zero-width-space, use "\\u200B" instead'
+
+    def at(line: int) -> Finding:
+        evidence = text.splitlines()[line - 1]
+        return Finding(
+            path="loc.py", line=line, end_line=line, category="code_quality", severity="high", title=title,
+            body=title, evidence=evidence, reviewer="code_quality", rule="ruff:PLE2515", confidence="high",
+            fingerprint=make_fingerprint(path="loc.py", category="code_quality", rule="ruff:PLE2515", evidence=evidence),
+        )  # fmt: skip
+
+    inputs = VerifierInputs(
+        workspace=SnapshotWorkspace({"loc.py": text}), diff_index=DiffIndex(parse_unified_diff(diff)),
+        track_record={}, posting="all",
+    )  # fmt: skip
+    out = sorted(verify_findings([at(1), at(2)], inputs), key=lambda v: v.finding.line)
+    assert [v.verdict for v in out] == ["REAL", "DUPLICATE"]
+    assert out[0].finding.body.endswith("The same in 1 other place(s): loc.py:2.")
