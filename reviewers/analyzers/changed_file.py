@@ -42,13 +42,14 @@ GENERATED_GLOBS = (
 
 
 # Third-party code a project keeps in its tree, by its ecosystem's convention: Go modules, Composer and
-# Bundler vendor at the repository's root; pip and others vendor under `_vendor/`; npm and Bower
+# Bundler vendor at the repository's root; pip and others vendor under `_vendor/`, joblib and
+# scikit-learn under `externals/` (loky, cloudpickle), astropy under `extern/`; npm and Bower
 # install under their own directories. A finding there is about a library nobody in the merge request
 # wrote, and its fix is an upgrade, not a line comment, so the file gets the safe scan only and is
 # named as not analyzed. A `vendor/` deeper in the tree stays reviewed: there it is as often the
 # project's own module about vendors.
 VENDOR_DIRS = frozenset({"_vendor", "vendored", "third_party", "third-party", "thirdparty", "node_modules",
-                         "bower_components"})  # fmt: skip
+                         "bower_components", "externals", "extern"})  # fmt: skip
 ROOT_VENDOR_DIRS = frozenset({"vendor"})
 # Bootstrap scripts projects copied verbatim from setuptools and distribute (`python ez_setup.py`
 # installed setuptools before pip existed): third-party code under the project's own name.

@@ -19,11 +19,11 @@ command; see `cli_framework_default`), BLE001 that does not swallow the error (o
 that catches only what its `try` raised), S110/S112/BLE001 around one cleanup call
 (`sock.close()`), unused imports in a package's `__init__`, and F401 on an import a `# type:`
 comment uses (mypy reads it; ruff does not), and F821 on a Python 2 builtin (`unicode`, `long`,
-`xrange`) inside a Python 2 compatibility branch (see `compat_branch_name`), F821 in a module that is a list
-of bare names (a vulture whitelist, `name_list_module`), F821 on the name
-Python 2's `except ValueError, e:` binds (`python2_except_binding`), E722 on a bare `except:` that
-re-raises (`reraises`) or ends by raising its own exception (`converts`), F401 on a module imported inside a function for its side effects
-(`side_effect_import`), PLE0604 on an `__all__` whose only non-strings are `X.__name__`
+`xrange`) inside a Python 2 compatibility branch (see `compat_branch_name`), F821 in a module that
+is a list of bare names (a vulture whitelist, `name_list_module`), F821 on the name Python 2's
+`except ValueError, e:` binds (`python2_except_binding`), E722 on a bare `except:` that re-raises
+(`reraises`) or ends by raising its own exception (`converts`), F401 on a module imported inside a
+function for its side effects (`side_effect_import`), PLE0604 on an `__all__` whose only non-strings are `X.__name__`
 (`names_at_run_time`), F401 on a name a quoted type uses (`used_in_quoted_type`) or on a definition the
 change moved out and imports back (`moved_out_and_imported_back`) or that is a feature test in a
 `try:` (`availability_check`); a real undefined name

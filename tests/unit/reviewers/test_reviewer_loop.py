@@ -110,6 +110,7 @@ def test_vendored_third_party_code_gets_the_secrets_scan_and_is_named(build_cont
         "vendor/github.com/lib/run.py": shell,  # Go modules, Composer, Bundler: at the root
         "src/pkg/_vendor/urllib3/util.py": shell + f"TOKEN = '{token}'\n",  # pip's convention
         "web/node_modules/left-pad/index.js": "el.innerHTML = location.hash;\n",
+        "joblib/externals/loky/context.py": shell,  # joblib's and scikit-learn's convention
         "shop/vendor/models.py": shell,  # a project's own module about vendors: reviewed
         "ez_setup.py": shell,  # setuptools' bootstrap script, copied in by name
         "bootstrap.py": '"""Bootstrap a buildout-based project\n"""\n' + shell,  # zc.buildout's, by its docstring
@@ -128,6 +129,7 @@ def test_vendored_third_party_code_gets_the_secrets_scan_and_is_named(build_cont
         "vendor/github.com/lib/run.py": "vendored",
         "src/pkg/_vendor/urllib3/util.py": "vendored",
         "web/node_modules/left-pad/index.js": "vendored",
+        "joblib/externals/loky/context.py": "vendored",
         "ez_setup.py": "vendored",
         "bootstrap.py": "vendored",
     }
