@@ -20,7 +20,11 @@ unbound in twelve compatibility modules is a convention, a different undefined n
 
 The price, knowingly paid: a real slip the project also made elsewhere is not posted (one more bare
 `except:` in a codebase full of them); it stays in the summary, with where else the project does it.
-A critical finding always posts, and so does a rule this project's people have accepted.
+A critical finding always posts, and so does a rule this project's people have accepted — with one
+exception: a vendor-prefixed token in test or example code, when at least `MIN_PLACES` of the project's
+other test (or example) files hold such tokens too. That is a secret scanner's or an SDK's fixture
+habit (detect-secrets' test suite posted twelve critical threads in one held-out set); in product
+code a key always posts.
 
 Bounded: at most `MAX_FILES` files and `MAX_BYTES` of text are read (the changed files' folders first,
 then the rest in path order), ruff runs once per kind of file over all of them, and the answer is kept
@@ -37,6 +41,7 @@ from pathlib import PurePosixPath
 from typing import Literal
 
 from reviewers.analyzers.ruff import lint_texts
+from reviewers.analyzers.secrets import vendor_token_lines
 from reviewers.kernel.contracts import Finding, Workspace
 from reviewers.paths import is_sample_path, is_test_path
 
@@ -45,6 +50,11 @@ MAX_FILES = 200  # other files read per kind: enough to see a habit, bounded for
 MAX_BYTES = 4 * 1024 * 1024  # and at most this much text
 PLACES_NAMED = 2  # the reason names this many of the other files
 RUFF_PREFIX = "ruff:"
+# A vendor token in test or example code, where the project's other test files hold them too: the
+# fixtures of a secret scanner or an SDK (detect-secrets feeds every detector made-up tokens). Never
+# in product code, where a key is a key however many others sit beside it.
+VENDOR_KEY_RULE = "secrets:known-prefix"
+VENDOR_KEY_KINDS: frozenset[str] = frozenset({"test", "sample"})
 # Rules whose message names the thing it is about: the convention is that name, not the rule.
 NAMED_CODES = frozenset({"F821", "F822", "F401", "F811"})
 # The analyzer never reports these in a package's `__init__` (re-exports): they say nothing there.
@@ -119,6 +129,8 @@ class ProjectConventions:
             if path.endswith(".py") and kind_of(path) == kind and (text := self.base_text(path)) is not None
         }
         found: dict[tuple[str, str], list[str]] = {}
+        if kind in VENDOR_KEY_KINDS:
+            found[(VENDOR_KEY_RULE, "")] = [path for path, text in files if vendor_token_lines(text)]
         for path, diagnostics in lint_texts([*files, *before.items()]).items():
             init = PurePosixPath(path).name == "__init__.py"
             keyed = [
@@ -137,11 +149,15 @@ class ProjectConventions:
 
 def project_convention(finding: Finding, conventions: ProjectConventions | None) -> str | None:
     """Why a ruff finding repeats what the project does in many files the change did not touch, or None."""
-    if conventions is None or not finding.rule.startswith(RUFF_PREFIX) or finding.severity == "critical":
+    if conventions is None:
         return None
-    code = finding.rule.removeprefix(RUFF_PREFIX)
-    message = finding.title.removeprefix("Syntax error: ")
-    key = convention_key(code, message)
+    if finding.rule == VENDOR_KEY_RULE and kind_of(finding.path) in VENDOR_KEY_KINDS:
+        code, key = "vendor-prefixed tokens", (VENDOR_KEY_RULE, "")
+    elif finding.rule.startswith(RUFF_PREFIX) and finding.severity != "critical":
+        code = finding.rule.removeprefix(RUFF_PREFIX)
+        key = convention_key(code, finding.title.removeprefix("Syntax error: "))
+    else:
+        return None
     elsewhere = conventions.places(finding.path).get(key, [])
     if len(elsewhere) < MIN_PLACES:
         return None

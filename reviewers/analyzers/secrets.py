@@ -200,6 +200,19 @@ def secret_issues(file: ChangedFile, *, named_values: bool = True) -> list[Issue
     return scan_secrets(file, named_values=named_values).issues
 
 
+def vendor_token_lines(text: str) -> int:
+    """How many lines of a file hold a vendor-prefixed token that is not a placeholder by name or
+    shape (the same test `scan_secrets` makes of an added line)."""
+    count = 0
+    for line in text.splitlines():
+        if len(line) > MAX_SCANNED_LINE_CHARS or not any(m in line for m in _TOKEN_MARKERS):
+            continue
+        value = _ANY_KNOWN_TOKEN.search(line)
+        if value and not _VENDOR_PLACEHOLDER.search(value.group(0)) and not line[value.end() :].startswith(_TRUNCATED):
+            count += 1
+    return count
+
+
 def scan_secrets(file: ChangedFile, *, named_values: bool = True) -> SecretScan:
     """Credentials on the lines this change added. `named_values=False` keeps only the unambiguous
     signals (vendor prefixes, private keys): test fixtures are full of fake passwords."""

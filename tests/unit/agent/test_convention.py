@@ -230,3 +230,43 @@ def test_a_habit_inside_the_edited_file_counts_by_its_places_before_the_change()
     two_before = BARE.replace("def f", "def a") + BARE.replace("def f", "def b") + BARE
     diff = HABIT_DIFF.replace("@@ -15,0 +16,5 @@", "@@ -10,0 +11,5 @@")
     assert _one(diff, {"tool.py": two_before}, 14, "except:", "ruff:E722", "Do not use bare `except`")[0] == "REAL"
+
+
+def _token_finding(path: str) -> tuple[Finding, str]:
+    token = "ghp_" + "wWPw5k4aXcaT4fNP0UcnZwJUVFk6LO0pINUx"
+    text = f"def test_detects():\n    assert detect('{token}')\n"
+    f = Finding.model_validate({
+        "path": path, "line": 2, "end_line": 2, "category": "security", "severity": "critical",
+        "title": "Hard-coded GitHub token committed to the repository", "body": "Revoke it.",
+        "evidence": text.splitlines()[1].strip(), "reviewer": "security", "rule": "secrets:known-prefix",
+    })  # fmt: skip
+    return f.model_copy(update={"fingerprint": make_fingerprint(path=f.path, category=f.category, rule=f.rule,
+                                                                evidence=f.evidence, title=f.title)}), text  # fmt: skip
+
+
+def test_a_secret_scanners_test_tokens_are_its_fixtures_but_a_key_in_product_code_always_posts() -> None:
+    others = {
+        f"tests/plugins/{name}_test.py": f"CASES = [('{prefix}{'Qx8rT2aB9' * 3}', True)]\n"
+        for name, prefix in (("github", "ghp_"), ("gitlab", "glpat-"), ("slack", "xoxb-4426949411-"))
+    }
+    for path, expected in (("tests/plugins/new_test.py", "NEEDS_HUMAN_REVIEW"), ("scanner/new.py", "REAL")):
+        found, text = _token_finding(path)
+        diff = (
+            f"diff --git a/{path} b/{path}\nnew file mode 100644\n--- /dev/null\n+++ b/{path}\n@@ -0,0 +1,2 @@\n"
+            + "".join(f"+{line}\n" for line in text.splitlines())
+        )
+        workspace = SnapshotWorkspace(
+            {path: text, **others, **{p.replace("tests/plugins", "scanner"): t for p, t in others.items()}}
+        )
+        inputs = VerifierInputs(
+            workspace=workspace, diff_index=DiffIndex(parse_unified_diff(diff)), track_record={}, posting="all"
+        )
+        [v] = verify_findings([found], inputs)
+        assert v.verdict == expected, (path, v.reason)
+        if expected == "NEEDS_HUMAN_REVIEW":
+            assert "vendor-prefixed tokens" in v.reason and "other places of its test code" in v.reason
+    # placeholders elsewhere are no habit: a test file of one real-looking token posts
+    placeholders = {f"tests/t{i}_test.py": "KEY = 'AKIAIOSFODNN7EXAMPLE'\n" for i in range(4)}
+    found, text = _token_finding("tests/plugins/new_test.py")
+    conventions = ProjectConventions(SnapshotWorkspace(placeholders), changed=[found.path], read_text=placeholders.get)
+    assert project_convention(found, conventions) is None
