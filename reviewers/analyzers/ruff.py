@@ -22,7 +22,8 @@ comment uses (mypy reads it; ruff does not), and F821 on a Python 2 builtin (`un
 `xrange`) inside a Python 2 compatibility branch (see `compat_branch_name`), F821 in a module that
 is a list of bare names (a vulture whitelist, `name_list_module`), F821 on the name Python 2's
 `except ValueError, e:` binds (`python2_except_binding`), E722 on a bare `except:` that re-raises
-(`reraises`) or ends by raising its own exception (`converts`), F401 on a module imported inside a
+(`reraises`), ends by raising its own exception (`converts`) or only falls back from one import to
+another (`import_fallback`), F401 on a module imported inside a
 function for its side effects (`side_effect_import`), PLE0604 on an `__all__` whose only non-strings are `X.__name__`
 (`names_at_run_time`), F401 on a name a quoted type uses (`used_in_quoted_type`) or on a definition the
 change moved out and imports back (`moved_out_and_imported_back`) or that is a feature test in a
@@ -798,8 +799,32 @@ def converts(tree: ast.Module | None, line: int) -> bool:
         return False
     for node in ast.walk(tree):
         if isinstance(node, ast.ExceptHandler) and node.type is None and node.lineno == line:
-            last = node.body[-1] if node.body else None
-            return isinstance(last, ast.Raise) and last.exc is not None
+            return _ends_raising(node.body)
+    return False
+
+
+def _ends_raising(body: Sequence[ast.stmt]) -> bool:
+    """Whether every way through `body` ends in `raise SomeError(...)` (an `if` raising on both sides)."""
+    last = body[-1] if body else None
+    if isinstance(last, ast.Raise):
+        return last.exc is not None
+    if isinstance(last, ast.If):
+        return _ends_raising(last.body) and _ends_raising(last.orelse)
+    return False
+
+
+def import_fallback(tree: ast.Module | None, line: int) -> bool:
+    """Whether the bare `except:` on `line` guards nothing but imports and falls back to other imports
+    (`try: from coverage.exceptions import NoSource` / `except: from coverage.misc import NoSource`):
+    an ImportError is all that can happen there."""
+    if tree is None:
+        return False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Try) and any(h.type is None and h.lineno == line for h in node.handlers):
+            handler = next(h for h in node.handlers if h.lineno == line)
+            return all(isinstance(s, ast.Import | ast.ImportFrom) for s in node.body) and all(
+                isinstance(s, ast.Import | ast.ImportFrom | ast.Assign | ast.Pass) for s in handler.body
+            )
     return False
 
 
@@ -1114,6 +1139,7 @@ def ruff_issues(file: ChangedFile) -> list[Issue]:
         if code == "E722" and (
             reraises(file.python_tree, line)
             or converts(file.python_tree, line)
+            or import_fallback(file.python_tree, line)
             or interrupts_let_through(file.python_tree, line)
         ):
             continue

@@ -1780,3 +1780,31 @@ def test_a_bare_except_that_raises_its_own_error_converts_rather_than_swallows(b
     swallowing = converting.replace('        raise StringError(f"cannot use', '        print(f"cannot use')
     found = review("code_quality", build_context({}, {"pkg/core.py": swallowing})).findings
     assert [f.rule for f in found] == ["ruff:E722"]
+
+
+def test_a_bare_except_raising_on_every_branch_or_falling_back_to_an_import_is_not_reported(
+    build_context: Any,
+) -> None:
+    # python-control: both branches raise ValueError about the labels' shape
+    branches = (
+        "import numpy as np\n\n\ndef labels(values, n):\n    try:\n        return np.broadcast_to(values, (n, 1))\n"
+        "    except:\n        if len(values) != n:\n            raise ValueError('number of labels must match')\n"
+        "        else:\n            raise ValueError('labels must be given for each pair')\n"
+    )
+    # pytest-testmon: an import that moved between coverage versions
+    fallback = (
+        "try:\n    from coverage.exceptions import NoSource\nexcept:\n    from coverage.misc import NoSource\n\n\n"
+        "def missing(error):\n    return isinstance(error, NoSource)\n"
+    )
+    for text in (branches, fallback):
+        assert review("code_quality", build_context({}, {"pkg/mod.py": text})).findings == [], text
+    # one branch that carries on swallows the error; an import guard that also runs code is code
+    half = branches.replace("        else:\n            raise ValueError('labels must be given for each pair')\n", "")
+    more = fallback.replace(
+        "    from coverage.misc import NoSource\n",
+        "    from coverage.misc import NoSource\n    print('old coverage')\n",
+    )
+    for text in (half, more):
+        assert [f.rule for f in review("code_quality", build_context({}, {"pkg/mod.py": text})).findings] == [
+            "ruff:E722"
+        ], text
