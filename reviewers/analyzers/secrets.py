@@ -200,6 +200,12 @@ def secret_issues(file: ChangedFile, *, named_values: bool = True) -> list[Issue
     return scan_secrets(file, named_values=named_values).issues
 
 
+def _kept_elsewhere(file: ChangedFile, token: str, changed: dict[int, str]) -> bool:
+    """Whether the token's exact value is on a line of the file the change did not add (a docs page's
+    example token, copied for one more example): if it is a leak, the change did not make it."""
+    return any(token in text for n, text in enumerate(file.lines, start=1) if n not in changed)
+
+
 def vendor_token_lines(text: str) -> int:
     """How many lines of a file hold a vendor-prefixed token that is not a placeholder by name or
     shape (the same test `scan_secrets` makes of an added line)."""
@@ -222,7 +228,8 @@ def scan_secrets(file: ChangedFile, *, named_values: bool = True) -> SecretScan:
     long_lines = 0
     scanned = 0
     unscanned_from: int | None = None
-    for line, text in sorted(file.changed_lines.items()):
+    changed = file.changed_lines
+    for line, text in sorted(changed.items()):
         token = (
             next((t for t in KNOWN_TOKENS if t.pattern.search(text)), None)
             if any(m in text for m in _TOKEN_MARKERS) and _ANY_KNOWN_TOKEN.search(text)
@@ -232,6 +239,8 @@ def scan_secrets(file: ChangedFile, *, named_values: bool = True) -> SecretScan:
             continue  # the vendor's documented example (AKIAIOSFODNN7EXAMPLE): a placeholder by name
         if token is not None and value and text[value.end() :].startswith(_TRUNCATED):
             continue  # `xoxb-4426949411-aEM7...`: a token cut short for the reader is a placeholder by shape
+        if token is not None and value and _kept_elsewhere(file, value.group(0), changed):
+            continue  # the same value already sits on a line the change kept: copied, not leaked here
         if token is not None:
             issue = _issue(line, "secrets:known-prefix", token.severity, token.name)
             self_minted = token in SELF_MINTED_TOKENS and (test_material or sample)

@@ -377,3 +377,11 @@ def test_ruby_backticks_run_a_shell_but_the_same_text_in_a_config_string_does_no
     towncrier = '[tool.towncrier]\nissue_format = "`#{issue} <https://example.org/issues/{issue}>`_"\n'
     for path in ("pyproject.toml", "pyproject.yoml", "changes.yaml"):
         assert line_rule_issues(added_file(path, towncrier), python_ast_done=False) == [], path
+
+
+def test_a_token_the_file_already_held_on_a_kept_line_is_not_this_changes_leak() -> None:
+    token = "glpat-" + "JVNSESs8EwWRx5yDxM5q"
+    text = f"gq = gitlab.GraphQL(token='{token}')\nasync_gq = gitlab.AsyncGraphQL(token='{token}')\n"
+    assert secret_issues(edited_file("docs/api.rst", text, added={2})) == []
+    # the first time the value appears, it is reported
+    assert [i.rule for i in secret_issues(added_file("docs/api.rst", text))] == ["secrets:known-prefix"] * 2
