@@ -544,12 +544,12 @@ def _bound_names(tree: ast.Module) -> set[str]:
 
 def unbound_anywhere(tree: ast.Module | None, path: str, line: int, message: str) -> bool:
     """Whether an F821 on `line` names what the module binds nowhere and has no way to receive: no
-    statement binds it, no star import, module `__getattr__` or namespace write (`globals()`,
-    `exec`, `builtins`) could supply it, it is no Python 2 builtin, it is read as code on that line
-    (not inside a string annotation a library resolves from its registry), and the file is product
-    code, not documentation or an example (a tool runs `docs/conf.py` in a namespace it fills; a
-    fragment names a placeholder for the reader's own code). Such a name raises NameError when the
-    line runs: a missing `import sys`."""
+    statement binds it, no star import, module `__getattr__` or namespace write (`globals()`, `exec`,
+    `builtins`, a function's `__globals__`) could supply it, it is no Python 2 builtin, it is read as
+    code on that line (not inside a string annotation a library resolves from its registry), and the
+    file is product code, not documentation or an example (a tool runs `docs/conf.py` in a namespace
+    it fills; a fragment names a placeholder for the reader's own code). Such a name raises NameError
+    when the line runs: a missing `import sys`."""
     undefined = _UNDEFINED.search(message)
     if tree is None or undefined is None or is_sample_path(path):
         return False
@@ -563,6 +563,8 @@ def unbound_anywhere(tree: ast.Module | None, path: str, line: int, message: str
             return False
         if isinstance(node, ast.alias) and node.name in _NAMESPACE_WRITERS:
             return False
+        if isinstance(node, ast.Attribute) and node.attr == "__globals__":
+            return False  # `f.__globals__["writer"] = ...`: a decorator fills the module's namespace
     if any(isinstance(n, ast.FunctionDef) and n.name == "__getattr__" for n in tree.body):
         return False
     unevaluated = {id(n) for annotation in _unevaluated_annotations(tree) for n in ast.walk(annotation)}

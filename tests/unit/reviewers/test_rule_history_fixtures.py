@@ -1808,3 +1808,13 @@ def test_a_bare_except_raising_on_every_branch_or_falling_back_to_an_import_is_n
         assert [f.rule for f in review("code_quality", build_context({}, {"pkg/mod.py": text})).findings] == [
             "ruff:E722"
         ], text
+
+
+def test_a_name_a_decorator_writes_into_the_functions_globals_may_be_received(build_context: Any) -> None:
+    # dpkt's pcap tests: the wrapper puts `writer` into the test function's module namespace
+    text = (
+        "def wrap(f):\n    def wrapper():\n        f.__globals__['writer'] = object()\n        f()\n"
+        "        writer.close()\n    return wrapper\n"
+    )
+    found = review("code_quality", build_context({}, {"pkg/pcap.py": text})).findings
+    assert [(f.rule, f.confidence) for f in found] == [("ruff:F821", "medium")]  # listed, not posted
