@@ -200,6 +200,12 @@ def secret_issues(file: ChangedFile, *, named_values: bool = True) -> list[Issue
     return scan_secrets(file, named_values=named_values).issues
 
 
+def placeholder_token(line: str, value: re.Match[str]) -> bool:
+    """Whether a vendor-token match on `line` is a placeholder: by name (AWS's documented
+    AKIAIOSFODNN7EXAMPLE) or by shape (`xoxb-4426949411-aEM7...`, cut short for the reader)."""
+    return bool(_VENDOR_PLACEHOLDER.search(value.group(0))) or line[value.end() :].startswith(_TRUNCATED)
+
+
 def _kept_elsewhere(file: ChangedFile, token: str, changed: dict[int, str]) -> bool:
     """Whether the token's exact value is on a line of the file the change did not add (a docs page's
     example token, copied for one more example): if it is a leak, the change did not make it."""
@@ -214,7 +220,7 @@ def vendor_token_lines(text: str) -> int:
         if len(line) > MAX_SCANNED_LINE_CHARS or not any(m in line for m in _TOKEN_MARKERS):
             continue
         value = _ANY_KNOWN_TOKEN.search(line)
-        if value and not _VENDOR_PLACEHOLDER.search(value.group(0)) and not line[value.end() :].startswith(_TRUNCATED):
+        if value and not placeholder_token(line, value):
             count += 1
     return count
 
@@ -235,10 +241,8 @@ def scan_secrets(file: ChangedFile, *, named_values: bool = True) -> SecretScan:
             if any(m in text for m in _TOKEN_MARKERS) and _ANY_KNOWN_TOKEN.search(text)
             else None
         )
-        if token is not None and (value := token.pattern.search(text)) and _VENDOR_PLACEHOLDER.search(value.group(0)):
-            continue  # the vendor's documented example (AKIAIOSFODNN7EXAMPLE): a placeholder by name
-        if token is not None and value and text[value.end() :].startswith(_TRUNCATED):
-            continue  # `xoxb-4426949411-aEM7...`: a token cut short for the reader is a placeholder by shape
+        if token is not None and (value := token.pattern.search(text)) and placeholder_token(text, value):
+            continue
         if token is not None and value and _kept_elsewhere(file, value.group(0), changed):
             continue  # the same value already sits on a line the change kept: copied, not leaked here
         if token is not None:
