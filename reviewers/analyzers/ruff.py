@@ -567,10 +567,33 @@ def unbound_anywhere(tree: ast.Module | None, path: str, line: int, message: str
             return False  # `f.__globals__["writer"] = ...`: a decorator fills the module's namespace
     if any(isinstance(n, ast.FunctionDef) and n.name == "__getattr__" for n in tree.body):
         return False
+    if source_template(tree, line):
+        return False
     unevaluated = {id(n) for annotation in _unevaluated_annotations(tree) for n in ast.walk(annotation)}
     return any(
         isinstance(n, ast.Name) and n.id == name and n.lineno == line and id(n) not in unevaluated
         for n in ast.walk(tree)
+    )
+
+
+def source_template(tree: ast.Module, line: int) -> bool:
+    """Whether `line` lies in a function or class whose source the module itself reads with
+    `inspect.getsource(...)`: code kept as a template and run in another namespace (pasted into a
+    module it patches, sent to a remote interpreter), where its names are bound. mitogen's DNF fix
+    copies a method into Ansible's module that imports what the method names."""
+    read: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and node.args:
+            func = node.func
+            called = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            if called in ("getsource", "getsourcelines"):
+                read.update(n.id if isinstance(n, ast.Name) else n.attr for n in ast.walk(node.args[0])
+                            if isinstance(n, ast.Name | ast.Attribute))  # fmt: skip
+    return any(
+        isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+        and node.name in read
+        and node.lineno <= line <= (node.end_lineno or node.lineno)
+        for node in ast.walk(tree)
     )
 
 

@@ -1818,3 +1818,16 @@ def test_a_name_a_decorator_writes_into_the_functions_globals_may_be_received(bu
     )
     found = review("code_quality", build_context({}, {"pkg/pcap.py": text})).findings
     assert [(f.rule, f.confidence) for f in found] == [("ruff:F821", "medium")]  # listed, not posted
+
+
+def test_a_name_in_a_function_kept_as_source_for_another_module_is_listed_not_posted(build_context: Any) -> None:
+    # mitogen's DNF fix: a method's source is pasted into Ansible's module, which imports `sys`
+    template = (
+        "import inspect\n\n\nclass _Dummy:\n    def run(self):\n        return sys.executable\n\n\n"
+        "def patch(source):\n    return source.replace('x', inspect.getsource(_Dummy.run))\n"
+    )
+    found = review("code_quality", build_context({}, {"pkg/planner.py": template})).findings
+    assert [(f.rule, f.confidence) for f in found] == [("ruff:F821", "medium")]  # listed, not posted
+    plain = template.replace("inspect.getsource(_Dummy.run)", "'y'")
+    found = review("code_quality", build_context({}, {"pkg/planner.py": plain})).findings
+    assert [(f.rule, f.confidence) for f in found if f.rule == "ruff:F821"] == [("ruff:F821", "high")]  # posted
