@@ -86,9 +86,11 @@ LOCAL_USER_CLEARS = frozenset({"path", "redirect", "xss", "trust-boundary", "tem
 # wrapper run by others, sudo), but it is no request data: at most a low-confidence note.
 COMMAND_LINE = "~command-line"
 COMMAND_LINE_CLEARS = LOCAL_USER_CLEARS | {COMMAND_LINE}
-# What an operator could run themselves: a shell command, or the Python an application server imports
-# and evaluates from the `module:app` it is started with. SQL is not: the program holds the credentials.
-OPERATOR_RUNS = frozenset({"command", "code"})
+# What an operator could run themselves: a shell command, the Python an application server imports
+# and evaluates from the `module:app` it is started with, or a pickle or checkpoint file they name (a
+# training script's `--checkpoint`: loading it runs what they chose). SQL is not: the program holds
+# the credentials.
+OPERATOR_RUNS = frozenset({"command", "code", "deserialization"})
 _MUTATORS = frozenset({"append", "add", "insert", "extend", "update", "setdefault", "appendleft", "put", "push"})
 
 

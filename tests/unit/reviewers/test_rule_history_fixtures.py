@@ -1831,3 +1831,20 @@ def test_a_name_in_a_function_kept_as_source_for_another_module_is_listed_not_po
     plain = template.replace("inspect.getsource(_Dummy.run)", "'y'")
     found = review("code_quality", build_context({}, {"pkg/planner.py": plain})).findings
     assert [(f.rule, f.confidence) for f in found if f.rule == "ruff:F821"] == [("ruff:F821", "high")]  # posted
+
+
+def test_a_checkpoint_a_script_loads_from_its_own_command_line_goes_to_a_person(build_context: Any) -> None:
+    # accelerate's Megatron example: the operator names the checkpoint to load; a request may not
+    script = (
+        "import argparse\nimport pickle\n\n\ndef main():\n    parser = argparse.ArgumentParser()\n"
+        "    parser.add_argument('--state')\n    args = parser.parse_args()\n"
+        "    with open(args.state, 'rb') as f:\n        return pickle.loads(args.state.encode())\n"
+    )
+    found = review("security", build_context({}, {"train/run.py": script})).findings
+    assert {f.confidence for f in found if f.cwe == "CWE-502"} == {"low"}
+    route = (
+        "import pickle\n\nfrom flask import Flask, request\n\napp = Flask(__name__)\n\n\n"
+        "@app.post('/state')\ndef state():\n    return str(pickle.loads(request.get_data()))\n"
+    )
+    found = review("security", build_context({}, {"web/state.py": route})).findings
+    assert [f.confidence for f in found if f.cwe == "CWE-502"] == ["high"]
