@@ -1848,3 +1848,12 @@ def test_a_checkpoint_a_script_loads_from_its_own_command_line_goes_to_a_person(
     )
     found = review("security", build_context({}, {"web/state.py": route})).findings
     assert [f.confidence for f in found if f.cwe == "CWE-502"] == ["high"]
+
+
+def test_a_name_missing_in_a_stub_is_listed_not_posted_as_a_name_error(build_context: Any) -> None:
+    # kafka-python's generated stubs: a base class named but not imported fails a type checker only
+    text = "from enum import IntEnum\n\n\nclass CoordinatorType(EnumHelper, IntEnum):\n    GROUP: int\n"
+    found = review("code_quality", build_context({}, {"kafka/protocol/coordinator.pyi": text})).findings
+    assert [(f.rule, f.confidence) for f in found] == [("ruff:F821", "medium")]
+    found = review("code_quality", build_context({}, {"kafka/protocol/coordinator.py": text})).findings
+    assert [(f.rule, f.confidence) for f in found] == [("ruff:F821", "high")]
