@@ -583,12 +583,8 @@ def source_template(tree: ast.Module, line: int) -> bool:
     copies a method into Ansible's module that imports what the method names."""
     read: set[str] = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and node.args:
-            func = node.func
-            called = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-            if called in ("getsource", "getsourcelines"):
-                read.update(n.id if isinstance(n, ast.Name) else n.attr for n in ast.walk(node.args[0])
-                            if isinstance(n, ast.Name | ast.Attribute))  # fmt: skip
+        if isinstance(node, ast.Call) and node.args and _called_name(node) in ("getsource", "getsourcelines"):
+            read.update(_called_name(n) for n in ast.walk(node.args[0]) if isinstance(n, ast.Name | ast.Attribute))
     return any(
         isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
         and node.name in read
