@@ -420,25 +420,51 @@ def mirror_path(root: Path, repo: str) -> Path:
     return root / repo.replace("/", "+") / "repo"
 
 
+def _git_text(mirror: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", "--no-pager", *args], cwd=mirror, capture_output=True, check=True, timeout=GIT_TIMEOUT_S
+    )
+    return done.stdout.decode("utf-8", errors="replace")
+
+
 def code_commits(mirror: Path, *, per_repo: int, max_lines: int = MAX_COMMIT_LINES) -> tuple[list[Commit], int]:
-    text = subprocess.run(
-        [
-            "git",
-            "--no-pager",
-            "log",
-            "--first-parent",
-            "--diff-merges=first-parent",
-            "--numstat",
-            LOG_FORMAT,
-            f"--max-count={LOG_DEPTH}",
-            "HEAD",
-        ],  # fmt: skip
-        cwd=mirror,
-        capture_output=True,
-        check=True,
-        timeout=GIT_TIMEOUT_S,
-    ).stdout.decode("utf-8", errors="replace")
-    return select_commits(parse_log(text), per_repo=per_repo, max_lines=max_lines)
+    """The newest `per_repo` code commits of the first-parent history (`select_commits`), and how many
+    were passed over as too large.
+
+    A snapshot that left its largest objects out (the fetch tool keeps repositories under 500 MB, so
+    a logo or a data file goes missing) cannot show the numbers of the whole log: `git log --numstat`
+    stops at the first commit that needs a missing blob. Then the log is read without numbers and
+    each commit's numbers on their own; a commit whose diff needs a missing object is passed over (it
+    could not be reviewed either) and said on stderr, the rest of the history still counts."""
+    walk = ("log", "--first-parent", "--diff-merges=first-parent", LOG_FORMAT, f"--max-count={LOG_DEPTH}", "HEAD")
+    try:
+        text = _git_text(mirror, *walk[:3], "--numstat", *walk[3:])
+    except subprocess.CalledProcessError:
+        headers = parse_log(_git_text(mirror, *walk))
+    else:
+        return select_commits(parse_log(text), per_repo=per_repo, max_lines=max_lines)
+    chosen: list[Commit] = []
+    too_large = unreadable = 0
+    for sha, parents, subject, _ in headers:
+        if len(chosen) >= per_repo:
+            break
+        if parents == 0:
+            continue
+        try:
+            numbers = _git_text(mirror, "diff", "--numstat", f"{sha}^1", sha, "--")
+        except subprocess.CalledProcessError:
+            unreadable += 1
+            continue
+        found, skipped = select_commits(
+            parse_log(f"\x00{sha}\t{'p ' * parents}\t{subject}\n\n{numbers}"), per_repo=1, max_lines=max_lines
+        )
+        chosen += found
+        too_large += skipped
+    print(
+        f"[history] {mirror}: the snapshot lacks objects; read commit by commit, {unreadable} commits passed over",
+        file=sys.stderr,
+    )
+    return chosen, too_large
 
 
 # --- reviewing ----------------------------------------------------------------------------------------

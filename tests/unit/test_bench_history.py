@@ -252,3 +252,33 @@ def test_the_repository_bootstrap_is_wide_when_one_repository_makes_the_share() 
     assert repository_interval([right, quiet], jr) is None  # one repository posted: no interval to draw
     text = render([right, wrong, quiet], judgements)
     assert "repository bootstrap 95 %:" in text
+
+
+def test_a_snapshot_missing_a_blob_is_read_commit_by_commit(tmp_path: Path) -> None:
+    """The fetch tool leaves a large repository's largest objects out: `git log --numstat` then fails
+    as a whole, but every commit that does not need the missing blob is still chosen."""
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e.invalid"}
+    env |= {"GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@e.invalid"}
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], cwd=tmp_path, env=env, check=True, capture_output=True, timeout=60)
+        return done.stdout.decode().strip()
+
+    git("init", "-q", "-b", "main")
+    (tmp_path / "a.py").write_text("x = 1\n")
+    git("add", "-A")
+    git("commit", "-q", "-m", "root")
+    (tmp_path / "data.txt").write_text("large data\n" * 50)
+    (tmp_path / "a.py").write_text("x = 2\n")
+    git("add", "-A")
+    git("commit", "-q", "-m", "add the data")
+    for n in range(3):
+        (tmp_path / f"m{n}.py").write_text(f"y = {n}\n")
+        git("add", "-A")
+        git("commit", "-q", "-m", f"code {n}")
+    blob = git("rev-parse", "HEAD:data.txt")
+    (tmp_path / ".git" / "objects" / blob[:2] / blob[2:]).unlink()  # what a partial snapshot lacks
+    with pytest.raises(subprocess.CalledProcessError):
+        git("log", "--numstat", "HEAD")
+    chosen, too_large = code_commits(tmp_path, per_repo=10)
+    assert [c.subject for c in chosen] == ["code 2", "code 1", "code 0"] and too_large == 0
