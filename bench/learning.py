@@ -41,7 +41,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from bench.learning_report import SECTION_TITLE, plot_rewards, render_markdown
 from bench.report import git_commit
@@ -53,7 +53,7 @@ from learning.replay_reward import ReplayRewardConfig, match_labeled, reward
 from learning.strata.config import AblationName, StrataConfig
 from learning.strata.constrained import ConstrainedSampler
 from learning.strata.jump_forward import JumpForwardSampler
-from learning.strata.policy import PolicyConfig, PromptCache, StrategyPolicy
+from learning.strata.policy import Device, PolicyConfig, PromptCache, StrategyPolicy
 from learning.strata.replay_cache import CachedReplayEnv
 from learning.strata.run_config import RLTrainConfig
 
@@ -94,7 +94,7 @@ class BenchConfig:
     threads: int = 2
     # "cuda" trains and decodes on a GPU in bfloat16 (PolicyConfig's default there); the recorded CPU
     # runs use "cpu" (float32).
-    device: str = "cpu"
+    device: Device = "cpu"
 
 
 def lora_targets(model_dir: Path) -> tuple[str, ...]:
@@ -586,7 +586,7 @@ def main(argv: list[str] | None = None) -> None:
         base = ensure_base_model(ROOT / ".data")
     config = BenchConfig(
         budget_minutes=args.budget_minutes, rl_steps=args.steps, plans_per_mr=args.plans, seeds=args.seeds,
-        watch_factor=args.watch_factor, threads=args.threads, device=args.device,
+        watch_factor=args.watch_factor, threads=args.threads, device=cast(Device, args.device),
         n_mrs=args.n_mrs,
         sft_cases=args.sft_cases, ablations=tuple(a for a in args.ablations.split(",") if a),
     )  # fmt: skip

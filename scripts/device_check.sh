@@ -2,7 +2,8 @@
 # The learning tests on a lent GPU machine (the device tool): the same tests CI runs on the CPU, with
 # REVIEWLOOP_TEST_DEVICE=cuda, so what only a GPU runs is exercised: bfloat16 weights (PolicyConfig's
 # default on CUDA), LoRA and full-weight training steps on CUDA, xgrammar's token mask on CUDA tensors,
-# the prompt cache's tensors on the GPU, and serving's TransformersLLM on CUDA.
+# the prompt cache's tensors on the GPU, the learning bench's DPO loop on CUDA, and serving's
+# TransformersLLM on CUDA.
 #
 # That machine has its own Python (3.12) with torch, transformers' dependencies and peft, but not this
 # project's: they travel as wheels in .whl (ignored; see bench/RESULTS.md "Learning tests on a GPU" for
@@ -19,5 +20,5 @@ python3 -c "import torch, transformers, xgrammar, peft; from importlib.metadata 
 python3 -m pytest -v -p no:cacheprovider -o addopts= --timeout 420 --durations 12 \
   -W ignore::DeprecationWarning -W ignore::FutureWarning -W ignore::UserWarning \
   tests/learning/test_jump_forward.py tests/learning/test_strata_constrained.py tests/learning/test_prompt_cache.py \
-  tests/learning/test_tiny_model.py tests/learning/test_strata_rl.py \
+  tests/learning/test_tiny_model.py tests/learning/test_strata_rl.py tests/learning/test_dpo_loop.py \
   -k "not base_model and not gate and not interrupted" 2>&1 | tee "$OUT/cuda-tests.log"
