@@ -567,13 +567,41 @@ def unbound_anywhere(tree: ast.Module | None, path: str, line: int, message: str
             return False  # `f.__globals__["writer"] = ...`: a decorator fills the module's namespace
     if any(isinstance(n, ast.FunctionDef) and n.name == "__getattr__" for n in tree.body):
         return False
-    if source_template(tree, line):
+    if source_template(tree, line) or unreachable(tree, line):
         return False
     unevaluated = {id(n) for annotation in _unevaluated_annotations(tree) for n in ast.walk(annotation)}
     return any(
         isinstance(n, ast.Name) and n.id == name and n.lineno == line and id(n) not in unevaluated
         for n in ast.walk(tree)
     )
+
+
+_EXITS = frozenset({"sys.exit", "exit", "quit", "os._exit", "os.abort"})
+
+
+def unreachable(tree: ast.Module, line: int) -> bool:
+    """Whether `line` lies in a statement that follows, in the same block, one that always leaves it
+    (`raise`, `return`, `break`, `continue`, a bare call of `sys.exit()`): it never runs, so a name
+    missing there raises nothing. A package's stub `setup.py` exits with a message first and keeps a
+    `setup(...)` call below it only for tools that scan the file for metadata."""
+    for node in ast.walk(tree):
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(node, field, None)
+            if not isinstance(block, list):
+                continue
+            leaves = next((i for i, stmt in enumerate(block) if _leaves_block(stmt)), None)
+            if leaves is not None and any(
+                stmt.lineno <= line <= (stmt.end_lineno or stmt.lineno) for stmt in block[leaves + 1 :]
+            ):
+                return True
+    return False
+
+
+def _leaves_block(stmt: ast.stmt) -> bool:
+    if isinstance(stmt, ast.Raise | ast.Return | ast.Break | ast.Continue):
+        return True
+    call = stmt.value if isinstance(stmt, ast.Expr) else None
+    return isinstance(call, ast.Call) and ast.unparse(call.func) in _EXITS
 
 
 def source_template(tree: ast.Module, line: int) -> bool:

@@ -1833,6 +1833,20 @@ def test_a_name_in_a_function_kept_as_source_for_another_module_is_listed_not_po
     assert [(f.rule, f.confidence) for f in found if f.rule == "ruff:F821"] == [("ruff:F821", "high")]  # posted
 
 
+def test_a_name_after_an_unconditional_exit_is_listed_not_posted(build_context: Any) -> None:
+    # a stub setup.py: it exits with a message and keeps `setup(...)` below for metadata scanners
+    stub = "import sys\n\nsys.stderr.write('use pip install .')\nsys.exit(1)\n\nsetup(\n    name='pkg',\n)\n"
+    found = review("code_quality", build_context({}, {"setup.py": stub})).findings
+    assert [(f.rule, f.confidence) for f in found] == [("ruff:F821", "medium")]  # listed, not posted
+    after_raise = "def build(x):\n    raise NotImplementedError\n    return helper(x)\n"
+    found = review("code_quality", build_context({}, {"pkg/build.py": after_raise})).findings
+    assert [(f.rule, f.confidence) for f in found if f.rule == "ruff:F821"] == [("ruff:F821", "medium")]
+    # an exit inside a branch leaves the code after the branch reachable
+    guarded = "import sys\n\nif len(sys.argv) < 2:\n    sys.exit(1)\n\nsetup(name='pkg')\n"
+    found = review("code_quality", build_context({}, {"setup.py": guarded})).findings
+    assert [(f.rule, f.confidence) for f in found if f.rule == "ruff:F821"] == [("ruff:F821", "high")]  # posted
+
+
 def test_a_checkpoint_a_script_loads_from_its_own_command_line_goes_to_a_person(build_context: Any) -> None:
     # accelerate's Megatron example: the operator names the checkpoint to load; a request may not
     script = (
