@@ -200,10 +200,21 @@ def secret_issues(file: ChangedFile, *, named_values: bool = True) -> list[Issue
     return scan_secrets(file, named_values=named_values).issues
 
 
+_VENDOR_PREFIX = re.compile(r"^[A-Za-z]{2,8}[-_]")  # `xoxb-`, `ghp_`, `sk-`: the part every token shares
+
+
 def placeholder_token(line: str, value: re.Match[str]) -> bool:
     """Whether a vendor-token match on `line` is a placeholder: by name (AWS's documented
-    AKIAIOSFODNN7EXAMPLE) or by shape (`xoxb-4426949411-aEM7...`, cut short for the reader)."""
-    return bool(_VENDOR_PLACEHOLDER.search(value.group(0))) or line[value.end() :].startswith(_TRUNCATED)
+    AKIAIOSFODNN7EXAMPLE), by shape (`xoxb-4426949411-aEM7...`, cut short for the reader), or by
+    its made-up body: a vendor issues random tokens, and a body of a few repeated characters
+    (`xoxb-111-222-xxxxx` in a docs page's "never do this") carries under `MIN_NAMED_SECRET_ENTROPY`
+    bits per character, where a random one of the same length carries over four."""
+    token = value.group(0)
+    return (
+        bool(_VENDOR_PLACEHOLDER.search(token))
+        or line[value.end() :].startswith(_TRUNCATED)
+        or shannon_entropy(_VENDOR_PREFIX.sub("", token, count=1)) < MIN_NAMED_SECRET_ENTROPY
+    )
 
 
 def _kept_elsewhere(file: ChangedFile, token: str, changed: dict[int, str]) -> bool:

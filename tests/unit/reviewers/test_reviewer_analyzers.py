@@ -62,6 +62,14 @@ def test_a_vendor_token_that_names_itself_an_example_is_a_placeholder() -> None:
         assert secret_issues(added_file("app/settings.py", line + "\n")) == [], line
 
 
+def test_a_vendor_token_with_a_made_up_body_is_a_placeholder() -> None:
+    # slack-sdk's docs: a "never do this" box spelling the prefix with a body of repeated characters
+    made_up = "xoxb-" + "111-222-" + "x" * 5
+    for line in (f"token = '{made_up}'", f'SLACK_BOT_TOKEN="{made_up}" python myapp.py'):
+        assert secret_issues(added_file("docs/content/installation.md", line + "\n")) == [], line
+        assert secret_issues(added_file("app/settings.py", line + "\n")) == [], line
+
+
 def test_a_token_cut_short_for_the_reader_is_a_placeholder() -> None:
     # a config template's commented example (errbot): the value ends in an ellipsis, no token does
     slack = "xoxb-" + "4426949411" + "-aEM7"
@@ -75,7 +83,7 @@ def test_a_token_cut_short_for_the_reader_is_a_placeholder() -> None:
     "line",
     [
         'KEY = "AKIAIOSFODNN7EXAMPLQ"',
-        "token: ghp_" + "a1B2" * 9,
+        "token: ghp_" + "R8kq2Zt7Wm" + "Lp4Xv9Nc3Y" + "bH6sJ1dQ5f" + "Tg0E9u",
         'GITLAB = "glpat-' + "Zk3vQ9wLm2Rt7YpB4nXc" + '"',
         "-----BEGIN RSA PRIVATE KEY-----",
         'const stripe = "sk_live_' + "4eC39HqLyjWDarjtT1zdp7dc" + '";',
