@@ -436,10 +436,12 @@ def code_commits(mirror: Path, *, per_repo: int, max_lines: int = MAX_COMMIT_LIN
     stops at the first commit that needs a missing blob. Then the log is read without numbers and
     each commit's numbers on their own; a commit whose diff needs a missing object is passed over (it
     could not be reviewed either) and said on stderr, the rest of the history still counts."""
-    walk = ("log", "--first-parent", "--diff-merges=first-parent", LOG_FORMAT, f"--max-count={LOG_DEPTH}", "HEAD")
+    walk = ("log", "--first-parent", LOG_FORMAT, f"--max-count={LOG_DEPTH}", "HEAD")
     try:
-        text = _git_text(mirror, *walk[:3], "--numstat", *walk[3:])
+        text = _git_text(mirror, *walk[:2], "--diff-merges=first-parent", "--numstat", *walk[2:])
     except subprocess.CalledProcessError:
+        # without `--diff-merges`, which makes git diff every merge (and read its missing blobs) even
+        # when no numbers are asked for
         headers = parse_log(_git_text(mirror, *walk))
     else:
         return select_commits(parse_log(text), per_repo=per_repo, max_lines=max_lines)

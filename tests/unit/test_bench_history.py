@@ -272,13 +272,20 @@ def test_a_snapshot_missing_a_blob_is_read_commit_by_commit(tmp_path: Path) -> N
     (tmp_path / "a.py").write_text("x = 2\n")
     git("add", "-A")
     git("commit", "-q", "-m", "add the data")
+    git("checkout", "-q", "-b", "side")
+    (tmp_path / "data.txt").write_text("other large data\n" * 50)
+    git("commit", "-qam", "change the data")
+    git("checkout", "-q", "main")
+    git("merge", "-q", "--no-ff", "-m", "merge the data", "side")
     for n in range(3):
         (tmp_path / f"m{n}.py").write_text(f"y = {n}\n")
         git("add", "-A")
         git("commit", "-q", "-m", f"code {n}")
     blob = git("rev-parse", "HEAD:data.txt")
     (tmp_path / ".git" / "objects" / blob[:2] / blob[2:]).unlink()  # what a partial snapshot lacks
-    with pytest.raises(subprocess.CalledProcessError):
-        git("log", "--numstat", "HEAD")
+    for broken in (("--numstat",), ("--first-parent", "--diff-merges=first-parent")):
+        with pytest.raises(subprocess.CalledProcessError):
+            git("log", *broken, "HEAD")
     chosen, too_large = code_commits(tmp_path, per_repo=10)
-    assert [c.subject for c in chosen] == ["code 2", "code 1", "code 0"] and too_large == 0
+    # the merge needs the missing blob (passed over); the commit that first added the data does not
+    assert [c.subject for c in chosen] == ["code 2", "code 1", "code 0", "add the data"] and too_large == 0
