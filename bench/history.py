@@ -32,6 +32,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -402,28 +403,36 @@ class Judgement:
 LOG_FORMAT = "--format=%x00%H%x09%P%x09%s"
 
 
-def parse_log(text: str) -> list[tuple[str, int, str, dict[str, int]]]:
+LogEntry = tuple[str, int, str, dict[str, int]]  # sha, parent count, subject, {path: changed lines}
+
+
+def parse_log(text: str) -> list[LogEntry]:
     """`git log --numstat` output in LOG_FORMAT → (sha, parent count, subject, {path: changed lines})."""
-    out: list[tuple[str, int, str, dict[str, int]]] = []
+    out: list[LogEntry] = []
     for block in text.split("\x00")[1:]:
         header, _, rest = block.partition("\n")
         sha, parents, subject = (header.split("\t", 2) + ["", ""])[:3]
-        changed: dict[str, int] = {}
-        for row in rest.splitlines():
-            parts = row.split("\t")
-            if len(parts) != 3:
-                continue
-            added, deleted, path = parts
-            if " => " in path:  # a rename, `a => b` or `src/{old => new}/m.py`: count it under its new name
-                path = re.sub(r"\{[^{}]* => ([^{}]*)\}", r"\1", path).split(" => ")[-1].replace("//", "/")
-            # "-" for a binary file: not code a rule reads
-            changed[path] = (int(added) if added.isdigit() else 0) + (int(deleted) if deleted.isdigit() else 0)
-        out.append((sha, len(parents.split()), subject, changed))
+        out.append((sha, len(parents.split()), subject, parse_numstat(rest)))
     return out
 
 
+def parse_numstat(text: str) -> dict[str, int]:
+    """`--numstat` rows → {path: added + deleted lines}."""
+    changed: dict[str, int] = {}
+    for row in text.splitlines():
+        parts = row.split("\t")
+        if len(parts) != 3:
+            continue
+        added, deleted, path = parts
+        if " => " in path:  # a rename, `a => b` or `src/{old => new}/m.py`: count it under its new name
+            path = re.sub(r"\{[^{}]* => ([^{}]*)\}", r"\1", path).split(" => ")[-1].replace("//", "/")
+        # "-" for a binary file: not code a rule reads
+        changed[path] = (int(added) if added.isdigit() else 0) + (int(deleted) if deleted.isdigit() else 0)
+    return changed
+
+
 def select_commits(
-    log: list[tuple[str, int, str, dict[str, int]]], *, per_repo: int = PER_REPO, max_lines: int = MAX_COMMIT_LINES
+    log: Iterable[LogEntry], *, per_repo: int = PER_REPO, max_lines: int = MAX_COMMIT_LINES
 ) -> tuple[list[Commit], int]:
     """The newest `per_repo` code commits of a first-parent log, and how many too-large ones were passed over.
 
@@ -479,28 +488,23 @@ def code_commits(mirror: Path, *, per_repo: int, max_lines: int = MAX_COMMIT_LIN
         headers = parse_log(_git_text(mirror, *walk))
     else:
         return select_commits(parse_log(text), per_repo=per_repo, max_lines=max_lines)
-    chosen: list[Commit] = []
-    too_large = unreadable = 0
-    for sha, parents, subject, _ in headers:
-        if len(chosen) >= per_repo:
-            break
-        if parents == 0:
-            continue
-        try:
-            numbers = _git_text(mirror, "diff", "--numstat", f"{sha}^1", sha, "--")
-        except subprocess.CalledProcessError:
-            unreadable += 1
-            continue
-        found, skipped = select_commits(
-            parse_log(f"\x00{sha}\t{'p ' * parents}\t{subject}\n\n{numbers}"), per_repo=1, max_lines=max_lines
-        )
-        chosen += found
-        too_large += skipped
+    unreadable: list[str] = []
+
+    def one_by_one() -> Iterator[LogEntry]:
+        for sha, parents, subject, _ in headers:
+            try:  # a root commit has no parent to diff against; select_commits passes it over
+                numbers = _git_text(mirror, "diff", "--numstat", f"{sha}^1", sha, "--") if parents else ""
+            except subprocess.CalledProcessError:
+                unreadable.append(sha)
+                continue
+            yield sha, parents, subject, parse_numstat(numbers)
+
+    chosen = select_commits(one_by_one(), per_repo=per_repo, max_lines=max_lines)  # reads only what it needs
     print(
-        f"[history] {mirror}: the snapshot lacks objects; read commit by commit, {unreadable} commits passed over",
+        f"[history] {mirror}: the snapshot lacks objects; read commit by commit, {len(unreadable)} commits passed over",
         file=sys.stderr,
     )
-    return chosen, too_large
+    return chosen
 
 
 # --- reviewing ----------------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
@@ -55,18 +56,24 @@ def test_code_commits_are_the_newest_with_python_lines_and_a_parent() -> None:
     assert [c.sha[0] for c in first_only] == ["a"]
 
 
-def test_code_commits_of_a_real_repository_follow_the_first_parent(tmp_path: Path) -> None:
+def _root_commit(repo: Path) -> Callable[..., str]:
+    """A git repository at `repo` with one commit adding `a.py`, and a `git` that runs there."""
     env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e.invalid"}
     env |= {"GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@e.invalid"}
 
     def git(*args: str) -> str:
-        done = subprocess.run(["git", *args], cwd=tmp_path, env=env, check=True, capture_output=True, timeout=60)
+        done = subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True, timeout=60)
         return done.stdout.decode().strip()
 
     git("init", "-q", "-b", "main")
-    (tmp_path / "a.py").write_text("x = 1\n")
+    (repo / "a.py").write_text("x = 1\n")
     git("add", "-A")
     git("commit", "-q", "-m", "root")
+    return git
+
+
+def test_code_commits_of_a_real_repository_follow_the_first_parent(tmp_path: Path) -> None:
+    git = _root_commit(tmp_path)
     git("checkout", "-q", "-b", "feature")
     (tmp_path / "b.py").write_text("y = 2\nz = 3\n")
     git("add", "-A")
@@ -257,17 +264,7 @@ def test_the_repository_bootstrap_is_wide_when_one_repository_makes_the_share() 
 def test_a_snapshot_missing_a_blob_is_read_commit_by_commit(tmp_path: Path) -> None:
     """The fetch tool leaves a large repository's largest objects out: `git log --numstat` then fails
     as a whole, but every commit that does not need the missing blob is still chosen."""
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e.invalid"}
-    env |= {"GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@e.invalid"}
-
-    def git(*args: str) -> str:
-        done = subprocess.run(["git", *args], cwd=tmp_path, env=env, check=True, capture_output=True, timeout=60)
-        return done.stdout.decode().strip()
-
-    git("init", "-q", "-b", "main")
-    (tmp_path / "a.py").write_text("x = 1\n")
-    git("add", "-A")
-    git("commit", "-q", "-m", "root")
+    git = _root_commit(tmp_path)
     (tmp_path / "data.txt").write_text("large data\n" * 50)
     (tmp_path / "a.py").write_text("x = 2\n")
     git("add", "-A")
