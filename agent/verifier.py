@@ -50,6 +50,7 @@ from agent.verdicts.preexisting import base_python, preexisting_flow, preexistin
 from agent.verdicts.sinks import sink_gets_constants
 from agent.verdicts.track_record import Record, accepted_by_people, unproven_rule
 from agent.verdicts.unchanged import DeletedCode, unchanged_code
+from reviewers.analyzers.secrets import token_digest
 from reviewers.kernel.contracts import SEVERITY_RANK, Finding, LLMPort, Workspace
 from reviewers.kernel.errors import LLMError
 
@@ -171,12 +172,18 @@ def _fold_repeats(items: list[tuple[Finding, str]]) -> tuple[list[tuple[Finding,
     """One thread for one mistake repeated: the same rule saying the same thing (an import one cleanup
     left unused in seventeen modules, one pasted zero-width space in two lists of a file) is posted
     once, at its first place, naming the others; each other place is a DUPLICATE of it. A security
-    finding keeps a thread at every place: each sink is its own fix and its own risk. A model's
-    findings are each their own."""
-    groups: dict[tuple[str, str], list[int]] = {}
+    finding keeps a thread at every place: each sink is its own fix and its own risk; but one
+    credential pasted in several places (a token in a config file and the README that copies it)
+    is one leak and one revocation, so the same vendor token is said once. A model's findings are
+    each their own."""
+    groups: dict[tuple[str, str, str], list[int]] = {}
     for n, (finding, _) in enumerate(items):
-        if finding.rule not in MODEL_RULES and finding.category != "security":
-            groups.setdefault((finding.rule, finding.title), []).append(n)
+        if finding.rule in MODEL_RULES:
+            continue
+        if finding.category != "security":
+            groups.setdefault((finding.rule, finding.title, ""), []).append(n)
+        elif finding.rule == "secrets:known-prefix" and (digest := token_digest(finding.evidence)) is not None:
+            groups.setdefault((finding.rule, finding.title, digest), []).append(n)
     followers = {  # the first place of a repeat → the other places (in other files or the same one)
         members[0]: members[1:] for members in groups.values() if len(members) > 1
     }

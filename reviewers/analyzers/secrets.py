@@ -29,9 +29,11 @@ credential wherever it is, and stays high: people do paste real keys into README
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
 import math
 import re
+import zlib
 from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
@@ -82,6 +84,8 @@ KNOWN_TOKENS: tuple[KnownToken, ...] = (
     KnownToken(
         "Slack token", re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}"), "critical", _prefixed("xox", "abprs", "-")
     ),
+    # npm's tokens carry the same checksum as GitHub's (`checksum_fails`)
+    KnownToken("npm access token", re.compile(r"\bnpm_[A-Za-z0-9]{36}\b"), "critical", ("npm_",)),
     KnownToken("Google API key", re.compile(r"\bAIza[0-9A-Za-z_\-]{35}\b"), "high", ("AIza",)),
     KnownToken("OpenAI-style API key", re.compile(r"\bsk-(?:proj-)?[A-Za-z0-9_\-]{32,}"), "critical", ("sk-",)),
     KnownToken("SendGrid API key", re.compile(r"\bSG\.[A-Za-z0-9_\-]{22}\.[A-Za-z0-9_\-]{43}\b"), "critical", ("SG.",)),
@@ -201,20 +205,56 @@ def secret_issues(file: ChangedFile, *, named_values: bool = True) -> list[Issue
 
 
 _VENDOR_PREFIX = re.compile(r"^[A-Za-z]{2,8}[-_]")  # `xoxb-`, `ghp_`, `sk-`: the part every token shares
+# GitHub's tokens since 2021 (`ghp_`, `gho_`, `ghu_`, `ghs_`, `ghr_`) and npm's (`npm_`) end in a
+# checksum: 30 random base62 characters, then their CRC32 in 6 base62 digits (0-9, A-Z, a-z), padded
+# with "0" (github.blog, "Behind GitHub's new authentication token formats", 2021-04-05). A value of
+# that shape whose checksum does not hold was never issued: a docs page's or a test's made-up token.
+_CHECKSUMMED = re.compile(r"^(?:gh[pousr]|npm)_(?P<body>[A-Za-z0-9]{30})(?P<sum>[A-Za-z0-9]{6})$")
+_BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+
+def base62_crc32(body: str) -> str:
+    """The 6-character base62 CRC32 GitHub and npm append to a token's random body."""
+    number = zlib.crc32(body.encode("ascii"))
+    digits = ""
+    while number:
+        number, remainder = divmod(number, 62)
+        digits = _BASE62[remainder] + digits
+    return digits.rjust(6, "0")
+
+
+def checksum_fails(token: str) -> bool:
+    """Whether a token of a checksummed format carries a checksum that does not hold (False for
+    every other token: no checksum, nothing to say)."""
+    shaped = _CHECKSUMMED.match(token)
+    return shaped is not None and base62_crc32(shaped["body"]) != shaped["sum"]
 
 
 def placeholder_token(line: str, value: re.Match[str]) -> bool:
     """Whether a vendor-token match on `line` is a placeholder: by name (AWS's documented
-    AKIAIOSFODNN7EXAMPLE), by shape (`xoxb-4426949411-aEM7...`, cut short for the reader), or by
+    AKIAIOSFODNN7EXAMPLE), by shape (`xoxb-4426949411-aEM7...`, cut short for the reader), by
     its made-up body: a vendor issues random tokens, and a body of a few repeated characters
     (`xoxb-111-222-xxxxx` in a docs page's "never do this") carries under `MIN_NAMED_SECRET_ENTROPY`
-    bits per character, where a random one of the same length carries over four."""
+    bits per character, where a random one of the same length carries over four; or by a checksum
+    the vendor would have made hold (`checksum_fails`)."""
     token = value.group(0)
     return (
         bool(_VENDOR_PLACEHOLDER.search(token))
         or line[value.end() :].startswith(_TRUNCATED)
         or shannon_entropy(_VENDOR_PREFIX.sub("", token, count=1)) < MIN_NAMED_SECRET_ENTROPY
+        or checksum_fails(token)
     )
+
+
+def token_digest(text: str) -> str | None:
+    """A digest of the first vendor token in `text` (a finding's evidence), so that one credential
+    pasted in several places is told apart from several credentials without the value itself
+    leaving this module; None where there is no token, or only a private key's header (every
+    key of a kind has the same one)."""
+    value = _ANY_KNOWN_TOKEN.search(text) if any(m in text for m in _TOKEN_MARKERS) else None
+    if value is None or PRIVATE_KEY.pattern.fullmatch(value.group(0)):
+        return None
+    return hashlib.sha256(value.group(0).encode()).hexdigest()[:16]
 
 
 def _kept_elsewhere(file: ChangedFile, token: str, changed: dict[int, str]) -> bool:

@@ -28,6 +28,7 @@ from agent.service_settings import Settings
 from agent.session import open_session
 from api.auth import create_api_token
 from api.worker import ReviewFunction, pipeline_review_function
+from reviewers.analyzers.secrets import base62_crc32
 
 FIRST, NEXT = 1, 2  # the merge request people vote on, and the next one the verifier judges
 MALLORY = User(31, "mallory", "Mallory")  # the first merge request's author
@@ -51,7 +52,7 @@ FIRST_HEAD = {
 NEXT_HEAD = {
     "tools/two.py": (
         "from flask import request\n\n"
-        'GITHUB_TOKEN = "ghp_4fJ9kQ2mZx7LpR8vT3nW6yB1cD5hG0sKaE2u"\n\n\n'
+        f'GITHUB_TOKEN = "ghp_4fJ9kQ2mZx7LpR8vT3nW6yB1cD5hG0{base62_crc32("4fJ9kQ2mZx7LpR8vT3nW6yB1cD5hG0")}"\n\n\n'
         'def compute():\n    return eval(request.args["expression"])\n\n\n'
         "def read_other(path):\n    try:\n        return open(path).read()\n    except Exception:\n        pass\n"
     )

@@ -10,6 +10,7 @@ from agent.verdicts.convention import MIN_PLACES, ProjectConventions, convention
 from agent.verdicts.feedback import PeopleVotes
 from agent.verifier import VerifierInputs, verify_findings
 from agent.workspaces.snapshot import SnapshotWorkspace
+from reviewers.analyzers.secrets import base62_crc32
 from reviewers.fingerprint import make_fingerprint
 from reviewers.kernel.contracts import Finding
 
@@ -233,7 +234,7 @@ def test_a_habit_inside_the_edited_file_counts_by_its_places_before_the_change()
 
 
 def _token_finding(path: str) -> tuple[Finding, str]:
-    token = "ghp_" + "wWPw5k4aXcaT4fNP0UcnZwJUVFk6LO0pINUx"
+    token = "ghp_" + "wWPw5k4aXcaT4fNP0UcnZwJUVFk6LO" + base62_crc32("wWPw5k4aXcaT4fNP0UcnZwJUVFk6LO")
     text = f"def test_detects():\n    assert detect('{token}')\n"
     f = Finding.model_validate({
         "path": path, "line": 2, "end_line": 2, "category": "security", "severity": "critical",

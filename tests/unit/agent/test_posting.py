@@ -295,6 +295,37 @@ def test_a_security_finding_repeated_across_files_keeps_a_thread_at_each_place()
     assert [v.verdict for v in verify_findings([a, b], inputs)] == ["REAL", "REAL"]
 
 
+def test_one_credential_pasted_in_several_files_is_one_thread_and_two_credentials_are_two() -> None:
+    stripe = "sk_live_" + "Qx8rT2Lm4Vb7Nc1Zp9Wd3Kf6"
+    other = "sk_live_" + "Hy5Ju2Mn8Bv4Cx7Zl1Qw9Er3"
+    paths = ("deploy/settings.py", "README.md", "deploy/worker.py")
+
+    def leak(path: str, token: str) -> Finding:
+        evidence = f'STRIPE_KEY = "{token}"'
+        return Finding(
+            path=path, line=1, end_line=1, category="security", severity="critical",
+            title="Hard-coded Stripe live secret key committed to the repository", body="Revoke it.",
+            evidence=evidence, reviewer="security", rule="secrets:known-prefix", confidence="high", cwe="CWE-798",
+            fingerprint=make_fingerprint(path=path, category="security", rule="secrets:known-prefix", evidence=evidence),
+        )  # fmt: skip
+
+    texts = {paths[0]: f'STRIPE_KEY = "{stripe}"\n', paths[1]: f'STRIPE_KEY = "{stripe}"\n'}
+    texts[paths[2]] = f'STRIPE_KEY = "{other}"\n'
+    diff = "".join(
+        f"diff --git a/{p} b/{p}\nnew file mode 100644\n--- /dev/null\n+++ b/{p}\n@@ -0,0 +1 @@\n+{t}"
+        for p, t in texts.items()
+    )
+    inputs = VerifierInputs(
+        workspace=SnapshotWorkspace(texts), diff_index=DiffIndex(parse_unified_diff(diff)), track_record={}
+    )
+    out = verify_findings([leak(paths[0], stripe), leak(paths[1], stripe), leak(paths[2], other)], inputs)
+    verdicts = {v.finding.path: v.verdict for v in out}
+    assert verdicts == {"README.md": "REAL", "deploy/settings.py": "DUPLICATE", "deploy/worker.py": "REAL"}
+    lead = next(v for v in out if v.finding.path == "README.md")
+    assert lead.finding.body.endswith("The same in 1 other place(s): deploy/settings.py:1.")
+    assert all(stripe not in v.finding.body and stripe not in v.reason for v in out)
+
+
 def test_one_mistake_repeated_in_one_file_is_one_thread() -> None:
     # arrow's Lao locale: the same pasted zero-width space in the day names and their abbreviations
     text = 'DAYS = ["a\u200bb"]\nSHORT = ["a\u200bb"]\n'

@@ -18,7 +18,7 @@ from reviewers.analyzers.config_changes import (
 from reviewers.analyzers.patterns import line_rule_issues
 from reviewers.analyzers.python_security import python_security_issues
 from reviewers.analyzers.ruff import ruff_issues
-from reviewers.analyzers.secrets import looks_like_secret_value, secret_issues, shannon_entropy
+from reviewers.analyzers.secrets import base62_crc32, looks_like_secret_value, secret_issues, shannon_entropy
 from reviewers.kernel.contracts import DiffLine, FileChange, Hunk
 
 
@@ -70,6 +70,29 @@ def test_a_vendor_token_with_a_made_up_body_is_a_placeholder() -> None:
         assert secret_issues(added_file("app/settings.py", line + "\n")) == [], line
 
 
+def test_the_github_checksum_matches_the_published_vectors() -> None:
+    # Bodies and sums of expired tokens published to pin the format (therootcompany/base62-token.js):
+    # CRC32 of the 30 random characters, base62 in the order 0-9, A-Z, a-z, padded with "0".
+
+    assert base62_crc32("zQWBuTSOoRi4A9spHcVY5ncnsDkxkJ") == "0mLq17"
+    assert base62_crc32("adE7dp8rHP6gUTuPwxLTZjZdtya3sV") == "0UQzQM"
+    assert base62_crc32("") == "000000"
+
+
+def test_a_github_or_npm_token_whose_checksum_fails_was_never_issued() -> None:
+
+    body = "Zq8Lw3Rt7Yp2Xk9Mv4Nc6Bh1Gf5Dj0"
+    issued = body + base62_crc32(body)
+    made_up = body + ("aaaaaa" if base62_crc32(body) != "aaaaaa" else "bbbbbb")  # a docs page's invention
+    for prefix in ("ghp_", "npm_"):
+        leak = secret_issues(added_file("deploy/ci.py", f'TOKEN = "{prefix}{issued}"\n'))
+        assert [(i.rule, i.severity) for i in leak] == [("secrets:known-prefix", "critical")], prefix
+        assert secret_issues(added_file("deploy/ci.py", f'TOKEN = "{prefix}{made_up}"\n')) == [], prefix
+    # one character changed in the body breaks the sum: an edited real token is not a credential either
+    edited = ("Y" if body[0] != "Y" else "X") + issued[1:]
+    assert secret_issues(added_file("deploy/ci.py", f'TOKEN = "ghp_{edited}"\n')) == []
+
+
 def test_a_token_cut_short_for_the_reader_is_a_placeholder() -> None:
     # a config template's commented example (errbot): the value ends in an ellipsis, no token does
     slack = "xoxb-" + "4426949411" + "-aEM7"
@@ -83,7 +106,7 @@ def test_a_token_cut_short_for_the_reader_is_a_placeholder() -> None:
     "line",
     [
         'KEY = "AKIAIOSFODNN7EXAMPLQ"',
-        "token: ghp_" + "R8kq2Zt7Wm" + "Lp4Xv9Nc3Y" + "bH6sJ1dQ5f" + "Tg0E9u",
+        "token: ghp_" + "R8kq2Zt7Wm" + "Lp4Xv9Nc3Y" + "bH6sJ1dQ5f" + base62_crc32("R8kq2Zt7WmLp4Xv9Nc3YbH6sJ1dQ5f"),
         'GITLAB = "glpat-' + "Zk3vQ9wLm2Rt7YpB4nXc" + '"',
         "-----BEGIN RSA PRIVATE KEY-----",
         'const stripe = "sk_live_' + "4eC39HqLyjWDarjtT1zdp7dc" + '";',
@@ -354,13 +377,15 @@ def test_every_vendor_token_match_contains_one_of_its_markers() -> None:
     from reviewers.analyzers.secrets import KNOWN_TOKENS, scan_secrets
 
     body = "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8S9t0U1v2W3x4Y5z6"
+    checksummed = body[:30] + base62_crc32(body[:30])  # GitHub's and npm's: a made-up sum is a placeholder
     samples = {
         "Stripe live secret key": ["sk_live_" + body[:24], "rk_live_" + body[:24]],
         "AWS access key id": ["AKIA" + "ABCDEFGHIJKLMNOP", "ASIA" + "ABCDEFGHIJKLMNOP"],
-        "GitHub token": [f"gh{c}_" + body[:36] for c in "pousr"],
+        "GitHub token": [f"gh{c}_" + checksummed for c in "pousr"] + ["ghr_" + body[:40]],
         "GitHub fine-grained token": ["github_pat_" + body[:30]],
         "GitLab token": [f"gl{k}-" + body[:24] for k in ("pat", "rt", "dt", "ptt", "cbt")],
         "Slack token": [f"xox{c}-" + body[:20] for c in "abprs"],
+        "npm access token": ["npm_" + checksummed],
         "Google API key": ["AIza" + body[:35]],
         "OpenAI-style API key": ["sk-" + body[:40], "sk-proj-" + body[:40]],
         "SendGrid API key": ["SG." + body[:22] + "." + body[:43]],
