@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from learning.envgen.edits import after_imports
+from reviewers.analyzers.secrets import base62_crc32
 from reviewers.kernel.contracts import Category, Severity
 
 PlantRole = Literal["defect", "decoy"]
@@ -138,8 +139,11 @@ class Plant:
 
 
 def fake_token(rng: random.Random) -> str:
-    """A GitHub-shaped token (known prefix, 36 characters) that is random, not anyone's credential."""
-    return "ghp_" + "".join(rng.choice(string.ascii_letters + string.digits) for _ in range(36))
+    """A GitHub-shaped token that is random, not anyone's credential: 30 random characters and the
+    checksum GitHub's tokens end in (without it the secrets scan knows it for a made-up one). It
+    draws 36 characters, as it did before the checksum, so a seed makes the same set as before."""
+    drawn = "".join(rng.choice(string.ascii_letters + string.digits) for _ in range(36))
+    return "ghp_" + drawn[:30] + base62_crc32(drawn[:30])
 
 
 def plant(text: str, template: PlantTemplate, role: PlantRole, rng: random.Random) -> tuple[str, Plant] | None:

@@ -26,12 +26,12 @@ from __future__ import annotations
 
 import difflib
 import random
-import string
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
 from agent.strategy import Strategy
+from learning.envgen.plants import fake_token
 from learning.replay import ReplayCase, ReplayFinding
 from reviewers.kernel.contracts import PlanItem, Severity
 from reviewers.kernel.errors import ConfigError
@@ -291,11 +291,6 @@ def vocabulary_words() -> list[str]:
         for pattern in (layout.source, layout.same_kind, layout.docs, layout.tests, layout.config):
             words.update(w for w in pattern.replace("/", " ").replace(".", " ").split() if "{" not in w)
     return sorted(words)
-
-
-def fake_token(rng: random.Random) -> str:
-    """A GitHub-shaped token (known prefix, 36 characters) that is random, not anyone's credential."""
-    return "ghp_" + "".join(rng.choice(string.ascii_letters + string.digits) for _ in range(36))
 
 
 def _fill(template: Template, rng: random.Random) -> tuple[list[str], list[str]]:
