@@ -170,11 +170,13 @@ PATH_JOINS = frozenset(
      "pathlib.PosixPath", "pathlib.WindowsPath", "pathlib.PureWindowsPath", "anyio.Path", "trio.Path"}
 )  # fmt: skip
 NORMALISERS = frozenset({"os.path.realpath", "os.path.abspath", "os.path.normpath", "posixpath.normpath"})
-# Methods whose result is a bool or a number: nothing of the receiver's text survives.
+# Methods whose result is a bool, a number or hex digits: nothing of the receiver's text survives.
 CLEAN_METHODS = frozenset(
     {"startswith", "endswith", "isdigit", "isnumeric", "isdecimal", "isalnum", "isalpha", "isidentifier", "isascii",
      "islower", "isupper", "isspace", "count", "find", "rfind", "index", "exists", "is_file", "is_dir",
-     "is_relative_to", "is_absolute", "__len__", "__contains__", "keys"}
+     "is_relative_to", "is_absolute", "__len__", "__contains__", "keys",
+     # a hash's hex digest: hex digits only, whatever was hashed (a table or file named by a digest)
+     "hexdigest"}
 )  # fmt: skip
 # Methods that take the place of their receiver's last path component (Path(x).name).
 PATH_NAME_ATTRIBUTES = frozenset({"name", "stem", "suffix"})

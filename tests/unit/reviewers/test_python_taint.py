@@ -294,3 +294,18 @@ def test_standard_input_is_the_operators_file_and_a_prompt_is_a_source() -> None
     # What the person at the keyboard types into a shell command still crosses into the shell.
     prompt = "def main():\n    os.system('grep ' + input('pattern: '))\n"
     assert found(prompt) == [("CWE-78", "high")]
+
+
+def test_a_hex_digest_carries_nothing_of_its_input() -> None:
+    # commix's session tables: the table name is a hash of the target's host, hex digits only
+    helper = (
+        "import hashlib\n\n\ndef table_name(url):\n    host = url.split('//', 1)[-1].split('/', 1)[0]\n"
+        "    return 'session_' + hashlib.sha1(host.encode()).hexdigest()\n"
+    )
+    hashed = (
+        "from web.names import table_name\n\n\n@app.route('/x')\ndef f():\n    t = table_name(request.args['u'])\n"
+        "    return sqlite3.connect('s').execute('SELECT * FROM \"' + t + '\"')\n"
+    )
+    assert found(hashed, {"web/names.py": helper}) == []
+    raw = helper.replace("hashlib.sha1(host.encode()).hexdigest()", "host")
+    assert found(hashed, {"web/names.py": raw}) == [("CWE-89", "high")]
