@@ -94,18 +94,24 @@ def _first_changed(file: ChangedFile, node: ast.AST) -> int | None:
     return next((n for n in range(line, end + 1) if file.is_changed(n)), None)
 
 
+def _from_command_line(title: str) -> str:
+    return title.replace("request data", "the program's command line").replace(
+        "Request data", "The program's command line"
+    )
+
+
 def _hit_issue(hit: Hit, line: int) -> Issue:
     spec = SINKS[hit.cls]
     via = f" inside the call, at {hit.via}" if hit.via else ""
     if hit.confidence == "high":
-        title = spec.title
+        # SQL from the command line is still a finding (the program holds the credentials), but it
+        # says where the data comes from: an operator's argument is not a web request's
+        title = _from_command_line(spec.title) if hit.command_line else spec.title
         body = f"{spec.body} Here {hit.origin} reaches {hit.call}{via}."
         severity: Severity = spec.severity
         confidence: Confidence = "high"
     elif hit.command_line:
-        title = spec.title.replace("request data", "the program's command line").replace(
-            "Request data", "The program's command line"
-        )
+        title = _from_command_line(spec.title)
         body = (
             f"{spec.body} Here {hit.origin} reaches {hit.call}{via}. A command line is its operator's own input, "
             "so this matters only where others choose it (a wrapper, sudo, a job fed by others): a person should check."

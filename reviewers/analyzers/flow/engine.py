@@ -1039,10 +1039,11 @@ class Interpreter:
         built = built if built is not None and interpolates(built) else None
         live = [o for o in value.origins if cls not in o.cleared and not (cls == "path" and SEGMENT in o.cleared)]
         sources = [o for o in live if o.kind == "source"]
-        if sources and cls in OPERATOR_RUNS and all(COMMAND_LINE in o.cleared for o in sources):
+        command_line = bool(sources) and all(COMMAND_LINE in o.cleared for o in sources)
+        if sources and cls in OPERATOR_RUNS and command_line:
             self.hits.append(Hit(node, cls, "low", sources[0].what, call, via, built, command_line=True))
         elif sources:
-            self.hits.append(Hit(node, cls, "high", sources[0].what, call, via, built))
+            self.hits.append(Hit(node, cls, "high", sources[0].what, call, via, built, command_line=command_line))
         for o in live:
             if o.kind == "param":
                 self.param_sinks.append(ParamSink(o.what, o.path, o.cleared, cls, via or self.where(node), call))
