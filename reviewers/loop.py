@@ -32,6 +32,7 @@ from __future__ import annotations
 import fnmatch
 from dataclasses import dataclass
 
+from reviewers.analyzers.bumps import bumped_copy, bumped_packages
 from reviewers.analyzers.changed_file import ChangedFile, new_side_text, unanalyzable
 from reviewers.kernel.contracts import (
     CoverageReason,
@@ -85,8 +86,14 @@ class SetAside:
     text: str | None
 
 
-def _set_aside(change: FileChange, text: str | None, unreadable: tuple[CoverageReason, str] | None) -> SetAside | None:
-    """Why the full analyzer must not read this file (None: it may)."""
+def _set_aside(
+    change: FileChange,
+    text: str | None,
+    unreadable: tuple[CoverageReason, str] | None,
+    bumped: dict[str, tuple[str, str]] | None = None,
+) -> SetAside | None:
+    """Why the full analyzer must not read this file (None: it may). `bumped`: the packages whose
+    pins the change moves (`bumped_packages`), whose kept copies are third-party code."""
     if text is None:
         if unreadable is None:
             return None  # not at head, nothing to read: a pure rename or mode change
@@ -96,6 +103,8 @@ def _set_aside(change: FileChange, text: str | None, unreadable: tuple[CoverageR
         new_side = new_side_text(change) if change.hunks else None
         return SetAside(change.path, reason, detail, new_side)
     unreadable = unanalyzable(change.path, text)
+    if unreadable is None and bumped and (copy := bumped_copy(change.path, bumped)) is not None:
+        return SetAside(change.path, "vendored", f"third-party code the change updates ({copy})", text)
     return None if unreadable is None else SetAside(change.path, *unreadable, text)
 
 
@@ -104,11 +113,12 @@ def reviewable_paths(spec: ReviewerSpec, context: ReviewContext) -> tuple[list[s
     with why)."""
     eligible: list[str] = []
     aside: list[SetAside] = []
+    bumped = bumped_packages(context.files)
     for f in context.files:
         if f.status == "deleted" or f.is_binary or not context.config.wants(f.path) or not spec.supports(f.path):
             continue
         text = context.workspace.read_file(f.path)
-        skipped = _set_aside(f, text, context.workspace.unreadable_reason(f.path) if text is None else None)
+        skipped = _set_aside(f, text, context.workspace.unreadable_reason(f.path) if text is None else None, bumped)
         if skipped is not None:
             aside.append(skipped)
         elif text is not None:

@@ -27,6 +27,10 @@ def security(context: ReviewContext, llm: Any = None, **plan: Any) -> Any:
     return run_reviewer("security", context, PlanItem(reviewer="security", **plan), llm)
 
 
+def review_quality(context: ReviewContext) -> Any:
+    return run_reviewer("code_quality", context, PlanItem(reviewer="code_quality"), None)
+
+
 def lines(result: Any) -> list[tuple[str, int]]:
     return [(f.path, f.line) for f in result.findings]
 
@@ -136,6 +140,52 @@ def test_vendored_third_party_code_gets_the_secrets_scan_and_is_named(build_cont
     }
     assert "third-party code kept under src/pkg/_vendor/" in named["src/pkg/_vendor/urllib3/util.py"][1]
     assert all("secrets scanned only" in d for _, d in named.values())
+
+
+def test_a_library_copy_whose_pin_the_change_moves_is_vendored_and_named(build_context: Any) -> None:
+    # Tautulli keeps its dependencies under lib/: "Bump configobj==5.0.9" rewrites lib/configobj/
+    broken = "def build(o):\n    if m is None:\n        raise TypeError(o)\n    return m(o)\n"
+    base = {"requirements.txt": "configobj==5.0.8\nrequests==2.31.0\n"}
+    head = {
+        "requirements.txt": "configobj==5.0.9\nrequests==2.31.0\n",
+        "lib/configobj/__init__.py": broken,  # the library's copy: set aside, named
+        "libs/requests/compat.py": broken,  # a copy whose pin did not move: reviewed
+        "configobj/__init__.py": broken,  # a project's own package of that name: reviewed
+    }
+    result = review_quality(build_context(base, head))
+    assert sorted({f.path for f in result.findings}) == ["configobj/__init__.py", "libs/requests/compat.py"]
+    named = {n.path: n for n in result.not_reviewed}
+    assert list(named) == ["lib/configobj/__init__.py"] and named["lib/configobj/__init__.py"].reason == "vendored"
+    assert "configobj 5.0.8 → 5.0.9, kept under lib/" in named["lib/configobj/__init__.py"].detail
+    # a pin the change adds (it was commented out) says the same; an unchanged pin says nothing
+    head["requirements.txt"] = "requests==2.31.0\nconfigobj==5.0.9\n"
+    base["requirements.txt"] = "requests==2.31.0\n# configobj==5.1.0  # patched by hand\n"
+    named = {n.path: n for n in review_quality(build_context(base, head)).not_reviewed}
+    assert "configobj pinned to 5.0.9, kept under lib/" in named["lib/configobj/__init__.py"].detail
+
+
+def test_pins_are_read_from_every_kind_of_dependency_file() -> None:
+    from agent.diff import parse_unified_diff
+    from reviewers.analyzers.bumps import bumped_packages
+    from tests.unit.reviewers.conftest import unified_diff
+
+    base = {
+        "requirements/base.in": "Django>=4.2.1\n",
+        "pyproject.toml": 'dependencies = [\n  "attrs==23.1.0",\n]\n[tool.poetry.dependencies]\nrich = "^13.0"\n',
+        "package.json": '{\n  "dependencies": {\n    "left-pad": "^1.1.0"\n  }\n}\n',
+        "app/settings.py": 'VERSION = "1.0"\n',  # not a dependency file
+    }
+    head = {
+        "requirements/base.in": "Django>=4.2.7\n",
+        "pyproject.toml": 'dependencies = [\n  "attrs==23.2.0",\n]\n[tool.poetry.dependencies]\nrich = "^13.0"\n',
+        "package.json": '{\n  "dependencies": {\n    "left-pad": "^1.3.0"\n  }\n}\n',
+        "app/settings.py": 'VERSION = "1.1"\n',
+    }
+    assert bumped_packages(parse_unified_diff(unified_diff(base, head))) == {
+        "django": ("4.2.1", "4.2.7"),
+        "attrs": ("23.1.0", "23.2.0"),
+        "left_pad": ("1.1.0", "1.3.0"),
+    }
 
 
 def test_the_deadline_names_the_files_it_cut_off(context: ReviewContext) -> None:
