@@ -567,12 +567,21 @@ def unbound_anywhere(tree: ast.Module | None, path: str, line: int, message: str
             return False  # `f.__globals__["writer"] = ...`: a decorator fills the module's namespace
     if any(isinstance(n, ast.FunctionDef) and n.name == "__getattr__" for n in tree.body):
         return False
-    if source_template(tree, line) or unreachable(tree, line):
+    if source_template(tree, line) or unreachable(tree, line) or names_only(tree):
         return False
     unevaluated = {id(n) for annotation in _unevaluated_annotations(tree) for n in ast.walk(annotation)}
     return any(
         isinstance(n, ast.Name) and n.id == name and n.lineno == line and id(n) not in unevaluated
         for n in ast.walk(tree)
+    )
+
+
+def names_only(tree: ast.Module) -> bool:
+    """Whether the module is nothing but bare names (`req_succeeded  # unused variable (...)`,
+    `_.attr`): a whitelist a dead-code finder such as vulture reads as text, which nothing imports
+    (running it would only look names up)."""
+    return bool(tree.body) and all(
+        isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Name | ast.Attribute) for stmt in tree.body
     )
 
 

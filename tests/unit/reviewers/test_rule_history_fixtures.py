@@ -1847,6 +1847,17 @@ def test_a_name_after_an_unconditional_exit_is_listed_not_posted(build_context: 
     assert [(f.rule, f.confidence) for f in found if f.rule == "ruff:F821"] == [("ruff:F821", "high")]  # posted
 
 
+def test_a_module_of_bare_names_is_a_dead_code_whitelist_not_code(build_context: Any) -> None:
+    # hug's vulture whitelist: names vulture should count as used, read as text, never imported
+    whitelist = "req_succeeded  # unused variable (hug/middleware.py:92)\n_.retry_after  # unused attribute\n"
+    found = review("code_quality", build_context({}, {"hug/_whitelist.py": whitelist})).findings
+    assert [(f.rule, f.confidence) for f in found] == [("ruff:F821", "medium")]  # listed, not posted
+    # one statement that does something makes it a module that runs: the missing name is posted
+    code = whitelist + "print(retries)\n"
+    found = review("code_quality", build_context({}, {"hug/_whitelist.py": code})).findings
+    assert ("ruff:F821", "high") in [(f.rule, f.confidence) for f in found]
+
+
 def test_a_checkpoint_a_script_loads_from_its_own_command_line_goes_to_a_person(build_context: Any) -> None:
     # accelerate's Megatron example: the operator names the checkpoint to load; a request may not
     script = (
