@@ -12,7 +12,14 @@ from dataclasses import dataclass, field, replace
 
 from reviewers.analyzers.changed_file import ChangedFile, Issue
 from reviewers.fingerprint import make_fingerprint
-from reviewers.kernel.contracts import SEVERITY_RANK, CoverageReason, Finding, ReviewContext, ReviewerName
+from reviewers.kernel.contracts import (
+    CONFIDENCE_RANK,
+    SEVERITY_RANK,
+    CoverageReason,
+    Finding,
+    ReviewContext,
+    ReviewerName,
+)
 
 # A reviewer that leaves more than a handful of comments on one file gets skimmed or muted; the
 # strongest few carry the message.
@@ -78,6 +85,14 @@ def merge_issues(issues: list[Issue]) -> list[Issue]:
                 kept[twin], issue = issue, lead
             else:
                 kept[twin] = replace(lead, severity=issue.severity)
+        elif (
+            issue.rule == lead.rule
+            and issue.severity == lead.severity
+            and CONFIDENCE_RANK[issue.confidence] > CONFIDENCE_RANK[lead.confidence]
+        ):
+            # the same rule a line or two apart: the sure one leads (a name bound nowhere next to one
+            # a config file's loader supplies), or a certain defect would be listed under a doubtful one
+            kept[twin], issue = issue, lead
         if kept[twin].cwe is None and issue.cwe is not None:  # the weakness survives the merge
             kept[twin] = replace(kept[twin], cwe=issue.cwe)
         folded[twin].append(issue.rule)

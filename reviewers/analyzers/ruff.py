@@ -554,7 +554,7 @@ def unbound_anywhere(tree: ast.Module | None, path: str, line: int, message: str
     if tree is None or undefined is None or is_sample_path(path) or path.endswith(".pyi"):
         return False  # a stub never runs: a name missing there fails a type checker, not the program
     name = undefined.group("name")
-    if name in PYTHON2_BUILTINS or name in _bound_names(tree):
+    if name in PYTHON2_BUILTINS or name in _bound_names(tree) or traitlets_config_name(path, name):
         return False
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names):
@@ -574,6 +574,15 @@ def unbound_anywhere(tree: ast.Module | None, path: str, line: int, message: str
         isinstance(n, ast.Name) and n.id == name and n.lineno == line and id(n) not in unevaluated
         for n in ast.walk(tree)
     )
+
+
+# What traitlets (Jupyter, IPython, JupyterHub) puts in the namespace of a config file it executes:
+# `c.ServerApp.port = 8888` in `jupyter_server_config.py`, `jupyterhub_config.py`, `ipython_config.py`.
+TRAITLETS_CONFIG_NAMES = frozenset({"c", "get_config", "load_subconfig"})
+
+
+def traitlets_config_name(path: str, name: str) -> bool:
+    return name in TRAITLETS_CONFIG_NAMES and path.rsplit("/", 1)[-1].endswith("config.py")
 
 
 def names_only(tree: ast.Module) -> bool:

@@ -1847,6 +1847,20 @@ def test_a_name_after_an_unconditional_exit_is_listed_not_posted(build_context: 
     assert [(f.rule, f.confidence) for f in found if f.rule == "ruff:F821"] == [("ruff:F821", "high")]  # posted
 
 
+def test_the_config_object_traitlets_gives_a_config_file_is_bound(build_context: Any) -> None:
+    # jupyterlab-git's UI tests: jupyter_server_config.py is executed by traitlets with `c` in scope
+    config = "c.ServerApp.port = 8888\nc.ServerApp.open_browser = False\nload_subconfig('base_config.py')\n"
+    for path in ("ui-tests/jupyter_server_config.py", "jupyterhub_config.py", "profile/ipython_config.py"):
+        found = review("code_quality", build_context({}, {path: config})).findings
+        assert {(f.rule, f.confidence) for f in found} == {("ruff:F821", "medium")}, path  # listed, not posted
+    # the same lines in a module that is imported, or another name in the config file, still post
+    found = review("code_quality", build_context({}, {"app/server.py": config})).findings
+    assert ("ruff:F821", "high") in [(f.rule, f.confidence) for f in found]
+    found = review("code_quality", build_context({}, {"jupyterhub_config.py": "c.Spawner.port = 8081\nc.Spawner.cmd = cmd\n"})).findings
+    assert ("ruff:F821", "high", "Undefined name `cmd`") in [(f.rule, f.confidence, f.title) for f in found]
+    assert ("ruff:F821", "high", "Undefined name `c`") not in [(f.rule, f.confidence, f.title) for f in found]
+
+
 def test_a_module_of_bare_names_is_a_dead_code_whitelist_not_code(build_context: Any) -> None:
     # hug's vulture whitelist: names vulture should count as used, read as text, never imported
     whitelist = "req_succeeded  # unused variable (hug/middleware.py:92)\n_.retry_after  # unused attribute\n"
