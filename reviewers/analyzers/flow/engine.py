@@ -406,9 +406,10 @@ class Interpreter:
             current = self.eval(stmt.target, env) if isinstance(stmt.target, ast.Name) else CONSTANT
             added = self.eval(stmt.value, env)
             value = flat(current, added)
-            if current.seq is not None and added.seq is not None:
-                value = sequence((*current.seq, *added.seq))
-            self.assign(stmt.target, value, env, stmt.value)
+            if current.seq is not None:  # `args += x` as `args = args + x`: the items before keep their places
+                value = sequence((*current.seq, *(added.seq if added.seq is not None else (flat(added),))))
+            # a list keeps the words it started with (`["sh", "-c"]`), where a string is rebuilt
+            self.assign(stmt.target, value, env, None if current.seq is not None else stmt.value)
         elif isinstance(stmt, ast.Expr):
             self.eval(stmt.value, env)
             call = stmt.value.value if isinstance(stmt.value, ast.Await) else stmt.value

@@ -317,3 +317,18 @@ def test_sql_from_the_command_line_says_so_and_from_a_request_says_request() -> 
     assert cli.confidence == "high" and cli.title == "SQL statement built from the program's command line"
     (web,) = issues("@app.route('/v')\ndef f():\n    " + spliced.format("request.args['n']"))
     assert web.title == "SQL statement built from request data"
+
+
+def test_a_list_extended_in_place_keeps_its_program_first() -> None:
+    # MobSF's adb wrapper: `args = [adb, '-s', id]; args += cmd_list`, cmd_list from a caller
+    helper = (
+        "import subprocess\n\n\ndef run(cmd_list):\n    args = ['adb', '-s', 'emulator-5554']\n"
+        "    args += cmd_list\n    return subprocess.check_output(args)\n"
+    )
+    call = (
+        "from web.adb import run\n\n\n@app.route('/x')\ndef f():\n    run(['am', 'start', '-d', request.args['u']])\n"
+    )
+    assert found(call, {"web/adb.py": helper}) == []
+    # a shell's script appended in place is still the shell's text
+    script = "import subprocess\n\n\ndef f():\n    cmd = ['sh', '-c']\n    cmd += [request.args['q']]\n    subprocess.run(cmd)\n"
+    assert found(script) == [("CWE-78", "high")]

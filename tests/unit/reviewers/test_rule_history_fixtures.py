@@ -1856,7 +1856,9 @@ def test_the_config_object_traitlets_gives_a_config_file_is_bound(build_context:
     # the same lines in a module that is imported, or another name in the config file, still post
     found = review("code_quality", build_context({}, {"app/server.py": config})).findings
     assert ("ruff:F821", "high") in [(f.rule, f.confidence) for f in found]
-    found = review("code_quality", build_context({}, {"jupyterhub_config.py": "c.Spawner.port = 8081\nc.Spawner.cmd = cmd\n"})).findings
+    found = review(
+        "code_quality", build_context({}, {"jupyterhub_config.py": "c.Spawner.port = 8081\nc.Spawner.cmd = cmd\n"})
+    ).findings
     assert ("ruff:F821", "high", "Undefined name `cmd`") in [(f.rule, f.confidence, f.title) for f in found]
     assert ("ruff:F821", "high", "Undefined name `c`") not in [(f.rule, f.confidence, f.title) for f in found]
 
