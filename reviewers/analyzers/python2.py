@@ -146,6 +146,11 @@ PYTHON2_STATEMENT = r"^\s*(print\s+[\"'a-zA-Z_%]|except\s+[A-Za-z_.]+\s*,\s*[a-z
 _PYTHON2_ONLY_STATEMENT = re.compile(
     r"^\s*(?:print\s+[\"'a-zA-Z_%]|except\s+[\w.()\s,]+,\s*[a-z_]\w*\s*:|raise\s+[\w.]+\s*,\s*\S|exec\s+[\"'a-z_])"
 )
+# Calls of what only Python 2 has (`unichr(...)`, `d.iteritems()`): a dialect's words, counted as its
+# statements are (`python2_in_change`).
+_PYTHON2_ONLY_CALL = re.compile(
+    r"(?<![\w.])(?:unichr|xrange|basestring|raw_input|execfile)\s*\(|\.(?:has_key|iteritems|itervalues|iterkeys)\("
+)
 _PYTHON3_ONLY = re.compile(
     r"\bf[\"']|^\s*async\s+def\b|\bawait\s|^\s*nonlocal\s|\byield\s+from\b|\)\s*->\s*[\w\[\"']|"
     r"\bprint\(.*\b(?:end|file|sep)\s*="
@@ -163,7 +168,7 @@ def python2_in_change(read_file: Callable[[str], str | None], changed: Collectio
         for line in text.splitlines():
             if _PYTHON3_ONLY.search(line):
                 return False
-            statements += bool(_PYTHON2_ONLY_STATEMENT.search(line))
+            statements += bool(_PYTHON2_ONLY_STATEMENT.search(line) or _PYTHON2_ONLY_CALL.search(line))
     return statements >= MIN_PYTHON2_STATEMENTS
 
 

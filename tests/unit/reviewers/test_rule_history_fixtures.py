@@ -1502,6 +1502,14 @@ def test_a_first_commit_of_python2_code_is_python2_and_one_slip_in_python3_code_
     )
     found = review("code_quality", build_context({}, {"setup.py": SETUP_NO_VERSION, "plugin.py": plugin})).findings
     assert found == []
+    # Pyphen's first import (2008): one `print i` in the demo block, beside unichr() and .iteritems()
+    hyphenator = (
+        "import re\n\n\ndef hexrepl(m):\n    return unichr(int(m.group(1), 16))\n\n\n"
+        "def table(d):\n    return [k for k, v in d.iteritems()]\n\n\n"
+        "if __name__ == '__main__':\n    for i in table({}):\n        print i\n"
+    )
+    found = review("code_quality", build_context({}, {"setup.py": SETUP_NO_VERSION, "hyphenator.py": hyphenator}))
+    assert found.findings == []
     # One print statement among Python 3 code is a slip, and Python 3 syntax beside two is Python 3.
     slip = 'def run(reactor):\n    print "starting"\n    reactor.run()\n'
     found = review("code_quality", build_context({}, {"plugin.py": slip})).findings
