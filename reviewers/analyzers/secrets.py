@@ -62,6 +62,24 @@ PRIVATE_KEY = KnownToken(
     "critical",
     ("PRIVATE KEY",),
 )
+AWS_ACCESS_KEY_ID = KnownToken(
+    "AWS access key id", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), "critical", ("AKIA", "ASIA")
+)
+# An access key ID names a key; its secret (40 base64 characters) is the credential. A file with an
+# ID and no such secret (a README showing the tool's output with the secret cut to "...") leaks an
+# identifier: low confidence, listed for a person, who knows whether the secret is elsewhere.
+_AWS_SECRET_KEY = re.compile(r"(?<![A-Za-z0-9/+])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])")
+
+
+def aws_secret_in(text: str) -> bool:
+    """Whether the text holds a value shaped like an AWS secret access key: 40 base64 characters of
+    both cases (a 40-hex git or SHA-1 digest is not one) that are not a placeholder."""
+    return any(
+        any(c.isupper() for c in m) and any(c.islower() for c in m) and not _VENDOR_PLACEHOLDER.search(m)
+        for m in _AWS_SECRET_KEY.findall(text)
+    )
+
+
 JSON_WEB_TOKEN = KnownToken(
     "JSON Web Token",
     re.compile(r"\beyJ[A-Za-z0-9_\-]{10,}\.eyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}"),
@@ -70,7 +88,7 @@ JSON_WEB_TOKEN = KnownToken(
 )
 KNOWN_TOKENS: tuple[KnownToken, ...] = (
     KnownToken("Stripe live secret key", re.compile(r"\b[sr]k_live_[0-9A-Za-z]{16,}"), "critical", ("k_live_",)),
-    KnownToken("AWS access key id", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), "critical", ("AKIA", "ASIA")),
+    AWS_ACCESS_KEY_ID,
     KnownToken("GitHub token", re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}"), "critical", _prefixed("gh", "pousr", "_")),
     KnownToken(
         "GitHub fine-grained token", re.compile(r"\bgithub_pat_[A-Za-z0-9_]{22,}"), "critical", ("github_pat_",)
@@ -299,7 +317,8 @@ def scan_secrets(file: ChangedFile, *, named_values: bool = True) -> SecretScan:
         if token is not None:
             issue = _issue(line, "secrets:known-prefix", token.severity, token.name)
             self_minted = token in SELF_MINTED_TOKENS and (test_material or sample)
-            issues.append(replace(issue, confidence="low") if self_minted else issue)
+            lone_id = token is AWS_ACCESS_KEY_ID and not aws_secret_in(file.text)
+            issues.append(replace(issue, confidence="low") if self_minted or lone_id else issue)
             continue
         if not named_values:
             continue

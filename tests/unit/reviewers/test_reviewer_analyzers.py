@@ -93,6 +93,20 @@ def test_a_github_or_npm_token_whose_checksum_fails_was_never_issued() -> None:
     assert secret_issues(added_file("deploy/ci.py", f'TOKEN = "ghp_{edited}"\n')) == []
 
 
+def test_an_aws_key_id_without_its_secret_is_an_identifier_for_a_person() -> None:
+    # s3-credentials' README: the tool's real output, the secret access key cut to "..."
+    key_id = "AKIA" + "WXFXAIOZOYLZAEW5"
+    shown = f'{{\n    "AccessKeyId": "{key_id}",\n    "SecretAccessKey": "...",\n}}\n'
+    (issue,) = secret_issues(added_file("README.md", shown))
+    assert (issue.rule, issue.confidence) == ("secrets:known-prefix", "low")  # listed, not posted
+    # a git commit id beside it is no secret either
+    assert secret_issues(added_file("README.md", shown + "fixed in " + "9f3a" * 10 + "\n"))[0].confidence == "low"
+    secret = "wJa1rXUtnFEMI" + "K7MDENGbPxRfiCYz9x2Q8mLw3ab"  # 40 base64 characters of both cases
+    leaked = shown.replace('"..."', f'"{secret}"')
+    found = secret_issues(added_file("deploy/aws.json", leaked))
+    assert ("secrets:known-prefix", "critical", "high") in [(i.rule, i.severity, i.confidence) for i in found]
+
+
 def test_a_token_cut_short_for_the_reader_is_a_placeholder() -> None:
     # a config template's commented example (errbot): the value ends in an ellipsis, no token does
     slack = "xoxb-" + "4426949411" + "-aEM7"
