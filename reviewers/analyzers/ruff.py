@@ -567,7 +567,7 @@ def unbound_anywhere(tree: ast.Module | None, path: str, line: int, message: str
             return False  # `f.__globals__["writer"] = ...`: a decorator fills the module's namespace
     if any(isinstance(n, ast.FunctionDef) and n.name == "__getattr__" for n in tree.body):
         return False
-    if source_template(tree, line) or unreachable(tree, line) or names_only(tree):
+    if source_template(tree, line) or unreachable(tree, line) or names_only(tree) or replaced_placeholder(tree, name):
         return False
     unevaluated = {id(n) for annotation in _unevaluated_annotations(tree) for n in ast.walk(annotation)}
     return any(
@@ -635,6 +635,23 @@ def source_template(tree: ast.Module, line: int) -> bool:
         isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
         and node.name in read
         and node.lineno <= line <= (node.end_lineno or node.lineno)
+        for node in ast.walk(tree)
+    )
+
+
+def replaced_placeholder(tree: ast.Module, name: str) -> bool:
+    """Whether the module rewrites its own source text, replacing `name` (`kernel.src.replace("
+    LOAD_ALL_ROWS_HERE", generated)`, whisper's Triton kernel): a placeholder in a template, never
+    run as written."""
+    word = re.compile(rf"\b{re.escape(name)}\b")
+    return any(
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "replace"
+        and node.args
+        and isinstance(node.args[0], ast.Constant)
+        and isinstance(node.args[0].value, str)
+        and word.search(node.args[0].value) is not None
         for node in ast.walk(tree)
     )
 

@@ -1871,6 +1871,21 @@ def test_the_config_object_traitlets_gives_a_config_file_is_bound(build_context:
     assert ("ruff:F821", "high", "Undefined name `c`") not in [(f.rule, f.confidence, f.title) for f in found]
 
 
+def test_a_placeholder_the_module_replaces_in_its_own_source_is_a_template(build_context: Any) -> None:
+    # whisper's median filter: the kernel's source has placeholder lines replaced before compiling
+    kernel = (
+        "import triton\n\n\ndef median_kernel(width):\n    @triton.jit\n    def kernel(y, x):\n"
+        "        LOAD_ALL_ROWS_HERE\n        return x\n\n"
+        "    kernel = triton.JITFunction(kernel.fn)\n"
+        "    kernel.src = kernel.src.replace('    LOAD_ALL_ROWS_HERE', 'row0 = x')\n    return kernel\n"
+    )
+    found = review("code_quality", build_context({}, {"whisper/triton_ops.py": kernel})).findings
+    assert [(f.rule, f.confidence) for f in found] == [("ruff:F821", "medium")]  # listed, not posted
+    plain = kernel.replace("'    LOAD_ALL_ROWS_HERE'", "'    NOTHING_HERE'")
+    found = review("code_quality", build_context({}, {"whisper/triton_ops.py": plain})).findings
+    assert [(f.rule, f.confidence) for f in found] == [("ruff:F821", "high")]
+
+
 def test_a_module_of_bare_names_is_a_dead_code_whitelist_not_code(build_context: Any) -> None:
     # hug's vulture whitelist: names vulture should count as used, read as text, never imported
     whitelist = "req_succeeded  # unused variable (hug/middleware.py:92)\n_.retry_after  # unused attribute\n"
