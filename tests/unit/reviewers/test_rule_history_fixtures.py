@@ -1109,10 +1109,11 @@ def test_a_token_anyone_can_mint_in_tests_or_docs_and_an_example_apps_key_go_to_
     part = "aGVsbG8td29ybGQtdG9rZW4"
     jwt = "eyJ" + part + ".eyJ" + part + "." + part
     aws = "AKIA" + "QWERTYUIOPASDFGH"
+    aws_secret = "Zq8Lw3Rt7Yp2Xk9Mv4Nc" + "6Bh1Gf5Dj0aS2dF4gH6j"  # 40 base64 characters: the key's secret
     files = {
         "tests/test_client.py": f"TOKEN = '{jwt}'\n",
         "README.rst": f"Decode it::\n\n    jwt.decode('{jwt}', 'secret')\n",
-        "docs/setup.md": f"Set `AWS_ACCESS_KEY_ID={aws}` before you start.\n",
+        "docs/setup.md": f"Set `AWS_ACCESS_KEY_ID={aws}` and `AWS_SECRET_ACCESS_KEY={aws_secret}`.\n",
         "examples/todo/app.py": "app.secret_key = 'Xo9vQ2mLr7TzK4pW8sNd3Fh6'\n",
         "todo/app.py": "app.secret_key = 'Xo9vQ2mLr7TzK4pW8sNd3Fh6'\n",
         "todo/client.py": f"TOKEN = '{jwt}'\n",
