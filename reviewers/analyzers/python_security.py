@@ -110,6 +110,14 @@ def _hit_issue(hit: Hit, line: int) -> Issue:
         body = f"{spec.body} Here {hit.origin} reaches {hit.call}{via}."
         severity: Severity = spec.severity
         confidence: Confidence = "high"
+    elif hit.whole:
+        title = spec.title.replace("built from request data", "taken whole from request data")
+        body = (
+            f"Here {hit.origin} is the whole statement {hit.call}{via} runs: not an injection into the "
+            "program's own SQL but SQL its caller chooses, by design (a query console) or by mistake. A "
+            "person should check who can reach it, and that it runs read-only with the least privilege."
+        )
+        severity, confidence = "medium", "low"
     elif hit.command_line:
         title = _from_command_line(spec.title)
         body = (

@@ -51,6 +51,7 @@ from reviewers.analyzers.flow.values import (
     CONSTANT,
     NORMALISED,
     SEGMENT,
+    SPLICED,
     UNKNOWN,
     Origin,
     Value,
@@ -91,6 +92,9 @@ COMMAND_LINE_CLEARS = LOCAL_USER_CLEARS | {COMMAND_LINE}
 # training script's `--checkpoint`: loading it runs what they chose). SQL is not: the program holds
 # the credentials.
 OPERATOR_RUNS = frozenset({"command", "code", "deserialization"})
+# Sinks whose input is a statement: request data that is the whole of it (a query console's SQL
+# box: Snuba's admin, django-sql-dashboard) is a feature to check the access to, not an injection.
+WHOLE_STATEMENT_CLASSES = frozenset({"sql"})
 _MUTATORS = frozenset({"append", "add", "insert", "extend", "update", "setdefault", "appendleft", "put", "push"})
 
 
@@ -104,6 +108,7 @@ class Hit:
     via: str = ""  # "pkg/db.py:12" when the sink is inside a called function
     built: ast.AST | None = None  # where the sink's text was spliced together, when that is elsewhere
     command_line: bool = False  # the data is the program's own command line (see COMMAND_LINE)
+    whole: bool = False  # the data is the whole statement, spliced into no text of the program's
 
 
 def words(identifier: str) -> set[str]:
@@ -656,6 +661,8 @@ class Interpreter:
             left, right = self.eval(expr.left, env), self.eval(expr.right, env)
             if isinstance(expr.op, ast.Add) and left.seq is not None:
                 return sequence((*left.seq, *(right.seq if right.seq is not None else (flat(right),))))
+            if isinstance(expr.op, ast.Add | ast.Mod) and fragments(expr):
+                left, right = clear(left, (SPLICED,)), clear(right, (SPLICED,))
             if isinstance(expr.op, ast.Add) and _fixes_origin(expr.left, left):
                 return flat(left, clear(right, URL_CLASSES))
             if isinstance(expr.op, ast.Mod) and (text := const_text(expr.left)) is not None:
@@ -723,6 +730,8 @@ class Interpreter:
         """An f-string's value; parts after a leading fixed origin ("/path?", a clean URL) cannot
         choose where a redirect or a request goes."""
         values = [self.eval(v, env) for v in parts]
+        if any(isinstance(v, ast.Constant) and v.value for v in parts):
+            values = [clear(v, (SPLICED,)) for v in values]
         # a segment followed by more than a suffix (".txt") is no longer the path's last component
         values = [v if all(map(_ends_a_segment, parts[i + 1 :])) else without_segment(v) for i, v in enumerate(values)]
         if parts and _fixes_origin(parts[0], values[0]):
@@ -960,7 +969,9 @@ class Interpreter:
         if attr == "values" or attr == "items":
             return flat(receiver)
         if attr == "join":
-            return flat(receiver, *args)
+            return clear(flat(receiver, *args), (SPLICED,))
+        if attr == "format":
+            return clear(flat(receiver, *args, *kwargs.values()), (SPLICED,))
         return flat(receiver, *args, *kwargs.values())
 
     def method_ref(self, cls_ref: str, method: str) -> str | None:
@@ -1043,6 +1054,8 @@ class Interpreter:
         command_line = bool(sources) and all(COMMAND_LINE in o.cleared for o in sources)
         if sources and cls in OPERATOR_RUNS and command_line:
             self.hits.append(Hit(node, cls, "low", sources[0].what, call, via, built, command_line=True))
+        elif sources and cls in WHOLE_STATEMENT_CLASSES and not any(SPLICED in o.cleared for o in sources):
+            self.hits.append(Hit(node, cls, "low", sources[0].what, call, via, built, whole=True))
         elif sources:
             self.hits.append(Hit(node, cls, "high", sources[0].what, call, via, built, command_line=command_line))
         for o in live:

@@ -27,6 +27,10 @@ NOT_DOUBLE_SLASH = "~no-double-slash"
 # component of a path it names one entry of the directory it is joined to and cannot leave it. Kept
 # only while the value stays that last component (see `without_segment`).
 SEGMENT = "~segment"
+# The value was spliced into text with fixed parts (`"SELECT ... " + x`, an f-string, `%`, `.format`,
+# `.join`): part of a statement, not the whole of one. A request that supplies a whole SQL statement
+# (a query console) is arbitrary SQL by design or by mistake, not an injection into the program's own.
+SPLICED = "~spliced"
 MAX_PATH = 4  # attribute steps remembered after a parameter (`self.req.args.get`)
 MAX_PARTS = 32  # list items / dict entries kept apart; more fold into the container
 MAX_ORIGINS = 24

@@ -283,7 +283,7 @@ def test_query_builders_bind_their_values_and_their_exists_is_no_file_check() ->
     helper = "def by_name(name):\n    return db.select(User).filter_by(name=name)\n\n\n"
     assert found(orm + helper + view + "    return db.session.execute(by_name(name)).all()\n") == []
     mutated = "    session = {}\n    session.update(request.args)\n    return db.session.execute(session['q']).all()\n"
-    assert ("CWE-89", "high") in found(orm + view + mutated)
+    assert ("CWE-89", "low") in found(orm + view + mutated)  # the flow is followed; a whole statement is a console's
 
 
 def test_standard_input_is_the_operators_file_and_a_prompt_is_a_source() -> None:
@@ -332,3 +332,25 @@ def test_a_list_extended_in_place_keeps_its_program_first() -> None:
     # a shell's script appended in place is still the shell's text
     script = "import subprocess\n\n\ndef f():\n    cmd = ['sh', '-c']\n    cmd += [request.args['q']]\n    subprocess.run(cmd)\n"
     assert found(script) == [("CWE-78", "high")]
+
+
+def test_a_whole_statement_from_the_request_is_a_console_and_a_spliced_one_an_injection() -> None:
+    # django-sql-dashboard and Snuba's admin run the SQL a permitted user typed: a person checks access
+    console = "@app.route('/q')\ndef f():\n    sql = request.form['sql']\n    return str(sqlite3.connect('x').execute(sql, {}))\n"
+    (issue,) = issues(console)
+    assert (issue.cwe, issue.confidence) == ("CWE-89", "low") and "taken whole" in issue.title
+    helper = "def run_query(query, user):\n    return sqlite3.connect('x').execute(query)\n"
+    through = "from web.db import run_query\n\n\n@app.route('/q')\ndef f():\n    return str(run_query(request.form['sql'], 'me'))\n"
+    assert found(through, {"web/db.py": "import sqlite3\n\n\n" + helper}) == [("CWE-89", "low")]
+    # spliced into the program's own statement, by any means, it is injection
+    for spliced in (
+        "'SELECT * FROM t WHERE a = ' + v",
+        "f'SELECT * FROM t WHERE a = {v}'",
+        "'SELECT * FROM t WHERE a = %s' % v",
+        "'SELECT * FROM t WHERE a = {}'.format(v)",
+        "' '.join(['SELECT * FROM t WHERE a =', v])",
+    ):
+        body = f"@app.route('/q')\ndef f():\n    v = request.form['v']\n    sqlite3.connect('x').execute({spliced})\n"
+        assert found(body) == [("CWE-89", "high")], spliced
+    spliced_in_helper = helper.replace("execute(query)", "execute('SELECT * FROM t WHERE a = ' + query)")
+    assert found(through, {"web/db.py": "import sqlite3\n\n\n" + spliced_in_helper}) == [("CWE-89", "high")]
