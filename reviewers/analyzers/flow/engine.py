@@ -230,9 +230,19 @@ def is_route(func: FunctionNode) -> bool:
     for decorator in func.decorator_list:
         target = decorator.func if isinstance(decorator, ast.Call) else decorator
         name = target.attr if isinstance(target, ast.Attribute) else target.id if isinstance(target, ast.Name) else ""
-        if name in ROUTE_DECORATORS:
+        if name in ROUTE_DECORATORS and not _mock_patch(decorator):
             return True
     return False
+
+
+def _mock_patch(decorator: ast.expr) -> bool:
+    """`@mock.patch("os.path.exists")`, `@patch.object(...)`: a test's mock, not an HTTP PATCH route,
+    whose path starts with "/" (or is empty under a router's prefix)."""
+    if not isinstance(decorator, ast.Call):
+        return False
+    owner = dotted(decorator.func.value) if isinstance(decorator.func, ast.Attribute) else ""
+    first = const_text(decorator.args[0]) if decorator.args else None
+    return owner.endswith("mock") or (first is not None and first != "" and not first.startswith("/"))
 
 
 # `<name>`, `<string:name>`, `<path:name>`, `<int(signed=True):name>` (Flask, Quart, Werkzeug); `{name}`,

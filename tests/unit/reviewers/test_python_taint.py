@@ -354,3 +354,14 @@ def test_a_whole_statement_from_the_request_is_a_console_and_a_spliced_one_an_in
         assert found(body) == [("CWE-89", "high")], spliced
     spliced_in_helper = helper.replace("execute(query)", "execute('SELECT * FROM t WHERE a = ' + query)")
     assert found(through, {"web/db.py": "import sqlite3\n\n\n" + spliced_in_helper}) == [("CWE-89", "high")]
+
+
+def test_a_mock_patch_decorator_is_no_patch_route() -> None:
+    # cherry_picker's tests: @mock.patch("os.path.exists") above a test taking a pytest fixture
+    body = (
+        "from unittest import mock\nimport subprocess\n\n\n@mock.patch('os.path.exists')\n"
+        "def test_pr_url(exists, config):\n    subprocess.check_output('git remote ' + config['remote'], shell=True)\n"
+    )
+    assert [i.confidence for i in issues(body)] == ["low"]  # a parameter of unknown origin: a person may look
+    route = body.replace("@mock.patch('os.path.exists')", "@app.patch('/remotes/<config>')")
+    assert found(route) == [("CWE-78", "high")]
