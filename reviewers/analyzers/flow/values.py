@@ -81,6 +81,17 @@ def join(values: Iterable[Value]) -> Value:
     origins = frozenset().union(*(v.origins for v in vals))
     cls = first.cls if all(v.cls == first.cls for v in vals) else None
     fields = first.fields if all(v.fields == first.fields for v in vals) else None
+    seqs = [v.seq for v in vals]
+    if all(q is not None for q in seqs):
+        # lists that start alike keep that start (`args = [adb, "-s", id]; if shell: args += ["shell"]`):
+        # the program stays the first item; what differs folds into one item after the common part
+        known = [q for q in seqs if q is not None]
+        common = 0
+        while all(len(q) > common for q in known) and all(q[common] == known[0][common] for q in known):
+            common += 1
+        rest = [part for q in known for part in q[common:]]
+        parts = (*known[0][:common], *((flat(*rest),) if rest else ()))
+        return Value(origins, seq=parts, cls=cls, fields=fields)
     return Value(origins, cls=cls, fields=fields)
 
 

@@ -365,3 +365,16 @@ def test_a_mock_patch_decorator_is_no_patch_route() -> None:
     assert [i.confidence for i in issues(body)] == ["low"]  # a parameter of unknown origin: a person may look
     route = body.replace("@mock.patch('os.path.exists')", "@app.patch('/remotes/<config>')")
     assert found(route) == [("CWE-78", "high")]
+
+
+def test_lists_that_start_alike_keep_their_start_through_a_branch() -> None:
+    # MobSF's adb wrapper: `args = [adb, '-s', id]; if shell: args += ['shell']; args += cmd_list`
+    helper = (
+        "import subprocess\n\n\ndef run(cmd_list, shell=False):\n    args = ['adb', '-s', 'emulator-5554']\n"
+        "    if shell:\n        args += ['shell']\n    args += cmd_list\n    return subprocess.check_output(args)\n"
+    )
+    call = "from web.adb import run\n\n\n@app.route('/x')\ndef f():\n    run(['am', 'start', '-d', request.args['u']], True)\n"
+    assert found(call, {"web/adb.py": helper}) == []
+    # a branch where the caller's list is the whole command keeps its program tainted
+    chosen = helper.replace("args += ['shell']", "args = list(cmd_list)")
+    assert found(call, {"web/adb.py": chosen}) == [("CWE-78", "high")]
