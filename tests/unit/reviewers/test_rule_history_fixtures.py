@@ -1922,3 +1922,20 @@ def test_a_name_missing_in_a_stub_is_listed_not_posted_as_a_name_error(build_con
     assert [(f.rule, f.confidence) for f in found] == [("ruff:F821", "medium")]
     found = review("code_quality", build_context({}, {"kafka/protocol/coordinator.py": text})).findings
     assert [(f.rule, f.confidence) for f in found] == [("ruff:F821", "high")]
+
+
+def test_a_search_out_of_budget_lists_the_unused_imports_and_keeps_the_review(build_context: Any) -> None:
+    # a loaded machine: the re-export search of a big repository ran out of its 1 s budget (Tandoor)
+    from reviewers.kernel.errors import InputError
+
+    context = build_context({}, {"pkg/api.py": "import os\nfrom json import loads\n\n\ndef f():\n    return bar\n"})
+
+    def slow(pattern: str, **_: Any) -> list[Any]:
+        raise InputError(f"search pattern {pattern!r} ran out of its 1 s budget; use a simpler one")
+
+    context.workspace.search = slow  # type: ignore[method-assign]
+    result = review("code_quality", context)
+    assert result.error is None
+    found = {(f.rule, f.confidence) for f in result.findings}
+    assert ("ruff:F821", "high") in found  # the rest of the review stands
+    assert {c for r, c in found if r == "ruff:F401"} == {"low"}  # listed: re-exported or not is unknown
