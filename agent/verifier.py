@@ -45,7 +45,7 @@ from agent.verdicts.duplicates import MODEL_RULES, claimed_family, group_root_ca
 from agent.verdicts.evidence import Anchor, anchor_evidence, anchored
 from agent.verdicts.feedback import MIN_PEOPLE, PeopleVotes, rejected_before, rejected_by_people
 from agent.verdicts.judge import ModelJudgment, judge_messages
-from agent.verdicts.posting import Posting, unbound_name, unearned_voice
+from agent.verdicts.posting import Posting, injection_taint, unbound_name, unearned_voice
 from agent.verdicts.preexisting import base_python, preexisting_flow, preexisting_ruff
 from agent.verdicts.sinks import sink_gets_constants
 from agent.verdicts.track_record import Record, accepted_by_people, unproven_rule
@@ -303,8 +303,13 @@ def verify_findings(
     for finding, why in leads:
         demoted = (
             _low_confidence(finding)
-            # an F821 of the shape that is broken as written is not the shape its record was made of
-            or (None if unbound_name(finding) else unproven_rule(finding, inputs.people_votes, inputs.track_record))
+            # an F821 of the shape that is broken as written is not the shape its record was made of; request
+            # data reaching an injection sink is a REAL high by design (issue 22), as the posting tier has it
+            or (
+                None
+                if unbound_name(finding) or injection_taint(finding)
+                else unproven_rule(finding, inputs.people_votes, inputs.track_record)
+            )
             or _unearned(finding, inputs)
             or _convention(finding, inputs, conventions)
         )
