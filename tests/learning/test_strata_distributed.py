@@ -46,7 +46,9 @@ def _run(command: list[str], out: Path) -> None:
 
 
 def test_two_ranks_make_the_single_process_update(tmp_path: Path) -> None:
-    cases = generate_replay_set(SyntheticConfig(n_train=8, n_eval=1, languages=("javascript",), seed=2))
+    # a seed whose two steps both train (a skipped step would compare nothing); seed 2 did until the
+    # planted tokens gained GitHub's checksum (79d8e65), which changed the text the tiny tokenizer learns
+    cases = generate_replay_set(SyntheticConfig(n_train=8, n_eval=1, languages=("javascript",), seed=3))
     replay = write_jsonl_cases(tmp_path / "replay.jsonl", cases)
     env = ReplayEnv()
     corpus = [STRATEGY_SYSTEM_PROMPT] + [env.reset(c) for c in cases]
