@@ -304,6 +304,7 @@ def scan_secrets(file: ChangedFile, *, named_values: bool = True) -> SecretScan:
     scanned = 0
     unscanned_from: int | None = None
     changed = file.changed_lines
+    aws_secret: bool | None = None
     for line, text in sorted(changed.items()):
         token = (
             next((t for t in KNOWN_TOKENS if t.pattern.search(text)), None)
@@ -317,7 +318,9 @@ def scan_secrets(file: ChangedFile, *, named_values: bool = True) -> SecretScan:
         if token is not None:
             issue = _issue(line, "secrets:known-prefix", token.severity, token.name)
             self_minted = token in SELF_MINTED_TOKENS and (test_material or sample)
-            lone_id = token is AWS_ACCESS_KEY_ID and not aws_secret_in(file.text)
+            if token is AWS_ACCESS_KEY_ID and aws_secret is None:
+                aws_secret = aws_secret_in(file.text)  # read once per file, however many ids it holds
+            lone_id = token is AWS_ACCESS_KEY_ID and not aws_secret
             issues.append(replace(issue, confidence="low") if self_minted or lone_id else issue)
             continue
         if not named_values:
