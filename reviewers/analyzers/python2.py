@@ -27,7 +27,9 @@ dropped (`accepted_before_python37`).
 from __future__ import annotations
 
 import ast
+import io
 import re
+import tokenize
 import warnings
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
@@ -158,14 +160,47 @@ _PYTHON3_ONLY = re.compile(
 MIN_PYTHON2_STATEMENTS = 2  # one `print x` is a slip in Python 3 code; several, and nothing of Python 3, are a dialect
 
 
+_STRING_QUOTE = re.compile(r"\"\"\"|'''|\"|'")
+
+
+def code_lines(text: str) -> list[str]:
+    """The file's lines with what strings and comments say blanked out. A string keeps its prefix and
+    its quotes (`f"` still reads as an f-string, `print "` as Python 2's print), not its words, so a
+    docstring's `'ff=f'` or "we await the reply" is no syntax. Python's tokenizer reads Python 2 too
+    (a backtick or `0777` is a token it does not know, not an error); a file it cannot read to the end
+    (a string left open) is taken as it is."""
+    lines = [list(line) for line in io.StringIO(text).readlines()]
+
+    def blank(start: tuple[int, int], end: tuple[int, int]) -> None:
+        for row in range(start[0], end[0] + 1):
+            chars = lines[row - 1]
+            first = start[1] if row == start[0] else 0
+            last = end[1] if row == end[0] else len(chars)
+            for k in range(first, min(last, len(chars))):
+                if chars[k] not in "\r\n":
+                    chars[k] = " "
+
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+            if token.type == tokenize.COMMENT:
+                blank(token.start, token.end)
+            elif token.type == tokenize.STRING and (quote := _STRING_QUOTE.search(token.string)):
+                width = len(quote.group(0))
+                row, col = token.start
+                blank((row, col + quote.start() + width), (token.end[0], token.end[1] - width))
+    except (tokenize.TokenError, SyntaxError):
+        return text.splitlines()
+    return ["".join(chars).rstrip("\r\n") for chars in lines]
+
+
 def python2_in_change(read_file: Callable[[str], str | None], changed: Collection[str]) -> bool:
     """Whether the Python files the change wrote are Python 2 code: several Python 2 statements, and
-    not one line only Python 3 reads."""
+    not one line only Python 3 reads (`code_lines`: what strings and comments say is not read)."""
     statements = 0
     for path in sorted(changed):
         if not path.endswith(".py") or (text := read_file(path)) is None:
             continue
-        for line in text.splitlines():
+        for line in code_lines(text):
             if _PYTHON3_ONLY.search(line):
                 return False
             statements += bool(_PYTHON2_ONLY_STATEMENT.search(line) or _PYTHON2_ONLY_CALL.search(line))

@@ -20,6 +20,7 @@ from reviewers import run_reviewer
 from reviewers.analyzers.base_tree import BaseTree, reverse_patch
 from reviewers.analyzers.changed_file import ChangedFile
 from reviewers.analyzers.config_changes import value_changes
+from reviewers.analyzers.python2 import code_lines
 from reviewers.kernel.contracts import PlanItem, RepoConfig, ReviewContext, ReviewerName, ReviewerResult
 from reviewers.paths import is_test_path, is_test_support_path
 
@@ -1511,6 +1512,15 @@ def test_a_first_commit_of_python2_code_is_python2_and_one_slip_in_python3_code_
     )
     found = review("code_quality", build_context({}, {"setup.py": SETUP_NO_VERSION, "hyphenator.py": hyphenator}))
     assert found.findings == []
+    # What a docstring or a comment says is no syntax: `'ff=f'` (a hyphenation pattern) is not an
+    # f-string, "we await" not an await, `print "x"` in a comment no print statement.
+    documented = (
+        'def patterns():\n    """Replacements such as \'ff=f\', as we await the dictionary."""\n'
+        "    return {}  # f'' and print \"x\" here are text\n\n\n" + hyphenator
+    )
+    found = review("code_quality", build_context({}, {"setup.py": SETUP_NO_VERSION, "hyphenator.py": documented}))
+    assert found.findings == []
+    assert code_lines(documented)[1] == '    """' + " " * (len(documented.splitlines()[1]) - 10) + '"""'
     # One print statement among Python 3 code is a slip, and Python 3 syntax beside two is Python 3.
     slip = 'def run(reactor):\n    print "starting"\n    reactor.run()\n'
     found = review("code_quality", build_context({}, {"plugin.py": slip})).findings
