@@ -150,6 +150,13 @@ _READS = frozenset({"read", "readline", "readlines"})
 _FILE_OPENERS = frozenset(
     {"open", "io.open", "codecs.open", "aiofiles.open", "gzip.open", "bz2.open", "lzma.open", "os.fdopen"}
 )
+# Calls that run a program: what it prints is the program's output, of unknown origin like a file's
+# text, not the arguments that started it (a view that returns `git log`'s output for a ref the
+# request named reflects git's text, not the request's).
+_PROCESS_RUNNERS = frozenset(
+    {"subprocess.check_output", "subprocess.run", "subprocess.getoutput", "subprocess.getstatusoutput",
+     "subprocess.Popen", "os.popen", "asyncio.create_subprocess_exec", "asyncio.create_subprocess_shell"}
+)  # fmt: skip
 _DATABASE_WORDS = frozenset({"cursor", "cur", "conn", "connection", "db", "database", "session", "engine", "con",
                              "c", "txn", "tx", "transaction", "sql", "pool", "objects"})  # fmt: skip
 _DATABASE_MODULES = ("sqlite3", "psycopg", "psycopg2", "sqlalchemy", "mysql", "MySQLdb", "pymysql", "aiosqlite",
@@ -817,6 +824,8 @@ class Interpreter:
             return args[0] if args else kwargs.get("source", CONSTANT)  # the code carries its source, not its file name
         if name in _FILE_OPENERS:
             return UNKNOWN  # what a file holds is not the data that named it (a script path on a command line)
+        if name in _PROCESS_RUNNERS:
+            return UNKNOWN  # its arguments were checked as a command above; its output is the program's
         if name in S.XML_PARSER_FACTORIES:
             entities = next((k.value for k in call.keywords if k.arg == "resolve_entities"), None)
             unsafe = isinstance(entities, ast.Constant) and entities.value is True

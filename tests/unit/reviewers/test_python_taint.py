@@ -378,3 +378,20 @@ def test_lists_that_start_alike_keep_their_start_through_a_branch() -> None:
     # a branch where the caller's list is the whole command keeps its program tainted
     chosen = helper.replace("args += ['shell']", "args = list(cmd_list)")
     assert found(call, {"web/adb.py": chosen}) == [("CWE-78", "high")]
+
+
+def test_a_programs_output_is_not_the_request_that_named_its_arguments() -> None:
+    # MobSF's views returned what adb printed for an activity the request named
+    body = (
+        "import subprocess\n\n\n@app.route('/log')\ndef f():\n    ref = request.args['ref']\n"
+        "    out = subprocess.check_output(['git', 'log', '--oneline', '--', ref])\n    return out\n"
+    )
+    assert [i for i in issues(body) if i.cwe == "CWE-79"] == []
+    helper = "import subprocess\n\n\ndef adb(args):\n    return subprocess.check_output(['adb', 'shell'] + args)\n"
+    view = "from web.adb import adb\n\n\n@app.route('/x')\ndef f():\n    return adb(['dumpsys', request.args['a']])\n"
+    assert found(view, {"web/adb.py": helper}) == []
+    echoed = body.replace("return out\n", "return ref\n")
+    assert [i.cwe for i in issues(echoed)] == ["CWE-79"]
+    # the command itself is still checked: the request's text run by a shell is injection
+    shell = body.replace("['git', 'log', '--oneline', '--', ref]", "'git log ' + ref, shell=True")
+    assert found(shell) == [("CWE-78", "high")]
