@@ -22,8 +22,8 @@ comment uses (mypy reads it; ruff does not), and F821 on a Python 2 builtin (`un
 `xrange`) inside a Python 2 compatibility branch (see `compat_branch_name`), F821 in a module that
 is a list of bare names (a vulture whitelist, `name_list_module`), F821 on the name Python 2's
 `except ValueError, e:` binds (`python2_except_binding`), E722 on a bare `except:` that re-raises
-(`reraises`), ends by raising its own exception (`converts`) or only falls back from one import to
-another (`import_fallback`), F401 on a module imported inside a
+or hands the exception on whole (`reraises`), ends by raising its own exception (`converts`) or only
+falls back from an import or a module attribute to another (`import_fallback`), F401 on a module imported inside a
 function for its side effects (`side_effect_import`), PLE0604 on an `__all__` whose only non-strings are `X.__name__`
 (`names_at_run_time`), F401 on a name a quoted type uses (`used_in_quoted_type`) or on a definition the
 change moved out and imports back (`moved_out_and_imported_back`) or that is a feature test in a
@@ -859,7 +859,8 @@ def reraises(tree: ast.Module | None, line: int) -> bool:
     `reraise(...)` call (six's, or the project's own), or `sys.exc_info()` kept and raised later in
     the function (`_raises_later`).
     Catching everything to undo a transaction, close a resource or decide on a retry, then
-    re-raising, is what a bare except is for; it hides nothing."""
+    re-raising, is what a bare except is for; it hides nothing. So is handing the exception on whole
+    to a call (`target.throw(*sys.exc_info())` into a greenlet or a generator): it is raised there."""
     if tree is None:
         return False
     for node in ast.walk(tree):
@@ -872,7 +873,21 @@ def reraises(tree: ast.Module | None, line: int) -> bool:
                     called = callee.attr if isinstance(callee, ast.Attribute) else getattr(callee, "id", "")
                     if called.endswith("reraise") or (called == "exc_info" and _raises_later(tree, node)):
                         return True
+                    if any(isinstance(a, ast.Starred) and _is_exc_info(a.value) for a in inner.args) or (
+                        called in _HANDS_ON and any(_is_exc_info(a) for a in inner.args)
+                    ):
+                        return True  # handed on whole: `greenlet.throw(*sys.exc_info())`, `future.set_exc_info(...)`
     return False
+
+
+_HANDS_ON = frozenset({"throw", "set_exc_info", "set_exception", "reraise"})
+
+
+def _is_exc_info(node: ast.expr) -> bool:
+    return isinstance(node, ast.Call) and (
+        (isinstance(node.func, ast.Attribute) and node.func.attr == "exc_info")
+        or (isinstance(node.func, ast.Name) and node.func.id == "exc_info")
+    )
 
 
 def converts(tree: ast.Module | None, line: int) -> bool:
@@ -898,18 +913,34 @@ def _ends_raising(body: Sequence[ast.stmt]) -> bool:
 
 
 def import_fallback(tree: ast.Module | None, line: int) -> bool:
-    """Whether the bare `except:` on `line` guards nothing but imports and falls back to other imports
-    (`try: from coverage.exceptions import NoSource` / `except: from coverage.misc import NoSource`):
-    an ImportError is all that can happen there."""
+    """Whether the bare `except:` on `line` guards nothing but lookups and falls back to something
+    else: imports (`try: from coverage.exceptions import NoSource` / `except: from coverage.misc import
+    NoSource`), a module's attribute (`try: FormattedValue = ast.FormattedValue` / `except: class
+    FormattedValue: ...`), a flag set after an import (`import _winapi; has_winapi = True`). An
+    ImportError or an AttributeError is all that can happen there; the handler only imports, assigns or
+    defines the fallback."""
     if tree is None:
         return False
     for node in ast.walk(tree):
-        if isinstance(node, ast.Try) and any(h.type is None and h.lineno == line for h in node.handlers):
+        if isinstance(node, ast.Try) and any(h.lineno == line for h in node.handlers):
             handler = next(h for h in node.handlers if h.lineno == line)
-            return all(isinstance(s, ast.Import | ast.ImportFrom) for s in node.body) and all(
-                isinstance(s, ast.Import | ast.ImportFrom | ast.Assign | ast.Pass) for s in handler.body
+            return all(_only_looks_up(s) for s in node.body) and all(
+                isinstance(s, ast.Import | ast.ImportFrom | ast.Assign | ast.Pass | ast.ClassDef | ast.FunctionDef)
+                for s in handler.body
             )
     return False
+
+
+def _only_looks_up(statement: ast.stmt) -> bool:
+    """An import, or a plain name bound to a constant, a name or a dotted attribute (`x = mod.attr`)."""
+    if isinstance(statement, ast.Import | ast.ImportFrom):
+        return True
+    if not isinstance(statement, ast.Assign) or not all(isinstance(t, ast.Name) for t in statement.targets):
+        return False
+    value = statement.value
+    while isinstance(value, ast.Attribute):
+        value = value.value
+    return isinstance(value, ast.Name | ast.Constant)
 
 
 _INTERRUPTS = frozenset({"KeyboardInterrupt", "SystemExit", "GeneratorExit", "BaseException"})
@@ -1234,7 +1265,9 @@ def ruff_issues(file: ChangedFile) -> list[Issue]:
         if code == "F401" and side_effect_import(file.python_tree, line):
             continue
         if code in ("S110", "S112", "BLE001") and (
-            best_effort_cleanup(file.python_tree, line) or explained_swallow(file.text, file.python_tree, line)
+            best_effort_cleanup(file.python_tree, line)
+            or explained_swallow(file.text, file.python_tree, line)
+            or import_fallback(file.python_tree, line)
         ):
             continue
         if code in ("PLE1205", "PLE1206") and brace_style_log_call(file.python_tree, line):

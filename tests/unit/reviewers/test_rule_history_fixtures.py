@@ -1829,6 +1829,31 @@ def test_a_bare_except_raising_on_every_branch_or_falling_back_to_an_import_is_n
         ], text
 
 
+def test_a_bare_except_around_a_lookup_a_cleanup_or_handing_the_error_on_is_not_reported(build_context: Any) -> None:
+    # snoop: a module attribute older Pythons lack, with a class of its own as the fallback
+    attribute = (
+        "import ast\n\ntry:\n    FormattedValue = ast.FormattedValue\nexcept:\n"
+        "    class FormattedValue(object):\n        pass\n"
+    )
+    # wdb: an optional module, and a flag saying it is there
+    flag = "has_winapi = False\ntry:\n    import _winapi\n    has_winapi = True\nexcept:\n    pass\n"
+    # an asyncio-greenlet bridge: whatever the task raised is thrown into the waiting greenlet
+    forward = (
+        "import sys\n\n\nasync def drive(target, task):\n    try:\n        await task\n    except:\n"
+        "        return target.throw(*sys.exc_info())\n    return target.switch(task.result())\n"
+    )
+    for text in (attribute, flag, forward):
+        assert review("code_quality", build_context({}, {"pkg/mod.py": text})).findings == [], text
+    # a lookup through a call can fail in any way; a guard that also runs code, or reading exc_info to
+    # log it, swallows
+    called = attribute.replace("ast.FormattedValue\n", "ast.parse('x')\n")
+    two = flag.replace("    has_winapi = True\n", "    has_winapi = _winapi.probe()\n")
+    logged = forward.replace("return target.throw(*sys.exc_info())", "print(sys.exc_info())\n        return None")
+    for text in (called, two, logged):
+        rules = [f.rule for f in review("code_quality", build_context({}, {"pkg/mod.py": text})).findings]
+        assert "ruff:E722" in rules, text
+
+
 def test_a_name_a_decorator_writes_into_the_functions_globals_may_be_received(build_context: Any) -> None:
     # dpkt's pcap tests: the wrapper puts `writer` into the test function's module namespace
     text = (
