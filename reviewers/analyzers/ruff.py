@@ -1155,8 +1155,8 @@ def brace_style_log_call(tree: ast.Module | None, line: int) -> bool:
 
 
 def names_at_run_time(tree: ast.Module | None, line: int) -> bool:
-    """Whether every entry of the `__all__` on `line` that is not a string literal is `X.__name__`:
-    a string once the module runs, which ruff cannot see (PLE0604). An entry that is a bare name, a
+    """Whether every entry of the `__all__` on `line` that is not a string literal is `X.__name__`
+    or `*module.__all__`: strings once the module runs, which ruff cannot see (PLE0604). An entry that is a bare name, a
     call or anything else is an object, and `from module import *` raises TypeError on it."""
     if tree is None:
         return False
@@ -1174,8 +1174,15 @@ def names_at_run_time(tree: ast.Module | None, line: int) -> bool:
             else:
                 return False  # built some other way: not decided here
         objects = [e for e in entries if not (isinstance(e, ast.Constant) and isinstance(e.value, str))]
-        return bool(objects) and all(isinstance(e, ast.Attribute) and e.attr == "__name__" for e in objects)
+        return bool(objects) and all(_a_name_at_run_time(e) for e in objects)
     return False
+
+
+def _a_name_at_run_time(entry: ast.expr) -> bool:
+    """`X.__name__`, or `*module.__all__` (another module's list of names, unpacked)."""
+    if isinstance(entry, ast.Starred):
+        return isinstance(entry.value, ast.Attribute) and entry.value.attr == "__all__"
+    return isinstance(entry, ast.Attribute) and entry.attr == "__name__"
 
 
 _FROM_LINE = re.compile(r"from line (?P<line>\d+)")

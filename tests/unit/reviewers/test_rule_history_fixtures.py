@@ -1354,6 +1354,15 @@ def test_objects_in_all_break_a_star_import_but_names_read_at_run_time_do_not(bu
     assert [f.rule for f in found] == ["ruff:PLE0604"]
     names = "class Point:\n    pass\n\n\n__all__ = [Point.__name__, 'Point']\n"
     assert review("code_quality", build_context({}, {"geo/factory.py": names})).findings == []
+    # guidance: a package that re-exports its library's names after its own
+    unpacked = (
+        "from . import library\nfrom .library import *  # noqa: F403\n\n__all__ = ['library', *library.__all__]\n"
+    )
+    assert review("code_quality", build_context({}, {"geo/__init__.py": unpacked})).findings == []
+    # unpacking a list of objects is still objects
+    objects_unpacked = unpacked.replace("*library.__all__", "*library.exported")
+    found = review("code_quality", build_context({}, {"geo/__init__.py": objects_unpacked})).findings
+    assert [f.rule for f in found] == ["ruff:PLE0604"]
 
 
 # --- the 27th held-out set: Python 2 code in projects that said they ran on Python 2 only ---------------
