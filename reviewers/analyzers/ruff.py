@@ -22,8 +22,9 @@ comment uses (mypy reads it; ruff does not), and F821 on a Python 2 builtin (`un
 `xrange`) inside a Python 2 compatibility branch (see `compat_branch_name`), F821 in a module that
 is a list of bare names (a vulture whitelist, `name_list_module`), F821 on the name Python 2's
 `except ValueError, e:` binds (`python2_except_binding`), E722 on a bare `except:` that re-raises
-or hands the exception on whole (`reraises`), ends by raising its own exception (`converts`) or only
-falls back from an import or a module attribute to another (`import_fallback`), F401 on a module imported inside a
+or hands the exception on whole (`reraises`), ends by raising its own exception (`converts`), only
+falls back from an import or a module attribute to another (`import_fallback`) or gives up quietly
+with a comment saying why (`explained_swallow`), F401 on a module imported inside a
 function for its side effects (`side_effect_import`), PLE0604 on an `__all__` whose only non-strings are `X.__name__`
 (`names_at_run_time`), F401 on a name a quoted type uses (`used_in_quoted_type`) or on a definition the
 change moved out and imports back (`moved_out_and_imported_back`) or that is a feature test in a
@@ -351,8 +352,9 @@ _TOOL_COMMENT = re.compile(r"#\s*(noqa|pragma|type:|nosec|pylint:|fmt:|pyright:|
 
 
 def explained_swallow(text: str, tree: ast.Module | None, line: int) -> bool:
-    """Whether the `except` on `line` only passes or continues and its author wrote down why, in a
-    comment on or inside the handler (`# changing the title is optional, no errors please`): the
+    """Whether the `except` on `line` only passes, continues or returns a constant, and its author
+    wrote down why, in a comment on or inside the handler or on the comment lines just above it
+    (`# changing the title is optional, no errors please`, `# a dead process has no CPU usage`): the
     decision is made and stated; repeating the rule's advice adds nothing. A handler that does more,
     or says nothing, is left to the rule."""
     if tree is None:
@@ -364,15 +366,25 @@ def explained_swallow(text: str, tree: ast.Module | None, line: int) -> bool:
         for handler in node.handlers:
             if handler.lineno != line:
                 continue
-            if not all(isinstance(stmt, ast.Pass | ast.Continue) for stmt in handler.body):
+            if not all(_gives_up_quietly(stmt) for stmt in handler.body):
                 return False
+            first = handler.lineno
+            while first > 1 and lines[first - 2].strip().startswith("#"):
+                first -= 1  # the comment lines right above `except` speak for it
             end = handler.end_lineno or handler.lineno
-            for number in range(handler.lineno, min(end, len(lines)) + 1):
+            for number in range(first, min(end, len(lines)) + 1):
                 code, hash_, comment = lines[number - 1].partition("#")
                 if hash_ and comment.strip() and not _TOOL_COMMENT.match(hash_ + comment):
                     return True
             return False
     return False
+
+
+def _gives_up_quietly(statement: ast.stmt) -> bool:
+    """`pass`, `continue`, or `return` of nothing or a constant (`return None`, `return 0`)."""
+    if isinstance(statement, ast.Pass | ast.Continue):
+        return True
+    return isinstance(statement, ast.Return) and (statement.value is None or isinstance(statement.value, ast.Constant))
 
 
 def getattr_with_default(tree: ast.Module | None, line: int) -> bool:
@@ -1263,6 +1275,7 @@ def ruff_issues(file: ChangedFile) -> list[Issue]:
             or converts(file.python_tree, line)
             or import_fallback(file.python_tree, line)
             or interrupts_let_through(file.python_tree, line)
+            or explained_swallow(file.text, file.python_tree, line)
         ):
             continue
         if code in SWALLOW_CODES and file.moved(line):

@@ -1086,6 +1086,16 @@ def test_a_swallowed_exception_whose_author_wrote_down_why_is_not_reported(build
     directive = silent.replace("except Exception:", "except Exception:  # pragma: no cover")
     for text in (silent, directive):
         assert rules(review("code_quality", build_context({}, {"lib/title.py": text}))) == ["ruff:S110"]
+    # a bare except that gives up with a constant, its reason on the lines just above it (nbresuse)
+    bare = (
+        "def cpu(process):\n    try:\n        return process.cpu_percent(interval=0.05)\n"
+        "    # a process that died meanwhile has no CPU usage; do not litter the logs\n    except:\n        return 0\n"
+    )
+    assert review("code_quality", build_context({}, {"lib/cpu.py": bare})).findings == []
+    unexplained = bare.replace("    # a process that died meanwhile has no CPU usage; do not litter the logs\n", "")
+    does_more = bare.replace("        return 0\n", "        return process.restart()\n")
+    for text in (unexplained, does_more):
+        assert rules(review("code_quality", build_context({}, {"lib/cpu.py": text}))) == ["ruff:E722"], text
 
 
 def test_a_conflict_block_committed_by_mistake_is_one_syntax_finding(build_context: Any) -> None:
@@ -1646,8 +1656,11 @@ def test_a_bare_except_after_ctrl_c_is_let_through_is_deliberate(build_context: 
         "            pass\n"
     )
     assert review("code_quality", build_context({}, {"purge.py": cleanup})).findings == []
-    # Catching Ctrl-C without raising it again lets nothing through: the bare except stands.
-    swallowed = cleanup.replace("            raise\n", "            return\n")
+    # Catching Ctrl-C without raising it again lets nothing through: the bare except stands (unless
+    # its author says why, as above: `explained_swallow`).
+    swallowed = cleanup.replace("            raise\n", "            return\n").replace(
+        "  # might be OSError, WindowsError ...", ""
+    )
     found = review("code_quality", build_context({}, {"purge.py": swallowed})).findings
     assert [f.rule for f in found] == ["ruff:E722"]
 
