@@ -23,9 +23,9 @@ comment uses (mypy reads it; ruff does not), and F821 on a Python 2 builtin (`un
 is a list of bare names (a vulture whitelist, `name_list_module`), F821 on the name Python 2's
 `except ValueError, e:` binds (`python2_except_binding`), E722 on a bare `except:` that re-raises
 or hands the exception on whole (`reraises`), ends by raising its own exception (`converts`), only
-falls back from an import or a module attribute to another (`import_fallback`) or gives up quietly
-with a comment saying why (`explained_swallow`), F401 on a module imported inside a
-function for its side effects (`side_effect_import`), PLE0604 on an `__all__` whose only non-strings are `X.__name__`
+falls back from an import or a module attribute to another (`import_fallback`), gives up quietly
+with a comment saying why (`explained_swallow`) or answers a predicate's no (`answers_no`), F401 on a
+module imported inside a function for its side effects (`side_effect_import`), PLE0604 on an `__all__` whose only non-strings are `X.__name__`
 (`names_at_run_time`), F401 on a name a quoted type uses (`used_in_quoted_type`) or on a definition the
 change moved out and imports back (`moved_out_and_imported_back`) or that is a feature test in a
 `try:` (`availability_check`); a real undefined name
@@ -955,6 +955,24 @@ def _only_looks_up(statement: ast.stmt) -> bool:
     return isinstance(value, ast.Name | ast.Constant)
 
 
+def answers_no(tree: ast.Module | None, line: int) -> bool:
+    """Whether the bare `except:` on `line` only returns a bool (`try: parse(v); return True` /
+    `except: return False`): a predicate answering that the value is not a date, a URL, a number.
+    Nothing is lost that the caller wanted, as `swallows` already says for BLE001."""
+    if tree is None:
+        return False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ExceptHandler) and node.type is None and node.lineno == line:
+            body = node.body
+            return (
+                len(body) == 1
+                and isinstance(body[0], ast.Return)
+                and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, bool)
+            )
+    return False
+
+
 _INTERRUPTS = frozenset({"KeyboardInterrupt", "SystemExit", "GeneratorExit", "BaseException"})
 
 
@@ -1276,6 +1294,7 @@ def ruff_issues(file: ChangedFile) -> list[Issue]:
             or import_fallback(file.python_tree, line)
             or interrupts_let_through(file.python_tree, line)
             or explained_swallow(file.text, file.python_tree, line)
+            or answers_no(file.python_tree, line)
         ):
             continue
         if code in SWALLOW_CODES and file.moved(line):

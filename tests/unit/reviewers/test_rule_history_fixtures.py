@@ -1864,8 +1864,19 @@ def test_a_bare_except_around_a_lookup_a_cleanup_or_handing_the_error_on_is_not_
         "import sys\n\n\nasync def drive(target, task):\n    try:\n        await task\n    except:\n"
         "        return target.throw(*sys.exc_info())\n    return target.switch(task.result())\n"
     )
-    for text in (attribute, flag, forward):
+    # csvs-to-sqlite: a predicate answering no when the value does not parse
+    predicate = (
+        "from urllib.parse import urlparse\n\n\ndef is_url(value):\n    try:\n"
+        "        return urlparse(value).scheme in ('http', 'https')\n    except:\n        return False\n"
+    )
+    for text in (attribute, flag, forward, predicate):
         assert review("code_quality", build_context({}, {"pkg/mod.py": text})).findings == [], text
+    assert [
+        f.rule
+        for f in review(
+            "code_quality", build_context({}, {"pkg/mod.py": predicate.replace("return False", "return None")})
+        ).findings
+    ] == ["ruff:E722"]
     # a lookup through a call can fail in any way; a guard that also runs code, or reading exc_info to
     # log it, swallows
     called = attribute.replace("ast.FormattedValue\n", "ast.parse('x')\n")
