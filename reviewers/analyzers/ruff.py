@@ -27,9 +27,9 @@ falls back from an import or a module attribute to another (`import_fallback`), 
 with a comment saying why (`explained_swallow`) or answers a predicate's no (`answers_no`), F401 on a
 module imported inside a function for its side effects (`side_effect_import`), PLE0604 on an
 `__all__` whose only non-strings are `X.__name__` (`names_at_run_time`), F401 on a name a quoted
-type uses (`used_in_quoted_type`) or on a definition the change moved out and imports back (`moved_out_and_imported_back`) or that is a feature test in a
-`try:` (`availability_check`); a real undefined name
-there, or a Python 2 builtin anywhere else, still reports. F821 is high confidence only where the
+type uses (`used_in_quoted_type`) or on a definition the change moved out and imports back
+(`moved_out_and_imported_back`) or that is a feature test in a `try:` (`availability_check`); a real
+undefined name there, or a Python 2 builtin anywhere else, still reports. F821 is high confidence only where the
 module cannot receive the name at all and reads it where Python evaluates it (`unbound_anywhere`: not in
 a local variable's annotation, nor in any annotation under `from __future__ import annotations`),
 medium where it might.
