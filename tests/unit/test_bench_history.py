@@ -175,6 +175,17 @@ def test_the_track_record_counts_held_out_judgements_at_first_sight_only() -> No
     }
 
 
+def test_the_track_record_is_a_rules_latest_judgements() -> None:
+    from bench.history import RECORD_WINDOW
+
+    spent = SPENT_HELD_OUT[0][0]
+    old = {f"{spent}@{n:012x}:a.py:1:ruff:E722": Judgement("wrong", "before the fix") for n in range(RECORD_WINDOW)}
+    new = {f"{spent}@{n + RECORD_WINDOW:012x}:a.py:1:ruff:E722": Judgement("right", "after") for n in range(3)}
+    assert first_sight_record({**old, **new})["ruff:E722"] == {
+        "right": 3, "debatable": 0, "wrong": RECORD_WINDOW - 3, "commits": RECORD_WINDOW
+    }  # fmt: skip
+
+
 def test_the_shipped_track_record_is_generated_from_the_judgements() -> None:
     from agent.verdicts.track_record import TRACK_RECORD
 

@@ -73,7 +73,7 @@ def verified(
 
 
 def test_a_rule_proven_on_held_out_history_posts_and_one_judged_too_seldom_does_not() -> None:
-    proven = {"ruff:BLE001": Record(right=2, debatable=1, wrong=1, commits=3)}
+    proven = {"ruff:BLE001": Record(right=3, debatable=1, wrong=0, commits=3)}
     assert verified(found("ruff:BLE001"), record=proven).verdict == "REAL"
     seldom = {"ruff:BLE001": Record(right=MIN_JUDGED - 1, debatable=0, wrong=0, commits=MIN_JUDGED - 1)}
     assert verified(found("ruff:BLE001"), record=seldom).verdict == "NEEDS_HUMAN_REVIEW"
@@ -256,7 +256,7 @@ def test_one_mistake_repeated_across_files_is_one_thread_naming_the_others() -> 
         workspace=SnapshotWorkspace(dict.fromkeys(paths, body)),
         diff_index=DiffIndex(parse_unified_diff(diff)),
         people_votes=PeopleVotes(),
-        track_record={"ruff:F401": Record(right=30, debatable=4, wrong=10, commits=40)},
+        track_record={"ruff:F401": Record(right=32, debatable=4, wrong=4, commits=40)},
     )
     out = verify_findings([unused(p) for p in reversed(paths)], inputs)
     assert [(v.finding.path, v.verdict) for v in sorted(out, key=lambda v: v.finding.path)] == [

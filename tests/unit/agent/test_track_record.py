@@ -61,7 +61,10 @@ def test_a_rule_mostly_wrong_on_held_out_history_goes_to_a_person_with_its_recor
 
 
 def test_a_rule_right_often_enough_or_judged_too_seldom_still_posts() -> None:
-    assert verdict_of(blind_except(), {"ruff:BLE001": Record(right=2, debatable=0, wrong=2, commits=3)})[0] == "REAL"
+    assert verdict_of(blind_except(), {"ruff:BLE001": Record(right=7, debatable=0, wrong=3, commits=3)})[0] == "REAL"
+    # the bar is the product's promise for what it posts (70 % right): a rule just under it is listed
+    under = Record(right=6, debatable=1, wrong=3, commits=3)
+    assert verdict_of(blind_except(), {"ruff:BLE001": under})[0] == "NEEDS_HUMAN_REVIEW"
     seldom = Record(right=0, debatable=0, wrong=MIN_JUDGED - 1, commits=MIN_JUDGED - 1)
     assert verdict_of(blind_except(), {"ruff:BLE001": seldom})[0] == "REAL"
     one_cause = Record(right=0, debatable=0, wrong=5, commits=1)  # five findings of one commit: one observation
