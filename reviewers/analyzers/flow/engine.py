@@ -294,6 +294,36 @@ def fragments(expr: ast.expr) -> str:
     return " ".join(n.value for n in ast.walk(expr) if isinstance(n, ast.Constant) and isinstance(n.value, str))
 
 
+_PLACEHOLDER = re.compile(r"%(?:\([^)]*\))?[-#0 +]*\d*(?:\.\d+)?[sdrifxXeEgGc]|%%")
+_SUBQUERY_BEFORE = re.compile(r"\b(?:FROM|JOIN)\s*\(\s*$", re.I)
+_SUBQUERY_AFTER = re.compile(r"^\s*\)")
+
+
+def statement_slots(text: str) -> frozenset[int]:
+    """The `%` placeholders of an SQL template that hold a whole statement: a subquery's place,
+    `SELECT * FROM (%s) AS _ ORDER BY %d` (a query console sorting what its user typed). What fills
+    such a place is a statement taken whole, not a value spliced into the program's statement; a
+    value's place (`WHERE id IN (%s)`, `name = '%s'`) is not one."""
+    slots: set[int] = set()
+    index = 0
+    for match in _PLACEHOLDER.finditer(text):
+        if match.group(0) == "%%":
+            continue
+        if _SUBQUERY_BEFORE.search(text[: match.start()]) and _SUBQUERY_AFTER.match(text[match.end() :]):
+            slots.add(index)
+        index += 1
+    return frozenset(slots)
+
+
+def spliced_except(value: Value, slots: frozenset[int]) -> Value:
+    """The `%` operand marked as spliced (`SPLICED`), but for the parts that fill a statement's place."""
+    if not slots:
+        return clear(value, (SPLICED,))
+    if value.seq is not None:
+        return sequence(part if i in slots else clear(part, (SPLICED,)) for i, part in enumerate(value.seq))
+    return value if slots == {0} else clear(value, (SPLICED,))
+
+
 def interpolates(expr: ast.expr) -> bool:
     """Whether the expression splices values into text (an f-string, `%`, `.format`, `+`)."""
     if isinstance(expr, ast.JoinedStr):
@@ -679,7 +709,8 @@ class Interpreter:
             if isinstance(expr.op, ast.Add) and left.seq is not None:
                 return sequence((*left.seq, *(right.seq if right.seq is not None else (flat(right),))))
             if isinstance(expr.op, ast.Add | ast.Mod) and fragments(expr):
-                left, right = clear(left, (SPLICED,)), clear(right, (SPLICED,))
+                slots = statement_slots(const_text(expr.left) or "") if isinstance(expr.op, ast.Mod) else frozenset()
+                left, right = clear(left, (SPLICED,)), spliced_except(right, slots)
             if isinstance(expr.op, ast.Add) and _fixes_origin(expr.left, left):
                 return flat(left, clear(right, URL_CLASSES))
             if isinstance(expr.op, ast.Mod) and (text := const_text(expr.left)) is not None:

@@ -395,3 +395,26 @@ def test_a_programs_output_is_not_the_request_that_named_its_arguments() -> None
     # the command itself is still checked: the request's text run by a shell is injection
     shell = body.replace("['git', 'log', '--oneline', '--', ref]", "'git log ' + ref, shell=True")
     assert found(shell) == [("CWE-78", "high")]
+
+
+def test_a_statement_wrapped_whole_as_a_subquery_is_still_taken_whole() -> None:
+    # sqlite-web: the console runs what its user typed, and sorts it by wrapping it as a subquery
+    console = (
+        "@app.route('/q', methods=['POST'])\ndef f():\n    sql = qsql = request.form['sql']\n"
+        "    ordering = int(request.form['ordering'])\n"
+        "    qsql = 'SELECT * FROM (%s) AS _ ORDER BY %d %s' % (sql.rstrip(' ;'), abs(ordering), 'ASC')\n"
+        "    return str(sqlite3.connect('x').execute(qsql).fetchall())\n"
+    )
+    (issue,) = issues(console)
+    assert (issue.cwe, issue.confidence) == ("CWE-89", "low") and "taken whole" in issue.title
+    # a value's place is a splice: a list of ids, a quoted name, or a value beside the subquery
+    for template, args in (
+        ("'SELECT * FROM t WHERE id IN (%s)'", "sql"),
+        ("\"SELECT * FROM t WHERE name = '%s'\"", "sql"),
+        ("\"SELECT * FROM (%s) AS _ WHERE name = '%s'\"", "('SELECT 1', sql)"),
+    ):
+        spliced = console.replace(
+            "'SELECT * FROM (%s) AS _ ORDER BY %d %s' % (sql.rstrip(' ;'), abs(ordering), 'ASC')",
+            f"{template} % {args}",
+        )
+        assert found(spliced) == [("CWE-89", "high")], template
