@@ -554,14 +554,26 @@ def _bound_names(tree: ast.Module) -> set[str]:
     return bound
 
 
+def _enum_members_into_module(node: ast.AST) -> bool:
+    """`IntEnum._convert_("VerifyMode", __name__, ...)`: the enum writes its members (`CERT_NONE` …)
+    into the named module's namespace when it runs, as CPython's `ssl`, `signal` and `socket` do."""
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in ("_convert_", "_convert")
+        and any(isinstance(a, ast.Name) and a.id == "__name__" for a in node.args)
+    )
+
+
 def unbound_anywhere(tree: ast.Module | None, path: str, line: int, message: str) -> bool:
     """Whether an F821 on `line` names what the module binds nowhere and has no way to receive: no
-    statement binds it, no star import, module `__getattr__` or namespace write (`globals()`, `exec`,
-    `builtins`, a function's `__globals__`) could supply it, it is no Python 2 builtin, it is read as
-    code on that line (not inside a string annotation a library resolves from its registry), and the
-    file is product code, not documentation or an example (a tool runs `docs/conf.py` in a namespace
-    it fills; a fragment names a placeholder for the reader's own code). Such a name raises NameError
-    when the line runs: a missing `import sys`."""
+    statement binds it, no star import, module `__getattr__` or namespace write (`globals()`,
+    `exec`, `builtins`, a function's `__globals__`, an enum's `_convert_(…, __name__)`) could supply
+    it, it is no Python 2 builtin, it is read as code on that line (not inside a string annotation a
+    library resolves from its registry), and the file is product code, not documentation or an
+    example (a tool runs `docs/conf.py` in a namespace it fills; a fragment names a placeholder for
+    the reader's own code). Such a name raises NameError when the line runs: a missing `import
+    sys`."""
     undefined = _UNDEFINED.search(message)
     if tree is None or undefined is None or is_sample_path(path) or path.endswith(".pyi"):
         return False  # a stub never runs: a name missing there fails a type checker, not the program
@@ -577,6 +589,8 @@ def unbound_anywhere(tree: ast.Module | None, path: str, line: int, message: str
             return False
         if isinstance(node, ast.Attribute) and node.attr == "__globals__":
             return False  # `f.__globals__["writer"] = ...`: a decorator fills the module's namespace
+        if _enum_members_into_module(node):
+            return False
     if any(isinstance(n, ast.FunctionDef) and n.name == "__getattr__" for n in tree.body):
         return False
     if source_template(tree, line) or unreachable(tree, line) or names_only(tree) or replaced_placeholder(tree, name):

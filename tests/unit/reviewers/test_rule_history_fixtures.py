@@ -1895,6 +1895,17 @@ def test_a_name_a_decorator_writes_into_the_functions_globals_may_be_received(bu
     )
     found = review("code_quality", build_context({}, {"pkg/pcap.py": text})).findings
     assert [(f.rule, f.confidence) for f in found] == [("ruff:F821", "medium")]  # listed, not posted
+    # pyodide's ssl (CPython's): the enum writes its members into the module when it runs
+    members = (
+        "import _ssl\nfrom enum import IntEnum as _IntEnum\n\n"
+        "_IntEnum._convert_('VerifyMode', __name__, lambda name: name.startswith('CERT_'), source=_ssl)\n\n\n"
+        "def verify(context):\n    context.verify_mode = CERT_REQUIRED\n"
+    )
+    found = review("code_quality", build_context({}, {"pkg/ssl.py": members})).findings
+    assert [(f.rule, f.confidence) for f in found] == [("ruff:F821", "medium")]
+    plain = members.replace("_IntEnum._convert_('VerifyMode', __name__,", "_IntEnum._convert_('VerifyMode', 'other',")
+    found = review("code_quality", build_context({}, {"pkg/ssl.py": plain})).findings
+    assert [(f.rule, f.confidence) for f in found] == [("ruff:F821", "high")]
 
 
 def test_a_name_in_a_function_kept_as_source_for_another_module_is_listed_not_posted(build_context: Any) -> None:
