@@ -565,6 +565,16 @@ def _enum_members_into_module(node: ast.AST) -> bool:
     )
 
 
+_TEMPLATED_SEGMENT = re.compile(r"(^|/)[^/]*\{\{[^/]*\}\}[^/]*/")
+
+
+def project_template_path(path: str) -> bool:
+    """Whether the file lies under a directory named by a template variable
+    (`{{cookiecutter.project_slug}}/cli.py`): a cookiecutter or copier template, whose `{% if %}`
+    blocks render to Python and are not Python themselves."""
+    return bool(_TEMPLATED_SEGMENT.search(path))
+
+
 def unbound_anywhere(tree: ast.Module | None, path: str, line: int, message: str) -> bool:
     """Whether an F821 on `line` names what the module binds nowhere and has no way to receive: no
     statement binds it, no star import, module `__getattr__` or namespace write (`globals()`,
@@ -1340,6 +1350,8 @@ def ruff_issues(file: ChangedFile) -> list[Issue]:
         confidence: Confidence = "high"
         if code == "F821" and not unbound_anywhere(file.python_tree, file.path, line, message):
             confidence = "medium"  # the module may receive the name in a way ruff does not follow
+        if code == "invalid-syntax" and project_template_path(file.path):
+            confidence = "low"  # Jinja that renders to Python: a person may look, no thread
         issues.append(
             Issue(
                 line=line,

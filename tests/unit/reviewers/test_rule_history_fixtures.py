@@ -1887,6 +1887,16 @@ def test_a_bare_except_around_a_lookup_a_cleanup_or_handing_the_error_on_is_not_
         assert "ruff:E722" in rules, text
 
 
+def test_a_project_template_is_not_python_until_rendered(build_context: Any) -> None:
+    # cookiecutter-pypackage: Jinja blocks choose the command-line library of the generated project
+    cli = "{%- if cookiecutter.command_line_interface|lower == 'click' %}\nimport click\n{%- endif %}\n"
+    path = "{{cookiecutter.project_slug}}/{{cookiecutter.project_slug}}/cli.py"
+    found = review("code_quality", build_context({}, {path: cli})).findings
+    assert [(f.rule, f.confidence) for f in found] == [("ruff:invalid-syntax", "low")]  # listed, not posted
+    found = review("code_quality", build_context({}, {"pkg/cli.py": cli})).findings
+    assert [(f.rule, f.confidence) for f in found] == [("ruff:invalid-syntax", "high")]
+
+
 def test_a_name_a_decorator_writes_into_the_functions_globals_may_be_received(build_context: Any) -> None:
     # dpkt's pcap tests: the wrapper puts `writer` into the test function's module namespace
     text = (
