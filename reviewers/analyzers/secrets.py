@@ -140,7 +140,8 @@ _PLACEHOLDER = re.compile(
 # A vendor-prefixed token that says it is not one: AWS documents AKIAIOSFODNN7EXAMPLE and
 # wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY for its examples, and SDK test suites copy them.
 _TRUNCATED = ("...", "…")  # what follows a token a document shortened for its reader
-_VENDOR_PLACEHOLDER = re.compile(r"(?i)example|dummy|fake|placeholder|x{6}")
+# …and one that says where the reader's own goes: `xoxb-YOUR-BOT-TOKEN-HERE` in a migration guide.
+_VENDOR_PLACEHOLDER = re.compile(r"(?i)example|dummy|fake|placeholder|x{6}|your[-_]|[-_]here\b")
 _EXAMPLE_HOST = re.compile(r"@[^/\s]*example\.(?:com|org|net)|@[^/\s]*\.(?:test|invalid|example)\b")
 _ENV_NAME = re.compile(r"^[A-Z][A-Z0-9_]+$")  # "API_TOKEN": the name of a variable, not its value
 _WORDISH = re.compile(r"^[A-Za-z_\-. /:]+$")  # header names, field names, URLs paths

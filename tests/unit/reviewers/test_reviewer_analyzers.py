@@ -57,7 +57,9 @@ def test_entropy_by_hand() -> None:
 
 def test_a_vendor_token_that_names_itself_an_example_is_a_placeholder() -> None:
     # AWS's documented example key, as SDK test suites copy it; GitLab's docs write glpat-xxxx….
-    for line in ('"accessKeyId": "AKIAIOSFODNN7EXAMPLE",', 'TOKEN = "glpat-' + "x" * 20 + '"'):
+    # err-backend-slackv3's migration guide: a Slack prefix and a note of what goes there
+    yours = "xoxb-" + "-".join(("YOUR", "BOT", "TOKEN", "HERE"))
+    for line in ('"accessKeyId": "AKIAIOSFODNN7EXAMPLE",', 'TOKEN = "glpat-' + "x" * 20 + '"', f"'token': '{yours}',"):
         assert secret_issues(added_file("tests/cases.json", line + "\n")) == [], line
         assert secret_issues(added_file("app/settings.py", line + "\n")) == [], line
 
