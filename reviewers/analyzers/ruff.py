@@ -1043,6 +1043,26 @@ def side_effect_import(tree: ast.Module | None, line: int) -> bool:
     return False
 
 
+def explained_import(text: str, tree: ast.Module | None, line: int) -> bool:
+    """Whether the unused import on `line` is a whole module imported at the top of the file with a
+    comment saying why, on the line or just above it (`# Monkeypatch distutils.` above `import
+    setuptools`; `# raise if the version is missing` above `import check_doc_versions`): a module
+    imported for what importing it does, and its author said so. A name imported from a module, or
+    an import nobody explained, is still reported."""
+    if tree is None:
+        return False
+    lines = text.splitlines()
+    for node in tree.body:
+        if not isinstance(node, ast.Import) or node.lineno != line or any(a.asname for a in node.names):
+            continue
+        above = lines[line - 2].strip() if line >= 2 else ""
+        _, hash_, comment = lines[line - 1].partition("#") if line <= len(lines) else ("", "", "")
+        said = [above] if above.startswith("#") else []
+        said += [hash_ + comment] if hash_ and comment.strip() else []
+        return any(len(c.lstrip("#").strip()) > 1 and not _TOOL_COMMENT.match(c) for c in said)
+    return False
+
+
 _TYPE_COMMENT = re.compile(r"#\s*type:(?!\s*ignore\b)(?P<type>.*)$", re.MULTILINE)
 _IMPORTED = re.compile(r"`(?P<name>[\w.]+)`")
 
@@ -1325,7 +1345,9 @@ def ruff_issues(file: ChangedFile) -> list[Issue]:
             continue  # a handler the change moved or re-indented: it was there before, as it is
         if code == "B030" and python2_bound_name(file.python_tree, file.lines, line) is not None:
             continue  # `except (A, B), e:` is Python 2's binding, not a tuple holding a tuple
-        if code == "F401" and side_effect_import(file.python_tree, line):
+        if code == "F401" and (
+            side_effect_import(file.python_tree, line) or explained_import(file.text, file.python_tree, line)
+        ):
             continue
         if code in ("S110", "S112", "BLE001") and (
             best_effort_cleanup(file.python_tree, line)

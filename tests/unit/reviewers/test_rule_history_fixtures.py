@@ -1887,6 +1887,19 @@ def test_a_bare_except_around_a_lookup_a_cleanup_or_handing_the_error_on_is_not_
         assert "ruff:E722" in rules, text
 
 
+def test_a_module_imported_for_its_side_effect_with_a_comment_saying_so_is_used(build_context: Any) -> None:
+    # line_profiler's setup.py: importing setuptools patches distutils' setup()
+    setup = "import os\n\n# Monkeypatch distutils.\nimport setuptools\n\nfrom distutils.core import setup\n\nsetup(name=os.name)\n"
+    assert review("code_quality", build_context({}, {"setup.py": setup})).findings == []
+    silent = setup.replace("# Monkeypatch distutils.\n", "")
+    directive = setup.replace("# Monkeypatch distutils.\n", "# noqa: F401\n")
+    named = setup.replace("import setuptools", "from setuptools import setup as _unused")
+    for text in (silent, directive, named):
+        assert [f.rule for f in review("code_quality", build_context({}, {"setup.py": text})).findings] == [
+            "ruff:F401"
+        ], text
+
+
 def test_a_project_template_is_not_python_until_rendered(build_context: Any) -> None:
     # cookiecutter-pypackage: Jinja blocks choose the command-line library of the generated project
     cli = "{%- if cookiecutter.command_line_interface|lower == 'click' %}\nimport click\n{%- endif %}\n"
