@@ -314,9 +314,10 @@ def test_a_hex_digest_carries_nothing_of_its_input() -> None:
 def test_sql_from_the_command_line_says_so_and_from_a_request_says_request() -> None:
     spliced = "sqlite3.connect('x').execute(\"SELECT * FROM t WHERE name = '\" + {} + \"'\")\n"
     (cli,) = python_security_issues(added_file("tool.py", CLI + "import sqlite3\n" + spliced.format("sys.argv[1]")))
-    assert cli.confidence == "high" and cli.title == "SQL statement built from the program's command line"
+    # the operator's own argument against the database the program opens for them: a note, not a thread
+    assert cli.confidence == "low" and cli.title == "SQL statement built from the program's command line"
     (web,) = issues("@app.route('/v')\ndef f():\n    " + spliced.format("request.args['n']"))
-    assert web.title == "SQL statement built from request data"
+    assert (web.confidence, web.title) == ("high", "SQL statement built from request data")
 
 
 def test_a_list_extended_in_place_keeps_its_program_first() -> None:
