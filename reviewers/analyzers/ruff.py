@@ -297,12 +297,7 @@ def swallows(tree: ast.Module | None, line: int) -> bool:
     handler = next((n for n in ast.walk(tree) if isinstance(n, ast.ExceptHandler) and n.lineno == line), None)
     if handler is None:
         return True
-    if (
-        len(handler.body) == 1
-        and isinstance(handler.body[0], ast.Return)
-        and isinstance(handler.body[0].value, ast.Constant)
-        and isinstance(handler.body[0].value.value, bool)
-    ):
+    if _answers_a_predicate(handler):
         return False  # `except Exception: return False`: a predicate answers no (a validator), not a lost error
     owner = next((n for n in ast.walk(tree) if isinstance(n, ast.Try) and handler in n.handlers), None)
     if owner is not None and len(owner.body) == 1 and isinstance(owner.body[0], ast.Raise):
@@ -372,12 +367,14 @@ def explained_swallow(text: str, tree: ast.Module | None, line: int) -> bool:
             while first > 1 and lines[first - 2].strip().startswith("#"):
                 first -= 1  # the comment lines right above `except` speak for it
             end = handler.end_lineno or handler.lineno
-            for number in range(first, min(end, len(lines)) + 1):
-                code, hash_, comment = lines[number - 1].partition("#")
-                if hash_ and comment.strip() and not _TOOL_COMMENT.match(hash_ + comment):
-                    return True
-            return False
+            return any(_says_why(lines[number - 1]) for number in range(first, min(end, len(lines)) + 1))
     return False
+
+
+def _says_why(text: str) -> bool:
+    """Whether a line carries a comment written for a reader, not a directive to a tool (`# noqa`)."""
+    _, hash_, comment = text.partition("#")
+    return bool(hash_ and comment.strip()) and not _TOOL_COMMENT.match(hash_ + comment)
 
 
 def _gives_up_quietly(statement: ast.stmt) -> bool:
@@ -985,16 +982,21 @@ def answers_no(tree: ast.Module | None, line: int) -> bool:
     Nothing is lost that the caller wanted, as `swallows` already says for BLE001."""
     if tree is None:
         return False
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ExceptHandler) and node.type is None and node.lineno == line:
-            body = node.body
-            return (
-                len(body) == 1
-                and isinstance(body[0], ast.Return)
-                and isinstance(body[0].value, ast.Constant)
-                and isinstance(body[0].value.value, bool)
-            )
-    return False
+    return any(
+        isinstance(node, ast.ExceptHandler) and node.type is None and node.lineno == line and _answers_a_predicate(node)
+        for node in ast.walk(tree)
+    )
+
+
+def _answers_a_predicate(handler: ast.ExceptHandler) -> bool:
+    """`except ...: return False` (or True), and nothing else."""
+    body = handler.body
+    return (
+        len(body) == 1
+        and isinstance(body[0], ast.Return)
+        and isinstance(body[0].value, ast.Constant)
+        and isinstance(body[0].value.value, bool)
+    )
 
 
 _INTERRUPTS = frozenset({"KeyboardInterrupt", "SystemExit", "GeneratorExit", "BaseException"})
@@ -1055,11 +1057,8 @@ def explained_import(text: str, tree: ast.Module | None, line: int) -> bool:
     for node in tree.body:
         if not isinstance(node, ast.Import) or node.lineno != line or any(a.asname for a in node.names):
             continue
-        above = lines[line - 2].strip() if line >= 2 else ""
-        _, hash_, comment = lines[line - 1].partition("#") if line <= len(lines) else ("", "", "")
-        said = [above] if above.startswith("#") else []
-        said += [hash_ + comment] if hash_ and comment.strip() else []
-        return any(len(c.lstrip("#").strip()) > 1 and not _TOOL_COMMENT.match(c) for c in said)
+        above = lines[line - 2] if line >= 2 and lines[line - 2].strip().startswith("#") else ""
+        return _says_why(above) or (line <= len(lines) and _says_why(lines[line - 1]))
     return False
 
 
