@@ -62,8 +62,11 @@ class RetrainConfig:
         default=8, metadata={"help": "the gate decides only on at least this many held-out replay cases"}
     )
     margin: float = field(
-        default=0.05,
-        metadata={"help": "promote only when the candidate's mean replay reward beats the model in service by this"},
+        default=0.0,
+        metadata={
+            "help": "promote only when the paired 95% lower bound of the candidate's per-MR replay reward difference "
+            "(vs the model in service and vs the best fixed rule) is above this"
+        },
     )
     run_sft: bool = field(default=True, metadata={"help": "run the SFT stage (when its data suffices)"})
     run_preference: bool = field(default=True, metadata={"help": "run the DPO/KTO stage (when its data suffices)"})
