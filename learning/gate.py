@@ -378,6 +378,7 @@ def compare_versions(
     reward_config: ReplayRewardConfig,
     device: Device = "auto",
     max_new_tokens: int = DEFAULT_EVAL_MAX_NEW_TOKENS,
+    vs_best_fixed: bool = True,
 ) -> Comparison:
     """The gate itself, as `eval-model` and the retrain's last stage both run it: each version reviews
     the cases the way serving would (`evaluate_version`), then `gate_decision` decides."""
@@ -387,7 +388,10 @@ def compare_versions(
         )
         for role, ref in (("candidate", candidate), ("baseline", baseline))
     }
-    fixed_name, fixed = best_fixed_rule_evaluation(cases, env=env, reward_config=reward_config)
+    fixed_name: str | None = None
+    fixed: PolicyEvaluation | None = None
+    if vs_best_fixed:
+        fixed_name, fixed = best_fixed_rule_evaluation(cases, env=env, reward_config=reward_config)
     decision = gate_decision(
         numbers["candidate"], numbers["baseline"], margin=margin, best_fixed=fixed, best_fixed_rule=fixed_name
     )

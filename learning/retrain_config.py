@@ -85,6 +85,13 @@ class RetrainConfig:
     sft: SFTTrainingConfig = field(default_factory=SFTTrainingConfig, metadata={"help": "the SFT trainer's config"})
     dpo: DPOTrainingConfig = field(default_factory=DPOTrainingConfig, metadata={"help": "the DPO trainer's config"})
     kto: KTOTrainingConfig = field(default_factory=KTOTrainingConfig, metadata={"help": "the KTO trainer's config"})
+    gate_vs_best_fixed: bool = field(
+        default=True,
+        metadata={
+            "help": "the gate also requires the candidate to beat the best fixed plan rule on the same MRs "
+            "(paired lower bound above the margin): a model that learned one fixed habit is not promoted"
+        },
+    )
     gate_max_new_tokens: int = field(
         default=384, metadata={"help": "tokens a model may write per strategy in the gate (z renders to ~200)"}
     )

@@ -367,6 +367,7 @@ def gate_stage(run: RunContext, *, vllm: VllmServer | None) -> GateOutcome:
         reward_config=config.rl.reward,
         device=config.rl.policy.device,
         max_new_tokens=config.gate_max_new_tokens,
+        vs_best_fixed=config.gate_vs_best_fixed,
     )
     verdict = compared.decision
     decision: Decision = "promote" if verdict.promote else "keep"
