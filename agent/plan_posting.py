@@ -28,7 +28,7 @@ Visit = tuple[str, str]  # (reviewer, file path)
 
 # Rule prefixes whose findings post whatever the plan says (see the module docstring).
 PROJECT_RULE_PREFIXES = ("layers:",)
-GUARD_REMOVAL_RULE_PREFIXES = ("guards:", "guard-removal:", "removed-guard:")
+GUARD_REMOVAL_RULE = "removed-guard"  # python:removed-guard (reviewers/analyzers), and any language's
 OUTSIDE_PLAN_REASON = "outside the strategy's plan (this reviewer did not visit this file): listed for a person"
 
 
@@ -56,7 +56,7 @@ def floor_reason(finding: Finding) -> str | None:
         return "critical"
     if finding.rule.startswith(PROJECT_RULE_PREFIXES):
         return "the project's own rule"
-    if finding.rule.startswith(GUARD_REMOVAL_RULE_PREFIXES):
+    if finding.rule.partition(":")[2] == GUARD_REMOVAL_RULE:
         return "the change removes a guard"
     return None
 

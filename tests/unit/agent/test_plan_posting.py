@@ -22,7 +22,7 @@ def test_visited_findings_post_the_rest_are_listed_except_the_floor() -> None:
         finding("a.py", reviewer="code_quality", rule="ruff:F401"),  # another reviewer on a visited file: listed
         finding("c.py", severity="critical", rule="secrets:aws"),  # the floor: critical
         finding("d.py", reviewer="architecture", rule="layers:forbidden-import"),  # the project's own rule
-        finding("e.py", rule="guards:removed-containment"),  # a removed guard
+        finding("e.py", rule="python:removed-guard"),  # a removed guard
     ]
     split = split_by_plan(found, visits)
     assert [f.path for f in split.posted] == ["a.py", "c.py", "d.py", "e.py"]
