@@ -13,7 +13,9 @@ The walk is linear in the scope's size: nothing is interpreted twice, loops are 
 from __future__ import annotations
 
 import ast
+import bisect
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from reviewers.analyzers.flow import guards
@@ -44,12 +46,16 @@ class Sink:
 
     classes: frozenset[str]
     callee: str  # the call's family: `yaml.safe_load` and `yaml.load` are one
-    args: str  # its positional arguments' text
+    call: ast.Call | None  # the call itself (its positional arguments tell two calls of one callee apart)
     names: frozenset[str]  # the names its arguments are made of, with their origins
     line: int
     guards: tuple[Guard, ...]
     end_line: int = 0  # the last line of the call (of a view, its `def` line; it starts at its decorators)
     start_line: int = 0
+
+    @property
+    def args(self) -> str:
+        return ", ".join(ast.unparse(a) for a in self.call.args) if self.call is not None else ""
 
     @property
     def span(self) -> tuple[int, int]:
@@ -76,6 +82,10 @@ _XML_CALLS = (
 SIZE_KEYWORDS = frozenset({"max_size", "max_length", "max_content_length", "max_bytes", "max_body_size",
                            "max_num_fields", "max_fields", "max_files", "max_count", "max_entries", "max_depth",
                            "max_form_memory_size", "max_form_parts", "max_items", "max_line_length"})  # fmt: skip
+# What reads a whole value into memory or hands it to a parser: where a size limit protects.
+_CONSUMER_WORDS = ("load", "parse", "decode", "decompress", "read", "unpack", "fromstring", "literal_eval",
+                   "match", "search", "findall", "sub", "split", "form", "multipart", "upload", "json",
+                   "body")  # fmt: skip
 _CREDENTIAL_HEADERS = frozenset({"authorization", "cookie", "proxy-authorization"})
 _LOGIN_WORDS = ("login", "auth", "authenticated", "jwt", "token_required", "signed_in")
 _PERMISSION_WORDS = ("permission", "role", "admin", "staff", "superuser", "passes_test", "owner")
@@ -109,21 +119,21 @@ def _text(lines: list[str], node: ast.AST) -> str:
     return lines[line - 1].strip() if 1 <= line <= len(lines) else ""
 
 
-def _names(expr: ast.AST) -> set[str]:
-    return {n.id for n in ast.walk(expr) if isinstance(n, ast.Name)}
+_NOTHING: frozenset[str] = frozenset()
+_NESTED = (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
 def _const(expr: ast.expr | None) -> object:
     return expr.value if isinstance(expr, ast.Constant) else ...
 
 
-def _exits(stmts: list[ast.stmt], qualified_of: dict[int, str]) -> bool:
+def _exits(stmts: list[ast.stmt], qualified_of: Callable[[ast.expr], str]) -> bool:
     """Whether a block always leaves the function (or the loop) before falling through."""
     for stmt in stmts:
         if isinstance(stmt, ast.Return | ast.Raise | ast.Continue | ast.Break):
             return True
         if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
-            name = qualified_of.get(id(stmt.value), "")
+            name = qualified_of(stmt.value.func)
             if name in ABORTS or name.rsplit(".", 1)[-1] in ("abort", "exit", "HTTPException"):
                 return True
         if isinstance(stmt, ast.If) and stmt.orelse and _exits(stmt.body, qualified_of):
@@ -158,8 +168,15 @@ class _State:
 class ModuleScan:
     """The sinks of every scope of one version of a module, by the scope's qualified name."""
 
-    def __init__(self, project: Project, info: ModuleInfo, text: str) -> None:
+    def __init__(self, project: Project, info: ModuleInfo, text: str, touched: frozenset[int] | None = None) -> None:
+        """`touched`: the lines the change wrote or removed in this version; only the functions (and the
+        module's own statements) that hold one are walked, so a review costs what the change touched.
+        None walks everything."""
         self.project = project
+        self.touched = sorted(touched) if touched is not None else None
+        lowered = text.lower()
+        self._mentions_credentials = any(h in lowered for h in _CREDENTIAL_HEADERS)
+        self._mentions_csrf = "csrf" in lowered or "seasurf" in lowered
         self.info = info
         self.lines = text.splitlines()
         self.qualified_of: dict[int, str] = {}
@@ -173,7 +190,11 @@ class ModuleScan:
                         self.patterns[name] = pattern
                 elif isinstance(value, ast.Constant | ast.Set | ast.List | ast.Tuple | ast.Dict | ast.Call):
                     self.constants.add(name)
+        self._subtrees: dict[int, tuple[frozenset[str], tuple[ast.expr, ...]]] = {}
+        self._sanitized: dict[int, Guard | None] = {}
+        self._shapes: dict[int, tuple[str, tuple[int, int]]] = {}
         self.module_guards = self._module_guards()
+        self.views = [f for f in info.functions.values() if self._is_view(f)]
         self.scopes: dict[str, list[Sink]] = {}
         self._current = MODULE_SCOPE
         self._scan(info.tree.body, MODULE_SCOPE, None)
@@ -222,12 +243,20 @@ class ModuleScan:
             auth = [g for g in reach if g.classes & {"auth"}]
             auth += [g for g in self.module_guards if g.family in ("login", "permission")]
             first = min([func.lineno, *(d.lineno for d in func.decorator_list)])
-            sinks.append(Sink(frozenset({"auth", "csrf"}), "<view>", "", frozenset(), func.lineno,
+            sinks.append(Sink(frozenset({"auth", "csrf"}), "<view>", None, frozenset(), func.lineno,
                               (*auth, *csrf), end_line=func.lineno, start_line=first))  # fmt: skip
         headers = [g for g in reach if g.family == "header-strip"]
         if headers or func is not None:
-            sinks.append(Sink(frozenset({"credentials"}), "<function>", "", frozenset(), getattr(func, "lineno", 1),
+            sinks.append(Sink(frozenset({"credentials"}), "<function>", None, frozenset(), getattr(func, "lineno", 1),
                               tuple(headers)))  # fmt: skip
+
+    def _wanted(self, node: ast.stmt) -> bool:
+        if self.touched is None:
+            return True
+        decorators = getattr(node, "decorator_list", [])
+        first = min([node.lineno, *(d.lineno for d in decorators)])
+        at = bisect.bisect_left(self.touched, first)
+        return at < len(self.touched) and self.touched[at] <= (node.end_lineno or node.lineno)
 
     def _is_view(self, func: FunctionNode) -> bool:
         if any(_decorator_name(d) in _ROUTE_DECORATORS | {"csrf_exempt"} for d in func.decorator_list):
@@ -250,16 +279,49 @@ class ModuleScan:
                 out.append(Guard(family, AUTH_CLASSES, frozenset(), decorator.lineno, _text(self.lines, decorator)))
         return out
 
+    def subtree(self, root: ast.AST) -> tuple[frozenset[str], tuple[ast.expr, ...]]:
+        """The names under a node and its calls and comparisons (nested functions and lambdas left
+        out), each node's computed once per module: a call nested in a call is not walked again."""
+        memo = self._subtrees
+        if id(root) in memo:
+            return memo[id(root)]
+        stack: list[tuple[ast.AST, list[ast.AST] | None]] = [(root, None)]
+        while stack:
+            node, children = stack.pop()
+            if children is None:
+                if id(node) in memo:
+                    continue
+                inner = [c for c in ast.iter_child_nodes(node) if not isinstance(c, _NESTED)]
+                stack.append((node, inner))
+                stack.extend((c, None) for c in inner if id(c) not in memo)
+                continue
+            if not children:
+                memo[id(node)] = (frozenset({node.id}) if isinstance(node, ast.Name) else _NOTHING, ())
+                continue
+            names: set[str] = set()
+            found: list[ast.expr] = [node] if isinstance(node, ast.Call | ast.Compare) else []
+            for child in children:
+                child_names, child_found = memo[id(child)]
+                names |= child_names
+                found += child_found
+            if isinstance(node, ast.Name):
+                names.add(node.id)
+            memo[id(node)] = (frozenset(names), tuple(found))
+        return memo[id(root)]
+
+    def names(self, expr: ast.AST) -> frozenset[str]:
+        return self.subtree(expr)[0]
+
     def _module_guards(self) -> list[Guard]:
         """CSRF protection switched on for the app, and an authentication check run before every request."""
         out: list[Guard] = []
+        for node in ast.walk(self.info.tree) if self._mentions_csrf else ():
+            if isinstance(node, ast.Call):
+                name = self.qualified(node.func)
+                if name.endswith(("CSRFProtect", "CsrfProtect", "csrf.init_app", "SeaSurf")):
+                    out.append(Guard("csrf", frozenset({"csrf"}), frozenset(), node.lineno,
+                                     _text(self.lines, node), key="app"))  # fmt: skip
         for stmt in self.info.tree.body:
-            for node in ast.walk(stmt):
-                if isinstance(node, ast.Call):
-                    name = self.qualified(node.func)
-                    if name.endswith(("CSRFProtect", "CsrfProtect", "csrf.init_app", "SeaSurf")):
-                        out.append(Guard("csrf", frozenset({"csrf"}), frozenset(), node.lineno,
-                                         _text(self.lines, node), key="app"))  # fmt: skip
             if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef) and any(
                 _decorator_name(d) == "before_request" for d in stmt.decorator_list
             ):
@@ -298,19 +360,19 @@ class ModuleScan:
     ) -> tuple[Guard, ...]:
         if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
             prefix = "" if self._current == MODULE_SCOPE else f"{self._current}."
-            self._scan(stmt.body, f"{prefix}{stmt.name}", stmt)
+            if self._wanted(stmt):
+                self._scan(stmt.body, f"{prefix}{stmt.name}", stmt)
             return active
         if isinstance(stmt, ast.ClassDef):
             for item in stmt.body:
-                if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef):
+                if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef) and self._wanted(item):
                     self._scan(item.body, f"{stmt.name}.{item.name}", item)
             return active
-        for node in ast.walk(stmt):
-            if isinstance(node, ast.Call):
-                self.qualified_of[id(node)] = self.qualified(node.func)
+        if self._current == MODULE_SCOPE and not self._wanted(stmt):
+            return active
         if isinstance(stmt, ast.If):
             self._calls(stmt.test, active, state, sinks)
-            body_exits, else_exits = _exits(stmt.body, self.qualified_of), _exits(stmt.orelse, self.qualified_of)
+            body_exits, else_exits = _exits(stmt.body, self.qualified), _exits(stmt.orelse, self.qualified)
             test = _Inline(state.parsed).visit(_copy(stmt.test)) if state.parsed else stmt.test
             positive = self._condition(test, True, stmt)
             negative = self._condition(test, False, stmt)
@@ -335,8 +397,8 @@ class ModuleScan:
             if isinstance(stmt, ast.For | ast.AsyncFor) and reach is not None:
                 reach += self._stripped_headers(stmt.iter, stmt, around=stmt)
             inner = active
-            if isinstance(stmt, ast.While):
-                inner = (*active, *self._condition(stmt.test, True, stmt))
+            if isinstance(stmt, ast.While):  # a loop's bound is no limit on input
+                inner = (*active, *(g for g in self._condition(stmt.test, True, stmt) if g.family != "size-limit"))
             self._block(stmt.body, inner, state, sinks, reach=reach)
             self._block(stmt.orelse, active, state, sinks, reach=reach)
             return active
@@ -363,8 +425,8 @@ class ModuleScan:
         if isinstance(stmt, ast.Assign | ast.AnnAssign | ast.AugAssign) and stmt.value is not None:
             targets: list[ast.expr] = list(stmt.targets) if isinstance(stmt, ast.Assign) else [stmt.target]
             self._assign(targets, stmt.value, state, stmt)
-            assigned = {n for t in targets for n in _names(t)}
-            if not isinstance(stmt, ast.AugAssign) and not assigned & _names(stmt.value):
+            assigned = {n for t in targets for n in self.names(t)}
+            if not isinstance(stmt, ast.AugAssign) and not assigned & self.names(stmt.value):
                 active = tuple(g for g in active if not g.names or not g.names <= assigned)
         return active
 
@@ -381,12 +443,12 @@ class ModuleScan:
             for target in targets:
                 if isinstance(target, ast.Name):
                     state.parsed[target.id] = value
-        used = _names(value)
+        used = self.names(value)
         origins = frozenset(used.union(*(state.origins.get(n, frozenset()) for n in used)))
         carried = tuple(g for n in used for g in state.carried.get(n, ()))
-        carried += tuple(self._sanitizers(value, stmt))
+        carried += tuple(self._sanitizers(value))
         for target in targets:
-            for name in _names(target):
+            for name in self.names(target):
                 state.origins[name] = origins | {name}
                 state.carried[name] = carried
 
@@ -396,9 +458,13 @@ class ModuleScan:
         proven = guards.facts(
             test, positive, is_const=self.is_const, qualified=self.qualified, validator=self.validator
         )
-        family, strength = self._shape(test)
-        text = _text(self.lines, stmt)
         out: list[Guard] = []
+        if not proven:
+            return out + self._limits(test, positive, stmt)
+        if id(test) not in self._shapes:
+            self._shapes[id(test)] = self._shape(test)
+        family, strength = self._shapes[id(test)]
+        text = _text(self.lines, stmt)
         for name, classes in proven.items():
             cleared = {"path" if c == guards.PREFIX else c for c in classes} & set(CLASS_CWE)
             shape = "url-check" if family == "containment" and "path" not in cleared else family
@@ -409,12 +475,13 @@ class ModuleScan:
 
     def _shape(self, test: ast.expr) -> tuple[str, tuple[int, int]]:
         """Which family of check a condition is, and, for a pattern, how strict it is."""
-        calls = [n for n in ast.walk(test) if isinstance(n, ast.Call)]
+        nodes = list(ast.walk(test))
+        calls = [n for n in nodes if isinstance(n, ast.Call)]
         for call in calls:
             if repository_function(self.project, self.info, call.func) is not None:
                 return "validator", (0, 0)
         shorts = {_dotted(c.func).rsplit(".", 1)[-1] for c in calls}
-        attributes = {n.attr for n in ast.walk(test) if isinstance(n, ast.Attribute)}
+        attributes = {n.attr for n in nodes if isinstance(n, ast.Attribute)}
         if attributes & {"netloc", "hostname", "scheme", "host"} or shorts & (REDIRECT_GUARDS | {"urlparse"}):
             return "url-check", (0, 0)
         for call in calls:
@@ -422,10 +489,10 @@ class ModuleScan:
             if short in ("match", "fullmatch", "search"):
                 return "pattern", self._pattern_strength(call, short)
         if shorts & {"startswith", "is_relative_to", "commonpath", "realpath", "abspath", "resolve"} or any(
-            isinstance(n, ast.Constant) and isinstance(n.value, str) and ".." in n.value for n in ast.walk(test)
+            isinstance(n, ast.Constant) and isinstance(n.value, str) and ".." in n.value for n in nodes
         ):
             return "containment", (0, 0)
-        if any(isinstance(op, ast.In | ast.NotIn | ast.Eq | ast.NotEq) for n in ast.walk(test)
+        if any(isinstance(op, ast.In | ast.NotIn | ast.Eq | ast.NotEq) for n in nodes
                if isinstance(n, ast.Compare) for op in n.ops):  # fmt: skip
             return "allow-list", (0, 0)
         return "validation", (0, 0)
@@ -460,7 +527,7 @@ class ModuleScan:
                 continue
             bounded_here = not positive if isinstance(op, upper) else positive
             if bounded_here:
-                names = frozenset(_names(measured))
+                names = self.names(measured)
                 return [Guard("size-limit", frozenset({"dos"}), names, stmt.lineno, _text(self.lines, stmt))]
         return []
 
@@ -476,6 +543,8 @@ class ModuleScan:
     def _stripped_headers(self, expr: ast.AST, stmt: ast.stmt, around: ast.stmt | None = None) -> list[Guard]:
         """Credentials taken out of a request's headers: `del headers["Authorization"]`,
         `headers.pop("Cookie", None)`, or a loop over such names whose body drops them."""
+        if not self._mentions_credentials:
+            return []
         if around is not None and not any(
             isinstance(n, ast.Delete)
             or (isinstance(n, ast.Call) and _dotted(n.func).rsplit(".", 1)[-1] in ("pop", "remove", "discard"))
@@ -494,7 +563,7 @@ class ModuleScan:
         """A call on its own line that raises unless its argument is safe: a repository validator
         judged by its body, or, when its body says nothing, one named for checking."""
         judgement = judge_call(self.project, self.info, call.func)
-        names = frozenset(n for a in call.args for n in _names(a))
+        names = frozenset(n for a in call.args for n in self.names(a))
         text = _text(self.lines, stmt)
         if judgement is not None:
             return [Guard("validator", judgement.classes, names, stmt.lineno, text)] if judgement.works else []
@@ -503,37 +572,44 @@ class ModuleScan:
             return [Guard("validator", ALL_CLASSES | {"dos"}, names, stmt.lineno, text)]
         return []
 
-    def _sanitizers(self, expr: ast.expr, stmt: ast.AST) -> list[Guard]:
+    def _sanitizers(self, expr: ast.expr) -> list[Guard]:
+        """The sanitizers (and repository validators that return the cleaned value) in an expression."""
         out: list[Guard] = []
-        text = _text(self.lines, stmt)
-        for node in ast.walk(expr):
-            if not isinstance(node, ast.Call):
-                continue
-            name = self.qualified_of.get(id(node)) or self.qualified(node.func)
-            short = name.rsplit(".", 1)[-1]
-            names = frozenset(n for a in node.args for n in _names(a))
-            classes = SANITISERS.get(name) or SANITISERS.get(short)
-            if classes is not None:
-                family = "safe-join" if short == "safe_join" else "escape" if "xss" in classes else "sanitizer"
-                out.append(Guard(family, classes, names, node.lineno, text, key=short))
-            elif (judgement := judge_call(self.project, self.info, node.func)) is not None and judgement.works:
-                out.append(Guard("validator", judgement.classes, names, node.lineno, text))
+        for node in self.subtree(expr)[1]:
+            if isinstance(node, ast.Call):
+                if id(node) not in self._sanitized:
+                    self._sanitized[id(node)] = self._sanitizer(node)
+                if (guard := self._sanitized[id(node)]) is not None:
+                    out.append(guard)
         return out
+
+    def _sanitizer(self, node: ast.Call) -> Guard | None:
+        name = self.qualified_of.get(id(node)) or self.qualified(node.func)
+        short = name.rsplit(".", 1)[-1]
+        names = frozenset(n for a in node.args for n in self.names(a))
+        text = _text(self.lines, node)
+        classes = SANITISERS.get(name) or SANITISERS.get(short)
+        if classes is not None:
+            family = "safe-join" if short == "safe_join" else "escape" if "xss" in classes else "sanitizer"
+            return Guard(family, classes, names, node.lineno, text, key=short)
+        if (judgement := judge_call(self.project, self.info, node.func)) is not None and judgement.works:
+            return Guard("validator", judgement.classes, names, node.lineno, text)
+        return None
 
     # --- sinks ----------------------------------------------------------------------------------
 
     def _calls(self, root: ast.AST, active: tuple[Guard, ...], state: _State, sinks: list[Sink]) -> None:
-        for node in _walk_no_functions(root):
+        for node in self.subtree(root)[1]:
             if isinstance(node, ast.Call):
                 self._call(node, active, state, sinks)
             elif isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.Eq | ast.NotEq):
                 sides = [node.left, node.comparators[0]]
                 if any(names_secret(s) for s in sides) and not any(self.is_const(s) for s in sides):
                     names = self._origins(sides, state)
-                    sinks.append(Sink(frozenset({"compare"}), "==", "", names, node.lineno, ()))
+                    sinks.append(Sink(frozenset({"compare"}), "==", None, names, node.lineno, ()))
 
     def _origins(self, exprs: list[ast.expr], state: _State) -> frozenset[str]:
-        used = {n for e in exprs for n in _names(e)}
+        used = {n for e in exprs for n in self.names(e)}
         return frozenset(used.union(*(state.origins.get(n, frozenset()) for n in used)))
 
     def _call(self, call: ast.Call, active: tuple[Guard, ...], state: _State, sinks: list[Sink]) -> None:
@@ -593,19 +669,21 @@ class ModuleScan:
                 own.append(Guard("autoescape", frozenset({"xss"}), frozenset(), call.lineno, text))
         if short in ("extractall", "extract") and "filter" in keywords and _const(keywords["filter"]) is not None:
             own.append(Guard("tar-filter", frozenset({"path"}), frozenset(), call.lineno, text))
-        for keyword in SIZE_KEYWORDS & set(keywords):
+        consumer = any(w in short.lower() for w in _CONSUMER_WORDS)
+        for keyword in SIZE_KEYWORDS & set(keywords) if consumer else ():
             if _const(keywords[keyword]) is not None:
                 classes.add("dos")
                 own.append(Guard("size-limit", frozenset({"dos"}), frozenset(), call.lineno, text, key=keyword))
         relevant = [a for a in call.args] + [v for k, v in keywords.items() if k not in SIZE_KEYWORDS]
         names = self._origins(relevant, state)
         carried = tuple(g for n in names for g in state.carried.get(n, ()))
-        applying = tuple(g for g in active if not g.names or g.names & names)
-        direct = tuple(g for a in relevant for g in self._sanitizers(a, call))
-        args = ", ".join(ast.unparse(a) for a in call.args)[:200]
+        applying = tuple(
+            g for g in active if (not g.names or g.names & names) and (g.family != "size-limit" or consumer or classes)
+        )
+        direct = tuple(g for a in relevant for g in self._sanitizers(a))
         guarded = (*own, *carried, *applying, *direct)
         end = call.end_lineno or call.lineno
-        sinks.append(Sink(frozenset(classes), family, args, names, call.lineno, guarded, end_line=end))
+        sinks.append(Sink(frozenset(classes), family, call, names, call.lineno, guarded, end_line=end))
 
 
 class _Inline(ast.NodeTransformer):
@@ -623,16 +701,6 @@ class _Inline(ast.NodeTransformer):
 def _copy(expr: ast.expr) -> ast.expr:
     copied = ast.parse(ast.unparse(expr), mode="eval").body
     return ast.copy_location(copied, expr)
-
-
-def _walk_no_functions(root: ast.AST) -> list[ast.AST]:
-    out: list[ast.AST] = []
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        out.append(node)
-        stack.extend(c for c in ast.iter_child_nodes(node) if not isinstance(c, ast.Lambda | ast.FunctionDef))
-    return out
 
 
 def _dotted(expr: ast.expr) -> str:

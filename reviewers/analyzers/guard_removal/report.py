@@ -49,7 +49,8 @@ def _best_match(sink: Sink, head: list[Sink]) -> Sink | None:
     candidates = [h for h in head if h.callee == sink.callee]
     if not candidates:
         return None
-    same = [h for h in candidates if h.args == sink.args]
+    wanted = sink.args
+    same = [h for h in candidates if h.args == wanted] if len(candidates) > 1 else candidates
     if same:
         return same[0]
     shared = [h for h in candidates if h.names & sink.names]
@@ -135,15 +136,45 @@ def _issue(guard: Guard, cls: str, at_head: Sink, line: int, head_text: str, wea
                  confidence="high", cwe=cwe)  # fmt: skip
 
 
+def _touched(file: ChangedFile) -> tuple[frozenset[int], frozenset[int]]:
+    """The lines the change wrote (at head) and removed (at base), each with the line on the other
+    side where a pure addition or deletion sits, so that the function around it is read on both."""
+    head: set[int] = set()
+    base: set[int] = set()
+    for hunk in file.change.hunks:
+        old, new = hunk.old_start, hunk.new_start
+        for line in hunk.lines:
+            if line.kind == "add":
+                head.add(line.new_line or new)
+                base.update((old, max(old - 1, 1)))
+            elif line.kind == "del":
+                base.add(line.old_line or old)
+                head.update((new, max(new - 1, 1)))
+            if line.old_line is not None:
+                old = line.old_line + 1
+            if line.new_line is not None:
+                new = line.new_line + 1
+    return frozenset(head), frozenset(base)
+
+
 def removed_guard_issues(file: ChangedFile, base_text: str, base_path: str, project: Project) -> list[Issue]:
     """The guards the change took away in front of calls that remain, as issues on the head file."""
     head_tree, base_tree = project.parse(file.text, file.path), project.parse(base_text, base_path)
     if head_tree is None or base_tree is None:
         return []
-    head = ModuleScan(project, build_module(file.path, head_tree), file.text)
-    base = ModuleScan(project, build_module(base_path, base_tree), base_text)
+    head_touched, base_touched = _touched(file)
+    head = ModuleScan(project, build_module(file.path, head_tree), file.text, head_touched)
+    base = ModuleScan(project, build_module(base_path, base_tree), base_text, base_touched)
     out: list[Issue] = []
     said: set[tuple[str, int, str]] = set()
+    for guard in base.module_guards:  # CSRF protection or a login hook for the whole app, gone
+        if head.views and not any(h.family == guard.family and h.key == guard.key for h in head.module_guards):
+            view = head.views[0]
+            at_head = Sink(guard.classes, "<view>", None, frozenset(), view.lineno, (), end_line=view.lineno)
+            placed = _head_line(file, guard, at_head)
+            if placed is not None:
+                said.add((guard.family, guard.line, guard.key))
+                out.append(_issue(guard, sorted(guard.classes)[0], at_head, placed[0], file.text, placed[1]))
     for qualname, base_sinks in base.scopes.items():
         head_sinks = head.scopes.get(qualname)
         if head_sinks is None:
@@ -157,9 +188,10 @@ def removed_guard_issues(file: ChangedFile, base_text: str, base_path: str, proj
                 said_key = (guard.family, guard.line, guard.key)
                 if not classes or said_key in said:
                     continue
-                at_head = _best_match(sink, head_sinks)
-                if at_head is None or _replaced(guard, classes, at_head):
+                matched = _best_match(sink, head_sinks)
+                if matched is None or _replaced(guard, classes, matched):
                     continue
+                at_head = matched
                 placed = _head_line(file, guard, at_head)
                 if placed is None:
                     continue
