@@ -69,6 +69,8 @@ class SecurityAnalysis:
     issues: list[Issue] = field(default_factory=list)
     cut_short: str | None = None
     cut_reason: CoverageReason = "budget"  # "deadline" when the review's deadline cut a summary
+    # why the guards the change removed were not looked for (the base could not be rebuilt or read)
+    base_unread: str | None = None
 
 
 def _scopes(tree: ast.Module) -> list[tuple[ast.AST, list[ast.AST]]]:
@@ -178,10 +180,18 @@ def analyse_security(file: ChangedFile, project: Project | None = None) -> Secur
                                         cwe=AUTH_CWE.get(rule)))  # fmt: skip
     if file.change.status in ("modified", "renamed") and file.change.hunks:
         base_text = reverse_patch(file.text, file.change)
-        if base_text is not None:  # a base the diff cannot rebuild makes no claim about what was removed
+        removed = (
+            removed_guard_issues(file, base_text, file.change.old_path or file.path, project)
+            if base_text is not None
+            else None
+        )
+        if removed is None:  # a base that cannot be rebuilt or read makes no claim about what was removed
+            out.base_unread = "the file before the change could not be " + (
+                "read" if base_text is not None else "rebuilt"
+            )
+        else:
             # first: on a line another rule also reports (`verify=False`, `==` on a signature), the
             # removed guard leads the merged issue, since the change itself is its evidence
-            removed = removed_guard_issues(file, base_text, file.change.old_path or file.path, project)
             out.issues = removed + out.issues
     out.cut_short = project.describe_unfinished(since=unfinished_before)
     if DEADLINE_CUT in list(project.unfinished.values())[unfinished_before:]:

@@ -55,6 +55,16 @@ def is_safe_url(url):
 """
 
 
+BROKEN_BASE = "def find(conn, name:\n    return conn.execute('SELECT 1')\n"  # a syntax error the change fixes
+FIXED_HEAD = """from flask import request
+
+
+def find(conn):
+    name = request.args["name"]
+    return conn.execute(f"SELECT * FROM users WHERE name = '{name}'").fetchall()
+"""
+
+
 def _git(repo: Path, *args: str) -> None:
     subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
 
@@ -78,21 +88,21 @@ def _commit(repo: Path, side: str, extra: dict[str, str]) -> None:
 
 
 @pytest.fixture(scope="module")
-def review(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+def review(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("removed_guards")
     repo = root / "repo"
     repo.mkdir()
     _git(repo, "init", "-q")
     _git(repo, "config", "user.email", "dev@example.com")
     _git(repo, "config", "user.name", "Dev")
-    _commit(repo, "base", {"redirects/__init__.py": "", "trusted/__init__.py": ""})
+    _commit(repo, "base", {"redirects/__init__.py": "", "trusted/__init__.py": "", "broken/app.py": BROKEN_BASE})
     head = {
         "redirects/urls.py": HOST_ONLY,
         "redirects/views.py": REDIRECT_ROUTE,
         "trusted/urls.py": SCHEME_AND_HOST,
         "trusted/views.py": REDIRECT_ROUTE,
     }
-    _commit(repo, "head", {"redirects/__init__.py": "", "trusted/__init__.py": "", **head})
+    _commit(repo, "head", {"redirects/__init__.py": "", "trusted/__init__.py": "", "broken/app.py": FIXED_HEAD, **head})
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("REVIEWLOOP_DATA_DIR", str(root / "data"))
         for name in ("REVIEWLOOP_LLM_BASE_URL", "REVIEWLOOP_LLM_MODEL", "REVIEWLOOP_LLM_MODEL_PATH"):
@@ -101,8 +111,14 @@ def review(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
             app, ["review", str(repo), "--base", "base", "--head", "head", "--format", "json", "--no-store", "--all"]
         )
     assert result.exit_code == 0, result.output
-    findings: list[dict[str, Any]] = json.loads(result.stdout)["findings"]
-    return findings
+    document: dict[str, Any] = json.loads(result.stdout)
+    return document
+
+
+@pytest.fixture(scope="module")
+def findings(review: dict[str, Any]) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = review["findings"]
+    return found
 
 
 def _removed_guards(findings: list[dict[str, Any]], case: str) -> list[dict[str, Any]]:
@@ -110,24 +126,33 @@ def _removed_guards(findings: list[dict[str, Any]], case: str) -> list[dict[str,
 
 
 @pytest.mark.parametrize("case", VULN)
-def test_a_removed_guard_is_posted_with_its_cwe_and_base_line(review: list[dict[str, Any]], case: str) -> None:
+def test_a_removed_guard_is_posted_with_its_cwe_and_base_line(findings: list[dict[str, Any]], case: str) -> None:
     expect = json.loads((CASES / case / "expect.json").read_text())
-    found = _removed_guards(review, case)
+    found = _removed_guards(findings, case)
     posted = [f for f in found if f["verdict"] == "REAL" and f["cwe"] == expect["cwe"]]
     assert posted, f"{case}: no posted {expect['cwe']} finding; got {[(f['verdict'], f['cwe']) for f in found]}"
     assert any(expect["quote"] in f["body"] for f in posted), [f["body"] for f in posted]
 
 
 @pytest.mark.parametrize("case", SAFE)
-def test_a_guard_that_still_dominates_is_not_reported(review: list[dict[str, Any]], case: str) -> None:
-    assert _removed_guards(review, case) == []
+def test_a_guard_that_still_dominates_is_not_reported(findings: list[dict[str, Any]], case: str) -> None:
+    assert _removed_guards(findings, case) == []
 
 
-def test_a_validator_is_judged_by_its_body_at_head(review: list[dict[str, Any]]) -> None:
+def test_a_validator_is_judged_by_its_body_at_head(findings: list[dict[str, Any]]) -> None:
     def redirects(package: str) -> list[dict[str, Any]]:
-        return [f for f in review if f["path"] == f"{package}/views.py" and f["cwe"] == "CWE-601"]
+        return [f for f in findings if f["path"] == f"{package}/views.py" and f["cwe"] == "CWE-601"]
 
     host_only = redirects("redirects")
     assert host_only and host_only[0]["verdict"] in ("REAL", "NEEDS_HUMAN_REVIEW"), host_only
     assert "host" in (host_only[0]["body"] + host_only[0]["title"]).lower() or host_only[0]["line"] == 13
     assert redirects("trusted") == []
+
+
+def test_a_base_that_does_not_parse_is_named_and_loses_nothing(review: dict[str, Any]) -> None:
+    """The change fixes a syntax error: no removed guard can be looked for in a base that does not
+    parse, the review says so, and the head's own findings are still there."""
+    injection = [f for f in review["findings"] if f["path"] == "broken/app.py" and f["cwe"] == "CWE-89"]
+    assert injection and injection[0]["verdict"] == "REAL", injection
+    named = [n for n in review["not_reviewed"] if n["path"] == "broken/app.py"]
+    assert any("removed guards not looked for" in n["detail"] for n in named), review["not_reviewed"]

@@ -157,11 +157,12 @@ def _touched(file: ChangedFile) -> tuple[frozenset[int], frozenset[int]]:
     return frozenset(head), frozenset(base)
 
 
-def removed_guard_issues(file: ChangedFile, base_text: str, base_path: str, project: Project) -> list[Issue]:
-    """The guards the change took away in front of calls that remain, as issues on the head file."""
+def removed_guard_issues(file: ChangedFile, base_text: str, base_path: str, project: Project) -> list[Issue] | None:
+    """The guards the change took away in front of calls that remain, as issues on the head file;
+    None when either version does not parse (nothing can be said about what was removed)."""
     head_tree, base_tree = project.parse(file.text, file.path), project.parse(base_text, base_path)
     if head_tree is None or base_tree is None:
-        return []
+        return None
     head_touched, base_touched = _touched(file)
     head = ModuleScan(project, build_module(file.path, head_tree), file.text, head_touched)
     base = ModuleScan(project, build_module(base_path, base_tree), base_text, base_touched)
