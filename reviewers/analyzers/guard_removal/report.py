@@ -77,6 +77,17 @@ def _replaced(guard: Guard, classes: frozenset[str], at_head: Sink) -> bool:
     return False
 
 
+def _still_fed(guard: Guard, sink: Sink, at_head: Sink) -> bool:
+    """Whether the call at head still takes what the guard constrained: a check on a value guards
+    nothing once the call is given something else, and a shell runs no injection when its command
+    is a constant."""
+    if guard.family == "no-shell" and at_head.call is not None:
+        return bool(at_head.names)
+    if guard.names and at_head.call is not None and sink.call is not None:
+        return bool(at_head.names & sink.names) or at_head.args == sink.args
+    return True
+
+
 def _weakened(guard: Guard, at_head: Sink) -> bool:
     return any(o.family == guard.family and o.key == guard.key for o in at_head.guards)
 
@@ -190,7 +201,7 @@ def removed_guard_issues(file: ChangedFile, base_text: str, base_path: str, proj
                 if not classes or said_key in said:
                     continue
                 matched = _best_match(sink, head_sinks)
-                if matched is None or _replaced(guard, classes, matched):
+                if matched is None or _replaced(guard, classes, matched) or not _still_fed(guard, sink, matched):
                     continue
                 at_head = matched
                 placed = _head_line(file, guard, at_head)
