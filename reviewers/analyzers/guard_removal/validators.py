@@ -63,11 +63,13 @@ def judge_body(func: FunctionNode) -> Judgement | None:
     calls: set[str] = set()
     attributes: set[str] = set()
     replaces_dots = False
-    schemes = False
+    schemes = False  # the scheme constrained by name, or by asking for a path that starts with "/"
     for node in ast.walk(func):
         if isinstance(node, ast.Call):
             name = _short(node.func)
             calls.add(name)
+            if name == "startswith" and node.args and isinstance(node.args[0], ast.Constant):
+                schemes = schemes or node.args[0].value == "/"
             if name == "replace" and node.args:
                 first = node.args[0]
                 replaces_dots = replaces_dots or (
@@ -82,7 +84,7 @@ def judge_body(func: FunctionNode) -> Judgement | None:
     if calls & _URL_PARSERS or attributes & (_HOST_PARTS | {"scheme"}):
         host, scheme = bool(attributes & _HOST_PARTS), "scheme" in attributes or schemes
         if host and scheme:
-            return Judgement(URL_CLASSES, "checks the URL's scheme and host")
+            return Judgement(URL_CLASSES, "checks the URL's scheme (or that it is a path) and host")
         missing = "scheme" if host else "host"
         return Judgement(
             frozenset(),

@@ -27,6 +27,10 @@ def _judge(source: str) -> frozenset[str] | None:
             frozenset({"redirect", "ssrf"}),
         ),
         (
+            "def is_safe_target(url):\n    return not urlparse(url).netloc and url.startswith('/')",
+            frozenset({"redirect", "ssrf"}),
+        ),
+        (
             "def safe_next(url, request):\n    return url_has_allowed_host_and_scheme(url, {request.get_host()})",
             frozenset({"redirect", "ssrf"}),
         ),
