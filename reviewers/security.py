@@ -59,6 +59,8 @@ def _make_analyzer(context: ReviewContext) -> Analyzer:
         analysis.issues += tree_issues or []
         if security is not None and security.cut_short:
             analysis.incomplete.append((security.cut_reason, f"taint analysis: {security.cut_short}"))
+        if security is not None and security.base_unread:
+            analysis.incomplete.append(("parse-error", f"removed guards not looked for: {security.base_unread}"))
         engine_done: frozenset[str] = frozenset()
         if engine_supports(file.path):
             found, incomplete = engine_issues(file, deadline=context.deadline)

@@ -67,6 +67,7 @@ from reviewers.analyzers.flow.values import (
     with_item,
     without_segment,
 )
+from reviewers.analyzers.guard_removal.validators import judged_classes
 from reviewers.analyzers.patterns import SQL_SHAPE
 
 Mode = Literal["summary", "report"]
@@ -559,7 +560,13 @@ class Interpreter:
         return join_envs(alive), False
 
     def refined(self, test: ast.expr, positive: bool, env: Env) -> Env:
-        proven = guards.facts(test, positive, is_const=lambda e: self.eval(e, env).constant, qualified=self.qualified)
+        proven = guards.facts(
+            test,
+            positive,
+            is_const=lambda e: self.eval(e, env).constant,
+            qualified=self.qualified,
+            validator=lambda call: judged_classes(self.project, self.module, call.func),
+        )
         if not proven:
             return dict(env)
         out = dict(env)
