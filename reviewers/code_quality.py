@@ -6,6 +6,9 @@ same kinds of defect (an empty catch block). Only lines the change added are rep
 ruff calls unused that another module of the repository imports from this one is a re-export, not
 reported (found with one search of the repository per module with unused imports). In a project
 whose packaging says Python 2 only, what Python 2 accepts is not reported (`analyzers.python2`).
+Simple slips the change writes (a missing comma, logging arguments that do not match the message, an
+exception built and not raised, a comparison whose result never changes, a mutable default that is
+mutated) come from `analyzers.slips`; where ruff reports the same line (B006, PLE1205), the slip leads.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from reviewers.analyzers.imports import names_imported_from
 from reviewers.analyzers.python2 import async_is_a_name, python2_project, without_python2_syntax
 from reviewers.analyzers.ruff import prefetch as ruff_prefetch
 from reviewers.analyzers.ruff import ruff_issues, unused_import_binding
+from reviewers.analyzers.slips import slip_issues
 from reviewers.kernel.contracts import ReviewContext, SearchHit
 from reviewers.kernel.errors import AnalyzerError, InputError
 from reviewers.paths import is_test_path, language_of
@@ -100,7 +104,8 @@ def _make_analyzer(context: ReviewContext) -> Analyzer:
             return Analysis(empty_catch_issues(file))
         try:
             issues = without_python2_syntax(file, ruff_issues(file), is_python2_only, reads_async_as_name)
-            return Analysis(without_reexports(file, issues, context))
+            # the slips first: on a line both report (B006 beside a mutated default) the precise one leads
+            return Analysis(slip_issues(file) + without_reexports(file, issues, context))
         except AnalyzerError as exc:
             return Analysis(problems=[str(exc)])
 
