@@ -106,3 +106,49 @@ def test_a_regular_expression_the_change_adds_is_checked_for_redos(env: None, tm
     assert [(f["path"], f["line"]) for f in found] == [("web/names.py", 4)]
     assert found[0]["cwe"] == "CWE-1333" and "Attack string: `'0' * 3456 + '!'`" in found[0]["body"]
     assert found[0]["verdict"] == "NEEDS_HUMAN_REVIEW"  # no record yet: listed for a person
+
+
+PRICING_BASE = (
+    "from functools import cache\n\n\ndef total(items, tax):\n    return sum(items) * (1 + tax)\n\n\n"
+    "def fmt(value):\n    return f'{value:.2f}'\n\n\ndef legacy(value):\n    return value\n\n\n"
+    "@cache\ndef rate_of(x):\n    return x\n"
+)
+PRICING_HEAD = (
+    "from functools import cache\n\n\ndef total(items, rate):\n    return sum(items) * (1 + rate)\n\n\n"
+    "def fmt(value, places=2):\n    return f'{value:.{places}f}'\n\n\n"
+    "@cache\ndef rate_of(x, y):\n    return x + y\n"
+)
+ORDERS = (  # not touched by the change
+    "from shop.pricing import fmt, rate_of, total\n\n\ndef order_total(items):\n"
+    "    return fmt(total(items, tax=0.2))\n\n\n"
+    "def spread(args, kwargs):\n    return total(*args, **kwargs) + rate_of(1)\n\n\n"
+    "def shadowed(total):\n    return total(1, tax=2)\n"
+)
+CART_BASE = "from . import pricing\n\n\ndef cart_total(items):\n    return pricing.total(items, 0.1)\n"
+CART_HEAD = (
+    "from . import pricing\nfrom .pricing import legacy\n\n\ndef cart_total(items):\n"
+    "    return legacy(pricing.total(items, tax=0.1))\n"
+)
+
+
+def test_callers_left_broken_by_a_changed_signature_or_a_removed_name(env: None, tmp_path: Path) -> None:
+    base = {
+        "shop/__init__.py": "",
+        "shop/pricing.py": PRICING_BASE,
+        "shop/orders.py": ORDERS,
+        "shop/cart.py": CART_BASE,
+    }
+    head = {**base, "shop/pricing.py": PRICING_HEAD, "shop/cart.py": CART_HEAD}
+    repo = tmp_path / "repo"
+    commit_range(repo, base, head)
+    found = {(f["path"], f["line"]): f for f in review(repo) if f["rule"] == "calls:broken-caller"}
+    # at the caller where the diff shows its line; at the changed definition for the untouched orders.py
+    assert set(found) == {("shop/cart.py", 2), ("shop/cart.py", 6), ("shop/pricing.py", 4)}
+    at_definition = found[("shop/pricing.py", 4)]["body"]
+    assert "`total(items, tax)` to `total(items, rate)`" in at_definition
+    assert "`shop/orders.py:5` (it passes the keyword `tax`, which the function no longer takes)" in at_definition
+    assert "orders.py:9" not in at_definition and "orders.py:13" not in at_definition  # spread, shadowed
+    assert "rate_of" not in json.dumps(list(found.values()))  # decorated: its signature is not the text's
+    assert "imports `legacy`, which is gone" in found[("shop/cart.py", 2)]["body"]
+    assert "passes the keyword `tax`" in found[("shop/cart.py", 6)]["body"]
+    assert {f["verdict"] for f in found.values()} == {"NEEDS_HUMAN_REVIEW"}
