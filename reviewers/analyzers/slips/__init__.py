@@ -39,7 +39,9 @@ from reviewers.analyzers.slips.missing_comma import missing_comma_issues
 from reviewers.analyzers.slips.mutated_default import mutated_default_issues
 from reviewers.analyzers.slips.unraised import unraised_issues
 
-SlipRule = Callable[[ast.Module, list[str]], list[Issue]]
+# a rule reads the module's nodes (one walk of the tree, shared: five walks cost more than the rules),
+# the tree and its lines
+SlipRule = Callable[[list[ast.AST], ast.Module, list[str]], list[Issue]]
 
 SLIP_RULES: dict[str, SlipRule] = {
     "slips:missing-comma": missing_comma_issues,
@@ -52,7 +54,8 @@ SLIP_RULES: dict[str, SlipRule] = {
 
 def all_slips(tree: ast.Module, lines: list[str]) -> list[Issue]:
     """Every rule's slips in a whole module, changed or not (the fixtures' and the base's view)."""
-    return [issue for rule in SLIP_RULES.values() for issue in rule(tree, lines)]
+    nodes = list(ast.walk(tree))
+    return [issue for rule in SLIP_RULES.values() for issue in rule(nodes, tree, lines)]
 
 
 def _words(lines: list[str], issue: Issue) -> tuple[str, str]:

@@ -102,9 +102,9 @@ def _bool_verdict(node: ast.BoolOp) -> str | None:
     return None
 
 
-def constant_comparison_issues(tree: ast.Module, lines: list[str]) -> list[Issue]:
+def constant_comparison_issues(nodes: list[ast.AST], tree: ast.Module, lines: list[str]) -> list[Issue]:
     issues: list[Issue] = []
-    for node in ast.walk(tree):
+    for node in nodes:
         verdict: str | None = None
         if not isinstance(node, ast.Compare | ast.BoolOp):
             continue

@@ -71,13 +71,13 @@ def _format_fields(message: str) -> tuple[int, set[str]] | None:
     return max(automatic, highest + 1), names
 
 
-def _loggers(tree: ast.Module) -> tuple[set[str], set[str], set[str]]:
+def _loggers(nodes: list[ast.AST]) -> tuple[set[str], set[str], set[str]]:
     """(the stdlib logging module's names, the stdlib loggers' names, loguru's logger's names)."""
     modules: set[str] = set()
     get_logger: set[str] = set()
     loguru: set[str] = set()
     assigned: dict[str, list[ast.expr]] = {}
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.Import):
             modules |= {a.asname or a.name for a in node.names if a.name == "logging"}
         elif isinstance(node, ast.ImportFrom) and node.level == 0:
@@ -135,12 +135,12 @@ def _issue(call: ast.Call, title: str, body: str) -> Issue:
     )
 
 
-def logging_args_issues(tree: ast.Module, lines: list[str]) -> list[Issue]:
-    modules, stdlib, loguru = _loggers(tree)
+def logging_args_issues(nodes: list[ast.AST], tree: ast.Module, lines: list[str]) -> list[Issue]:
+    modules, stdlib, loguru = _loggers(nodes)
     if not (modules or stdlib or loguru):
         return []
     issues: list[Issue] = []
-    for node in ast.walk(tree):
+    for node in nodes:
         if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
             continue
         owner, level = node.func.value, node.func.attr

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ast
 import io
+import re
 import tokenize
 
 from reviewers.analyzers.changed_file import Issue
@@ -34,6 +35,9 @@ RULE = "slips:missing-comma"
 # (a URL, a path, a query string, a pattern), it does not stand as an element of its own.
 CONTINUING = frozenset("/\\,=&|-_.:%{}+")
 _STRING_PREFIX_CHARS = "rRbBuUfFtT"
+# a closing quote, then only space, line breaks and comments, then an opening quote: every join has
+# one (a single literal seldom does), so only these are tokenized
+_MAYBE_JOINED = re.compile(r"[\"'](?:\s|#[^\n]*)*[rRbBuUfFtT]{0,2}[\"']")
 
 
 def _string_tokens(source: str) -> list[tokenize.TokenInfo] | None:
@@ -123,8 +127,8 @@ def _joined(lines: list[str], node: ast.expr) -> list[tokenize.TokenInfo] | None
     if isinstance(node, ast.Constant) and not isinstance(node.value, str | bytes):
         return None
     source = _segment(lines, node)
-    if source is None or _parenthesised(lines, node):
-        return None  # parenthesised on its own: the join is written as meant
+    if source is None or not _MAYBE_JOINED.search(source) or _parenthesised(lines, node):
+        return None  # one literal, or parenthesised on its own: the join is written as meant
     tokens = _string_tokens(source)
     return tokens if tokens is not None and len(tokens) >= 2 else None
 
@@ -148,9 +152,9 @@ def _slip(lines: list[str], node: ast.expr, siblings: list[ast.expr]) -> bool:
     return all(p[0] not in CONTINUING and p[-1] not in CONTINUING for p in parts)
 
 
-def missing_comma_issues(tree: ast.Module, lines: list[str]) -> list[Issue]:
+def missing_comma_issues(nodes: list[ast.AST], tree: ast.Module, lines: list[str]) -> list[Issue]:
     issues: list[Issue] = []
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.List | ast.Tuple | ast.Set):
             elements = list(node.elts)
         elif isinstance(node, ast.Call) and len(node.args) >= 2:

@@ -84,9 +84,9 @@ def _first_mutation(body: list[ast.stmt], name: str) -> ast.AST | None:
     return found
 
 
-def mutated_default_issues(tree: ast.Module, lines: list[str]) -> list[Issue]:
+def mutated_default_issues(nodes: list[ast.AST], tree: ast.Module, lines: list[str]) -> list[Issue]:
     issues: list[Issue] = []
-    for fn in ast.walk(tree):
+    for fn in nodes:
         if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
             continue
         for arg, default in _defaults(fn):

@@ -43,28 +43,27 @@ def _name_of(func: ast.expr) -> str | None:
     return None
 
 
-def _module_classes(tree: ast.Module) -> tuple[set[str], set[str]]:
+def _module_classes(nodes: list[ast.AST]) -> tuple[set[str], set[str]]:
     """(exception classes the module defines, other names it defines as functions or classes)."""
     exceptions: set[str] = set()
     others: set[str] = set()
-    classes = [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]
+    classes = [n for n in nodes if isinstance(n, ast.ClassDef)]
     for _ in range(3):  # a class derived from one derived from an exception, a few levels deep
         for cls in classes:
             bases = {_name_of(b) for b in cls.bases}
             if bases & (BUILTIN_EXCEPTIONS | exceptions) or any(b and _EXCEPTION_NAME.match(b) for b in bases):
                 exceptions.add(cls.name)
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             others.add(node.name)
-        elif isinstance(node, ast.ClassDef) and node.name not in exceptions:
-            others.add(node.name)
+    others |= {c.name for c in classes if c.name not in exceptions}
     return exceptions, others
 
 
-def unraised_issues(tree: ast.Module, lines: list[str]) -> list[Issue]:
-    exceptions, others = _module_classes(tree)
+def unraised_issues(nodes: list[ast.AST], tree: ast.Module, lines: list[str]) -> list[Issue]:
+    exceptions, others = _module_classes(nodes)
     issues: list[Issue] = []
-    for node in ast.walk(tree):
+    for node in nodes:
         if not isinstance(node, ast.Expr) or not isinstance(node.value, ast.Call):
             continue
         name = _name_of(node.value.func)
