@@ -138,6 +138,8 @@ def _definitions(tree: ast.Module) -> tuple[dict[str, Definition], dict[str, lis
 def _signature_anchor(change: FileChange, definition: Definition) -> int:
     """The first line of the definition's header the diff added, else its first line."""
     added = set(change.added_lines())
+    if isinstance(definition, ast.ClassDef):  # a class's signature is its `__init__`'s (`_checkable`)
+        definition = next(s for s in definition.body if isinstance(s, ast.FunctionDef) and s.name == "__init__")
     body_start = definition.body[0].lineno if definition.body else definition.lineno
     header = range(definition.lineno, max(body_start, definition.lineno + 1))
     return next((n for n in header if n in added), definition.lineno)
@@ -321,6 +323,9 @@ def find_broken_callers(context: ReviewContext, *, in_scope: frozenset[str] | No
     base = BaseTree(context.workspace, context.files)
     definitions: list[ChangedDefinition] = []
     for change in changes:
+        if context.past_deadline():
+            report.cut_short.append("the review's deadline came before the callers were read")
+            return report
         base_text, head_text = base.text(change.path), context.workspace.read_file(change.path)
         if base_text is not None and head_text is not None:
             definitions += changed_definitions(change, base_text, head_text)
@@ -349,8 +354,12 @@ def find_broken_callers(context: ReviewContext, *, in_scope: frozenset[str] | No
     for path in sorted(candidates)[:MAX_CALLER_FILES]:
         text = context.workspace.read_file(path)
         tree = parse_module(text) if text is not None else None
-        if tree is not None:
+        if tree is None:
+            continue
+        try:
             broken += broken_calls_in(path, tree, wanted, resolver)
+        except RecursionError:  # nesting deeper than the interpreter's stack: that file is not read
+            report.cut_short.append(f"`{path}` nests too deeply to read its calls")
     shown = {c.path: _shown_lines(c) for c in context.files}
     at_definition: dict[ChangedDefinition, list[BrokenCall]] = {}
     for b in broken:
