@@ -2,7 +2,8 @@
 
 Each rule fires on the slip the head commit writes and stays silent on its near miss beside it, and
 on a slip that was already at the base. The broken-as-written slips are posted (REAL); a mutated
-default is listed for a person (NEEDS_HUMAN_REVIEW)."""
+default and a ReDoS are listed for a person (NEEDS_HUMAN_REVIEW); a caller left broken by a changed
+signature or a removed name is posted, at the caller where the diff shows it, else at the definition."""
 
 from __future__ import annotations
 
@@ -151,4 +152,4 @@ def test_callers_left_broken_by_a_changed_signature_or_a_removed_name(env: None,
     assert "rate_of" not in json.dumps(list(found.values()))  # decorated: its signature is not the text's
     assert "imports `legacy`, which is gone" in found[("shop/cart.py", 2)]["body"]
     assert "passes the keyword `tax`" in found[("shop/cart.py", 6)]["body"]
-    assert {f["verdict"] for f in found.values()} == {"NEEDS_HUMAN_REVIEW"}
+    assert {f["verdict"] for f in found.values()} == {"REAL"}  # broken as written: posted
