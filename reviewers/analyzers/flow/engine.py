@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from reviewers.analyzers.flow import guards
+from reviewers.analyzers.flow import handlers as H
 from reviewers.analyzers.flow import sinks as S
 from reviewers.analyzers.flow.project import FunctionNode, ModuleInfo, ParamSink, Project, Summary, statements
 from reviewers.analyzers.flow.rules import (
@@ -338,6 +339,9 @@ def interpolates(expr: ast.expr) -> bool:
 
 def attribute(value: Value, attr: str) -> Value:
     """What `value.attr` carries."""
+    member = H.entry_attribute(value, attr)
+    if member is not None:
+        return member
     known = value.field(attr)
     if known is not None:
         return known
@@ -631,6 +635,10 @@ class Interpreter:
             return -operand if isinstance(operand, int) else None
         return None
 
+    def self_name(self) -> str | None:
+        """The name of a method's `self` parameter (None outside a class's method)."""
+        return self._self_name()
+
     def _self_name(self) -> str | None:
         if self.func is None or self.class_name is None:
             return None
@@ -800,6 +808,9 @@ class Interpreter:
         name = self.qualified(expr)
         if name in SOURCE_ATTRIBUTES:
             return of({Origin("source", name, cleared=COMMAND_LINE_CLEARS, line=expr.lineno)})
+        handler = H.self_attribute(self, expr) or H.streamlit_attribute(name, expr.lineno)
+        if handler is not None:
+            return handler
         owner = dotted(expr.value)
         if expr.attr in REQUEST_PARTS and (
             (self.module.frameworks and (owner in REQUEST_NAMES or owner.endswith(".request")))
@@ -840,6 +851,10 @@ class Interpreter:
 
         if name in SOURCE_CALLS:
             return of({Origin("source", f"{name}()", cleared=LOCAL_USER_CLEARS, line=call.lineno)})
+        if (handed := H.source_call(self, call, name)) is not None:
+            return handed
+        if (made := H.constructed(name)) is not None:
+            return made
         if name.endswith((".parse_args", ".parse_known_args")) or name in ("parse_args", "parse_known_args"):
             return of({Origin("source", f"{name}()", cleared=COMMAND_LINE_CLEARS, line=call.lineno)})
         if name in WEAK_RANDOM:
@@ -861,9 +876,7 @@ class Interpreter:
         if name in _PROCESS_RUNNERS:
             return UNKNOWN  # its arguments were checked as a command above; its output is the program's
         if name in S.XML_PARSER_FACTORIES:
-            entities = next((k.value for k in call.keywords if k.arg == "resolve_entities"), None)
-            unsafe = isinstance(entities, ast.Constant) and entities.value is True
-            return Value(cls=S.UNSAFE_PARSER) if unsafe else CONSTANT
+            return H.unsafe_parser(call, self.project)
         if name in S.SAX_FACTORIES:
             return Value(cls=S.SAX_PARSER)
         if name in PATH_JOINS:  # `Path(base, name)`, `os.path.join(base, name)`: only the last part stays last
@@ -873,6 +886,10 @@ class Interpreter:
         statement = self.orm_statement(call, name, receiver, args, kwargs)
         if statement is not None:
             return statement
+        if isinstance(func, ast.Attribute) and receiver is not None and not (receiver.cls and "::" in receiver.cls):
+            listed = H.member_names(func.attr, call.lineno)
+            if listed is not None:
+                return listed
         return without_segment(self.call_result(call, func, name, receiver, callee, args, kwargs, env))
 
     def orm_statement(
@@ -1142,6 +1159,8 @@ class Interpreter:
                 return
             for expr, value in self.arg(call, args, kwargs, spec):
                 self.sink(call, spec.cls, value, name, low=self.worth_a_look(spec.cls, expr, value), argument=expr)
+            return
+        if H.check_sinks(self, call, name, receiver, args, kwargs):
             return
         if name in ("yaml.load", "yaml.load_all"):
             loader = next(
@@ -1432,7 +1451,7 @@ def summarize(project: Project, info: ModuleInfo, qualname: str, depth: int = 0)
     return summary
 
 
-def entry_bindings(info: ModuleInfo, func: FunctionNode, class_name: str | None) -> Env:
+def entry_bindings(info: ModuleInfo, func: FunctionNode, class_name: str | None, project: Project | None = None) -> Env:
     """What a function's parameters hold when nobody known calls it: request data for a route's
     parameters, a request object for `request`, otherwise a value of unknown origin."""
     params = parameters(func)
@@ -1454,6 +1473,8 @@ def entry_bindings(info: ModuleInfo, func: FunctionNode, class_name: str | None)
         default_call = dotted(default.func) if isinstance(default, ast.Call) else ""
         if index == 0 and class_name is not None:
             out[p.arg] = Value(of({Origin("param", p.arg)}).origins, cls=f"{info.path}::{class_name}")
+        elif (handed := H.entry_source(info, func, class_name, p.arg, project)) is not None:
+            out[p.arg] = handed
         elif (info.frameworks and p.arg in ("request", "req")) or annotation.rsplit(".", 1)[-1] in REQUEST_ANNOTATIONS:
             out[p.arg] = of({Origin("request", p.arg, line=func.lineno)})
         elif (route or django_view) and annotation in CLEAN_ANNOTATIONS:
@@ -1496,7 +1517,9 @@ def analyse_module(project: Project, info: ModuleInfo) -> list[tuple[Hit, str]]:
 
 def analyse_function(project: Project, info: ModuleInfo, qualname: str, func: FunctionNode) -> list[Hit]:
     class_name = qualname.split(".")[0] if "." in qualname and qualname.split(".")[0] in info.classes else None
-    interpreter = Interpreter(project, info, func, "report", entry_bindings(info, func, class_name), class_name)
+    interpreter = Interpreter(
+        project, info, func, "report", entry_bindings(info, func, class_name, project), class_name
+    )
     try:
         interpreter.run()
     except RecursionError:
