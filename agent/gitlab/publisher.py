@@ -35,6 +35,7 @@ from agent.sanitize import (
     parse_markers,
 )
 from agent.suggestions import applies_cleanly, suggestion_block
+from agent.verdicts.track_record import folded
 from agent.verifier import Verdict
 from reviewers.fingerprint import make_fingerprint, normalise_evidence
 from reviewers.kernel.contracts import SEVERITY_RANK, FileChange, Finding, Workspace
@@ -352,7 +353,8 @@ def publish_review(
     result.over_budget = [i.finding_id for i in over_budget]
     body = summary_body(
         summary,
-        needs_human,
+        # a rule usually wrong here is counted in the summary's opening, not listed (`track_record.usually_wrong`)
+        [i for i in needs_human if not folded(i.reason)],
         over_budget=over_budget,
         max_discussions=max_discussions,
         not_reviewed=not_reviewed,

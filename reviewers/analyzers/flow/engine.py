@@ -563,6 +563,7 @@ class Interpreter:
         return join_envs(alive), False
 
     def refined(self, test: ast.expr, positive: bool, env: Env) -> Env:
+        test = self.checked_by_name(test)
         proven = guards.facts(test, positive, is_const=lambda e: self.eval(e, env).constant, qualified=self.qualified)
         if not proven:
             return dict(env)
@@ -574,6 +575,23 @@ class Interpreter:
                 classes = (classes - {guards.PREFIX}) | ({"path"} if ok else set())
             out[name] = clear(value, classes)
         return out
+
+    def checked_by_name(self, test: ast.expr) -> ast.expr:
+        """A condition that tests a name holding a check's result (`ok = is_safe_url(x)` then `if ok:`,
+        `x if ok else "/"`) read as that check, so the branch it guards knows what the check proved."""
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            inner = self.checked_by_name(test.operand)
+            return test if inner is test.operand else ast.UnaryOp(op=ast.Not(), operand=inner)
+        if isinstance(test, ast.BoolOp):
+            values = [self.checked_by_name(v) for v in test.values]
+            return test if values == test.values else ast.BoolOp(op=test.op, values=values)
+        if isinstance(test, ast.Name):
+            check = self._assigned.get(test.id)
+            if isinstance(check, ast.Call | ast.Compare) or (
+                isinstance(check, ast.UnaryOp) and isinstance(check.op, ast.Not)
+            ):
+                return check
+        return test
 
     def assign(self, target: ast.expr, value: Value, env: Env, source: ast.expr | None) -> None:
         if isinstance(target, ast.Name):
@@ -1166,6 +1184,8 @@ class Interpreter:
             loader = next(
                 (k.value for k in call.keywords if k.arg == "Loader"), call.args[1] if len(call.args) > 1 else None
             )
+            if isinstance(loader, ast.Name) and loader.id in self._assigned:
+                loader = self._assigned[loader.id]  # `loader = yaml.SafeLoader` on the line before
             if loader is None or self.qualified(loader).rsplit(".", 1)[-1] not in _SAFE_YAML_LOADERS:
                 if call.args:
                     self.sink(

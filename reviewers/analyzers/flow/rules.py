@@ -166,8 +166,9 @@ SANITISERS: dict[str, frozenset[str]] = {
     **{n: frozenset({"xss"}) for n in _HTML_ESCAPES},
     **{n: frozenset({"command"}) for n in ("shlex.quote", "pipes.quote", "shlex.join")},
     # percent-encoding leaves no CR or LF: the text stays one header value or request line
-    **{n: frozenset({"xss", "header"}) for n in ("urllib.parse.quote", "urllib.parse.quote_plus",
-                                                  "urllib.parse.urlencode")},
+    **{n: frozenset({"xss", "header"}) for n in ("urllib.parse.quote", "urllib.parse.quote_plus")},
+    # a query string: `k=v&…`, every value percent-encoded ("/" included), so it names no scheme or host
+    **{n: frozenset({"xss", "header", "redirect", "ssrf"}) for n in ("urllib.parse.urlencode", "urlencode")},
     **{n: frozenset({"ldap"}) for n in ("ldap.filter.escape_filter_chars", "ldap3.utils.conv.escape_filter_chars",
                                          "escape_filter_chars", "ldap.dn.escape_dn_chars", "escape_dn_chars")},
     **{n: frozenset({"sql"}) for n in ("psycopg2.sql.Literal", "psycopg2.sql.Identifier", "psycopg.sql.Literal",
