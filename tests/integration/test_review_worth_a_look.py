@@ -324,3 +324,26 @@ def test_a_check_or_safe_loader_on_the_line_before_clears_the_sink(env: None, tm
     assert _at(report, "python:open-redirect") == [("web/login.py", 20)]
     assert _at(report, "python:trust-boundary") == []
     assert _at(report, "python:unsafe-deserialization") == []
+
+
+def test_the_summary_note_counts_the_folded_findings_and_lists_none_of_them(
+    env: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fakes.gitlab_server import BOT_TOKEN, FakeGitLab
+
+    monkeypatch.setenv("REVIEWLOOP_GITLAB_TOKEN", BOT_TOKEN)
+    base = {"site/templates/page.html": PAGE}
+    head = {"site/templates/page.html": PAGE_HEAD}
+    with FakeGitLab() as gitlab:
+        gitlab.add_project(1, "shop/site")
+        gitlab.add_merge_request(1, 5, files_base=base, files_head=head, title="Page layout")
+        args = ["review", "--gitlab-url", gitlab.url, "--project", "1", "--mr", "5", "--post", "--format", "json"]
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 0, result.output
+        notes = [n.body for n in gitlab.notes(1, 5) if "**The change**" in n.body]
+    assert len(notes) == 1
+    found = next(p for p in notes[0].split("\n\n") if p.startswith("**Found:**"))
+    # 2a83aab: "2 for a human to judge", both listed below the summary as raw HTML
+    assert "1 more from 1 rule that is usually wrong here; `--all` shows them" in found
+    assert "for a human to judge" not in found
+    assert "Unescaped HTML" not in notes[0]
