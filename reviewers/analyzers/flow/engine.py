@@ -532,7 +532,7 @@ class Interpreter:
                 return final_env, True
             return self.block(stmt.finalbody, join_envs(try_ends))
         elif isinstance(stmt, ast.Assert):
-            env = self.refined(stmt.test, True, env)
+            env = self.refined(self.checked_by_name(stmt.test), True, env)
         elif isinstance(stmt, ast.Match):
             subject = self.eval(stmt.subject, env)
             case_ends: list[Env] = []
@@ -555,6 +555,7 @@ class Interpreter:
         self, test: ast.expr, body: Sequence[ast.stmt], orelse: Sequence[ast.stmt], env: Env
     ) -> tuple[Env, bool]:
         self.eval(test, env)
+        test = self.checked_by_name(test)
         true_env, true_left = self.block(body, self.refined(test, True, env))
         false_env, false_left = self.block(orelse, self.refined(test, False, env))
         alive = [e for e, left in ((true_env, true_left), (false_env, false_left)) if not left]
@@ -563,7 +564,6 @@ class Interpreter:
         return join_envs(alive), False
 
     def refined(self, test: ast.expr, positive: bool, env: Env) -> Env:
-        test = self.checked_by_name(test)
         proven = guards.facts(test, positive, is_const=lambda e: self.eval(e, env).constant, qualified=self.qualified)
         if not proven:
             return dict(env)
@@ -587,10 +587,11 @@ class Interpreter:
             return test if values == test.values else ast.BoolOp(op=test.op, values=values)
         if isinstance(test, ast.Name):
             check = self._assigned.get(test.id)
-            if isinstance(check, ast.Call | ast.Compare) or (
-                isinstance(check, ast.UnaryOp) and isinstance(check.op, ast.Not)
+            if isinstance(check, ast.Call | ast.Compare | ast.UnaryOp) and any(
+                guards.facts(check, positive, is_const=lambda _: False, qualified=self.qualified)
+                for positive in (True, False)
             ):
-                return check
+                return check  # a check's result, not a value computed from the data
         return test
 
     def assign(self, target: ast.expr, value: Value, env: Env, source: ast.expr | None) -> None:
@@ -761,8 +762,9 @@ class Interpreter:
             return CONSTANT
         if isinstance(expr, ast.IfExp):
             self.eval(expr.test, env)
-            return join([self.eval(expr.body, self.refined(expr.test, True, env)),
-                         self.eval(expr.orelse, self.refined(expr.test, False, env))])  # fmt: skip
+            test = self.checked_by_name(expr.test)
+            return join([self.eval(expr.body, self.refined(test, True, env)),
+                         self.eval(expr.orelse, self.refined(test, False, env))])  # fmt: skip
         if isinstance(expr, ast.List | ast.Tuple | ast.Set):
             # a starred part counts as one item: what comes before it keeps its place (argv[0])
             return sequence(

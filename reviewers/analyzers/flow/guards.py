@@ -89,10 +89,10 @@ def _facts(
         _compare(cond, positive, is_const, qualified, out)
     elif isinstance(cond, ast.Call):
         _call(cond, positive, qualified, out)
-    elif isinstance(cond, ast.Name) and not positive:
-        _add(out, cond.id, ALL_CLASSES)  # `if not x:` / `x or default`: x is empty or None there
     elif not positive and (subject := _subject(cond, qualified)) and subject[1]:
         _add(out, subject[0], _URL_CLASSES)  # `if urlparse(x).netloc: abort()`: a relative URL after it
+    elif isinstance(cond, ast.Name) and not positive:
+        _add(out, cond.id, ALL_CLASSES)  # `if not x:` / `x or default`: x is empty or None there
     return out
 
 
