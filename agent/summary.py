@@ -18,7 +18,6 @@ from collections.abc import Sequence
 
 from agent.diff import quote_path
 from agent.strategy import Strategy
-from agent.verdicts.track_record import folded, folded_line
 from agent.verifier import VerifiedFinding
 from reviewers.kernel.contracts import SEVERITY_RANK, FileChange, NotReviewed
 
@@ -81,10 +80,8 @@ def summary_opening(
         lines.append("**Not checked:** nothing; every changed file was analyzed in full.")
 
     real = [v for v in verified if v.verdict == "REAL"]
-    listed = [v for v in verified if v.verdict == "NEEDS_HUMAN_REVIEW"]
-    human = [v for v in listed if not folded(v.reason)]
-    usually_wrong = folded_line([v.finding.rule for v in listed if folded(v.reason)])
-    dropped = len(verified) - len(real) - len(listed)
+    human = [v for v in verified if v.verdict == "NEEDS_HUMAN_REVIEW"]
+    dropped = len(verified) - len(real) - len(human)
     if real:
         by_severity = Counter(v.finding.severity for v in real)
         counts = ", ".join(f"{by_severity[s]} {s}" for s in sorted(by_severity, key=lambda s: -SEVERITY_RANK[s]))
@@ -96,7 +93,5 @@ def summary_opening(
         found = "**Found:** nothing worth a thread"
     found += f"; {len(human)} for a human to judge" if human else ""
     found += f"; {dropped} dropped by the verifier (not shown)." if dropped else "."
-    if usually_wrong is not None:
-        found += f" {usually_wrong[0].upper()}{usually_wrong[1:]}."
     lines.append(found)
     return "\n\n".join(lines)
