@@ -364,7 +364,7 @@ def _handler_sinks(interp: Interpreter, call: ast.Call, attr: str, args: list[Va
         if attr in ("write", "finish") and call.args:
             chunk = call.args[0]
             value = args[0]
-            if not isinstance(chunk, ast.Dict | ast.List) and value.items is None:
+            if not isinstance(chunk, ast.Dict | ast.List) and value.items is None and not _not_html(interp):
                 interp.sink(call, "xss", value, f"self.{attr} (tornado's response, text/html)", argument=chunk)
             return True
     if kind == HTTP_SERVER and attr == "send_header" and len(args) == 2:
@@ -374,6 +374,22 @@ def _handler_sinks(interp: Interpreter, call: ast.Call, attr: str, args: list[Va
             interp.sink(call, "redirect", args[1], "a Location header (send_header)")
         interp.sink(call, "header", args[1], "self.send_header")
         return True
+    return False
+
+
+def _not_html(interp: Interpreter) -> bool:
+    """Whether the handler method sets a content type other than HTML (`self.set_header("Content-Type",
+    "application/json")`): what it writes is then no page."""
+    if interp.func is None:
+        return False
+    for node in ast.walk(interp.func):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        if node.func.attr not in ("set_header", "add_header") or len(node.args) != 2:
+            continue
+        name, value = node.args
+        if isinstance(name, ast.Constant) and str(name.value).lower() == "content-type":
+            return not (isinstance(value, ast.Constant) and "html" in str(value.value).lower())
     return False
 
 
