@@ -20,6 +20,7 @@ from rich.table import Table
 from agent.diff import quote_path
 from agent.sanitize import code_block, inline_code, neutralise
 from agent.suggestions import suggestion_block
+from agent.verdicts.track_record import folded, folded_line
 from agent.verifier import VerifiedFinding
 from reviewers.kernel.contracts import SEVERITY_RANK, NotReviewed, Severity
 
@@ -81,8 +82,15 @@ def finding_record(v: VerifiedFinding) -> dict[str, Any]:
 
 
 def shown(verified: Sequence[VerifiedFinding], *, include_all: bool = False) -> list[VerifiedFinding]:
-    kept = [v for v in verified if include_all or v.verdict in SHOWN_VERDICTS]
+    """What a reader sees: REAL and NEEDS_HUMAN_REVIEW, less the findings of rules that are usually
+    wrong here (counted in one line, `folded_summary`); everything with `include_all`."""
+    kept = [v for v in verified if include_all or (v.verdict in SHOWN_VERDICTS and not folded(v.reason))]
     return sorted(kept, key=lambda v: (-SEVERITY_RANK[v.finding.severity], v.finding.path, v.finding.line))
+
+
+def folded_summary(verified: Sequence[VerifiedFinding]) -> str | None:
+    """The one counted line for the listed findings of rules usually wrong here, or None."""
+    return folded_line([v.finding.rule for v in verified if v.verdict == "NEEDS_HUMAN_REVIEW" and folded(v.reason)])
 
 
 def render_json(verified: Sequence[VerifiedFinding], meta: dict[str, Any]) -> str:
@@ -103,6 +111,8 @@ def render_table(verified: Sequence[VerifiedFinding], meta: dict[str, Any]) -> s
     console.print(table)
     if not verified:
         console.print("No findings worth reporting.")
+    if meta.get("folded"):
+        console.print(str(meta["folded"]))
     for skipped in not_reviewed_in(meta):
         console.print(f"not analyzed in full: {quote_path(skipped.path)} ({skipped.describe()})")
     return buf.getvalue()
@@ -121,6 +131,8 @@ def render_markdown(verified: Sequence[VerifiedFinding], meta: dict[str, Any]) -
         ]
     if not verified:
         lines.append("No findings worth reporting.")
+    if meta.get("folded"):
+        lines += [neutralise(str(meta["folded"])), ""]
     for v in verified:
         f = v.finding
         lines.append(f"### {f.severity.upper()} · {f.category} · {inline_code(f'{quote_path(f.path)}:{f.line}')}")
@@ -279,6 +291,9 @@ def render_report(
 ) -> str:
     """Render the findings a reader should see (REAL and NEEDS_HUMAN_REVIEW unless `include_all`)."""
     chosen = shown(verified, include_all=include_all)
+    line = None if include_all else folded_summary(verified)
+    if line is not None:
+        meta = {**meta, "folded": line}
     renderers = {
         "table": render_table,
         "json": render_json,

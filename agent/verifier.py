@@ -48,7 +48,7 @@ from agent.verdicts.judge import ModelJudgment, judge_messages
 from agent.verdicts.posting import Posting, injection_taint, unbound_name, unearned_voice
 from agent.verdicts.preexisting import base_python, preexisting_flow, preexisting_ruff
 from agent.verdicts.sinks import sink_gets_constants
-from agent.verdicts.track_record import Record, accepted_by_people, unproven_rule
+from agent.verdicts.track_record import Record, accepted_by_people, unproven_rule, usually_wrong
 from agent.verdicts.unchanged import DeletedCode, unchanged_code
 from reviewers.analyzers.secrets import token_digest
 from reviewers.kernel.contracts import SEVERITY_RANK, Finding, LLMPort, Workspace
@@ -346,7 +346,17 @@ def verify_findings(
             if calibrated is not None:
                 verdict, reason = "NEEDS_HUMAN_REVIEW", calibrated
         out.append(VerifiedFinding(finding, verdict, reason))
+    out = [_fold_usually_wrong(v, inputs) for v in out]
     return sorted(out, key=lambda v: (-SEVERITY_RANK[v.finding.severity], v.finding.path, v.finding.line))
+
+
+def _fold_usually_wrong(v: VerifiedFinding, inputs: VerifierInputs) -> VerifiedFinding:
+    """A listed finding of a rule that is usually wrong here, marked to be counted in the summary
+    rather than listed (`track_record.usually_wrong`); every other verdict as it was."""
+    if v.verdict != "NEEDS_HUMAN_REVIEW":
+        return v
+    why = usually_wrong(v.finding, inputs.people_votes, inputs.track_record)
+    return v if why is None else VerifiedFinding(v.finding, v.verdict, f"{v.reason}; {why}")
 
 
 def below_min_severity(finding: Finding, min_severity: str) -> bool:

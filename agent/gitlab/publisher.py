@@ -35,6 +35,7 @@ from agent.sanitize import (
     parse_markers,
 )
 from agent.suggestions import applies_cleanly, suggestion_block
+from agent.verdicts.track_record import folded, folded_line
 from agent.verifier import Verdict
 from reviewers.fingerprint import make_fingerprint, normalise_evidence
 from reviewers.kernel.contracts import SEVERITY_RANK, FileChange, Finding, Workspace
@@ -276,10 +277,15 @@ def summary_body(
         ]
         lines += [_listed(item, allowed_urls, with_reason=False) for item in over_budget]
         parts.append("\n".join(lines))
+    # a rule usually wrong here is counted in one line, not listed (`track_record.usually_wrong`)
+    usually_wrong = folded_line([i.finding.rule for i in needs_human if folded(i.reason)])
+    needs_human = [i for i in needs_human if not folded(i.reason)]
     if needs_human:
         lines = ["**Needs a human look** (not posted as threads):"]
         lines += _listed_by_reason(needs_human, allowed_urls)
         parts.append("\n".join(lines))
+    if usually_wrong is not None:
+        parts.append(f"**{usually_wrong[0].upper()}{usually_wrong[1:]}.**")
     if not_reviewed:
         lines = [f"**Not analyzed in full** ({len(not_reviewed)} file(s)):"]
         lines += [
