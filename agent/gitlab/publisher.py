@@ -424,21 +424,36 @@ class OpenThread:
     finding_id: int | None = None
 
 
-def outdated_reason(thread: OpenThread, diff_index: DiffIndex, workspace: Workspace) -> str | None:
-    """Why a thread's code is gone at the new head, or None when it is still there (or we cannot
-    tell: a thread without evidence, or a file we cannot read, stays open)."""
+def outdated_reason(
+    thread: OpenThread, diff_index: DiffIndex, workspace: Workspace, *, still_found: Collection[str] = ()
+) -> str | None:
+    """Why a thread's code is gone at the new head, or None when its finding still stands there.
+
+    `diff_index` is the merge request's whole current diff (base to the new head), never just what
+    the latest push touched: a push that leaves a file alone leaves its threads alone. A thread is
+    outdated only when its own lines changed (its evidence is no longer in the file at head) or its
+    file was removed; a finding the new review found again (`still_found`, by fingerprint) stands.
+    A thread without evidence, or a file we cannot read, stays open: we never resolve on a guess."""
+    if thread.fingerprint in still_found:
+        return None
     change = diff_index.file(thread.path)
+    path = thread.path
+    if change is None:
+        renamed = (diff_index.file(p) for p in diff_index.paths())
+        moved = next((c for c in renamed if c is not None and c.old_path == thread.path), None)
+        if moved is not None:
+            change, path = moved, moved.path
+    if change is not None and change.status == "deleted":
+        return "the file is deleted"
+    text = workspace.read_file(path)
+    if text is None:
+        return "the file is deleted" if workspace.unreadable_reason(path) is None else None
+    wanted = normalise_evidence(thread.evidence)
+    if not wanted or wanted in normalise_evidence(text):
+        return None
     if change is None:
         return "the merge request no longer changes this file"
-    if change.status == "deleted":
-        return "the file is deleted"
-    wanted = normalise_evidence(thread.evidence)
-    if not wanted:
-        return None
-    text = workspace.read_file(thread.path)
-    if text is None:
-        return None
-    return None if wanted in normalise_evidence(text) else "the code it points at is gone"
+    return "the code it points at is gone"
 
 
 def resolve_outdated(
@@ -450,17 +465,19 @@ def resolve_outdated(
     workspace: Workspace,
     *,
     resolve: bool = True,
+    still_found: Collection[str] = (),
 ) -> list[OpenThread]:
     """Resolve (or, with `resolve=False`, reply "outdated" once in) each of our open threads whose
-    code is gone at the new head. Threads a person already resolved are left alone. Returns the
-    threads acted on, for the store to mark outdated."""
+    code is gone at the new head (`outdated_reason`; `new_diff_index` is the MR's whole diff).
+    Threads a person already resolved are left alone. Returns the threads acted on, for the store
+    to mark outdated."""
     on_gitlab = {d.id: d for d in platform.discussions(project, mr_iid)}
     acted: list[OpenThread] = []
     for thread in our_open_threads:
         discussion = on_gitlab.get(thread.discussion_id)
         if discussion is None or discussion.resolved:
             continue
-        reason = outdated_reason(thread, new_diff_index, workspace)
+        reason = outdated_reason(thread, new_diff_index, workspace, still_found=still_found)
         if reason is None:
             continue
         if resolve:

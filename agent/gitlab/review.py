@@ -3,14 +3,15 @@
 This is what the worker's job calls. It is safe to call again for the same (project, MR, head):
 a finished review is returned as is, an unfinished one is resumed from its checkpoint under the
 same review row, and the publisher posts only what is not on the merge request yet. On a new push,
-only the files the new commits touched are reviewed, and our threads whose code is gone are
-resolved (or marked, per the repository's config).
+only the files the new commits touched are reviewed; our threads are judged against the merge
+request's whole diff at the new head, and only those whose own lines changed or whose file was
+removed are resolved (or marked, per the repository's config).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -178,7 +179,15 @@ def make_publisher(deps: ReviewDeps, request: ReviewRequest) -> Any:
         )
         if result.summary_note_id is not None:
             store_reviews.record_summary_note(deps.pool, review_id, note_id=result.summary_note_id)
-        outdated = _retire_outdated(deps, request, review_id, index, context.workspace, context.config.resolve_outdated)
+        outdated = _retire_outdated(
+            deps,
+            request,
+            review_id,
+            head_sha=str(snapshot.head_sha or ""),
+            workspace=context.workspace,
+            resolve=context.config.resolve_outdated,
+            still_found={v.finding.fingerprint for v in verified},
+        )
         return {
             "posted": sum(1 for p in result.published if not p.reused),
             "reused": sum(1 for p in result.published if p.reused),
@@ -192,17 +201,39 @@ def make_publisher(deps: ReviewDeps, request: ReviewRequest) -> Any:
 
 
 def _retire_outdated(
-    deps: ReviewDeps, request: ReviewRequest, review_id: int, index: DiffIndex, workspace: Workspace, resolve: bool
+    deps: ReviewDeps,
+    request: ReviewRequest,
+    review_id: int,
+    *,
+    head_sha: str,
+    workspace: Workspace,
+    resolve: bool,
+    still_found: Collection[str],
 ) -> int:
-    """Resolve or mark our open threads from earlier reviews whose evidence is gone at this head."""
-    threads = store_reviews.open_threads(deps.pool, project=request.project, mr_iid=int(request.mr_iid or 0))
+    """Resolve or mark our open threads from earlier reviews whose own lines changed or whose file was
+    removed, judged against the merge request's whole diff at this head (base..head), not against the
+    files this push touched: a README-only push leaves every thread as it was."""
+    project, iid = request.project, int(request.mr_iid or 0)
+    threads = store_reviews.open_threads(deps.pool, project=project, mr_iid=iid)
     earlier = [
         OpenThread(t["discussion_id"], t["fingerprint"], t["path"], t["line"], t["evidence"], t["finding_id"])
         for t in threads
         if t["review_id"] != review_id
     ]
+    if not earlier:
+        return 0
+    whole = deps.platform.diffs(project, iid)
+    if whole.versions.head_sha != head_sha:
+        return 0  # the MR moved on while we reviewed: the review of the newer head judges the threads
     acted = resolve_outdated(
-        deps.platform, request.project, int(request.mr_iid or 0), earlier, index, workspace, resolve=resolve
+        deps.platform,
+        project,
+        iid,
+        earlier,
+        DiffIndex(whole.files),
+        workspace,
+        resolve=resolve,
+        still_found=still_found,
     )
     for t in acted:
         if t.finding_id is not None:
