@@ -13,7 +13,8 @@ place. Model and reviewer text is neutralised.
 Each merge request gets a comment budget (`max_discussions` threads, from `.reviewloop.toml`): REAL
 findings are ranked by severity, then confidence, and those past the budget are listed briefly in
 the summary instead. Our open threads already on the merge request count against the budget
-first, so a re-run or a new push never takes the total past it.
+first, so a re-run or a new push never takes the total past it. Critical findings post whatever
+the budget (`ALWAYS_POSTED`).
 """
 
 from __future__ import annotations
@@ -51,6 +52,9 @@ MAX_NOT_REVIEWED_LISTED = 50  # the rest are counted: the full list is in the re
 MAX_LISTED_PER_REASON = 10
 DEFAULT_MAX_DISCUSSIONS = 10  # RepoConfig's default; a wall of threads gets skimmed or muted
 CONFIDENCE_RANK = {"low": 0, "medium": 1, "high": 2}
+# A cap on threads moves findings to the summary, never below these: a critical finding always posts,
+# whatever `max_discussions` says (a budget of 0 must not hide a leaked key).
+ALWAYS_POSTED = frozenset({"critical"})
 FEEDBACK_HINT = "React with :thumbsup: or :thumbsdown: to tell reviewloop whether this helped."
 
 
@@ -302,15 +306,21 @@ def publish_review(
     diff_index: DiffIndex,
     findings: Sequence[FindingToPublish | tuple[int, Finding, Verdict, str]],
     existing: Mapping[str, PostedThread],
-    summary: str,
+    summary: str | Callable[[PublishResult], str],
     record_posted: RecordPosted,
     not_reviewed: Sequence[NotReviewed] = (),
     allowed_urls: Collection[str] = frozenset(),
     max_discussions: int = DEFAULT_MAX_DISCUSSIONS,
+    earlier_listed: Sequence[FindingToPublish] = (),
+    earlier_held: Sequence[FindingToPublish] = (),
 ) -> PublishResult:
     """Post what is not on the merge request yet: one thread per REAL finding (deduplicated by
     fingerprint against `existing` from the store and the markers in our own threads) up to the
-    comment budget, then the summary note (listing the rest), created once and edited in place."""
+    comment budget, then the summary note (listing the rest), created once and edited in place.
+
+    `summary` may be a function of the result (the opening counts what was posted); `earlier_listed`
+    and `earlier_held` are findings of earlier pushes that still stand (`agent.gitlab.mr_state`):
+    listed in the summary beside this push's, never posted again."""
     items = [FindingToPublish(*f) for f in findings]
     bot_id = platform.bot_user_id()
     discussions = platform.discussions(project, mr_iid)
@@ -335,10 +345,10 @@ def publish_review(
         fp = fingerprint_of(item.finding)
         if fp in known:
             continue
-        if slots == 0:
+        if slots == 0 and item.finding.severity not in ALWAYS_POSTED:
             over_budget.append(item)
             continue
-        slots -= 1
+        slots = max(0, slots - 1)
         posted, fallback = _post_finding(
             platform, project, mr_iid, item.finding, fp, versions, diff_index, allowed_urls
         )
@@ -351,9 +361,9 @@ def publish_review(
     result.needs_human = [i.finding_id for i in needs_human]
     result.over_budget = [i.finding_id for i in over_budget]
     body = summary_body(
-        summary,
-        needs_human,
-        over_budget=over_budget,
+        summary(result) if callable(summary) else summary,
+        [*needs_human, *earlier_held],
+        over_budget=[*over_budget, *earlier_listed],
         max_discussions=max_discussions,
         not_reviewed=not_reviewed,
         allowed_urls=allowed_urls,

@@ -22,20 +22,30 @@ from agent.context import (
     ReviewRequest,
     Snapshot,
     head_files_for_snapshot,
-    read_config_text,
     render_unified_diff,
 )
 from agent.diff import DiffIndex
 from agent.gitlab.client import GitLabPlatform
 from agent.gitlab.models import DiffVersions
+from agent.gitlab.mr_state import carry_forward, merged_not_reviewed
+from agent.gitlab.mr_state import standing as standing_after
 from agent.gitlab.projects import confirm_project_allowed
-from agent.gitlab.publisher import FindingToPublish, OpenThread, PostedThread, publish_review, resolve_outdated
+from agent.gitlab.publisher import (
+    FindingToPublish,
+    OpenThread,
+    PostedThread,
+    PublishResult,
+    publish_review,
+    resolve_outdated,
+)
 from agent.graph import ReviewState
 from agent.loaders import not_reviewed_files
 from agent.pipeline import run_review, unreached_files
+from agent.repo_config import CONFIG_FILE, describe_config_change, target_config
 from agent.runtime import Runtime
 from agent.service_settings import Settings
 from agent.store import reviews as store_reviews
+from agent.store.mr_state import MergeRequestState, record_mr_state
 from agent.strategy import Strategy
 from agent.strategy_model import StrategyModelSource
 from agent.summary import summary_opening
@@ -109,6 +119,11 @@ def load_gitlab_snapshot(
         if touched is not None:
             files = [f for f in files if f.path in touched or f.old_path in touched]
     workspace = platform.workspace(project, versions.head_sha, changed_paths=[f.path for f in files])
+    # The settings are the target branch's (at the MR's base), never the head's: the author must not
+    # be able to switch the review off. A change to them in the MR is reported, not applied.
+    base_config = platform.read_file(project, CONFIG_FILE, versions.base_sha)
+    config_text, config_notes = target_config(base_config)
+    config_notes += describe_config_change(base_config, workspace.read_file(CONFIG_FILE))
     snapshot = Snapshot(
         title=mr.title,
         description=mr.description,
@@ -121,7 +136,8 @@ def load_gitlab_snapshot(
             [*not_reviewed, *(n for n in not_reviewed_files(files) if n.reason == "binary")]
         ),
         files=head_files_for_snapshot(files, workspace),
-        config_text=read_config_text(workspace),
+        config_text=config_text,
+        config_notes=config_notes,
     )
     return snapshot, workspace, files
 
@@ -154,8 +170,54 @@ def make_publisher(deps: ReviewDeps, request: ReviewRequest) -> Any:
             )
 
         versions = DiffVersions(str(snapshot.base_sha), str(snapshot.start_sha), str(snapshot.head_sha))
+        head_sha = str(snapshot.head_sha or "")
         # what GitLab did not send, and what a step budget, an analyzer budget or the deadline cut short
-        not_reviewed = merge_not_reviewed([*snapshot.not_reviewed, *_cut_short(state)])
+        this_push = merge_not_reviewed([*snapshot.not_reviewed, *_cut_short(state)])
+        # The merge request's whole diff at this head: threads and earlier findings are judged against
+        # it, never against the files this push touched (a README-only push changes nothing they say).
+        whole = deps.platform.diffs(project, iid)
+        current = whole.versions.head_sha == head_sha  # else the MR moved on: the newer review judges
+        whole_index = DiffIndex(whole.files) if current else index
+        still_found = {v.finding.fingerprint for v in verified}
+        outdated = 0
+        if current:
+            outdated = _retire_outdated(
+                deps,
+                request,
+                review_id,
+                whole_diff=whole_index,
+                workspace=context.workspace,
+                resolve=context.config.resolve_outdated,
+                still_found=still_found,
+            )
+        carried = carry_forward(
+            deps.pool,
+            project=project,
+            mr_iid=iid,
+            review_id=review_id,
+            verified=verified,
+            reviewed_paths={f.path for f in context.files},
+            whole_diff=whole_index,
+            workspace=context.workspace,
+        )
+        not_reviewed = merged_not_reviewed(this_push, carried)
+        state_left: list[MergeRequestState] = []
+
+        def opening(result: PublishResult) -> str:
+            standing, mr_state = standing_after(carried, verified, finding_ids, result)
+            mr_state["not_reviewed"] = [n.model_dump(mode="json") for n in not_reviewed]
+            state_left.append(mr_state)
+            return summary_opening(
+                strategy=Strategy.model_validate(state.get("strategy") or {"change_type": "mixed"}),
+                files=context.files,
+                verified=verified,
+                not_reviewed=not_reviewed,
+                head_sha=head_sha,
+                max_discussions=context.config.max_discussions,
+                standing=standing,
+                config_notes=snapshot.config_notes,
+            )
+
         result = publish_review(
             deps.platform,
             project=project,
@@ -164,30 +226,18 @@ def make_publisher(deps: ReviewDeps, request: ReviewRequest) -> Any:
             diff_index=index,
             findings=items,
             existing=existing,
-            summary=summary_opening(
-                strategy=Strategy.model_validate(state.get("strategy") or {"change_type": "mixed"}),
-                files=context.files,
-                verified=verified,
-                not_reviewed=not_reviewed,
-                head_sha=str(snapshot.head_sha or ""),
-                max_discussions=context.config.max_discussions,
-            ),
+            summary=opening,
             record_posted=record,
             not_reviewed=not_reviewed,
             allowed_urls=deps.allowed_urls,
             max_discussions=context.config.max_discussions,
+            earlier_listed=carried.listed,
+            earlier_held=carried.held,
         )
         if result.summary_note_id is not None:
             store_reviews.record_summary_note(deps.pool, review_id, note_id=result.summary_note_id)
-        outdated = _retire_outdated(
-            deps,
-            request,
-            review_id,
-            head_sha=str(snapshot.head_sha or ""),
-            workspace=context.workspace,
-            resolve=context.config.resolve_outdated,
-            still_found={v.finding.fingerprint for v in verified},
-        )
+        if state_left:
+            record_mr_state(deps.pool, review_id, state_left[-1])
         return {
             "posted": sum(1 for p in result.published if not p.reused),
             "reused": sum(1 for p in result.published if p.reused),
@@ -205,7 +255,7 @@ def _retire_outdated(
     request: ReviewRequest,
     review_id: int,
     *,
-    head_sha: str,
+    whole_diff: DiffIndex,
     workspace: Workspace,
     resolve: bool,
     still_found: Collection[str],
@@ -222,15 +272,12 @@ def _retire_outdated(
     ]
     if not earlier:
         return 0
-    whole = deps.platform.diffs(project, iid)
-    if whole.versions.head_sha != head_sha:
-        return 0  # the MR moved on while we reviewed: the review of the newer head judges the threads
     acted = resolve_outdated(
         deps.platform,
         project,
         iid,
         earlier,
-        DiffIndex(whole.files),
+        whole_diff,
         workspace,
         resolve=resolve,
         still_found=still_found,
