@@ -16,8 +16,11 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from agent.diff import DiffIndex
+from agent.gitlab.models import Discussion
 from agent.gitlab.publisher import FindingToPublish, OpenThread, PublishResult, outdated_reason
+from agent.store import feedback as store_feedback
 from agent.store import mr_state as store_state
+from agent.store import reviews as store_reviews
 from agent.store.db import Database
 from agent.store.reviews import FindingRow
 from agent.summary import Standing
@@ -150,3 +153,50 @@ def standing(
 
 def merged_not_reviewed(current: Sequence[NotReviewed], carried: Carried) -> list[NotReviewed]:
     return merge_not_reviewed([*current, *carried.not_reviewed])
+
+
+def record_thread_outcomes(
+    db: Database,
+    *,
+    project: str,
+    mr_iid: int,
+    review_id: int,
+    discussions: Sequence[Discussion],
+    bot_user_id: int,
+    author_id: int | None,
+    whole_diff: DiffIndex,
+    workspace: Workspace,
+    still_found: Collection[str],
+) -> int:
+    """Feedback from how people closed our threads (DESIGN, "Feedback"): a thread a person resolved
+    after its own lines changed counts as that person accepting the finding; resolved without a
+    change, as rejecting it. Judged at each new push against the MR's whole diff (the test that
+    retires a thread, `publisher.outdated_reason`); each thread counts once, then is marked resolved.
+    Returns how many outcomes were recorded."""
+    by_id = {d.id: d for d in discussions}
+    recorded = 0
+    for t in store_reviews.open_threads(db, project=project, mr_iid=mr_iid):
+        if t["review_id"] == review_id:
+            continue
+        discussion = by_id.get(t["discussion_id"])
+        if discussion is None or not discussion.resolved:
+            continue
+        resolver = discussion.first_note.resolved_by_id
+        if resolver is None or resolver == bot_user_id:
+            continue
+        thread = OpenThread(t["discussion_id"], t["fingerprint"], t["path"], t["line"], t["evidence"], t["finding_id"])
+        changed = outdated_reason(thread, whole_diff, workspace, still_found=still_found)
+        store_feedback.record_vote(
+            db,
+            t["finding_id"],
+            user_key=f"gitlab:{resolver}",
+            source="thread_outcome",
+            value=1 if changed else -1,
+            comment=f"resolved the thread after its code changed ({changed})"
+            if changed
+            else "resolved the thread without changing its code",
+            voter_is_author=author_id is not None and resolver == author_id,
+        )
+        store_reviews.set_thread_state(db, t["finding_id"], "resolved")
+        recorded += 1
+    return recorded

@@ -27,7 +27,7 @@ from agent.context import (
 from agent.diff import DiffIndex
 from agent.gitlab.client import GitLabPlatform
 from agent.gitlab.models import DiffVersions
-from agent.gitlab.mr_state import carry_forward, merged_not_reviewed
+from agent.gitlab.mr_state import carry_forward, merged_not_reviewed, record_thread_outcomes
 from agent.gitlab.mr_state import standing as standing_after
 from agent.gitlab.projects import confirm_project_allowed
 from agent.gitlab.publisher import (
@@ -45,7 +45,7 @@ from agent.repo_config import CONFIG_FILE, describe_config_change, target_config
 from agent.runtime import Runtime
 from agent.service_settings import Settings
 from agent.store import reviews as store_reviews
-from agent.store.mr_state import MergeRequestState, record_mr_state
+from agent.store.mr_state import MergeRequestState, mr_author_of, record_mr_state
 from agent.strategy import Strategy
 from agent.strategy_model import StrategyModelSource
 from agent.summary import summary_opening
@@ -181,6 +181,18 @@ def make_publisher(deps: ReviewDeps, request: ReviewRequest) -> Any:
         still_found = {v.finding.fingerprint for v in verified}
         outdated = 0
         if current:
+            record_thread_outcomes(
+                deps.pool,
+                project=project,
+                mr_iid=iid,
+                review_id=review_id,
+                discussions=deps.platform.discussions(project, iid),
+                bot_user_id=deps.platform.bot_user_id(),
+                author_id=mr_author_of(deps.pool, review_id),
+                whole_diff=whole_index,
+                workspace=context.workspace,
+                still_found=still_found,
+            )
             outdated = _retire_outdated(
                 deps,
                 request,

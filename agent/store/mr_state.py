@@ -76,3 +76,10 @@ def earlier_open_findings(db: Database, *, project: str, mr_iid: int, before_rev
 
 def state_items(rows: Mapping[int, FindingRow], items: Sequence[StateItem]) -> list[tuple[StateItem, FindingRow]]:
     return [(item, rows[item["finding_id"]]) for item in items if item["finding_id"] in rows]
+
+
+def mr_author_of(db: Database, review_id: int) -> int | None:
+    """The merge request's author as recorded for this review (`reviews.record_mr_author`)."""
+    with connection(db) as conn:
+        row = conn.execute("SELECT mr_author_id FROM reviews WHERE id = %s", (review_id,)).fetchone()
+    return int(row[0]) if row and row[0] is not None else None

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import psycopg
 import pytest
-from fakes.gitlab_server import BOT_TOKEN, FakeGitLab
+from fakes.gitlab_server import BOT_TOKEN, HUMAN_USER_ID, FakeGitLab, User
 from psycopg.rows import dict_row
 
 from agent.gitlab.client import GitLabPlatform
@@ -188,3 +188,32 @@ def test_an_invalid_configuration_is_named_and_the_review_runs_on_defaults(fake:
         or ".reviewloop.toml on the target branch: not valid TOML" in note
     )
     assert "The review ran on the default settings." in note
+
+
+def test_how_a_person_closes_a_thread_counts_as_their_vote(fake: FakeGitLab, db_dsn: str) -> None:
+    reviewer = User(77, "bob", "Bob Reviewer")
+    fake.add_merge_request(PID, IID, files_base=BASE, files_head=HEAD, title="Lookup by name")
+    review(fake, db_dsn)
+    ids = {d.notes[0].body.split(" · ", 1)[0]: d.id for d in fake.discussions(PID, IID) if d.notes[0].resolvable}
+    # The author resolves the token thread without touching the token: a rejection, theirs alone.
+    fake.resolve_as(PID, IID, ids["**CRITICAL**"])
+    # The query is fixed, and a reviewer resolves the SQL thread before the bot sees the push: accepted.
+    fixed = API.replace(SQL_LINE, '    cur.execute("SELECT * FROM users WHERE name = %s", (name,))')
+    fake.push(PID, IID, {**HEAD, "svc/api.py": fixed})
+    fake.resolve_as(PID, IID, ids["**HIGH**"], user=reviewer)
+    review(fake, db_dsn)
+    with psycopg.connect(db_dsn, row_factory=dict_row) as conn:
+        votes = conn.execute(
+            "SELECT f.severity, fb.user_key, fb.source, fb.value, fb.voter_is_author, f.thread_state"
+            " FROM feedback fb JOIN findings f ON f.id = fb.finding_id ORDER BY f.severity"
+        ).fetchall()
+    assert [(v["severity"], v["user_key"], v["source"], v["value"], v["voter_is_author"]) for v in votes] == [
+        ("critical", f"gitlab:{HUMAN_USER_ID}", "thread_outcome", -1, True),
+        ("high", "gitlab:77", "thread_outcome", 1, False),
+    ]
+    assert {v["thread_state"] for v in votes} == {"resolved"}
+    # Counted once: a later push records nothing more.
+    fake.push(PID, IID, {**HEAD, "svc/api.py": fixed, "README.md": "# Service\n\nv2\n"})
+    review(fake, db_dsn)
+    with psycopg.connect(db_dsn) as conn:
+        assert conn.execute("SELECT count(*) FROM feedback").fetchone() == (2,)
