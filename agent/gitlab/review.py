@@ -45,7 +45,12 @@ from agent.repo_config import CONFIG_FILE, describe_config_change, target_config
 from agent.runtime import Runtime
 from agent.service_settings import Settings
 from agent.store import reviews as store_reviews
-from agent.store.mr_state import MergeRequestState, mr_author_of, record_mr_state
+from agent.store.mr_state import (
+    MergeRequestState,
+    mr_author_of,
+    record_mr_state,
+    relabel_superseded_by_late_delivery,
+)
 from agent.strategy import Strategy
 from agent.strategy_model import StrategyModelSource
 from agent.summary import summary_opening
@@ -319,6 +324,7 @@ def review_gitlab_merge_request(
         )
     status = store_reviews.review_status(deps.pool, project=project, mr_iid=mr_iid, head_sha=head)
     if status is not None and status[1] == "done":
+        _label_late_delivery(deps, event_id=event_id, event_head=head_sha, reviewed_head=head)
         return status[0]
     previous = store_reviews.last_reviewed_head(deps.pool, project=project, mr_iid=mr_iid)
     request = ReviewRequest(source="gitlab", project=project, mr_iid=mr_iid, head=head)
@@ -349,4 +355,14 @@ def review_gitlab_merge_request(
         deps.pool, source="gitlab", project=project, mr_iid=mr_iid, head_sha=head, previous_head_sha=previous
     )
     outcome = run_review(runtime, request, dsn=deps.dsn, review_id=review_id)
+    _label_late_delivery(deps, event_id=event_id, event_head=head_sha, reviewed_head=head)
     return outcome.review_id
+
+
+def _label_late_delivery(deps: ReviewDeps, *, event_id: int | None, event_head: str | None, reviewed_head: str) -> None:
+    """An event for an older head than the one reviewed (a late delivery, or pushes since) keeps the
+    event history true: the events it superseded at intake were not superseded by a newer push."""
+    if event_id is not None and event_head and event_head != reviewed_head:
+        relabel_superseded_by_late_delivery(
+            deps.pool, event_id=event_id, event_head=event_head, reviewed_head=reviewed_head
+        )

@@ -83,3 +83,19 @@ def mr_author_of(db: Database, review_id: int) -> int | None:
     with connection(db) as conn:
         row = conn.execute("SELECT mr_author_id FROM reviews WHERE id = %s", (review_id,)).fetchone()
     return int(row[0]) if row and row[0] is not None else None
+
+
+def relabel_superseded_by_late_delivery(db: Database, *, event_id: int, event_head: str, reviewed_head: str) -> int:
+    """A late delivery of an older push supersedes the pending review of a newer one at intake, which
+    then reads "superseded by event N (a newer push)"; its job reviews the newest head all the same.
+    Say what happened instead. Returns how many events were relabelled."""
+    reason = (
+        f"superseded by event {event_id}, a late delivery of an older push (head {event_head[:12]});"
+        f" that job reviewed the newest head {reviewed_head[:12]}"
+    )
+    with connection(db) as conn:
+        cur = conn.execute(
+            "UPDATE webhook_events SET reason = %s WHERE status = 'ignored' AND reason = %s",
+            (reason, f"superseded by event {event_id} (a newer push)"),
+        )
+        return cur.rowcount
