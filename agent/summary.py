@@ -70,6 +70,7 @@ def summary_opening(
     max_discussions: int,
     standing: Standing | None = None,
     config_notes: Sequence[str] = (),
+    since_head: str | None = None,
 ) -> str:
     """Four short paragraphs: the change, the checks, the gaps, the findings; then what changed since
     the last push and what the settings say. `not_reviewed` and `standing` describe the merge request
@@ -77,11 +78,15 @@ def summary_opening(
     added = sum(f.additions for f in files)
     removed = sum(f.deletions for f in files)
     what = CHANGE_WORDS.get(strategy.change_type, strategy.change_type)
-    lines = [f"**The change** ({len(files)} file(s), +{added} −{removed}) {what}."]
+    # a new push: only what it changed was reviewed again, while the findings are the whole MR's
+    change = f"The change since {_code(since_head[:12])}" if since_head else "The change"
+    lines = [f"**{change}** ({len(files)} file(s), +{added} −{removed}) {what}."]
     areas = strategy.risk_areas[:FILES_THAT_MATTER]
     if areas:
         named = "; ".join(f"{_code(quote_path(a.path, ascii_only=False))} ({a.why})" for a in areas)
         lines[0] += f" The files that matter most: {named}."
+    if since_head:
+        lines[0] += " What follows is the whole merge request's, across its pushes."
 
     gaps = {n.path for n in not_reviewed}
     analyzed = sum(1 for f in files if f.path not in gaps and not f.is_binary)

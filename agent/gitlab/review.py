@@ -152,7 +152,9 @@ def _cut_short(state: ReviewState) -> list[NotReviewed]:
     return unreached_files(results)
 
 
-def make_publisher(deps: ReviewDeps, request: ReviewRequest) -> Any:
+def make_publisher(deps: ReviewDeps, request: ReviewRequest, *, since_head: str | None = None) -> Any:
+    """The reporter's publishing step; `since_head`: the head of the last reviewed push, when this
+    review covers only what changed since (the summary then says so)."""
     project, iid = request.project, int(request.mr_iid or 0)
 
     def publish(
@@ -233,6 +235,7 @@ def make_publisher(deps: ReviewDeps, request: ReviewRequest) -> Any:
                 max_discussions=context.config.max_discussions,
                 standing=standing,
                 config_notes=snapshot.config_notes,
+                since_head=since_head,
             )
 
         result = publish_review(
@@ -344,7 +347,7 @@ def review_gitlab_merge_request(
         llm=deps.llm,
         loaders={"gitlab": loader},
         workspace_for=workspace_for,
-        publisher=make_publisher(deps, request),
+        publisher=make_publisher(deps, request, since_head=previous if previous != head else None),
         strategy_model=deps.strategy_model,
         shadow_strategies=deps.shadow_strategies,
         review_deadline_s=deps.review_deadline_s,

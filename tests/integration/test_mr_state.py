@@ -128,6 +128,7 @@ def test_the_summary_keeps_what_earlier_pushes_found_and_says_what_changed(fake:
     assert "**Found:** 1 high; 1 posted as threads; 1 for a human to judge" in second
     assert "**Since the last push:** 0 new, 0 fixed or gone; the rest stands." in second
     assert "nothing worth a thread" not in second and "every changed file was analyzed in full" not in second
+    assert second.startswith("**The change since `") and "whole merge request's, across its pushes" in second
 
     # The shell call goes and a new query comes: one fixed, one new, the SQL thread still counted.
     fixed = (
