@@ -327,7 +327,9 @@ def review_gitlab_merge_request(
         )
     status = store_reviews.review_status(deps.pool, project=project, mr_iid=mr_iid, head_sha=head)
     if status is not None and status[1] == "done":
-        _label_late_delivery(deps, event_id=event_id, event_head=head_sha, reviewed_head=head)
+        _label_late_delivery(
+            deps, project=project, mr_iid=mr_iid, event_id=event_id, event_head=head_sha, reviewed_head=head
+        )
         return status[0]
     previous = store_reviews.last_reviewed_head(deps.pool, project=project, mr_iid=mr_iid)
     request = ReviewRequest(source="gitlab", project=project, mr_iid=mr_iid, head=head)
@@ -358,14 +360,29 @@ def review_gitlab_merge_request(
         deps.pool, source="gitlab", project=project, mr_iid=mr_iid, head_sha=head, previous_head_sha=previous
     )
     outcome = run_review(runtime, request, dsn=deps.dsn, review_id=review_id)
-    _label_late_delivery(deps, event_id=event_id, event_head=head_sha, reviewed_head=head)
+    _label_late_delivery(
+        deps, project=project, mr_iid=mr_iid, event_id=event_id, event_head=head_sha, reviewed_head=head
+    )
     return outcome.review_id
 
 
-def _label_late_delivery(deps: ReviewDeps, *, event_id: int | None, event_head: str | None, reviewed_head: str) -> None:
+def _label_late_delivery(
+    deps: ReviewDeps,
+    *,
+    project: str,
+    mr_iid: int,
+    event_id: int | None,
+    event_head: str | None,
+    reviewed_head: str,
+) -> None:
     """An event for an older head than the one reviewed (a late delivery, or pushes since) keeps the
     event history true: the events it superseded at intake were not superseded by a newer push."""
     if event_id is not None and event_head and event_head != reviewed_head:
         relabel_superseded_by_late_delivery(
-            deps.pool, event_id=event_id, event_head=event_head, reviewed_head=reviewed_head
+            deps.pool,
+            project=project,
+            mr_iid=mr_iid,
+            event_id=event_id,
+            event_head=event_head,
+            reviewed_head=reviewed_head,
         )

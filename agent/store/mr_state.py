@@ -85,7 +85,9 @@ def mr_author_of(db: Database, review_id: int) -> int | None:
     return int(row[0]) if row and row[0] is not None else None
 
 
-def relabel_superseded_by_late_delivery(db: Database, *, event_id: int, event_head: str, reviewed_head: str) -> int:
+def relabel_superseded_by_late_delivery(
+    db: Database, *, project: str, mr_iid: int, event_id: int, event_head: str, reviewed_head: str
+) -> int:
     """A late delivery of an older push supersedes the pending review of a newer one at intake, which
     then reads "superseded by event N (a newer push)"; its job reviews the newest head all the same.
     Say what happened instead. Returns how many events were relabelled."""
@@ -95,7 +97,8 @@ def relabel_superseded_by_late_delivery(db: Database, *, event_id: int, event_he
     )
     with connection(db) as conn:
         cur = conn.execute(
-            "UPDATE webhook_events SET reason = %s WHERE status = 'ignored' AND reason = %s",
-            (reason, f"superseded by event {event_id} (a newer push)"),
+            "UPDATE webhook_events SET reason = %s WHERE project_id = %s AND mr_iid = %s"
+            " AND status = 'ignored' AND reason = %s",
+            (reason, int(project), mr_iid, f"superseded by event {event_id} (a newer push)"),
         )
         return cur.rowcount
