@@ -43,6 +43,7 @@ class ReviewRequest(BaseModel):
 class Snapshot(BaseModel):
     title: str = ""
     description: str = ""
+    web_url: str = ""  # the merge request's page (GitLab reviews), for the dashboard's links
     diff: str = ""
     base_sha: str | None = None
     start_sha: str | None = None

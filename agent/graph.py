@@ -22,6 +22,7 @@ from langgraph.types import RetryPolicy, Send
 from opentelemetry import trace
 
 from agent.agreement import annotate_support, diverse_strategies, execution_step_budget
+from agent.plan_posting import OUTSIDE_PLAN_REASON, plan_visits, split_by_plan
 from agent.repo_config import MANDATORY_REVIEWER
 from agent.strategy import (
     Strategy,
@@ -65,6 +66,9 @@ class ReviewState(TypedDict, total=False):
     reviewer_results: Annotated[list[dict[str, Any]], operator.add]  # each with its "execution" index
     verdicts: list[dict[str, Any]]
     report: dict[str, Any]
+    # The model's own plan, before serving widened it to full analyzer coverage: what decides which
+    # findings are posted (agent.plan_posting; None with the rule-based strategy).
+    model_plan: dict[str, Any] | None
 
 
 class ReviewerTask(TypedDict):
@@ -176,7 +180,8 @@ def build_review_graph(runtime: ReviewRuntime, checkpointer: BaseCheckpointSaver
                 decisions_only=writer.decisions_only,
             )
             analyzers_only: list[PlanItem] = []
-            if source == "model":  # static findings never depend on the model's plan
+            model_plan = z.model_dump(mode="json") if source == "model" else None
+            if source == "model":  # static findings never depend on the model's plan: coverage is kept
                 rules = rule_based_strategy(context.files, context.config, history)
                 z, analyzers_only = with_analyzer_coverage(z, rules)
             analyzers_only += unplanned_analyzers(z, analyzers_only, context)
@@ -212,6 +217,7 @@ def build_review_graph(runtime: ReviewRuntime, checkpointer: BaseCheckpointSaver
                 "strategy_note": note,
                 "model_version_id": version_id,
                 "analyzers_only": [p.model_dump(mode="json") for p in analyzers_only],
+                "model_plan": model_plan,
             }
 
     def fan_out(state: ReviewState) -> list[Send] | str:
@@ -269,6 +275,11 @@ def build_review_graph(runtime: ReviewRuntime, checkpointer: BaseCheckpointSaver
             findings = findings_by_agreement(state, context.config.agreement.min_support, runtime.embedder)
             findings = [f for f in findings if not below_min_severity(f, context.config.min_severity)]
             verified = verify_findings(findings, inputs, runtime.llm)
+            if state.get("model_plan"):  # train = serve: the learned plan decides what is posted
+                verified = posted_by_plan(state, verified)
+                span.set_attribute(
+                    "reviewloop.listed_outside_plan", sum(v.reason == OUTSIDE_PLAN_REASON for v in verified)
+                )
             counts: dict[str, int] = {}
             for v in verified:
                 counts[v.verdict] = counts.get(v.verdict, 0) + 1
@@ -349,6 +360,34 @@ def findings_by_agreement(state: Mapping[str, Any], min_support: int, embedder: 
         return annotate_support(per_execution, min_support=min_support, embedder=embedder)
     except ReviewloopError:  # the embedder failed: word overlap still tells close texts apart
         return annotate_support(per_execution, min_support=min_support, embedder=None)
+
+
+def readable_by_reviewer(state: Mapping[str, Any]) -> dict[str, list[str]]:
+    """Per reviewer, the changed files its analyzers read in full (first execution), in diff order: what
+    a plan's steps can visit, as the replay environment counts them."""
+    readable: dict[str, list[str]] = {}
+    for r in state.get("reviewer_results", []):
+        if int(r.get("execution", 0)) != 0:
+            continue
+        paths = readable.setdefault(str(r["reviewer"]), [])
+        for step in r.get("steps") or []:
+            if step.get("tool") == "run_analyzer" and step.get("paths") and step["paths"][0] not in paths:
+                paths.append(step["paths"][0])
+    return readable
+
+
+def posted_by_plan(state: Mapping[str, Any], verified: Sequence[VerifiedFinding]) -> list[VerifiedFinding]:
+    """The model's plan decides which REAL findings become threads (`agent.plan_posting`): those outside
+    it, and above no floor, go to the summary's list with the reason — never dropped."""
+    z = Strategy.model_validate(state["model_plan"])
+    visits = plan_visits(z, readable_by_reviewer(state), review_budget=None)
+    posted = {id(f) for f in split_by_plan([v.finding for v in verified], visits).posted}
+    return [
+        v
+        if v.verdict != "REAL" or id(v.finding) in posted
+        else VerifiedFinding(v.finding, "NEEDS_HUMAN_REVIEW", OUTSIDE_PLAN_REASON)
+        for v in verified
+    ]
 
 
 def verified_from_state(state: Mapping[str, Any]) -> list[VerifiedFinding]:

@@ -132,6 +132,7 @@ def load_gitlab_snapshot(
     snapshot = Snapshot(
         title=mr.title,
         description=mr.description,
+        web_url=mr.web_url,
         diff=render_unified_diff(files),
         base_sha=versions.base_sha,
         start_sha=versions.start_sha,

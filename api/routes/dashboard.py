@@ -291,6 +291,7 @@ async def recent_reviews(
         page_no=page_no,
         has_more=has_more,
         mr_label=pages.mr_label,
+        mr_url=pages.merge_request_url,
     )
 
 
@@ -306,7 +307,10 @@ async def review_detail(review_id: int, viewer: ViewerDep, store: StoreDep) -> H
         "dashboard/review.html",
         viewer=viewer,
         review={**review, "not_reviewed": coverage},
-        label=pages.mr_label(project=review["project"], mr_iid=review["mr_iid"], review_id=review["id"]),
+        label=pages.mr_label(
+            project=review["project"], mr_iid=review["mr_iid"], review_id=review["id"], web_url=review["web_url"]
+        ),
+        mr_link=pages.merge_request_url(review["web_url"]),
         findings=pages.finding_views(review["findings"], user_key=viewer.user_key),
     )
 
@@ -360,9 +364,11 @@ async def quality(
         weeks=weeks,
         charts=pages.acceptance_charts(rows, week_list),
         totals=pages.acceptance_totals(rows),
+        rules=pages.rule_acceptance(rows),
         volumes=volumes,
         volume_chart=pages.volume_chart(volumes),
         mr_label=pages.mr_label,
+        mr_url=pages.merge_request_url,
     )
 
 
