@@ -16,6 +16,7 @@ from agent.gitlab.review import ReviewDeps, review_gitlab_merge_request
 from agent.sanitize import SUMMARY_MARKER
 from agent.session import prepare_database
 from agent.store.db import open_pool
+from agent.store.migrate import upgrade
 
 PID, IID = 21, 4
 # A vendor-prefixed live key (critical) and request data spliced into SQL (high): both post as threads.
@@ -218,3 +219,15 @@ def test_how_a_person_closes_a_thread_counts_as_their_vote(fake: FakeGitLab, db_
     review(fake, db_dsn)
     with psycopg.connect(db_dsn) as conn:
         assert conn.execute("SELECT count(*) FROM feedback").fetchone() == (2,)
+
+
+def test_a_migration_numbered_below_one_already_applied_still_runs(db_dsn: str) -> None:
+    """Branches merge in any order: a database already at a higher version still gets 0007."""
+    with psycopg.connect(db_dsn, autocommit=True) as conn:
+        conn.execute("ALTER TABLE reviews DROP COLUMN mr_state")
+        conn.execute("DELETE FROM schema_migrations WHERE version = 7")
+        assert conn.execute("SELECT max(version) FROM schema_migrations").fetchone()[0] > 7  # type: ignore[index]
+    assert upgrade(db_dsn) == ["0007_mr_state.sql"]
+    assert upgrade(db_dsn) == []
+    with psycopg.connect(db_dsn) as conn:
+        conn.execute("SELECT mr_state FROM reviews LIMIT 0")
