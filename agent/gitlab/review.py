@@ -183,9 +183,11 @@ def make_publisher(deps: ReviewDeps, request: ReviewRequest, *, since_head: str 
         this_push = merge_not_reviewed([*snapshot.not_reviewed, *_cut_short(state)])
         # The merge request's whole diff at this head: threads and earlier findings are judged against
         # it, never against the files this push touched (a README-only push changes nothing they say).
-        whole = deps.platform.diffs(project, iid)
-        current = whole.versions.head_sha == head_sha  # else the MR moved on: the newer review judges
-        whole_index = DiffIndex(whole.files) if current else index
+        current, whole_index = True, index  # a first review's diff is the whole MR's already
+        if since_head is not None:
+            whole = deps.platform.diffs(project, iid)
+            current = whole.versions.head_sha == head_sha  # else the MR moved on: the newer review judges
+            whole_index = DiffIndex(whole.files) if current else index
         still_found = {v.finding.fingerprint for v in verified}
         outdated = 0
         if current:
