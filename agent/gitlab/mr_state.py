@@ -87,8 +87,10 @@ def carry_forward(
         fp = row["fingerprint"]
         if fp in now and now[fp] != "DUPLICATE":
             continue  # found again at this head: this push's verdict speaks for it
-        if kind == "thread" and (row["thread_state"] or "open") != "open":
-            continue  # its thread was resolved or retired as outdated
+        if kind == "thread" and row["thread_state"] == "outdated":
+            continue  # we retired its thread: its lines changed or its file went
+        # A thread a person resolved is their vote (`record_thread_outcomes`), not a fix: the finding
+        # stands while its code does, so resolving cannot make it vanish from the summary.
         thread = OpenThread(row["discussion_id"] or "", fp, row["path"], row["line"], row["evidence"], row["id"])
         if outdated_reason(thread, whole_diff, workspace, still_found=now) is not None:
             continue  # its own lines changed or its file is gone

@@ -214,6 +214,9 @@ def test_how_a_person_closes_a_thread_counts_as_their_vote(fake: FakeGitLab, db_
         ("high", "gitlab:77", "thread_outcome", 1, False),
     ]
     assert {v["thread_state"] for v in votes} == {"resolved"}
+    # Resolving is a vote, not a fix: the key is still in the code, so the summary still counts it.
+    assert "**Found:** 1 critical; 1 posted as threads." in summary(fake)
+    assert "**Since the last push:** 0 new, 1 fixed or gone" in summary(fake)
     # Counted once: a later push records nothing more.
     fake.push(PID, IID, {**HEAD, "svc/api.py": fixed, "README.md": "# Service\n\nv2\n"})
     review(fake, db_dsn)
