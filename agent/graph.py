@@ -23,6 +23,7 @@ from opentelemetry import trace
 
 from agent.agreement import annotate_support, diverse_strategies, execution_step_budget
 from agent.plan_posting import OUTSIDE_PLAN_REASON, plan_visits, split_by_plan
+from agent.repo_config import MANDATORY_REVIEWER
 from agent.strategy import (
     Strategy,
     StrategySource,
@@ -334,13 +335,14 @@ def unplanned_analyzers(z: Strategy, already: Sequence[PlanItem], context: Revie
     changed file: static analysis is not rationed by the plan (a docs-only change still gets its
     secrets scan), and what a reviewer could not read is named only if the reviewer runs."""
     planned = {p.reviewer for p in z.plan} | {p.reviewer for p in already}
-    readable = [
-        f.path for f in context.files if f.status != "deleted" and not f.is_binary and context.config.wants(f.path)
-    ]
+    present = [f.path for f in context.files if f.status != "deleted" and not f.is_binary]
+    wanted = [p for p in present if context.config.wants(p)]
     return [
         PlanItem(reviewer=name)
         for name in context.config.reviewers
-        if name not in planned and any(REVIEWER_SPECS[name].supports(p) for p in readable)
+        if name not in planned
+        # the mandatory reviewer's secrets scan reads excluded files too (agent.repo_config)
+        and any(REVIEWER_SPECS[name].supports(p) for p in (present if name == MANDATORY_REVIEWER else wanted))
     ]
 
 

@@ -155,6 +155,18 @@ async def mark_event(pool: DbPool, event_id: int | None, *, status: str, reason:
         )
 
 
+async def processed_reason(pool: DbPool, review_id: int, *, event_head: str | None) -> str:
+    """'review N', saying which head it reviewed when the event named an older one (a late delivery
+    of an older push, or pushes since): the history must not file a review under a head it never saw."""
+    async with pool.connection() as conn:
+        cur = await conn.execute("SELECT head_sha FROM reviews WHERE id = %s", (review_id,))
+        row = await cur.fetchone()
+    reviewed = str(row["head_sha"]) if row and row["head_sha"] else None
+    if event_head and reviewed and reviewed != event_head:
+        return f"review {review_id} of the newest head {reviewed[:12]} (this event's head {event_head[:12]} is older)"
+    return f"review {review_id}"
+
+
 async def run_review(
     runtime: WorkerRuntime, *, attempts: int, project: str, mr_iid: int, head_sha: str | None, event_id: int | None
 ) -> int:
@@ -177,7 +189,8 @@ async def run_review(
             else:
                 await mark_event(runtime.pool, event_id, status="failed", reason=str(exc)[:1000])
             raise
-        await mark_event(runtime.pool, event_id, status="processed", reason=f"review {review_id}")
+        reason = await processed_reason(runtime.pool, review_id, event_head=head_sha)
+        await mark_event(runtime.pool, event_id, status="processed", reason=reason)
         logger.info("review finished", extra={"review_id": review_id})
         return review_id
 

@@ -75,6 +75,9 @@ def _focus_matches(path: str, focus: str) -> bool:
     return path == focus or fnmatch.fnmatch(path, focus) or path.startswith(focus.rstrip("/") + "/")
 
 
+EXCLUDED_DETAIL = "excluded by the repository's configuration (.reviewloop.toml include/exclude)"
+
+
 @dataclass(frozen=True, slots=True)
 class SetAside:
     """A changed file the full analyzer does not read: why, and the text a safe scan may read
@@ -115,7 +118,12 @@ def reviewable_paths(spec: ReviewerSpec, context: ReviewContext) -> tuple[list[s
     aside: list[SetAside] = []
     bumped = bumped_packages(context.files)
     for f in context.files:
-        if f.status == "deleted" or f.is_binary or not context.config.wants(f.path) or not spec.supports(f.path):
+        if f.status == "deleted" or f.is_binary or not spec.supports(f.path):
+            continue
+        if not context.config.wants(f.path):
+            # the repository's include/exclude: still scanned for secrets and named, never silently skipped
+            if spec.safe_analyzer is not None:
+                aside.append(SetAside(f.path, "excluded", EXCLUDED_DETAIL, context.workspace.read_file(f.path)))
             continue
         text = context.workspace.read_file(f.path)
         skipped = _set_aside(f, text, context.workspace.unreadable_reason(f.path) if text is None else None, bumped)

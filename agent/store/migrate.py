@@ -34,10 +34,11 @@ def upgrade(dsn: str) -> list[str]:
                 " version integer PRIMARY KEY, name text NOT NULL,"
                 " applied_at timestamptz NOT NULL DEFAULT now())"
             )
-            row = conn.execute("SELECT coalesce(max(version), 0) FROM schema_migrations").fetchone()
-            current = int(row[0]) if row else 0
+            # Every bundled migration not applied yet, in order, not only those above the highest:
+            # branches merged in any order may bring a lower number after a higher one was applied.
+            done = {int(v) for (v,) in conn.execute("SELECT version FROM schema_migrations").fetchall()}
             for version, name, sql in migration_files():
-                if version <= current:
+                if version in done:
                     continue
                 with conn.transaction():
                     conn.execute(sql.encode())

@@ -225,11 +225,11 @@ class ReviewContext:
 #   analyzer-error  an analyzer failed on it
 CoverageReason = Literal[
     "budget", "size", "encoding", "generated", "vendored", "binary", "parse-error", "deadline", "unavailable",
-    "analyzer-error",
+    "analyzer-error", "excluded",
 ]  # fmt: skip
 COVERAGE_REASONS: tuple[CoverageReason, ...] = (
     "budget", "size", "encoding", "generated", "vendored", "binary", "parse-error", "deadline", "unavailable",
-    "analyzer-error",
+    "analyzer-error", "excluded",
 )  # fmt: skip
 
 
