@@ -40,7 +40,7 @@ from procrastinate.jobs import Job, Status
 from procrastinate.retry import BaseRetryStrategy, RetryDecision
 from procrastinate.schema import SchemaManager
 
-from agent.store.migrate import MIGRATION_LOCK_KEY
+from agent.store.migrate import MIGRATION_LOCK_KEY, acquire_migration_lock
 from api.db import DbPool
 from api.logs import log_context
 from api.retention import prune_history
@@ -290,7 +290,7 @@ def ensure_queue_schema(dsn: str) -> bool:
     applies them (and a look at migration 0002, which calls its SQL functions).
     """
     with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK_KEY,))
+        acquire_migration_lock(conn)
         try:
             row = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (QUEUE_TABLE,)).fetchone()
             if row is not None and row[0]:
