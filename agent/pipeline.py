@@ -22,6 +22,7 @@ from psycopg_pool import ConnectionPool
 from agent.context import ReviewRequest, Snapshot
 from agent.graph import build_review_graph, serving_s1
 from agent.runtime import Runtime, verdict_counts
+from agent.store import migrate
 from agent.store import reviews as store_reviews
 from agent.strategy import Strategy
 from agent.verifier import VerifiedFinding
@@ -65,8 +66,9 @@ def checkpointer_connection(dsn: str) -> psycopg.Connection[Any]:
 
 
 def setup_checkpointer(dsn: str) -> None:
-    """Create LangGraph's checkpoint tables (idempotent); part of `reviewloop db upgrade`."""
-    with checkpointer_connection(dsn) as conn:
+    """Create LangGraph's checkpoint tables (idempotent); part of `reviewloop db upgrade`. Under the
+    migration lock: replicas and one-off commands starting together on a fresh database race here."""
+    with migrate.migration_lock(dsn), checkpointer_connection(dsn) as conn:
         _postgres_saver(conn).setup()
 
 
