@@ -22,7 +22,7 @@ from reviewers.kernel.budget import SearchBudget
 from reviewers.kernel.contracts import Finding, NotReviewed, ReviewContext, Severity, ToolName
 from reviewers.kernel.errors import InputError
 from reviewers.pattern_search import SEARCH_CALL_BUDGET_S
-from reviewers.reviewer import MAX_FINDINGS_PER_FILE, Analyzer, ReviewerSpec, findings_from_issues
+from reviewers.reviewer import MAX_MODEL_REPORTS_PER_FILE, Analyzer, ReviewerSpec, findings_from_issues
 
 MAX_READ_LINES = 80  # one read shows a screenful; longer reads crowd out the rest of the prompt
 MAX_SEARCH_HITS = 20
@@ -234,8 +234,12 @@ class Toolbox:
             return _invalid(f"{call.path} is not a changed file the {self.spec.name} reviewer reads", call.path)
         if call.line < 1:
             return _invalid("line must be 1 or more", call.path)
-        if sum(1 for f in self.findings.values() if f.path == call.path) >= MAX_FINDINGS_PER_FILE:
-            return _invalid(f"{call.path} already has {MAX_FINDINGS_PER_FILE} findings; report only what matters most")
+        reported = sum(1 for f in self.findings.values() if f.path == call.path and f.rule == "llm")
+        if reported >= MAX_MODEL_REPORTS_PER_FILE:
+            return _invalid(
+                f"you already reported {MAX_MODEL_REPORTS_PER_FILE} findings on {call.path}; "
+                "report only what matters most"
+            )
         evidence = call.evidence or ""
         finding = Finding(
             path=call.path,
