@@ -233,6 +233,9 @@ def agreement_shortfall(finding: Finding) -> str | None:
     return f"reported by {a.support} of {a.executions} independent reviews (different strategies); {a.required} needed"
 
 
+JUDGMENT_UNAVAILABLE = "model judgment unavailable"  # a verdict reason's words when the judge could not answer
+
+
 def _judge(finding: Finding, llm: LLMPort, diff_index: DiffIndex) -> tuple[Verdict, str] | None:
     """The model's demotion of a finding, None to keep it, or what stands when the model failed: an
     analyzer's finding stays REAL with a note (static findings never depend on the model), a model's
@@ -240,7 +243,7 @@ def _judge(finding: Finding, llm: LLMPort, diff_index: DiffIndex) -> tuple[Verdi
     try:
         judged = llm.complete_json(judge_messages(finding, diff_index), ModelJudgment, purpose="verify")
     except LLMError as exc:
-        failed = f"model judgment unavailable ({type(exc).__name__})"
+        failed = f"{JUDGMENT_UNAVAILABLE} ({type(exc).__name__})"
         if finding.rule == "llm":
             return "NEEDS_HUMAN_REVIEW", f"{failed}: a model's finding no judgment confirmed goes to a human"
         return "REAL", failed
