@@ -20,6 +20,7 @@ from agent.loaders import load_diff, load_local, load_replay
 from agent.store import rejections as store_rejections
 from agent.store import reviews as store_reviews
 from agent.store import snapshots as store_snapshots
+from agent.store import suppressions as store_suppressions
 from agent.strategy import Strategy, StrategySource
 from agent.strategy_model import StrategyModel, StrategyModelSource
 from agent.verdicts.feedback import PeopleVotes
@@ -273,7 +274,11 @@ class Runtime:
             )
             inputs.acceptance = store_rejections.standings(self.pool, project=context.project)
             by_rule, by_path = store_rejections.people_by_rule_and_path(self.pool, project=context.project)
-            inputs.people_votes = PeopleVotes(by_rule=by_rule, by_path=by_path)
+            inputs.people_votes = PeopleVotes(
+                by_rule=by_rule,
+                by_path=by_path,
+                suppressions=store_suppressions.suppressed_scopes(self.pool, project=context.project),
+            )
             if context.mr_iid is not None:
                 inputs.open_fingerprints = set(
                     store_reviews.posted_fingerprints(self.pool, project=context.project, mr_iid=context.mr_iid)

@@ -10,7 +10,7 @@ from agent.diff import DiffIndex, parse_unified_diff
 from agent.verdicts.claims import HeadTree, claimed_symbols
 from agent.verdicts.duplicates import family_of
 from agent.verdicts.evidence import Anchor, Unanchored, anchor_evidence
-from agent.verdicts.feedback import PeopleVotes, rejected_by_people
+from agent.verdicts.feedback import PeopleVotes, in_scope, path_scope, rejected_by_people
 from agent.verdicts.sinks import sink_gets_constants
 from agent.verifier import VerifierInputs, verify_findings
 from agent.workspaces.snapshot import SnapshotWorkspace
@@ -239,31 +239,39 @@ def test_ruff_s110_and_bandit_b110_across_reviewers_and_a_model_echo_fold() -> N
 # --- people's votes, confidence, agreement ----------------------------------------------------------
 
 
-def test_rules_and_paths_people_rejected_are_false_positives_with_the_count() -> None:
-    finding = sql_at("WHERE name").model_copy(update={"severity": "medium"})
-    votes = PeopleVotes(by_rule={"python:sql-interpolation": (4, 0)})
+def test_a_rule_people_rejected_in_a_scope_is_a_false_positive_there_only_with_the_count() -> None:
+    finding = sql_at("WHERE name").model_copy(update={"severity": "medium"})  # at db.py: scope "*"
+    votes = PeopleVotes(suppressions={("python:sql-interpolation", "*"): 4})
     assert rejected_by_people(finding, votes) == (
         "FALSE_POSITIVE",
-        "4 people rejected this rule before (python:sql-interpolation on this project; nobody accepted it)",
+        "4 people rejected this rule before (python:sql-interpolation in * on this project; nobody accepted it)",
     )
-    assert rejected_by_people(finding, PeopleVotes(by_rule={"python:sql-interpolation": (5, 1)})) is None
-    assert rejected_by_people(finding, PeopleVotes(by_rule={"python:sql-interpolation": (2, 0)})) is None
+    # the rule's votes by themselves, or by path, silence nothing (issue 40: votes counted by path
+    # silenced another rule's finding in the same file)
+    assert rejected_by_people(finding, PeopleVotes(by_rule={"python:sql-interpolation": (5, 0)})) is None
+    assert rejected_by_people(finding, PeopleVotes(by_path={"db.py": (3, 0)})) is None
+    # another rule in the same scope, the same rule in another directory, fewer than three people: untouched
+    assert rejected_by_people(finding, PeopleVotes(suppressions={("ruff:E722", "*"): 3})) is None
+    nested = finding.model_copy(update={"path": "shop/db.py"})
+    assert rejected_by_people(nested, votes) is None
+    assert rejected_by_people(nested, PeopleVotes(suppressions={("python:sql-interpolation", "shop/**"): 3}))
+    assert rejected_by_people(finding, PeopleVotes(suppressions={("python:sql-interpolation", "*"): 2})) is None
     model = finding.model_copy(update={"rule": "llm"})
-    assert rejected_by_people(model, PeopleVotes(by_rule={"llm": (9, 0)})) is None  # calibration's job
-    by_path = rejected_by_people(model, PeopleVotes(by_path={"db.py": (3, 0)}))
-    assert by_path is not None and by_path[1].startswith("3 people rejected findings in db.py before")
+    assert rejected_by_people(model, PeopleVotes(suppressions={("llm", "*"): 9})) is None  # calibration's job
+    assert (path_scope("a/b/c.py"), path_scope("c.py")) == ("a/b/**", "*")
+    assert in_scope("a/b/c/d.py", "a/b/**") and not in_scope("a/bc/d.py", "a/b/**") and not in_scope("a/x.py", "*")
     [v] = verify_findings([finding], inputs(people_votes=votes))
     assert v.verdict == "FALSE_POSITIVE" and v.reason.startswith("4 people rejected this rule before")
 
 
 def test_votes_alone_never_drop_a_high_or_critical_security_finding() -> None:
-    votes = PeopleVotes(by_rule={"python:sql-interpolation": (3, 0)})
+    votes = PeopleVotes(suppressions={("python:sql-interpolation", "*"): 3})
     for severity in ("high", "critical"):
         severe = sql_at("WHERE name").model_copy(update={"severity": severity})
         [v] = verify_findings([severe], inputs(people_votes=votes))
         assert v.verdict == "NEEDS_HUMAN_REVIEW", severity
         assert v.reason == (
-            "3 people rejected this rule before (python:sql-interpolation on this project; nobody accepted it);"
+            "3 people rejected this rule before (python:sql-interpolation in * on this project; nobody accepted it);"
             f" a {severity} security finding is not dropped on votes alone: a human decides"
         )
     quality = sql_at("WHERE name").model_copy(update={"severity": "high", "category": "code_quality"})
