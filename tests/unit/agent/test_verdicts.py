@@ -344,3 +344,28 @@ def test_lines_that_address_ai_reviewers_never_reach_the_judge() -> None:
     )  # fmt: skip
     clean, attacked = hunk_around(f, added(code)), hunk_around(f, added([*code, *planted]))
     assert attacked == clean == "@@ -0 +1 @@\n+def run(cmd):\n+    os.system(cmd)"
+
+
+def test_a_judge_that_is_gone_is_asked_once_not_once_per_finding() -> None:
+    from agent.verifier import _judge, _ModelGone
+    from reviewers.kernel.errors import LLMOutputError, LLMUnavailableError
+
+    class Failing:
+        model_name = "gone"
+
+        def __init__(self, error: Exception) -> None:
+            self.error, self.calls = error, 0
+
+        def complete_json(self, messages: Sequence[ChatMessage], schema: Any, *, purpose: str) -> Any:
+            self.calls += 1
+            raise self.error
+
+    finding, index = sql_at("WHERE name"), inputs().diff_index
+    unreachable, gone = Failing(LLMUnavailableError("no answer")), _ModelGone()
+    for _ in range(3):
+        assert _judge(finding, unreachable, index, gone) == ("REAL", "model judgment unavailable (LLMUnavailableError)")  # type: ignore[arg-type]
+    assert unreachable.calls == 1
+    garbled, fresh = Failing(LLMOutputError("not JSON")), _ModelGone()
+    for _ in range(2):
+        _judge(finding, garbled, index, fresh)  # type: ignore[arg-type]
+    assert garbled.calls == 2 and fresh.failure is None  # one bad answer is not a gone model
