@@ -1,4 +1,10 @@
-"""The review graph (LangGraph): load_context → strategy → reviewers (fan-out) → verifier → reporter.
+"""The review graph (LangGraph): load_context → analyzers → strategy → reviewers (fan-out) → verifier → reporter.
+
+The analyzers run first, every enabled reviewer's on every changed file it reads, under a deadline of
+their own and before any model is asked anything; the strategy and the model's steps then have a
+deadline of their own. Whatever the model does — answer slowly, never answer, plan nothing — the
+analyzers' findings are in the review (issue 40: a strategy step that used the whole deadline once
+left a review with no findings at all).
 
 With a model, the strategy node keeps several diverse strategies (`agent.agreement`), the fan-out
 runs the planned reviewers under each (one "execution" per strategy, the model's step budget shared
@@ -14,6 +20,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Annotated, Any, Protocol, TypedDict, cast
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -42,7 +49,8 @@ from reviewers.kernel.contracts import (
     ReviewerResult,
 )
 from reviewers.kernel.errors import ReviewloopError
-from reviewers.prompts import render_review_prefix
+from reviewers.loop import AnalyzerPass
+from reviewers.prompts import render_review_prefix, untrusted
 from reviewers.registry import REVIEWER_SPECS
 
 if TYPE_CHECKING:
@@ -63,6 +71,8 @@ class ReviewState(TypedDict, total=False):
     executions: list[dict[str, Any]]  # the strategies the reviewers run under; [strategy] without agreement
     # Plan items of reviewers a model's plan left out, run with their analyzers only (`with_analyzer_coverage`)
     analyzers_only: list[dict[str, Any]]
+    # reviewer → its analyzer pass (`reviewers.loop.AnalyzerPass`), run before the strategy
+    analyzer_passes: dict[str, dict[str, Any]]
     reviewer_results: Annotated[list[dict[str, Any]], operator.add]  # each with its "execution" index
     verdicts: list[dict[str, Any]]
     report: dict[str, Any]
@@ -80,6 +90,7 @@ class ReviewerTask(TypedDict):
     strategy_text: str
     execution: int
     model_step_budget: int | None
+    prior: dict[str, Any] | None  # the reviewer's analyzer pass, when it ran
 
 
 class ReviewRuntime(Protocol):
@@ -100,6 +111,10 @@ class ReviewRuntime(Protocol):
     def rule_votes(self, context: ReviewContext) -> Mapping[str, tuple[int, int]]: ...
 
     def strategy_llm(self) -> StrategyModel: ...
+
+    def start_deadline(self, context: ReviewContext) -> None: ...
+
+    def run_analyzers(self, name: ReviewerName, context: ReviewContext) -> AnalyzerPass: ...
 
     @property
     def stores_reviews(self) -> bool: ...
@@ -123,6 +138,7 @@ class ReviewRuntime(Protocol):
         *,
         shared_prefix: str,
         model_step_budget: int | None = None,
+        prior: AnalyzerPass | None = None,
     ) -> ReviewerResult: ...
 
     def verifier_inputs(self, review_id: int, context: ReviewContext) -> VerifierInputs: ...
@@ -139,8 +155,10 @@ NETWORK_RETRY = RetryPolicy(max_attempts=3, initial_interval=0.5, retry_on=_is_r
 
 def shared_prefix(context: ReviewContext, strategy_text: str) -> str:
     """The MR context every reviewer's prompt starts with, identical across reviewers (prefix cache):
-    the reviewers' own rendering, in which the title, description and diff are fenced as data."""
-    return f"{render_review_prefix(context)}\n\nReview strategy:\n{strategy_text}\n"
+    the reviewers' own rendering, in which the title, description and diff are fenced as data. The
+    strategy is fenced too: its paths are the change's (a path may hold a newline and an instruction)
+    and a model wrote its words after reading the change."""
+    return f"{render_review_prefix(context)}\n\n{untrusted('Review strategy', strategy_text)}\n"
 
 
 def build_review_graph(runtime: ReviewRuntime, checkpointer: BaseCheckpointSaver[Any] | None = None) -> Any:
@@ -160,10 +178,22 @@ def build_review_graph(runtime: ReviewRuntime, checkpointer: BaseCheckpointSaver
             span.set_attribute("reviewloop.files", snapshot.get("diff", "").count("diff --git"))
             return {"snapshot": snapshot}
 
+    def analyzers(state: ReviewState) -> dict[str, Any]:
+        with tracer.start_as_current_span("analyzers", attributes=span_attrs(state)) as span:
+            context = runtime.context(state["review_id"], state["request"], state["snapshot"])
+            runtime.start_deadline(context)  # the analyzers' own: no model has taken any of it
+            names = analyzed_reviewers(context)
+            with ThreadPoolExecutor(max_workers=max(1, len(names)), thread_name_prefix="analyzers") as pool:
+                passes = list(pool.map(lambda name: runtime.run_analyzers(name, context), names))
+            span.set_attribute("reviewloop.reviewers", names)
+            span.set_attribute("reviewloop.findings", sum(len(p.findings) for p in passes))
+            return {"analyzer_passes": {p.reviewer: p.model_dump(mode="json") for p in passes}}
+
     def strategy(state: ReviewState) -> dict[str, Any]:
         with tracer.start_as_current_span("strategy", attributes=span_attrs(state)) as span:
             review_id = state["review_id"]
             context = runtime.context(review_id, state["request"], state["snapshot"])
+            runtime.start_deadline(context)  # the model's own deadline, for its strategy and its steps
             history = runtime.history(context)
             writer = runtime.strategy_llm()
             llm, version_id = writer.llm, writer.version_id
@@ -223,6 +253,14 @@ def build_review_graph(runtime: ReviewRuntime, checkpointer: BaseCheckpointSaver
     def fan_out(state: ReviewState) -> list[Send] | str:
         executions = [Strategy.model_validate(e) for e in state.get("executions") or [state["strategy"]]]
         analyzers_only = [PlanItem.model_validate(p) for p in state.get("analyzers_only") or []]
+        passes = state.get("analyzer_passes") or {}
+        sent = {p.reviewer for p in analyzers_only} | {p.reviewer for z in executions for p in z.plan}
+        # a reviewer whose analyzers found something or could not read a file is reported, planned or not
+        analyzers_only += [
+            PlanItem(reviewer=cast(ReviewerName, name))
+            for name, done in passes.items()
+            if name not in sent and (done.get("findings") or done.get("not_reviewed"))
+        ]
         if not any(z.plan for z in executions) and not analyzers_only:
             return "verifier"
         shared = len(executions) > 1  # several executions share the model's budget of one
@@ -237,6 +275,7 @@ def build_review_graph(runtime: ReviewRuntime, checkpointer: BaseCheckpointSaver
                 strategy_text=z.render(),
                 execution=execution,
                 model_step_budget=model_step_budget,
+                prior=passes.get(item.reviewer),
             )
             return Send("reviewer", task)
 
@@ -254,12 +293,14 @@ def build_review_graph(runtime: ReviewRuntime, checkpointer: BaseCheckpointSaver
             plan = PlanItem.model_validate(task["plan"])
             execution = task.get("execution", 0)
             span.set_attribute("reviewloop.execution", execution)
+            prior = task.get("prior")
             result = runtime.run_reviewer(
                 task["reviewer"],
                 context,
                 plan,
                 shared_prefix=shared_prefix(context, task["strategy_text"]),
                 model_step_budget=task.get("model_step_budget"),
+                prior=AnalyzerPass.model_validate(prior) if prior else None,
             )
             span.set_attribute("reviewloop.findings", len(result.findings))
             span.set_attribute("reviewloop.steps", len(result.steps))
@@ -298,12 +339,14 @@ def build_review_graph(runtime: ReviewRuntime, checkpointer: BaseCheckpointSaver
 
     graph = StateGraph(ReviewState)
     graph.add_node("load_context", load_context, retry_policy=NETWORK_RETRY)
+    graph.add_node("analyzers", analyzers, retry_policy=NETWORK_RETRY)
     graph.add_node("strategy", strategy, retry_policy=NETWORK_RETRY)
     graph.add_node("reviewer", cast(Any, reviewer), retry_policy=NETWORK_RETRY)
     graph.add_node("verifier", verifier, retry_policy=NETWORK_RETRY)
     graph.add_node("reporter", reporter, retry_policy=NETWORK_RETRY)
     graph.add_edge(START, "load_context")
-    graph.add_edge("load_context", "strategy")
+    graph.add_edge("load_context", "analyzers")
+    graph.add_edge("analyzers", "strategy")
     graph.add_conditional_edges("strategy", fan_out, ["reviewer", "verifier"])
     graph.add_edge("reviewer", "verifier")
     graph.add_edge("verifier", "reporter")
@@ -344,6 +387,14 @@ def unplanned_analyzers(z: Strategy, already: Sequence[PlanItem], context: Revie
         # the mandatory reviewer's secrets scan reads excluded files too (agent.repo_config)
         and any(REVIEWER_SPECS[name].supports(p) for p in (present if name == MANDATORY_REVIEWER else wanted))
     ]
+
+
+def analyzed_reviewers(context: ReviewContext) -> list[ReviewerName]:
+    """The enabled reviewers whose analyzers read a changed file (the pass that runs before any model)."""
+    readable = [
+        f.path for f in context.files if f.status != "deleted" and not f.is_binary and context.config.wants(f.path)
+    ]
+    return [name for name in context.config.reviewers if any(REVIEWER_SPECS[name].supports(p) for p in readable)]
 
 
 def findings_by_agreement(state: Mapping[str, Any], min_support: int, embedder: Embedder | None) -> list[Finding]:

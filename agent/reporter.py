@@ -50,6 +50,12 @@ def not_reviewed_in(meta: dict[str, Any]) -> list[NotReviewed]:
     return [NotReviewed.model_validate(n) for n in meta.get("not_reviewed", [])]
 
 
+def model_gaps_in(meta: dict[str, Any]) -> list[str]:
+    """The model steps that did not complete (`agent.pipeline.model_meta`), if a model was asked."""
+    model = meta.get("model")
+    return [str(gap) for gap in model.get("not_completed", [])] if isinstance(model, dict) else []
+
+
 def artifact_uri(path: str) -> str:
     """A repository path as a SARIF `artifactLocation.uri`: a relative URI reference, every byte a
     URI may not hold percent-encoded (a path may hold spaces, newlines, `#` or `?`)."""
@@ -115,6 +121,8 @@ def render_table(verified: Sequence[VerifiedFinding], meta: dict[str, Any]) -> s
         console.print(str(meta["folded"]))
     for skipped in not_reviewed_in(meta):
         console.print(f"not analyzed in full: {quote_path(skipped.path)} ({skipped.describe()})")
+    for gap in model_gaps_in(meta):
+        console.print(f"model step not completed: {gap}", markup=False, highlight=False)
     return buf.getvalue()
 
 
@@ -148,6 +156,8 @@ def render_markdown(verified: Sequence[VerifiedFinding], meta: dict[str, Any]) -
     for skipped in not_reviewed_in(meta):
         where = inline_code(quote_path(skipped.path, ascii_only=False))
         lines.append(f"- not analyzed in full: {where} ({neutralise(skipped.describe(), max_chars=300)})")
+    for gap in model_gaps_in(meta):
+        lines.append(f"- model step not completed: {neutralise(gap, max_chars=300)}")
     return "\n".join(lines) + "\n"
 
 
