@@ -160,3 +160,11 @@ def test_a_replacing_suggestion_becomes_a_fix_of_its_lines() -> None:
     moved = finding.model_copy(update={"line": 4, "end_line": 4})
     doc = json.loads(render_report([VerifiedFinding(moved, "REAL", "test")], fmt="sarif", meta={}))
     assert "fixes" not in doc["runs"][0]["results"][0]
+
+
+def test_a_malformed_extra_report_is_one_clear_line(tmp_path: Path) -> None:
+    patch = tmp_path / "change.patch"
+    patch.write_text(_patch("app/a.py", "x = 1\n"), encoding="utf-8")
+    for value, message in (("sarif", "--report takes FORMAT=PATH"), ("pdf=out.pdf", "unknown format 'pdf'")):
+        result = CliRunner().invoke(app, ["review", "--diff", str(patch), "--no-store", "--report", value])
+        assert result.exit_code == 2 and message in result.output and "Traceback" not in result.output
