@@ -218,3 +218,10 @@ def test_a_clean_change_passes_and_still_reports(project: Project, tmp_path: Pat
     assert run.returncode == 0, run.output
     quality, sarif = _reports(run)
     assert quality == [] and sarif["runs"][0]["results"] == []
+
+
+def test_an_empty_fail_on_never_fails_on_findings(project: Project, tmp_path: Path) -> None:
+    run = run_job(project, tmp_path, iid=1, fail_on="")
+    assert run.returncode == 0, run.output
+    quality, _sarif = _reports(run)
+    assert any(i["check_name"] == "python:sql-interpolation" for i in quality)
