@@ -48,6 +48,18 @@ def _format(value: str) -> ReportFormat:
     return value  # type: ignore[return-value]
 
 
+def _extra_reports(values: Sequence[str]) -> list[tuple[ReportFormat, Path]]:
+    """`--report FORMAT=PATH` values: more reports of the same review (a CI job writes Code Quality
+    and SARIF from one run, not two runs that could disagree or pay a model twice)."""
+    reports = []
+    for value in values:
+        name, sep, path = value.partition("=")
+        if not sep or not path:
+            raise fail(f"--report takes FORMAT=PATH, not {value!r}")
+        reports.append((_format(name), Path(path)))
+    return reports
+
+
 def _emit(text: str, output: Path | None) -> None:
     if output is None:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
@@ -63,6 +75,10 @@ def review(
     diff: Annotated[str | None, typer.Option(help="review a unified diff file instead ('-' = stdin)")] = None,
     fmt: Annotated[str, typer.Option("--format", help="table|json|markdown|sarif|codequality")] = "table",
     output: Annotated[Path | None, typer.Option(help="write the report to this file")] = None,
+    reports: Annotated[
+        list[str] | None,
+        typer.Option("--report", help="also write FORMAT=PATH from the same review (repeatable)"),
+    ] = None,
     fail_on: Annotated[str | None, typer.Option(help="exit 1 when a finding reaches this severity")] = None,
     fail_on_incomplete: Annotated[
         bool,
@@ -90,7 +106,10 @@ def review(
     (--gitlab-url URL --project ID --mr IID [--post]; the token comes from REVIEWLOOP_GITLAB_TOKEN)."""
     report_format = _format(fmt)
     threshold = _severity_threshold(fail_on)
+    extra_reports = _extra_reports(reports or [])
     if gitlab_url is not None:
+        if extra_reports:
+            raise fail("--report works with a local or --diff review; a GitLab review writes one --format")
         if not project or mr is None:
             raise fail("a GitLab review needs --project and --mr")
         verified, not_reviewed = _review_gitlab(
@@ -140,6 +159,8 @@ def review(
         **model_meta(outcome),
     }
     _emit(render_report(outcome.verified, fmt=report_format, meta=meta, include_all=all_verdicts), output)
+    for extra_format, extra_path in extra_reports:
+        _emit(render_report(outcome.verified, fmt=extra_format, meta=meta, include_all=all_verdicts), extra_path)
     if not outcome.snapshot.diff.strip():
         err.print("reviewloop: nothing to review: the change is empty", markup=False, highlight=False)
     _check_severity(outcome.verified, threshold)
