@@ -127,3 +127,16 @@ def comment_volume(
         MergeRequestVolume(str(p), mr, solo, int(n_rev), int(n_f), int(n_real), int(n_posted), last, str(url or ""))
         for p, mr, solo, n_rev, n_f, n_real, n_posted, last, url in rows
     ]
+
+
+def project_labels(db: Database, projects: Sequence[str]) -> dict[str, str]:
+    """Stored project (an id or a path) → how people name it (`PROJECT_LABEL`, from its newest review)."""
+    if not projects:
+        return {}
+    with connection(db) as conn:
+        rows = conn.execute(
+            f"SELECT DISTINCT ON (r.project) r.project, {PROJECT_LABEL} FROM reviews r"
+            " WHERE r.project = ANY(%s) ORDER BY r.project, (r.web_url = ''), r.created_at DESC",
+            (list(projects),),
+        ).fetchall()
+    return {str(project): str(label) for project, label in rows}

@@ -398,11 +398,15 @@ async def suppressions(
     lifts = await asyncio.to_thread(
         store_suppressions.recent_lifts, store, projects=viewer.project_list, limit=LIFTS_SHOWN
     )
+    labels = await asyncio.to_thread(
+        queries.project_labels, store, sorted({s.project for s in active} | {lift.project for lift in lifts})
+    )
     return page(
         "dashboard/suppressions.html",
         viewer=viewer,
         active=active,
         lifts=lifts,
+        project_label=lambda project: labels.get(project, project),
         notice=SUPPRESSION_NOTICES.get(notice or ""),
     )
 
