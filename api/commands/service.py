@@ -64,20 +64,22 @@ def worker_runtime(settings: Settings, config: QueueConfig) -> tuple[WorkerRunti
     from agent.gitlab.review import build_deps
     from agent.session import llm_from_settings, open_session
     from api.db import make_pool
-    from api.worker import WorkerRuntime, pipeline_review_function
+    from api.worker import AnswerFunction, WorkerRuntime, pipeline_answer_function, pipeline_review_function
 
     session = open_session(settings)
     review = None
+    answer: AnswerFunction | None = None
     if settings.gitlab_configured:
         deps = build_deps(settings, pool=session.pool, dsn=session.dsn, llm=llm_from_settings(settings))
         review = pipeline_review_function(deps)
+        answer = pipeline_answer_function(deps)
     else:
         logger.warning(
             "GitLab is not configured: merge-request reviews wait in the queue until a worker runs with "
             "REVIEWLOOP_GITLAB_URL and REVIEWLOOP_GITLAB_TOKEN set; maintenance tasks run"
         )
     runtime = WorkerRuntime(
-        pool=make_pool(session.dsn, max_size=2, name="reviewloop-worker"), review=review, config=config
+        pool=make_pool(session.dsn, max_size=2, name="reviewloop-worker"), review=review, config=config, answer=answer
     )
     return runtime, session
 
