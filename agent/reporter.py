@@ -20,6 +20,7 @@ from rich.table import Table
 from agent.diff import quote_path
 from agent.sanitize import code_block, inline_code, neutralise
 from agent.suggestions import suggestion_block
+from agent.verdicts.track_record import folded, folded_line
 from agent.verifier import VerifiedFinding
 from reviewers.analyzers.ruff import STYLE_RULES
 from reviewers.kernel.contracts import SEVERITY_RANK, Category, Finding, NotReviewed, Severity
@@ -108,6 +109,12 @@ def not_reviewed_in(meta: dict[str, Any]) -> list[NotReviewed]:
     return [NotReviewed.model_validate(n) for n in meta.get("not_reviewed", [])]
 
 
+def model_gaps_in(meta: dict[str, Any]) -> list[str]:
+    """The model steps that did not complete (`agent.pipeline.model_meta`), if a model was asked."""
+    model = meta.get("model")
+    return [str(gap) for gap in model.get("not_completed", [])] if isinstance(model, dict) else []
+
+
 def artifact_uri(path: str) -> str:
     """A repository path as a SARIF `artifactLocation.uri`: a relative URI reference, every byte a
     URI may not hold percent-encoded (a path may hold spaces, newlines, `#` or `?`)."""
@@ -140,8 +147,15 @@ def finding_record(v: VerifiedFinding) -> dict[str, Any]:
 
 
 def shown(verified: Sequence[VerifiedFinding], *, include_all: bool = False) -> list[VerifiedFinding]:
-    kept = [v for v in verified if include_all or v.verdict in SHOWN_VERDICTS]
+    """What a reader sees: REAL and NEEDS_HUMAN_REVIEW, less the findings of rules that are usually
+    wrong here (counted in one line, `folded_summary`); everything with `include_all`."""
+    kept = [v for v in verified if include_all or (v.verdict in SHOWN_VERDICTS and not folded(v.reason))]
     return sorted(kept, key=lambda v: (-SEVERITY_RANK[v.finding.severity], v.finding.path, v.finding.line))
+
+
+def folded_summary(verified: Sequence[VerifiedFinding]) -> str | None:
+    """The one counted line for the listed findings of rules usually wrong here, or None."""
+    return folded_line([v.finding.rule for v in verified if v.verdict == "NEEDS_HUMAN_REVIEW" and folded(v.reason)])
 
 
 def render_json(verified: Sequence[VerifiedFinding], meta: dict[str, Any]) -> str:
@@ -162,8 +176,12 @@ def render_table(verified: Sequence[VerifiedFinding], meta: dict[str, Any]) -> s
     console.print(table)
     if not verified:
         console.print("No findings worth reporting.")
+    if meta.get("folded"):
+        console.print(str(meta["folded"]))
     for skipped in not_reviewed_in(meta):
         console.print(f"not analyzed in full: {quote_path(skipped.path)} ({skipped.describe()})")
+    for gap in model_gaps_in(meta):
+        console.print(f"model step not completed: {gap}", markup=False, highlight=False)
     return buf.getvalue()
 
 
@@ -180,6 +198,8 @@ def render_markdown(verified: Sequence[VerifiedFinding], meta: dict[str, Any]) -
         ]
     if not verified:
         lines.append("No findings worth reporting.")
+    if meta.get("folded"):
+        lines += [neutralise(str(meta["folded"])), ""]
     for v in verified:
         f = v.finding
         lines.append(f"### {f.severity.upper()} · {f.category} · {inline_code(f'{quote_path(f.path)}:{f.line}')}")
@@ -195,6 +215,8 @@ def render_markdown(verified: Sequence[VerifiedFinding], meta: dict[str, Any]) -
     for skipped in not_reviewed_in(meta):
         where = inline_code(quote_path(skipped.path, ascii_only=False))
         lines.append(f"- not analyzed in full: {where} ({neutralise(skipped.describe(), max_chars=300)})")
+    for gap in model_gaps_in(meta):
+        lines.append(f"- model step not completed: {neutralise(gap, max_chars=300)}")
     return "\n".join(lines) + "\n"
 
 
@@ -398,6 +420,9 @@ def render_report(
 ) -> str:
     """Render the findings a reader should see (REAL and NEEDS_HUMAN_REVIEW unless `include_all`)."""
     chosen = shown(verified, include_all=include_all)
+    line = None if include_all else folded_summary(verified)
+    if line is not None:
+        meta = {**meta, "folded": line}
     renderers = {
         "table": render_table,
         "json": render_json,

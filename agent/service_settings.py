@@ -73,11 +73,18 @@ class Settings(BaseSettings):
         description="webhook bodies read at once; past it, 503 with Retry-After. With max_webhook_bytes it bounds "
         "what slow senders can make the API hold (16 x 5 MiB)",
     )
-    max_connections: int = Field(
+    max_requests_in_flight: int = Field(
         default=256,
         gt=0,
-        description="open HTTP connections `reviewloop serve` holds (uvicorn's limit_concurrency); "
-        "past it, new requests get 503",
+        description="HTTP requests `reviewloop serve` handles at once; past it, 503 with Retry-After. Idle "
+        "connections do not count: they are closed when their request head is late (api/http_server.py)",
+    )
+    request_head_timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        le=120,
+        description="a connection must send its whole request line and headers within this many seconds of "
+        "opening (or of a later request's first byte), else it is closed; idle kept-alive ones close after 5 s",
     )
     trusted_proxies: str = Field(
         default="127.0.0.1",

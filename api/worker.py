@@ -9,7 +9,9 @@
 - Retries with exponential backoff only for errors whose `retryable` flag is set (reviewers/kernel/errors.py).
 - Stalled jobs (a worker died mid-review, e.g. SIGKILL): every worker prunes workers whose heartbeat
   is older than `stalled_worker_timeout_s`; their jobs lose their worker and are retried by the
-  periodic `recover_stalled_jobs` task and once at every worker start.
+  periodic `recover_stalled_jobs` task and once at every worker start, each death counted as an
+  attempt (up to `max_attempts`). `reviewloop worker` runs each review in a child process
+  (api/review_child.py), so a review that crashes is one failed attempt, not a dead worker.
 - SIGTERM/SIGINT stop the worker gracefully: no new job is fetched, running ones finish.
 - A worker that stopped on a lost database (a Postgres restart) starts again by itself; a review
   cut off by the restart fails with a retryable error and resumes from its checkpoint.
@@ -38,7 +40,7 @@ from procrastinate.jobs import Job, Status
 from procrastinate.retry import BaseRetryStrategy, RetryDecision
 from procrastinate.schema import SchemaManager
 
-from agent.store.migrate import MIGRATION_LOCK_KEY
+from agent.store.migrate import MIGRATION_LOCK_KEY, acquire_migration_lock
 from api.db import DbPool
 from api.logs import log_context
 from api.retention import prune_history
@@ -165,6 +167,18 @@ async def mark_event(pool: DbPool, event_id: int | None, *, status: str, reason:
         )
 
 
+async def processed_reason(pool: DbPool, review_id: int, *, event_head: str | None) -> str:
+    """'review N', saying which head it reviewed when the event named an older one (a late delivery
+    of an older push, or pushes since): the history must not file a review under a head it never saw."""
+    async with pool.connection() as conn:
+        cur = await conn.execute("SELECT head_sha FROM reviews WHERE id = %s", (review_id,))
+        row = await cur.fetchone()
+    reviewed = str(row["head_sha"]) if row and row["head_sha"] else None
+    if event_head and reviewed and reviewed != event_head:
+        return f"review {review_id} of the newest head {reviewed[:12]} (this event's head {event_head[:12]} is older)"
+    return f"review {review_id}"
+
+
 async def run_review(
     runtime: WorkerRuntime, *, attempts: int, project: str, mr_iid: int, head_sha: str | None, event_id: int | None
 ) -> int:
@@ -187,20 +201,35 @@ async def run_review(
             else:
                 await mark_event(runtime.pool, event_id, status="failed", reason=str(exc)[:1000])
             raise
-        await mark_event(runtime.pool, event_id, status="processed", reason=f"review {review_id}")
+        reason = await processed_reason(runtime.pool, review_id, event_head=head_sha)
+        await mark_event(runtime.pool, event_id, status="processed", reason=reason)
         logger.info("review finished", extra={"review_id": review_id})
         return review_id
 
 
-async def recover_stalled_jobs(app: procrastinate.App, *, seconds_since_heartbeat: float) -> list[int]:
+async def recover_stalled_jobs(
+    app: procrastinate.App, *, seconds_since_heartbeat: float, max_attempts: int, pool: DbPool | None = None
+) -> list[int]:
     """Put back in the queue the running jobs of workers that stopped sending heartbeats.
 
-    A stalled review whose MR already has a newer pending job (same queueing lock) is failed
-    instead: the newer push supersedes it, and retrying it would violate the queueing lock.
+    A worker's death counts as one attempt of each review it was running, like any other failure:
+    a job that has had `max_attempts` runs is failed, not retried, and its webhook event (through
+    `pool`) says why. Without the count, a review that kills its worker was retried for ever
+    (issue 40, M1). A stalled review whose MR already has a newer pending job (same queueing lock)
+    is failed instead: the newer push supersedes it, and retrying it would violate the queueing lock.
     """
     recovered: list[int] = []
     for job in await app.job_manager.get_stalled_jobs(seconds_since_heartbeat=seconds_since_heartbeat):
         assert job.id is not None
+        runs = job.attempts + 1
+        if runs >= max_attempts:
+            await app.job_manager.finish_job_by_id_async(job.id, status=Status.FAILED, delete_job=False)
+            reason = f"the worker running this review stopped mid-review on each of its {runs} attempts; not retried"
+            logger.warning("stalled job failed: no attempts left", extra={"job_id": job.id, "attempts": runs})
+            event_id = job.task_kwargs.get("event_id")
+            if pool is not None and isinstance(event_id, int):
+                await mark_event(pool, event_id, status="failed", reason=reason)
+            continue
         try:
             await app.job_manager.retry_job(job)
             recovered.append(job.id)
@@ -265,7 +294,12 @@ def create_queue_app(config: QueueConfig | None = None) -> procrastinate.App:
     @app.task(name=RECOVERY_TASK, queue=MAINTENANCE_QUEUE, queueing_lock=RECOVERY_TASK, pass_context=True)
     async def recover_stalled(context: procrastinate.JobContext, timestamp: int) -> int:
         del timestamp  # procrastinate passes the scheduled time; the recovery does not need it
-        jobs = await recover_stalled_jobs(context.app, seconds_since_heartbeat=cfg.stalled_worker_timeout_s)
+        jobs = await recover_stalled_jobs(
+            context.app,
+            seconds_since_heartbeat=cfg.stalled_worker_timeout_s,
+            max_attempts=cfg.max_attempts,
+            pool=runtime_of(context).pool,
+        )
         return len(jobs)
 
     if cfg.retention_days > 0:
@@ -294,7 +328,7 @@ def ensure_queue_schema(dsn: str) -> bool:
     applies them (and a look at migration 0002, which calls its SQL functions).
     """
     with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK_KEY,))
+        acquire_migration_lock(conn)
         try:
             row = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (QUEUE_TABLE,)).fetchone()
             if row is not None and row[0]:
@@ -378,7 +412,9 @@ async def _run_worker_once(
     pruned = await app.job_manager.prune_stalled_workers(cfg.stalled_worker_timeout_s)
     if pruned:
         logger.warning("pruned stalled workers", extra={"workers": pruned})
-    await recover_stalled_jobs(app, seconds_since_heartbeat=cfg.stalled_worker_timeout_s)
+    await recover_stalled_jobs(
+        app, seconds_since_heartbeat=cfg.stalled_worker_timeout_s, max_attempts=cfg.max_attempts, pool=runtime.pool
+    )
     options: WorkerOptions = {
         "concurrency": concurrency,
         "wait": wait,

@@ -26,6 +26,9 @@ A finding posts under "proven" when
   (`bench.security_suite`), the damage is the server's, and held-out history has too few of them
   to judge either way; a sink reached only by data of unknown origin is low confidence and already
   goes to a person;
+- it reports a guard the change took away in front of a call that remains (`removed_guard`): the
+  change itself is the evidence, the base line is quoted, and a guard that moved and still
+  dominates the call is not reported (`reviewers.analyzers.guard_removal`);
 - the project's own configuration states the rule (`PROJECT_RULES`): its people wrote it;
 - the project's people vouched for the rule (`track_record.accepted_by_people`: `MIN_PEOPLE`
   people accepted its findings, more than rejected them).
@@ -71,6 +74,15 @@ BROKEN_AS_WRITTEN: dict[str, str] = {
     "ruff:B012": "return, break or continue in `finally` silently discards the exception in flight",
     "ruff:E722": "a bare `except:` also catches KeyboardInterrupt and SystemExit, so the program cannot be "
     "stopped where it runs",
+    # the slips a change writes (`reviewers.analyzers.slips`), each reported only where its rule's
+    # fixtures show the shape is not written on purpose; a mutated default is listed (sharing can be meant)
+    "slips:missing-comma": "two adjacent string literals in a list of strings become one element",
+    "slips:logging-args": "the logger's own formatting drops an argument or fails on the record",
+    "slips:unraised-exception": "an exception built as a statement of its own is never raised",
+    "slips:constant-comparison": "a condition the text alone decides tests nothing",
+    # `reviewers.analyzers.callers`: reported only where imports resolve to one file of the repository
+    "calls:broken-caller": "a call or import at head that the changed definition no longer accepts: a TypeError, "
+    "ImportError or AttributeError when it runs",
 }
 # ruff's pylint errors (PLE) are errors Python raises or code that cannot do what it says (`return`
 # in `__init__`, `await` outside `async`, a special method with the wrong signature) — except these,
@@ -85,6 +97,8 @@ UNDECIDED_PLE: dict[str, str] = {
 }
 # Rules that exist because the project wrote them down (`.reviewloop.toml` `[[layers]]`).
 PROJECT_RULES = frozenset({"layers:forbidden-import"})
+# Guards a change took away, each finding quoting the removed base line (issue 39).
+REMOVED_GUARD_RULES = frozenset({"python:removed-guard"})
 # The injection classes a taint rule reports when request data reaches the sink.
 INJECTION_CWES = frozenset({"CWE-89", "CWE-78", "CWE-94", "CWE-502"})
 _INJECTION_CLASSES = ("sql", "command", "code", "deserialization")  # reviewers.analyzers.flow.rules.SINKS
@@ -154,6 +168,11 @@ def injection_taint(finding: Finding) -> bool:
     return finding.cwe in INJECTION_CWES and finding.confidence == "high" and finding.rule in taint_rules()
 
 
+def removed_guard(finding: Finding) -> bool:
+    """A guard, sanitizer or hardening option the change removed in front of a call it keeps."""
+    return finding.rule in REMOVED_GUARD_RULES and finding.confidence == "high"
+
+
 def proven(record: Record | None) -> bool:
     return (
         record is not None
@@ -180,6 +199,7 @@ def unearned_voice(finding: Finding, votes: PeopleVotes, record: Mapping[str, Re
         or unbound_name(finding)
         or rule in PROJECT_RULES
         or injection_taint(finding)
+        or removed_guard(finding)
         or accepted_by_people(rule, votes)
     ):
         return None

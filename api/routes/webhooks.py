@@ -41,6 +41,10 @@ router = APIRouter(tags=["webhooks"])
 
 
 BUSY_RETRY_AFTER_S = 1  # a body read takes milliseconds when its sender is not stalling
+# GitLab's Idempotency-Key and X-Gitlab-Webhook-UUID are UUIDs (36 characters) and object kinds are
+# words; the key is indexed, and a B-tree entry over ~2,700 bytes is refused by Postgres, which used
+# to read as "database unavailable" (503) and so was retried by GitLab for ever (issue 40)
+MAX_DELIVERY_KEY_CHARS = 256
 
 
 async def read_bounded_body(request: Request, *, limit: int, deadline_s: float) -> bytes:
@@ -81,8 +85,9 @@ def too_large(message: str) -> HTTPException:
 def decode_object(body: bytes) -> dict[str, Any] | None:
     try:
         value = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
-        # RecursionError: thousands of nested brackets exhaust the decoder's stack; a bad body, not a bug
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        # RecursionError: thousands of nested brackets exhaust the decoder's stack; ValueError (besides
+        # JSONDecodeError): an integer longer than Python's 4,300-digit conversion limit. A bad body, not a bug
         return None
     return value if isinstance(value, dict) else None
 
@@ -156,10 +161,16 @@ async def _handle(request: Request, state: StateDep, pool: PoolDep, queue: Queue
     kind = payload.get("object_kind")
     if not isinstance(kind, str) or not kind:
         raise refuse(status.HTTP_400_BAD_REQUEST, "invalid", "body has no object_kind")
+    idempotency_key = request.headers.get("idempotency-key") or None
+    webhook_uuid = request.headers.get("x-gitlab-webhook-uuid") or None
+    if any(len(value) > MAX_DELIVERY_KEY_CHARS for value in (idempotency_key or "", webhook_uuid or "", kind)):
+        raise refuse(
+            status.HTTP_400_BAD_REQUEST, "invalid", f"a delivery key is longer than {MAX_DELIVERY_KEY_CHARS} characters"
+        )
     delivery = Delivery(
         event_kind=kind,
-        idempotency_key=request.headers.get("idempotency-key") or None,
-        webhook_uuid=request.headers.get("x-gitlab-webhook-uuid") or None,
+        idempotency_key=idempotency_key,
+        webhook_uuid=webhook_uuid,
         payload=payload,
         project_id=project_id,
         project_path=project_path,
@@ -182,9 +193,10 @@ async def _handle(request: Request, state: StateDep, pool: PoolDep, queue: Queue
                 )
                 logger.info("webhook accepted", extra={"status": result.status, "event_kind": kind})
                 return answer(result)
-        except (psycopg.DataError, UnicodeEncodeError) as exc:
+        except (psycopg.DataError, psycopg.errors.ProgramLimitExceeded, UnicodeEncodeError) as exc:
             # values Postgres cannot keep (a NUL character or a lone surrogate in a string, NaN, an
-            # integer beyond its column): the delivery itself is bad, and retrying it cannot help
+            # integer beyond its column, a key too long for its index): the delivery itself is bad,
+            # and retrying it cannot help, so not 503
             logger.warning("webhook not stored: unstorable values", extra={"error": type(exc).__name__})
             raise refuse(status.HTTP_400_BAD_REQUEST, "invalid", "the body holds values that cannot be stored") from exc
         except PlatformUnavailableError as exc:

@@ -10,6 +10,8 @@ with summaries of the repository functions it calls (read at head); each finding
 - a value of unknown origin (a parameter no known caller fills from a request) reaching SQL text
   with values spliced in, a shell, eval or a deserialiser is low confidence: a person looks first;
 - a `random` value stored as a token, password, salt or session id (330);
+- a guard, sanitizer or hardening option the change took away in front of a call that remains
+  (`guard_removal`: base and head both read; the removed base line is quoted);
 - the syntax-level rules of `python_hardening` (cookie flags 614/1004, weak hashes 328, hard-coded
   credentials 798) and `python_auth` (timing-unsafe compare 208, fast password hash 916, TLS off 295).
 
@@ -24,10 +26,12 @@ import ast
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from reviewers.analyzers.base_tree import reverse_patch
 from reviewers.analyzers.changed_file import ChangedFile, Issue
 from reviewers.analyzers.flow.engine import Hit, analyse_module
 from reviewers.analyzers.flow.project import DEADLINE_CUT, MAX_SUMMARY_STEPS, Project
 from reviewers.analyzers.flow.rules import SINKS
+from reviewers.analyzers.guard_removal.report import removed_guard_issues
 from reviewers.analyzers.parsing import parse_module
 from reviewers.analyzers.python_auth import auth_issues
 from reviewers.analyzers.python_hardening import hardening_issues
@@ -65,6 +69,8 @@ class SecurityAnalysis:
     issues: list[Issue] = field(default_factory=list)
     cut_short: str | None = None
     cut_reason: CoverageReason = "budget"  # "deadline" when the review's deadline cut a summary
+    # why the guards the change removed were not looked for (the base could not be rebuilt or read)
+    base_unread: str | None = None
 
 
 def _scopes(tree: ast.Module) -> list[tuple[ast.AST, list[ast.AST]]]:
@@ -172,6 +178,21 @@ def analyse_security(file: ChangedFile, project: Project | None = None) -> Secur
             if (line := _first_changed(file, node)) is not None:
                 out.issues.append(Issue(line, rule, severity, title, body, kind=kind, confidence="high",
                                         cwe=AUTH_CWE.get(rule)))  # fmt: skip
+    if file.change.status in ("modified", "renamed") and file.change.hunks:
+        base_text = reverse_patch(file.text, file.change)
+        removed = (
+            removed_guard_issues(file, base_text, file.change.old_path or file.path, project)
+            if base_text is not None
+            else None
+        )
+        if removed is None:  # a base that cannot be rebuilt or read makes no claim about what was removed
+            out.base_unread = "the file before the change could not be " + (
+                "read" if base_text is not None else "rebuilt"
+            )
+        else:
+            # first: on a line another rule also reports (`verify=False`, `==` on a signature), the
+            # removed guard leads the merged issue, since the change itself is its evidence
+            out.issues = removed + out.issues
     out.cut_short = project.describe_unfinished(since=unfinished_before)
     if DEADLINE_CUT in list(project.unfinished.values())[unfinished_before:]:
         out.cut_reason = "deadline"

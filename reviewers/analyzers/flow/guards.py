@@ -64,11 +64,21 @@ def _merge_or(parts: list[Facts]) -> Facts:
     return {n: set.intersection(*(p[n] for p in parts)) for n in names}
 
 
+# A repository function's judgement by its body (`guard_removal.validators`): the classes it really
+# protects (empty: known not to work), or None when its body says nothing and its name is trusted.
+Validator = Callable[[ast.Call], frozenset[str] | None]
+
+
 def facts(
-    cond: ast.expr, positive: bool, *, is_const: Callable[[ast.expr], bool], qualified: Callable[[ast.expr], str]
+    cond: ast.expr,
+    positive: bool,
+    *,
+    is_const: Callable[[ast.expr], bool],
+    qualified: Callable[[ast.expr], str],
+    validator: Validator | None = None,
 ) -> Facts:
     """Name → sink classes (and markers) the condition clears where it is `positive`."""
-    out = _facts(cond, positive, is_const, qualified)
+    out = _facts(cond, positive, is_const, qualified, validator)
     for classes in out.values():
         if LOCAL_SLASH in classes and NOT_DOUBLE_SLASH in classes:
             classes.add("redirect")
@@ -76,21 +86,33 @@ def facts(
 
 
 def _facts(
-    cond: ast.expr, positive: bool, is_const: Callable[[ast.expr], bool], qualified: Callable[[ast.expr], str]
+    cond: ast.expr,
+    positive: bool,
+    is_const: Callable[[ast.expr], bool],
+    qualified: Callable[[ast.expr], str],
+    validator: Validator | None = None,
 ) -> Facts:
     if isinstance(cond, ast.UnaryOp) and isinstance(cond.op, ast.Not):
-        return _facts(cond.operand, not positive, is_const, qualified)
+        return _facts(cond.operand, not positive, is_const, qualified, validator)
     if isinstance(cond, ast.BoolOp):
-        parts = [_facts(v, positive, is_const, qualified) for v in cond.values]
+        parts = [_facts(v, positive, is_const, qualified, validator) for v in cond.values]
         conjunction = isinstance(cond.op, ast.And) == positive
         return _merge_and(parts) if conjunction else _merge_or(parts)
     out: Facts = {}
     if isinstance(cond, ast.Compare) and len(cond.ops) == 1:
         _compare(cond, positive, is_const, qualified, out)
     elif isinstance(cond, ast.Call):
-        _call(cond, positive, qualified, out)
+        judged = validator(cond) if validator is not None else None
+        if judged is None:
+            _call(cond, positive, qualified, out)
+        elif positive:  # a repository validator protects what its body checks, whatever its name
+            for arg in [*cond.args, *(k.value for k in cond.keywords)]:
+                if (subject := _subject(arg, qualified)) is not None:
+                    _add(out, subject[0], judged)
     elif not positive and (subject := _subject(cond, qualified)) and subject[1]:
         _add(out, subject[0], _URL_CLASSES)  # `if urlparse(x).netloc: abort()`: a relative URL after it
+    elif isinstance(cond, ast.Name) and not positive:
+        _add(out, cond.id, ALL_CLASSES)  # `if not x:` / `x or default`: x is empty or None there
     return out
 
 
@@ -167,7 +189,8 @@ def _call(cond: ast.Call, positive: bool, qualified: Callable[[ast.expr], str], 
     if name in REDIRECT_GUARDS or short in REDIRECT_GUARDS:
         for arg in [*cond.args, *(k.value for k in cond.keywords)]:
             if (subject := _subject(arg, qualified)) is not None:
-                _add(out, subject[0], _URL_CLASSES)
+                # a URL checked against the allowed hosts may be kept in the session for a later redirect
+                _add(out, subject[0], _URL_CLASSES | {"trust-boundary"})
         return
     if any(word in short.lower() for word in GUARD_WORDS):
         for arg in cond.args:

@@ -178,7 +178,7 @@ def test_stalled_job_superseded_by_a_newer_push_is_failed_not_retried(
         queue = create_queue_app(FAST_QUEUE)
         await queue.open_async(pool)
         try:
-            return await recover_stalled_jobs(queue, seconds_since_heartbeat=1)
+            return await recover_stalled_jobs(queue, seconds_since_heartbeat=1, max_attempts=FAST_QUEUE.max_attempts)
         finally:
             await queue.close_async()
             await pool.close()

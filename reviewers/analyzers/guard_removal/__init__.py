@@ -1,0 +1,1 @@
+"""Diff-aware security: what a change takes away (see `report`)."""

@@ -1,0 +1,714 @@
+"""Every call of a module with the guards that dominate it: checks on the branch that reaches it,
+sanitizers its arguments went through, its own hardening options, and the function's decorators.
+
+One walk per scope (a function, or the module's own statements), in statement order: an `if` whose
+branch leaves (`return`, `raise`, `abort`) guards what follows it; a branch guards what it contains;
+a check after the call guards nothing. What a condition proves about a name comes from the flow
+engine's `guards.facts`, with repository validators judged by their body (`validators`). Names carry
+their origins through assignments, so a check on `name` guards `open(os.path.join(BASE, name))`.
+
+The walk is linear in the scope's size: nothing is interpreted twice, loops are walked once.
+"""
+
+from __future__ import annotations
+
+import ast
+import bisect
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from reviewers.analyzers.flow import guards
+from reviewers.analyzers.flow.project import FunctionNode, ModuleInfo, Project
+from reviewers.analyzers.flow.rules import ABORTS, ALL_CLASSES, GUARD_WORDS, REDIRECT_GUARDS, SANITISERS
+from reviewers.analyzers.flow.sinks import CALL_SINKS, SUBPROCESS_CALLS, XML_PARSE_CALLS, XML_PARSER_FACTORIES
+from reviewers.analyzers.guard_removal.families import CLASS_CWE
+from reviewers.analyzers.guard_removal.validators import AUTH_CLASSES, judge_call, repository_function
+from reviewers.analyzers.python_auth import names_secret
+
+MODULE_SCOPE = "<module>"
+
+
+@dataclass(frozen=True, slots=True)
+class Guard:
+    family: str  # a key of `families.FAMILIES`
+    classes: frozenset[str]  # the sink classes it protects
+    names: frozenset[str]  # the names it constrains; empty: everything in its scope
+    line: int  # where it is, in the version of the file it was read from
+    text: str  # its code, stripped
+    key: str = ""  # which option of a strict family (`resolve_entities`, `no_network`)
+    strength: tuple[int, int] = (0, 0)  # within a family, larger is stricter (a regex's anchors)
+
+
+@dataclass(frozen=True, slots=True)
+class Sink:
+    """A call (or a comparison, or a view's reach) and the guards that dominate it."""
+
+    classes: frozenset[str]
+    callee: str  # the call's family: `yaml.safe_load` and `yaml.load` are one
+    call: ast.Call | None  # the call itself (its positional arguments tell two calls of one callee apart)
+    names: frozenset[str]  # the names its arguments are made of, with their origins
+    line: int
+    guards: tuple[Guard, ...]
+    end_line: int = 0  # the last line of the call (of a view, its `def` line; it starts at its decorators)
+    start_line: int = 0
+
+    @property
+    def args(self) -> str:
+        return ", ".join(ast.unparse(a) for a in self.call.args) if self.call is not None else ""
+
+    @property
+    def span(self) -> tuple[int, int]:
+        return (self.start_line or self.line, max(self.end_line, self.line))
+
+
+# --- what calls are -------------------------------------------------------------------------------
+
+_SHORT_SINKS = {"send_file": "path", "send_from_directory": "path", "redirect": "redirect", "urlopen": "ssrf",
+                "FileResponse": "path", "RedirectResponse": "redirect", "HttpResponseRedirect": "redirect"}  # fmt: skip
+_METHOD_SINKS = {"execute": "sql", "executemany": "sql", "executescript": "sql", "redirect": "redirect",
+                 "extractall": "path", "extract": "path", "read_text": "path", "read_bytes": "path",
+                 "write_text": "path", "write_bytes": "path", "send_file": "path",
+                 "send_static_file": "path"}  # fmt: skip
+_YAML = frozenset({"yaml.load", "yaml.safe_load", "yaml.full_load", "yaml.unsafe_load", "yaml.load_all",
+                   "yaml.safe_load_all", "yaml.full_load_all", "yaml.unsafe_load_all"})  # fmt: skip
+_SAFE_LOADERS = frozenset({"SafeLoader", "CSafeLoader", "BaseLoader", "CBaseLoader"})
+_HTTP_LIBRARIES = ("requests.", "httpx.", "aiohttp.", "urllib3.", "urllib.request.")
+_HTTP_METHODS = frozenset({"get", "post", "put", "patch", "delete", "head", "options", "request", "send", "stream"})
+_TEMPLATES = frozenset({"jinja2.Environment", "jinja2.Template", "jinja2.sandbox.SandboxedEnvironment"})
+_XML_CALLS = (
+    XML_PARSE_CALLS | XML_PARSER_FACTORIES | {"xml.etree.ElementTree.fromstring", "xml.etree.ElementTree.parse"}
+)
+SIZE_KEYWORDS = frozenset({"max_size", "max_length", "max_content_length", "max_bytes", "max_body_size",
+                           "max_num_fields", "max_fields", "max_files", "max_count", "max_entries", "max_depth",
+                           "max_form_memory_size", "max_form_parts", "max_items", "max_line_length"})  # fmt: skip
+# What reads a whole value into memory or hands it to a parser: where a size limit protects.
+_CONSUMER_WORDS = ("load", "parse", "decode", "decompress", "read", "unpack", "fromstring", "literal_eval",
+                   "match", "search", "findall", "sub", "split", "form", "multipart", "upload", "json",
+                   "body")  # fmt: skip
+_CREDENTIAL_HEADERS = frozenset({"authorization", "cookie", "proxy-authorization"})
+_LOGIN_WORDS = ("login", "auth", "authenticated", "jwt", "token_required", "signed_in")
+_PERMISSION_WORDS = ("permission", "role", "admin", "staff", "superuser", "passes_test", "owner")
+_AUTH_ATTRIBUTES = frozenset({"is_authenticated", "is_anonymous", "is_active"})
+_PERMISSION_ATTRIBUTES = frozenset({"has_perm", "has_perms", "has_permission", "is_staff", "is_superuser",
+                                    "is_admin", "check_permission", "has_role", "can"})  # fmt: skip
+_ROUTE_DECORATORS = frozenset({"route", "get", "post", "put", "patch", "delete", "api_route", "api_view",
+                               "view_config"})  # fmt: skip
+_CHECK_WORDS = (*GUARD_WORDS, "check", "validate", "ensure", "verify", "require", "assert")
+_WILD = re.compile(r"\.\*|\.\+|\\S|\[\^")
+
+
+def callee_family(qualified: str) -> str:
+    """The name two versions of a call share: the safe variant and the unsafe one are one call."""
+    if qualified in _YAML:
+        return "yaml.load_all" if qualified.endswith("_all") else "yaml.load"
+    if qualified.startswith("defusedxml."):
+        rest = qualified.removeprefix("defusedxml.")
+        return {"lxml": "lxml.etree"}.get(rest.split(".")[0], "xml.etree." + rest.split(".")[0]) + (
+            "." + rest.split(".", 1)[1] if "." in rest else ""
+        )
+    if qualified in ("hmac.compare_digest", "secrets.compare_digest"):
+        return "=="
+    if qualified == "ast.literal_eval":
+        return "eval"
+    return qualified
+
+
+def _text(lines: list[str], node: ast.AST) -> str:
+    line = getattr(node, "lineno", 0)
+    return lines[line - 1].strip() if 1 <= line <= len(lines) else ""
+
+
+_NOTHING: frozenset[str] = frozenset()
+_NESTED = (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def _const(expr: ast.expr | None) -> object:
+    return expr.value if isinstance(expr, ast.Constant) else ...
+
+
+def _exits(stmts: list[ast.stmt], qualified_of: Callable[[ast.expr], str]) -> bool:
+    """Whether a block always leaves the function (or the loop) before falling through."""
+    for stmt in stmts:
+        if isinstance(stmt, ast.Return | ast.Raise | ast.Continue | ast.Break):
+            return True
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+            name = qualified_of(stmt.value.func)
+            if name in ABORTS or name.rsplit(".", 1)[-1] in ("abort", "exit", "HTTPException"):
+                return True
+        if isinstance(stmt, ast.If) and stmt.orelse and _exits(stmt.body, qualified_of):
+            if _exits(stmt.orelse, qualified_of):
+                return True
+    return False
+
+
+def _decorator_name(decorator: ast.expr) -> str:
+    target = decorator.func if isinstance(decorator, ast.Call) else decorator
+    if isinstance(target, ast.Attribute):
+        return target.attr
+    return target.id if isinstance(target, ast.Name) else ""
+
+
+def _auth_family(words: str) -> str | None:
+    lowered = words.lower()
+    if any(w in lowered for w in _PERMISSION_WORDS):
+        return "permission"
+    if any(w in lowered for w in _LOGIN_WORDS):
+        return "login"
+    return None
+
+
+@dataclass
+class _State:
+    origins: dict[str, frozenset[str]] = field(default_factory=dict)
+    carried: dict[str, tuple[Guard, ...]] = field(default_factory=dict)  # sanitizers a name's value went through
+    parsed: dict[str, ast.expr] = field(default_factory=dict)  # names bound to `urlparse(x)`
+
+
+class ModuleScan:
+    """The sinks of every scope of one version of a module, by the scope's qualified name."""
+
+    def __init__(self, project: Project, info: ModuleInfo, text: str, touched: frozenset[int] | None = None) -> None:
+        """`touched`: the lines the change wrote or removed in this version; only the functions (and the
+        module's own statements) that hold one are walked, so a review costs what the change touched.
+        None walks everything."""
+        self.project = project
+        self.touched = sorted(touched) if touched is not None else None
+        lowered = text.lower()
+        self._mentions_credentials = any(h in lowered for h in _CREDENTIAL_HEADERS)
+        self._mentions_csrf = "csrf" in lowered or "seasurf" in lowered
+        self.info = info
+        self.lines = text.splitlines()
+        self.qualified_of: dict[int, str] = {}
+        self.patterns: dict[str, str] = {}  # module names bound to re.compile("...")
+        self.constants: set[str] = set()
+        for stmt in info.tree.body:
+            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+                name, value = stmt.targets[0].id, stmt.value
+                if isinstance(value, ast.Call) and self.qualified(value.func) == "re.compile" and value.args:
+                    if isinstance(pattern := _const(value.args[0]), str):
+                        self.patterns[name] = pattern
+                elif isinstance(value, ast.Constant | ast.Set | ast.List | ast.Tuple | ast.Dict | ast.Call):
+                    self.constants.add(name)
+        self._subtrees: dict[int, tuple[frozenset[str], tuple[ast.expr, ...]]] = {}
+        self._sanitized: dict[int, Guard | None] = {}
+        self._shapes: dict[int, tuple[str, tuple[int, int]]] = {}
+        self.module_guards = self._module_guards()
+        self.views = [f for f in info.functions.values() if self._is_view(f)]
+        self.scopes: dict[str, list[Sink]] = {}
+        self._current = MODULE_SCOPE
+        self._scan(info.tree.body, MODULE_SCOPE, None)
+
+    # --- names ----------------------------------------------------------------------------------
+
+    def qualified(self, expr: ast.expr) -> str:
+        name = _dotted(expr)
+        if not name:
+            return ""
+        head, _, rest = name.partition(".")
+        resolved = self.info.aliases.get(head, head)
+        return f"{resolved}.{rest}" if rest else resolved
+
+    def is_const(self, expr: ast.expr) -> bool:
+        if isinstance(expr, ast.Constant):
+            return True
+        if isinstance(expr, ast.Name):
+            return expr.id.isupper() or expr.id in self.constants
+        if isinstance(expr, ast.Attribute):
+            return expr.attr.isupper()
+        if isinstance(expr, ast.Set | ast.List | ast.Tuple):
+            return all(isinstance(e, ast.Constant) for e in expr.elts)
+        return False
+
+    def validator(self, call: ast.Call) -> frozenset[str] | None:
+        judgement = judge_call(self.project, self.info, call.func)
+        return judgement.classes if judgement is not None else None
+
+    # --- scopes ---------------------------------------------------------------------------------
+
+    def _scan(self, body: list[ast.stmt], qualname: str, func: FunctionNode | None) -> None:
+        outer, self._current = self._current, qualname
+        sinks: list[Sink] = []
+        self.scopes[qualname] = sinks
+        state = _State()
+        reach = self._decorator_guards(func) if func is not None else []
+        self._block(body, (), state, sinks, top=func is not None, reach=reach)
+        self._current = outer
+        if func is not None and self._is_view(func):
+            exempt = any(_decorator_name(d) == "csrf_exempt" for d in func.decorator_list)
+            csrf = [g for g in self.module_guards if g.family == "csrf"]
+            if not exempt:
+                text = f"CSRF protection (no `csrf_exempt`) on `{_text(self.lines, func)}`"
+                csrf.append(Guard("csrf", frozenset({"csrf"}), frozenset(), func.lineno, text, key="view"))
+            auth = [g for g in reach if g.classes & {"auth"}]
+            auth += [g for g in self.module_guards if g.family in ("login", "permission")]
+            first = min([func.lineno, *(d.lineno for d in func.decorator_list)])
+            sinks.append(Sink(frozenset({"auth", "csrf"}), "<view>", None, frozenset(), func.lineno,
+                              (*auth, *csrf), end_line=func.lineno, start_line=first))  # fmt: skip
+        headers = [g for g in reach if g.family == "header-strip"]
+        if headers or func is not None:
+            sinks.append(Sink(frozenset({"credentials"}), "<function>", None, frozenset(), getattr(func, "lineno", 1),
+                              tuple(headers)))  # fmt: skip
+
+    def _wanted(self, node: ast.stmt) -> bool:
+        if self.touched is None:
+            return True
+        decorators = getattr(node, "decorator_list", [])
+        first = min([node.lineno, *(d.lineno for d in decorators)])
+        at = bisect.bisect_left(self.touched, first)
+        return at < len(self.touched) and self.touched[at] <= (node.end_lineno or node.lineno)
+
+    def _is_view(self, func: FunctionNode) -> bool:
+        if any(_decorator_name(d) in _ROUTE_DECORATORS | {"csrf_exempt"} for d in func.decorator_list):
+            return True
+        params = [a.arg for a in func.args.args]
+        return bool(params) and params[0] == "request" or (len(params) > 1 and params[:2] == ["self", "request"])
+
+    def _decorator_guards(self, func: FunctionNode) -> list[Guard]:
+        out: list[Guard] = []
+        for decorator in func.decorator_list:
+            name = _decorator_name(decorator)
+            family = _auth_family(name)
+            target = decorator.func if isinstance(decorator, ast.Call) else decorator
+            judgement = judge_call(self.project, self.info, target)
+            if judgement is not None and judgement.classes & AUTH_CLASSES:
+                family = family or "login"
+            elif judgement is not None or name in ("route", "csrf_exempt"):
+                family = None
+            if family is not None:
+                out.append(Guard(family, AUTH_CLASSES, frozenset(), decorator.lineno, _text(self.lines, decorator)))
+        return out
+
+    def subtree(self, root: ast.AST) -> tuple[frozenset[str], tuple[ast.expr, ...]]:
+        """The names under a node and its calls and comparisons (nested functions and lambdas left
+        out), each node's computed once per module: a call nested in a call is not walked again."""
+        memo = self._subtrees
+        if id(root) in memo:
+            return memo[id(root)]
+        stack: list[tuple[ast.AST, list[ast.AST] | None]] = [(root, None)]
+        while stack:
+            node, children = stack.pop()
+            if children is None:
+                if id(node) in memo:
+                    continue
+                inner = [c for c in ast.iter_child_nodes(node) if not isinstance(c, _NESTED)]
+                stack.append((node, inner))
+                stack.extend((c, None) for c in inner if id(c) not in memo)
+                continue
+            if not children:
+                memo[id(node)] = (frozenset({node.id}) if isinstance(node, ast.Name) else _NOTHING, ())
+                continue
+            names: set[str] = set()
+            found: list[ast.expr] = [node] if isinstance(node, ast.Call | ast.Compare) else []
+            for child in children:
+                child_names, child_found = memo[id(child)]
+                names |= child_names
+                found += child_found
+            if isinstance(node, ast.Name):
+                names.add(node.id)
+            memo[id(node)] = (frozenset(names), tuple(found))
+        return memo[id(root)]
+
+    def names(self, expr: ast.AST) -> frozenset[str]:
+        return self.subtree(expr)[0]
+
+    def _module_guards(self) -> list[Guard]:
+        """CSRF protection switched on for the app, and an authentication check run before every request."""
+        out: list[Guard] = []
+        for node in ast.walk(self.info.tree) if self._mentions_csrf else ():
+            if isinstance(node, ast.Call):
+                name = self.qualified(node.func)
+                if name.endswith(("CSRFProtect", "CsrfProtect", "csrf.init_app", "SeaSurf")):
+                    out.append(Guard("csrf", frozenset({"csrf"}), frozenset(), node.lineno,
+                                     _text(self.lines, node), key="app"))  # fmt: skip
+        for stmt in self.info.tree.body:
+            if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef) and any(
+                _decorator_name(d) == "before_request" for d in stmt.decorator_list
+            ):
+                judged = _auth_family(" ".join(_dotted(n) for n in ast.walk(stmt) if isinstance(n, ast.Attribute)))
+                if judged is not None or any(
+                    isinstance(n, ast.Attribute) and n.attr in _AUTH_ATTRIBUTES for n in ast.walk(stmt)
+                ):
+                    out.append(Guard(judged or "login", AUTH_CLASSES, frozenset(), stmt.lineno, f"def {stmt.name}"))
+        return out
+
+    # --- statements -----------------------------------------------------------------------------
+
+    def _block(
+        self,
+        stmts: list[ast.stmt],
+        active: tuple[Guard, ...],
+        state: _State,
+        sinks: list[Sink],
+        *,
+        top: bool = False,
+        reach: list[Guard] | None = None,
+    ) -> tuple[Guard, ...]:
+        for stmt in stmts:
+            active = self._statement(stmt, active, state, sinks, top=top, reach=reach)
+        return active
+
+    def _statement(  # noqa: C901 - one case per statement kind
+        self,
+        stmt: ast.stmt,
+        active: tuple[Guard, ...],
+        state: _State,
+        sinks: list[Sink],
+        *,
+        top: bool,
+        reach: list[Guard] | None,
+    ) -> tuple[Guard, ...]:
+        if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
+            prefix = "" if self._current == MODULE_SCOPE else f"{self._current}."
+            if self._wanted(stmt):
+                self._scan(stmt.body, f"{prefix}{stmt.name}", stmt)
+            return active
+        if isinstance(stmt, ast.ClassDef):
+            for item in stmt.body:
+                if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef) and self._wanted(item):
+                    self._scan(item.body, f"{stmt.name}.{item.name}", item)
+            return active
+        if self._current == MODULE_SCOPE and not self._wanted(stmt):
+            return active
+        if isinstance(stmt, ast.If):
+            self._calls(stmt.test, active, state, sinks)
+            body_exits, else_exits = _exits(stmt.body, self.qualified), _exits(stmt.orelse, self.qualified)
+            test = _Inline(state.parsed).visit(_copy(stmt.test)) if state.parsed else stmt.test
+            positive = self._condition(test, True, stmt)
+            negative = self._condition(test, False, stmt)
+            replaced = self._replaced_by_constants(stmt.body) if not stmt.orelse and not body_exits else set()
+            if replaced:  # `if bad(x): x = "/"`: after the `if`, x is the safe constant or passed the check
+                self._block(stmt.body, active, state, sinks, reach=reach)
+                return (*active, *(g for g in negative if g.names and g.names <= replaced))
+            if top and reach is not None and (body_exits or else_exits):
+                reach += self._auth_checks(stmt.test, stmt)
+            self._block(stmt.body, (*active, *positive), state, sinks, reach=reach)
+            self._block(stmt.orelse, (*active, *negative), state, sinks, reach=reach)
+            if body_exits and not else_exits:
+                return (*active, *negative)
+            if else_exits and not body_exits:
+                return (*active, *positive)
+            return active
+        if isinstance(stmt, ast.Assert):
+            return (*active, *self._condition(stmt.test, True, stmt))
+        if isinstance(stmt, ast.For | ast.AsyncFor | ast.While):
+            header = stmt.iter if isinstance(stmt, ast.For | ast.AsyncFor) else stmt.test
+            self._calls(header, active, state, sinks)
+            if isinstance(stmt, ast.For | ast.AsyncFor) and reach is not None:
+                reach += self._stripped_headers(stmt.iter, stmt, around=stmt)
+            inner = active
+            if isinstance(stmt, ast.While):  # a loop's bound is no limit on input
+                inner = (*active, *(g for g in self._condition(stmt.test, True, stmt) if g.family != "size-limit"))
+            self._block(stmt.body, inner, state, sinks, reach=reach)
+            self._block(stmt.orelse, active, state, sinks, reach=reach)
+            return active
+        if isinstance(stmt, ast.With | ast.AsyncWith):
+            for context in stmt.items:
+                self._calls(context.context_expr, active, state, sinks)
+            return self._block(stmt.body, active, state, sinks, top=top, reach=reach)
+        if isinstance(stmt, ast.Try):
+            after = self._block(stmt.body, active, state, sinks, top=top, reach=reach)
+            for handler in stmt.handlers:
+                self._block(handler.body, active, state, sinks, reach=reach)
+            self._block(stmt.orelse, after, state, sinks, reach=reach)
+            self._block(stmt.finalbody, active, state, sinks, reach=reach)
+            return after
+        if isinstance(stmt, ast.Delete) and reach is not None:
+            for target in stmt.targets:
+                reach += self._stripped_headers(target, stmt)
+            return active
+        self._calls(stmt, active, state, sinks)
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+            if reach is not None and _dotted(stmt.value.func).rsplit(".", 1)[-1] in ("pop", "remove", "discard"):
+                reach += [g for a in stmt.value.args[:1] for g in self._stripped_headers(a, stmt)]
+            return (*active, *self._checking_call(stmt.value, stmt))
+        if isinstance(stmt, ast.Assign | ast.AnnAssign | ast.AugAssign) and stmt.value is not None:
+            targets: list[ast.expr] = list(stmt.targets) if isinstance(stmt, ast.Assign) else [stmt.target]
+            self._assign(targets, stmt.value, state, stmt)
+            assigned = {n for t in targets for n in self.names(t)}
+            if not isinstance(stmt, ast.AugAssign) and not assigned & self.names(stmt.value):
+                active = tuple(g for g in active if not g.names or not g.names <= assigned)
+        return active
+
+    def _replaced_by_constants(self, body: list[ast.stmt]) -> set[str]:
+        out: set[str] = set()
+        for stmt in body:
+            if not (isinstance(stmt, ast.Assign) and self.is_const(stmt.value)):
+                return set()
+            out |= {t.id for t in stmt.targets if isinstance(t, ast.Name)}
+        return out
+
+    def _assign(self, targets: list[ast.expr], value: ast.expr, state: _State, stmt: ast.AST) -> None:
+        if isinstance(value, ast.Call) and self.qualified(value.func).rsplit(".", 1)[-1] in ("urlparse", "urlsplit"):
+            for target in targets:
+                if isinstance(target, ast.Name):
+                    state.parsed[target.id] = value
+        used = self.names(value)
+        origins = frozenset(used.union(*(state.origins.get(n, frozenset()) for n in used)))
+        carried = tuple(g for n in used for g in state.carried.get(n, ()))
+        carried += tuple(self._sanitizers(value))
+        for target in targets:
+            for name in self.names(target):
+                state.origins[name] = origins | {name}
+                state.carried[name] = carried
+
+    # --- guards ---------------------------------------------------------------------------------
+
+    def _condition(self, test: ast.expr, positive: bool, stmt: ast.stmt) -> list[Guard]:
+        proven = guards.facts(
+            test, positive, is_const=self.is_const, qualified=self.qualified, validator=self.validator
+        )
+        out: list[Guard] = []
+        if not proven:
+            return out + self._limits(test, positive, stmt)
+        if id(test) not in self._shapes:
+            self._shapes[id(test)] = self._shape(test)
+        family, strength = self._shapes[id(test)]
+        text = _text(self.lines, stmt)
+        for name, classes in proven.items():
+            cleared = {"path" if c == guards.PREFIX else c for c in classes} & set(CLASS_CWE)
+            shape = "url-check" if family == "containment" and "path" not in cleared else family
+            if cleared:
+                out.append(Guard(shape, frozenset(cleared), frozenset({name}), stmt.lineno, text, strength=strength))
+        out += self._limits(test, positive, stmt)
+        return out
+
+    def _shape(self, test: ast.expr) -> tuple[str, tuple[int, int]]:
+        """Which family of check a condition is, and, for a pattern, how strict it is."""
+        nodes = list(ast.walk(test))
+        calls = [n for n in nodes if isinstance(n, ast.Call)]
+        for call in calls:
+            if repository_function(self.project, self.info, call.func) is not None:
+                return "validator", (0, 0)
+        shorts = {_dotted(c.func).rsplit(".", 1)[-1] for c in calls}
+        attributes = {n.attr for n in nodes if isinstance(n, ast.Attribute)}
+        if attributes & {"netloc", "hostname", "scheme", "host"} or shorts & (REDIRECT_GUARDS | {"urlparse"}):
+            return "url-check", (0, 0)
+        for call in calls:
+            short = _dotted(call.func).rsplit(".", 1)[-1]
+            if short in ("match", "fullmatch", "search"):
+                return "pattern", self._pattern_strength(call, short)
+        if shorts & {"startswith", "is_relative_to", "commonpath", "realpath", "abspath", "resolve"} or any(
+            isinstance(n, ast.Constant) and isinstance(n.value, str) and ".." in n.value for n in nodes
+        ):
+            return "containment", (0, 0)
+        if any(isinstance(op, ast.In | ast.NotIn | ast.Eq | ast.NotEq) for n in nodes
+               if isinstance(n, ast.Compare) for op in n.ops):  # fmt: skip
+            return "allow-list", (0, 0)
+        return "validation", (0, 0)
+
+    def _pattern_strength(self, call: ast.Call, short: str) -> tuple[int, int]:
+        receiver = call.func.value if isinstance(call.func, ast.Attribute) else None
+        pattern: object = ...
+        if receiver is not None and isinstance(receiver, ast.Name) and receiver.id in self.patterns:
+            pattern = self.patterns[receiver.id]
+        elif call.args:
+            pattern = _const(call.args[0])
+        if not isinstance(pattern, str):
+            return (0, 0)
+        start = short in ("match", "fullmatch") or pattern.startswith(("^", "\\A"))
+        end = short == "fullmatch" or pattern.endswith(("$", "\\Z", "\\z"))
+        return (int(start) + int(end), -len(_WILD.findall(pattern)))
+
+    def _limits(self, test: ast.expr, positive: bool, stmt: ast.stmt) -> list[Guard]:
+        """`len(x) > LIMIT` where it fails (or `len(x) <= LIMIT` where it holds): x is bounded."""
+        if not isinstance(test, ast.Compare) or len(test.ops) != 1:
+            if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+                return self._limits(test.operand, not positive, stmt)
+            if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or) and not positive:
+                return [g for v in test.values for g in self._limits(v, positive, stmt)]
+            return []
+        op, left, right = test.ops[0], test.left, test.comparators[0]
+        for side, other, upper in ((left, right, ast.Gt | ast.GtE), (right, left, ast.Lt | ast.LtE)):
+            measured = (
+                side.args[0] if isinstance(side, ast.Call) and _dotted(side.func) == "len" and side.args else None
+            )
+            if measured is None or isinstance(other, ast.Call):
+                continue
+            bounded_here = not positive if isinstance(op, upper) else positive
+            if bounded_here:
+                names = self.names(measured)
+                return [Guard("size-limit", frozenset({"dos"}), names, stmt.lineno, _text(self.lines, stmt))]
+        return []
+
+    def _auth_checks(self, test: ast.expr, stmt: ast.stmt) -> list[Guard]:
+        attributes = {n.attr for n in ast.walk(test) if isinstance(n, ast.Attribute)}
+        calls = " ".join(_dotted(n.func) for n in ast.walk(test) if isinstance(n, ast.Call))
+        family = "permission" if attributes & _PERMISSION_ATTRIBUTES else None
+        family = family or ("login" if attributes & _AUTH_ATTRIBUTES else _auth_family(calls))
+        if family is None:
+            return []
+        return [Guard(family, AUTH_CLASSES, frozenset(), stmt.lineno, _text(self.lines, stmt))]
+
+    def _stripped_headers(self, expr: ast.AST, stmt: ast.stmt, around: ast.stmt | None = None) -> list[Guard]:
+        """Credentials taken out of a request's headers: `del headers["Authorization"]`,
+        `headers.pop("Cookie", None)`, or a loop over such names whose body drops them."""
+        if not self._mentions_credentials:
+            return []
+        if around is not None and not any(
+            isinstance(n, ast.Delete)
+            or (isinstance(n, ast.Call) and _dotted(n.func).rsplit(".", 1)[-1] in ("pop", "remove", "discard"))
+            for n in ast.walk(around)
+        ):
+            return []
+        out: list[Guard] = []
+        for node in ast.walk(expr):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                if node.value.lower() in _CREDENTIAL_HEADERS:
+                    out.append(Guard("header-strip", frozenset({"credentials"}), frozenset(), stmt.lineno,
+                                     _text(self.lines, stmt), key=node.value.lower()))  # fmt: skip
+        return out
+
+    def _checking_call(self, call: ast.Call, stmt: ast.stmt) -> list[Guard]:
+        """A call on its own line that raises unless its argument is safe: a repository validator
+        judged by its body, or, when its body says nothing, one named for checking."""
+        judgement = judge_call(self.project, self.info, call.func)
+        names = frozenset(n for a in call.args for n in self.names(a))
+        text = _text(self.lines, stmt)
+        if judgement is not None:
+            return [Guard("validator", judgement.classes, names, stmt.lineno, text)] if judgement.works else []
+        short = _dotted(call.func).rsplit(".", 1)[-1].lower()
+        if names and any(w in short for w in _CHECK_WORDS) and repository_function(self.project, self.info, call.func):
+            return [Guard("validator", ALL_CLASSES | {"dos"}, names, stmt.lineno, text)]
+        return []
+
+    def _sanitizers(self, expr: ast.expr) -> list[Guard]:
+        """The sanitizers (and repository validators that return the cleaned value) in an expression."""
+        out: list[Guard] = []
+        for node in self.subtree(expr)[1]:
+            if isinstance(node, ast.Call):
+                if id(node) not in self._sanitized:
+                    self._sanitized[id(node)] = self._sanitizer(node)
+                if (guard := self._sanitized[id(node)]) is not None:
+                    out.append(guard)
+        return out
+
+    def _sanitizer(self, node: ast.Call) -> Guard | None:
+        name = self.qualified_of.get(id(node)) or self.qualified(node.func)
+        short = name.rsplit(".", 1)[-1]
+        names = frozenset(n for a in node.args for n in self.names(a))
+        text = _text(self.lines, node)
+        classes = SANITISERS.get(name) or SANITISERS.get(short)
+        if classes is not None:
+            family = "safe-join" if short == "safe_join" else "escape" if "xss" in classes else "sanitizer"
+            return Guard(family, classes, names, node.lineno, text, key=short)
+        if (judgement := judge_call(self.project, self.info, node.func)) is not None and judgement.works:
+            return Guard("validator", judgement.classes, names, node.lineno, text)
+        return None
+
+    # --- sinks ----------------------------------------------------------------------------------
+
+    def _calls(self, root: ast.AST, active: tuple[Guard, ...], state: _State, sinks: list[Sink]) -> None:
+        for node in self.subtree(root)[1]:
+            if isinstance(node, ast.Call):
+                self._call(node, active, state, sinks)
+            elif isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.Eq | ast.NotEq):
+                sides = [node.left, node.comparators[0]]
+                if any(names_secret(s) for s in sides) and not any(self.is_const(s) for s in sides):
+                    names = self._origins(sides, state)
+                    sinks.append(Sink(frozenset({"compare"}), "==", None, names, node.lineno, ()))
+
+    def _origins(self, exprs: list[ast.expr], state: _State) -> frozenset[str]:
+        used = {n for e in exprs for n in self.names(e)}
+        return frozenset(used.union(*(state.origins.get(n, frozenset()) for n in used)))
+
+    def _call(self, call: ast.Call, active: tuple[Guard, ...], state: _State, sinks: list[Sink]) -> None:
+        name = self.qualified_of.get(id(call)) or self.qualified(call.func)
+        short = name.rsplit(".", 1)[-1]
+        family = callee_family(name)
+        text = _text(self.lines, call)
+        classes: set[str] = set()
+        own: list[Guard] = []
+        keywords = {k.arg: k.value for k in call.keywords if k.arg}
+        if name in CALL_SINKS:
+            classes.add(CALL_SINKS[name].cls)
+        elif short in _SHORT_SINKS:
+            classes.add(_SHORT_SINKS[short])
+        if isinstance(call.func, ast.Attribute) and short in _METHOD_SINKS:
+            classes.add(_METHOD_SINKS[short])
+        if family == "==":
+            classes.add("compare")
+            own.append(Guard("constant-time", frozenset({"compare"}), frozenset(), call.lineno, text))
+        if name in SUBPROCESS_CALLS:
+            classes.add("command")
+            if _const(keywords.get("shell")) is not True:
+                own.append(Guard("no-shell", frozenset({"command"}), frozenset(), call.lineno, text))
+        if name.startswith(_HTTP_LIBRARIES) or (short in _HTTP_METHODS and {"verify", "verify_ssl"} & set(keywords)):
+            classes.add("tls")
+            if not any(_const(keywords.get(k)) is False for k in ("verify", "verify_ssl", "ssl")):
+                own.append(Guard("tls-verify", frozenset({"tls"}), frozenset(), call.lineno, text))
+        if family in ("yaml.load", "yaml.load_all"):
+            classes.add("deserialization")
+            loader = keywords.get("Loader") or (call.args[1] if len(call.args) > 1 else None)
+            if "safe" in name or (loader is not None and _dotted(loader).rsplit(".", 1)[-1] in _SAFE_LOADERS):
+                own.append(Guard("safe-loader", frozenset({"deserialization"}), frozenset(), call.lineno, text))
+        if name in ("numpy.load", "np.load"):
+            classes.add("deserialization")
+            if _const(keywords.get("allow_pickle")) is not True:
+                own.append(Guard("allow-pickle", frozenset({"deserialization"}), frozenset(), call.lineno, text))
+        if name == "torch.load":
+            classes.add("deserialization")
+            if _const(keywords.get("weights_only")) is True:
+                own.append(Guard("weights-only", frozenset({"deserialization"}), frozenset(), call.lineno, text))
+        if name == "eval" or family == "eval":
+            classes.add("code")
+            if name == "ast.literal_eval":
+                own.append(Guard("safe-loader", frozenset({"code"}), frozenset(), call.lineno, text, key="literal"))
+        if name in _XML_CALLS or callee_family(name) in _XML_CALLS or name.startswith("defusedxml."):
+            classes.add("xxe")
+            if name.startswith("defusedxml."):
+                own.append(Guard("xml-entities", frozenset({"xxe"}), frozenset(), call.lineno, text, key="defused"))
+            if _const(keywords.get("resolve_entities")) is False:
+                own.append(Guard("xml-entities", frozenset({"xxe"}), frozenset(), call.lineno, text, key="entities"))
+            if short == "XMLParser" and _const(keywords.get("no_network")) is not False:
+                own.append(Guard("xml-entities", frozenset({"xxe"}), frozenset(), call.lineno, text, key="network"))
+        if name in _TEMPLATES or short == "Environment":
+            classes.add("xss")
+            escape = keywords.get("autoescape")
+            if escape is not None and _const(escape) is not False:
+                own.append(Guard("autoescape", frozenset({"xss"}), frozenset(), call.lineno, text))
+        if short in ("extractall", "extract") and "filter" in keywords and _const(keywords["filter"]) is not None:
+            own.append(Guard("tar-filter", frozenset({"path"}), frozenset(), call.lineno, text))
+        consumer = any(w in short.lower() for w in _CONSUMER_WORDS)
+        for keyword in SIZE_KEYWORDS & set(keywords) if consumer else ():
+            if _const(keywords[keyword]) is not None:
+                classes.add("dos")
+                own.append(Guard("size-limit", frozenset({"dos"}), frozenset(), call.lineno, text, key=keyword))
+        relevant = [a for a in call.args] + [v for k, v in keywords.items() if k not in SIZE_KEYWORDS]
+        names = self._origins(relevant, state)
+        carried = tuple(g for n in names for g in state.carried.get(n, ()))
+        applying = tuple(
+            g for g in active if (not g.names or g.names & names) and (g.family != "size-limit" or consumer or classes)
+        )
+        direct = tuple(g for a in relevant for g in self._sanitizers(a))
+        guarded = (*own, *carried, *applying, *direct)
+        end = call.end_lineno or call.lineno
+        sinks.append(Sink(frozenset(classes), family, call, names, call.lineno, guarded, end_line=end))
+
+
+class _Inline(ast.NodeTransformer):
+    """`parsed.netloc` read as `urlparse(x).netloc` where `parsed = urlparse(x)`."""
+
+    def __init__(self, parsed: dict[str, ast.expr]) -> None:
+        self.parsed = parsed
+
+    def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
+        if isinstance(node.value, ast.Name) and node.value.id in self.parsed:
+            return ast.copy_location(ast.Attribute(self.parsed[node.value.id], node.attr, node.ctx), node)
+        return self.generic_visit(node)
+
+
+def _copy(expr: ast.expr) -> ast.expr:
+    copied = ast.parse(ast.unparse(expr), mode="eval").body
+    return ast.copy_location(copied, expr)
+
+
+def _dotted(expr: ast.expr) -> str:
+    if isinstance(expr, ast.Name):
+        return expr.id
+    if isinstance(expr, ast.Attribute):
+        inner = _dotted(expr.value)
+        return f"{inner}.{expr.attr}" if inner else expr.attr
+    if isinstance(expr, ast.Call):
+        return _dotted(expr.func)
+    return ""

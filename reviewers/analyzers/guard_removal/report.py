@@ -1,0 +1,214 @@
+"""What a change takes away: a guard on the path to a sink that the change removed or weakened.
+
+Both versions of a changed Python file are read (`protections.ModuleScan`): each call with the
+guards that dominate it. A guard of the base that stood in front of a call the head still makes
+(the same callee, on the same arguments or the same names, in the same function), where at head no
+guard of the same kind — or, for a check, any guard of the sink's class — dominates that call, is a
+finding: the change itself is the evidence, whether the sink line changed or not and whether the
+data's origin is known or not. Its body quotes the base line that was removed or weakened.
+
+Counted as removed: a check deleted, a sanitizer dropped, a hardening option switched off
+(`shell=True`, `verify=False`, `allow_pickle=True`, `resolve_entities` left to lxml's default,
+`autoescape` off, `yaml.safe_load` → `yaml.load`, `hmac.compare_digest` → `==`), an authentication
+or permission decorator or check dropped from a view, `csrf_exempt` added or `CSRFProtect` removed,
+a credential header no longer stripped, a size limit dropped, a pattern loosened (an anchor or
+`fullmatch` gone, a character class widened to `.*`); a check weakened (`and` → `or`) or moved after
+the call; a validator replaced by a repository function whose body does not do the job.
+
+Not counted: a guard that moved and still dominates the call at head (into a helper called first,
+a decorator, a `before_request` hook, a sanitizer applied earlier), a guard replaced by another
+that protects the same class (`secure_filename` → a containment check), and a call the change
+removed. What this does not catch: a guard moved into another file's middleware configuration, a
+function renamed together with its guard's removal (the scopes are matched by name), and guards
+in code the head reaches only through another module.
+"""
+
+from __future__ import annotations
+
+from difflib import SequenceMatcher
+
+from reviewers.analyzers.changed_file import ChangedFile, Issue
+from reviewers.analyzers.flow.project import Project, build_module
+from reviewers.analyzers.flow.rules import SINKS
+from reviewers.analyzers.guard_removal.families import CLASS_CWE, CLASS_WORDS, FAMILIES
+from reviewers.analyzers.guard_removal.protections import Guard, ModuleScan, Sink
+from reviewers.kernel.contracts import Severity
+
+RULE = "python:removed-guard"
+# a guard's line rewritten into one this alike is the same check weakened (`and` → `or`, a pattern
+# loosened, an option switched), not a different statement in its place
+REWRITTEN_RATIO = 0.75
+KIND = "removed-guard"
+# classes whose damage is a nuisance or a phishing page rather than the server's: medium
+_MEDIUM = frozenset({"redirect", "ssrf", "compare", "dos", "csrf"})
+# a permission check is replaced only by another permission check: a login check lets every user in
+_REPLACES: dict[str, frozenset[str]] = {"permission": frozenset({"permission", "validator"})}
+
+
+def _best_match(sink: Sink, head: list[Sink]) -> Sink | None:
+    candidates = [h for h in head if h.callee == sink.callee]
+    if not candidates:
+        return None
+    wanted = sink.args
+    same = [h for h in candidates if h.args == wanted] if len(candidates) > 1 else candidates
+    if same:
+        return same[0]
+    shared = [h for h in candidates if h.names & sink.names]
+    if shared:
+        return shared[0]
+    return candidates[0] if len(candidates) == 1 else None
+
+
+def _replaced(guard: Guard, classes: frozenset[str], at_head: Sink) -> bool:
+    """Whether a guard at head protects the call as the base guard did (or better)."""
+    family = FAMILIES[guard.family]
+    for other in at_head.guards:
+        if not other.classes & classes:
+            continue
+        if other.family == guard.family and other.key == guard.key:
+            if other.strength >= guard.strength:
+                return True
+            continue
+        if family.strict or FAMILIES[other.family].strict:
+            continue
+        if other.family not in _REPLACES.get(guard.family, frozenset({other.family})):
+            continue
+        return True
+    return False
+
+
+def _still_fed(guard: Guard, sink: Sink, at_head: Sink) -> bool:
+    """Whether the call at head still takes what the guard constrained: a check on a value guards
+    nothing once the call is given something else, and a shell runs no injection when its command
+    is a constant."""
+    if guard.family == "no-shell" and at_head.call is not None:
+        return bool(at_head.names)
+    if guard.names and at_head.call is not None and sink.call is not None:
+        return bool(at_head.names & sink.names) or at_head.args == sink.args
+    return True
+
+
+def _weakened(guard: Guard, at_head: Sink) -> bool:
+    return any(o.family == guard.family and o.key == guard.key for o in at_head.guards)
+
+
+def _head_line(file: ChangedFile, guard: Guard, at_head: Sink) -> tuple[int, bool] | None:
+    """Where to say it, and whether the guard's line was rewritten rather than deleted: the call when
+    the change touched its line, else where the guard's base line went (the head line written in its
+    place, or the one that follows it). None when the change touched neither."""
+    first, last = at_head.span
+    touched = next((n for n in range(first, last + 1) if file.is_changed(n)), None)
+    for hunk in file.change.hunks:
+        lines = list(hunk.lines)
+        for n, line in enumerate(lines):
+            if line.old_line != guard.line or line.kind != "del":
+                continue
+            following = [x for x in lines[n + 1 :] if x.kind != "del"]
+            rewritten = (
+                bool(following)
+                and following[0].kind == "add"
+                and SequenceMatcher(None, line.text.strip(), following[0].text.strip()).ratio() >= REWRITTEN_RATIO
+            )
+            if touched is not None:
+                return touched, rewritten
+            shown = [x for x in following if x.new_line is not None and x.text.strip()]
+            after = shown[0].new_line if shown else None
+            before = next((x.new_line for x in reversed(lines[:n]) if x.new_line is not None and x.text.strip()), None)
+            place = after or before
+            return (place, rewritten) if place is not None else None
+    return (touched, False) if touched is not None else None
+
+
+def _severity(cls: str) -> Severity:
+    if cls in _MEDIUM:
+        return "medium"
+    spec = SINKS.get(cls)
+    return spec.severity if spec is not None else "high"
+
+
+def _issue(guard: Guard, cls: str, at_head: Sink, line: int, head_text: str, weakened: bool) -> Issue:
+    family = FAMILIES[guard.family]
+    cwe = family.cwe or CLASS_CWE[cls]
+    verb = "weakens" if weakened else "removes"
+    title = f"The change {verb} {family.what} in front of {CLASS_WORDS[cls]}"
+    call = head_text.splitlines()[at_head.line - 1].strip() if at_head.line <= len(head_text.splitlines()) else ""
+    where = (
+        f"`{call}` (line {at_head.line})"
+        if call and at_head.callee not in ("<view>", "<function>")
+        else (f"the function at line {at_head.line}")
+    )
+    body = (
+        f"At the base, `{guard.text}` (base line {guard.line}) guarded {where}; at head {where.split(' (')[0]} is "
+        f"still there and nothing equivalent dominates it. The change itself is the evidence: whatever the origin "
+        f"of the data, this {family.what.removeprefix('a ').removeprefix('an ')} was what kept {CLASS_WORDS[cls]} "
+        f"safe. Restore it, or show where the same check now runs first."
+    )
+    return Issue(line, RULE, _severity(cls), title[:200], body[:4000], kind=f"{KIND}:{guard.family}",
+                 confidence="high", cwe=cwe)  # fmt: skip
+
+
+def _touched(file: ChangedFile) -> tuple[frozenset[int], frozenset[int]]:
+    """The lines the change wrote (at head) and removed (at base), each with the line on the other
+    side where a pure addition or deletion sits, so that the function around it is read on both."""
+    head: set[int] = set()
+    base: set[int] = set()
+    for hunk in file.change.hunks:
+        old, new = hunk.old_start, hunk.new_start
+        for line in hunk.lines:
+            if line.kind == "add":
+                head.add(line.new_line or new)
+                base.update((old, max(old - 1, 1)))
+            elif line.kind == "del":
+                base.add(line.old_line or old)
+                head.update((new, max(new - 1, 1)))
+            if line.old_line is not None:
+                old = line.old_line + 1
+            if line.new_line is not None:
+                new = line.new_line + 1
+    return frozenset(head), frozenset(base)
+
+
+def removed_guard_issues(file: ChangedFile, base_text: str, base_path: str, project: Project) -> list[Issue] | None:
+    """The guards the change took away in front of calls that remain, as issues on the head file;
+    None when either version does not parse (nothing can be said about what was removed)."""
+    head_tree, base_tree = project.parse(file.text, file.path), project.parse(base_text, base_path)
+    if head_tree is None or base_tree is None:
+        return None
+    head_touched, base_touched = _touched(file)
+    head = ModuleScan(project, build_module(file.path, head_tree), file.text, head_touched)
+    base = ModuleScan(project, build_module(base_path, base_tree), base_text, base_touched)
+    out: list[Issue] = []
+    said: set[tuple[str, int, str]] = set()
+    for guard in base.module_guards:  # CSRF protection or a login hook for the whole app, gone
+        if head.views and not any(h.family == guard.family and h.key == guard.key for h in head.module_guards):
+            view = head.views[0]
+            at_head = Sink(guard.classes, "<view>", None, frozenset(), view.lineno, (), end_line=view.lineno)
+            placed = _head_line(file, guard, at_head)
+            if placed is not None:
+                said.add((guard.family, guard.line, guard.key))
+                out.append(_issue(guard, sorted(guard.classes)[0], at_head, placed[0], file.text, placed[1]))
+    for qualname, base_sinks in base.scopes.items():
+        head_sinks = head.scopes.get(qualname)
+        if head_sinks is None:
+            continue
+        for sink in base_sinks:
+            for guard in sink.guards:
+                if guard.family == "size-limit" and guard.names:
+                    classes = guard.classes  # a bound on a value protects whatever consumes it
+                else:
+                    classes = guard.classes & sink.classes
+                said_key = (guard.family, guard.line, guard.key)
+                if not classes or said_key in said:
+                    continue
+                matched = _best_match(sink, head_sinks)
+                if matched is None or _replaced(guard, classes, matched) or not _still_fed(guard, sink, matched):
+                    continue
+                at_head = matched
+                placed = _head_line(file, guard, at_head)
+                if placed is None:
+                    continue
+                said.add(said_key)
+                line, rewritten = placed
+                weakened = rewritten or _weakened(guard, at_head)
+                out.append(_issue(guard, sorted(classes)[0], at_head, line, file.text, weakened))
+    return out
