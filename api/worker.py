@@ -53,6 +53,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 REVIEW_TASK = "review_merge_request"
+ANSWER_TASK = "answer_thread_question"
 RECOVERY_TASK = "recover_stalled_jobs"
 RETENTION_TASK = "prune_old_history"
 REVIEW_QUEUE = "reviews"
@@ -131,6 +132,13 @@ class ReviewFunction(Protocol):
     def __call__(self, *, project: str, mr_iid: int, head_sha: str | None, event_id: int | None) -> int: ...
 
 
+class AnswerFunction(Protocol):
+    """`agent.gitlab.answers.answer_thread_question` with its deps bound; returns the reply's note id,
+    or None when there was nothing to answer (already answered, the thread or finding gone)."""
+
+    def __call__(self, *, finding_id: int, discussion_id: str, note_id: int) -> int | None: ...
+
+
 @dataclass(frozen=True)
 class WorkerRuntime:
     """What a running job needs, handed to tasks through procrastinate's `additional_context`."""
@@ -139,6 +147,8 @@ class WorkerRuntime:
     review: ReviewFunction | None
     """None when GitLab is not configured: the worker then leaves review jobs waiting in the queue."""
     config: QueueConfig
+    answer: AnswerFunction | None = None
+    """Answers questions in the bot's threads; None without GitLab (its jobs wait, as reviews do)."""
 
 
 def runtime_of(context: procrastinate.JobContext) -> WorkerRuntime:
@@ -264,6 +274,21 @@ def create_queue_app(config: QueueConfig | None = None) -> procrastinate.App:
             head_sha=head_sha,
             event_id=event_id,
         )
+
+    @app.task(
+        name=ANSWER_TASK,
+        queue=REVIEW_QUEUE,  # needs GitLab, as reviews do: a worker without it does not take these
+        pass_context=True,
+        retry=RetryableErrors(max_attempts=cfg.max_attempts, backoff_base_s=cfg.backoff_base_s),
+    )
+    async def answer_thread_question(
+        context: procrastinate.JobContext, *, finding_id: int, discussion_id: str, note_id: int
+    ) -> int | None:
+        answer = runtime_of(context).answer
+        if answer is None:
+            raise RuntimeError("this worker cannot answer threads: it was started without GitLab")
+        bound = functools.partial(answer, finding_id=finding_id, discussion_id=discussion_id, note_id=note_id)
+        return await asyncio.to_thread(bound)
 
     @app.periodic(cron=cfg.recovery_cron, periodic_id=RECOVERY_TASK)
     @app.task(name=RECOVERY_TASK, queue=MAINTENANCE_QUEUE, queueing_lock=RECOVERY_TASK, pass_context=True)
@@ -407,6 +432,14 @@ async def _run_worker_once(
     if cfg.shutdown_graceful_timeout_s is not None:
         options["shutdown_graceful_timeout"] = cfg.shutdown_graceful_timeout_s
     await app.run_worker_async(**options)
+
+
+def pipeline_answer_function(deps: ReviewDeps) -> AnswerFunction:
+    """Bind the thread-answering flow's deps (lazily imported, as the review flow is)."""
+    from agent.gitlab.answers import answer_thread_question
+
+    bound: Callable[..., int | None] = functools.partial(answer_thread_question, deps)
+    return bound
 
 
 def pipeline_review_function(deps: ReviewDeps) -> ReviewFunction:

@@ -65,10 +65,17 @@ def worker_runtime(settings: Settings, config: QueueConfig) -> tuple[WorkerRunti
     from agent.session import llm_from_settings, open_session
     from api.db import make_pool
     from api.review_child import ReviewInChild
-    from api.worker import ReviewFunction, WorkerRuntime, pipeline_review_function
+    from api.worker import (
+        AnswerFunction,
+        ReviewFunction,
+        WorkerRuntime,
+        pipeline_answer_function,
+        pipeline_review_function,
+    )
 
     session = open_session(settings)
     review: ReviewFunction | None = None
+    answer: AnswerFunction | None = None
     if settings.gitlab_configured:
         # built here once, so that bad settings stop the worker at its start rather than fail each review
         deps = build_deps(settings, pool=session.pool, dsn=session.dsn, llm=llm_from_settings(settings))
@@ -78,13 +85,15 @@ def worker_runtime(settings: Settings, config: QueueConfig) -> tuple[WorkerRunti
         else:
             # each review in its own process (api/review_child.py), with the database this worker resolved
             review = ReviewInChild(env={**os.environ, "REVIEWLOOP_DATABASE_URL": session.dsn})
+        # answers in threads are a database read and one GitLab call: in this process, in a thread
+        answer = pipeline_answer_function(deps)
     else:
         logger.warning(
             "GitLab is not configured: merge-request reviews wait in the queue until a worker runs with "
             "REVIEWLOOP_GITLAB_URL and REVIEWLOOP_GITLAB_TOKEN set; maintenance tasks run"
         )
     runtime = WorkerRuntime(
-        pool=make_pool(session.dsn, max_size=2, name="reviewloop-worker"), review=review, config=config
+        pool=make_pool(session.dsn, max_size=2, name="reviewloop-worker"), review=review, config=config, answer=answer
     )
     return runtime, session
 

@@ -17,7 +17,7 @@ from pydantic import SecretStr
 
 from agent.service_settings import Settings
 from api.db import make_pool
-from api.worker import QueueConfig, ReviewFunction, WorkerRuntime, create_queue_app, run_worker
+from api.worker import AnswerFunction, QueueConfig, ReviewFunction, WorkerRuntime, create_queue_app, run_worker
 
 SECRET = "hook-secret-for-tests"  # noqa: S105 - loopback test credential
 API_TOKEN = "api-token-for-tests"  # noqa: S105
@@ -81,7 +81,9 @@ class RecordingReview:
         return int(row[0])
 
 
-def drain_queue(dsn: str, review: ReviewFunction, *, config: QueueConfig = FAST_QUEUE) -> None:
+def drain_queue(
+    dsn: str, review: ReviewFunction, *, config: QueueConfig = FAST_QUEUE, answer: AnswerFunction | None = None
+) -> None:
     """Run a real worker until no job is ready (procrastinate's `wait=False`)."""
 
     async def main() -> None:
@@ -92,7 +94,7 @@ def drain_queue(dsn: str, review: ReviewFunction, *, config: QueueConfig = FAST_
         queue = create_queue_app(config)
         await queue.open_async(pool)
         try:
-            runtime = WorkerRuntime(pool=runtime_pool, review=review, config=config)
+            runtime = WorkerRuntime(pool=runtime_pool, review=review, config=config, answer=answer)
             await run_worker(queue, runtime, concurrency=2, install_signal_handlers=False, wait=False)
         finally:
             await queue.close_async()
