@@ -102,7 +102,11 @@ JS_CLASSES = frozenset({"py_mini_racer.MiniRacer", "py_mini_racer.py_mini_racer.
 JS_EVAL_METHODS = frozenset({"eval", "execute", "exec_"})
 JS_LIBRARIES = ("py_mini_racer", "js2py", "execjs", "quickjs")
 
-_LXML_PIN = re.compile(r"(?i)(?<![\w.-])lxml\s*(?:\[[^\]]*\])?\s*(==|<=|<|~=)\s*(\d+)")
+# `lxml==4.9.3`, `"lxml>=4.6,<5"`, poetry's `lxml = "^4.9"`, Pipfile's `lxml = "==4.9"`: the requirement's specifiers
+_LXML_REQUIREMENT = re.compile(
+    r"""(?im)(?<![\w.-])lxml(?![\w.-])\s*(?:\[[^\]]*\])?\s*(?:=(?!=)\s*)?["']?(?P<spec>[^"'\n#;]*)"""
+)
+_UPPER_BOUND = re.compile(r"(==|<=|<|~=|\^|~(?!=))\s*(\d+)")
 DEPENDENCY_FILES = ("requirements.txt", "requirements/base.txt", "requirements/prod.txt", "pyproject.toml",
                     "setup.cfg", "setup.py", "Pipfile")  # fmt: skip
 
@@ -416,11 +420,18 @@ def lxml_resolves_by_default(project: Project) -> bool:
             text = project.read_file(path)
             if text is None:
                 continue
-            for match in _LXML_PIN.finditer(text):
-                operator, major = match.group(1), int(match.group(2))
-                pinned = pinned or major < 5 or (operator == "<" and major == 5)
+            pinned = pinned or any(lxml_below_5(m.group("spec")) for m in _LXML_REQUIREMENT.finditer(text))
         project.facts[key] = pinned
     return project.facts[key] is True
+
+
+def lxml_below_5(spec: str) -> bool:
+    """Whether a requirement's specifiers keep lxml below 5 (`==4.9.3`, `>=4.6,<5`, `^4.9`, `~=4.2`)."""
+    for operator, number in _UPPER_BOUND.findall(spec):
+        major = int(number)
+        if major < 5 or (operator == "<" and major == 5):
+            return True
+    return False
 
 
 def unsafe_parser(call: ast.Call, project: Project) -> Value:
