@@ -27,6 +27,14 @@ from reviewers.analyzers.guard_removal.validators import AUTH_CLASSES, judge_cal
 from reviewers.analyzers.python_auth import names_secret
 
 MODULE_SCOPE = "<module>"
+# Statements and calls one version of a file may cost (steps, not seconds: the same change gives the
+# same answer on a busy machine). The largest module of this repository (1,500 lines) costs about
+# 2,400 when every function of it is touched; past the budget the file is named as not checked.
+MAX_SCAN_STEPS = 100_000
+
+
+class ScanBudgetExceeded(Exception):
+    """A version of a file cost more than `MAX_SCAN_STEPS`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +63,12 @@ class Sink:
 
     @property
     def args(self) -> str:
-        return ", ".join(ast.unparse(a) for a in self.call.args) if self.call is not None else ""
+        if self.call is None:
+            return ""
+        try:
+            return ", ".join(ast.unparse(a) for a in self.call.args)
+        except (RecursionError, ValueError, AttributeError):  # a tree too deep (or too new) to print
+            return f"<{len(self.call.args)} arguments>"
 
     @property
     def span(self) -> tuple[int, int]:
@@ -190,6 +203,7 @@ class ModuleScan:
                         self.patterns[name] = pattern
                 elif isinstance(value, ast.Constant | ast.Set | ast.List | ast.Tuple | ast.Dict | ast.Call):
                     self.constants.add(name)
+        self.steps = 0
         self._subtrees: dict[int, tuple[frozenset[str], tuple[ast.expr, ...]]] = {}
         self._sanitized: dict[int, Guard | None] = {}
         self._shapes: dict[int, tuple[str, tuple[int, int]]] = {}
@@ -358,6 +372,7 @@ class ModuleScan:
         top: bool,
         reach: list[Guard] | None,
     ) -> tuple[Guard, ...]:
+        self._spend(1 + len(active))
         if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
             prefix = "" if self._current == MODULE_SCOPE else f"{self._current}."
             if self._wanted(stmt):
@@ -612,7 +627,13 @@ class ModuleScan:
         used = {n for e in exprs for n in self.names(e)}
         return frozenset(used.union(*(state.origins.get(n, frozenset()) for n in used)))
 
+    def _spend(self, steps: int) -> None:
+        self.steps += steps
+        if self.steps > MAX_SCAN_STEPS:
+            raise ScanBudgetExceeded(f"over {MAX_SCAN_STEPS} steps")
+
     def _call(self, call: ast.Call, active: tuple[Guard, ...], state: _State, sinks: list[Sink]) -> None:
+        self._spend(1 + len(active))
         name = self.qualified_of.get(id(call)) or self.qualified(call.func)
         short = name.rsplit(".", 1)[-1]
         family = callee_family(name)
@@ -699,7 +720,10 @@ class _Inline(ast.NodeTransformer):
 
 
 def _copy(expr: ast.expr) -> ast.expr:
-    copied = ast.parse(ast.unparse(expr), mode="eval").body
+    try:
+        copied = ast.parse(ast.unparse(expr), mode="eval").body
+    except (SyntaxError, RecursionError, ValueError, AttributeError):
+        return expr  # printed and read back it is not the same test: read it as written
     return ast.copy_location(copied, expr)
 
 

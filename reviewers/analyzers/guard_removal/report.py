@@ -31,7 +31,7 @@ from reviewers.analyzers.changed_file import ChangedFile, Issue
 from reviewers.analyzers.flow.project import Project, build_module
 from reviewers.analyzers.flow.rules import SINKS
 from reviewers.analyzers.guard_removal.families import CLASS_CWE, CLASS_WORDS, FAMILIES
-from reviewers.analyzers.guard_removal.protections import Guard, ModuleScan, Sink
+from reviewers.analyzers.guard_removal.protections import Guard, ModuleScan, ScanBudgetExceeded, Sink
 from reviewers.kernel.contracts import Severity
 
 RULE = "python:removed-guard"
@@ -170,13 +170,17 @@ def _touched(file: ChangedFile) -> tuple[frozenset[int], frozenset[int]]:
 
 def removed_guard_issues(file: ChangedFile, base_text: str, base_path: str, project: Project) -> list[Issue] | None:
     """The guards the change took away in front of calls that remain, as issues on the head file;
-    None when either version does not parse (nothing can be said about what was removed)."""
+    None when either version does not parse or costs more than the scan's step budget (nothing can
+    then be said about what was removed)."""
     head_tree, base_tree = project.parse(file.text, file.path), project.parse(base_text, base_path)
     if head_tree is None or base_tree is None:
         return None
     head_touched, base_touched = _touched(file)
-    head = ModuleScan(project, build_module(file.path, head_tree), file.text, head_touched)
-    base = ModuleScan(project, build_module(base_path, base_tree), base_text, base_touched)
+    try:
+        head = ModuleScan(project, build_module(file.path, head_tree), file.text, head_touched)
+        base = ModuleScan(project, build_module(base_path, base_tree), base_text, base_touched)
+    except (ScanBudgetExceeded, RecursionError):
+        return None
     out: list[Issue] = []
     said: set[tuple[str, int, str]] = set()
     for guard in base.module_guards:  # CSRF protection or a login hook for the whole app, gone
