@@ -204,6 +204,7 @@ class ModuleScan:
                 elif isinstance(value, ast.Constant | ast.Set | ast.List | ast.Tuple | ast.Dict | ast.Call):
                     self.constants.add(name)
         self.steps = 0
+        self._branches = 0  # how many `if` branches the walk is inside
         self._subtrees: dict[int, tuple[frozenset[str], tuple[ast.expr, ...]]] = {}
         self._sanitized: dict[int, Guard | None] = {}
         self._shapes: dict[int, tuple[str, tuple[int, int]]] = {}
@@ -397,8 +398,10 @@ class ModuleScan:
                 return (*active, *(g for g in negative if g.names and g.names <= replaced))
             if top and reach is not None and (body_exits or else_exits):
                 reach += self._auth_checks(stmt.test, stmt)
+            self._branches += 1
             self._block(stmt.body, (*active, *positive), state, sinks, reach=reach)
             self._block(stmt.orelse, (*active, *negative), state, sinks, reach=reach)
+            self._branches -= 1
             if body_exits and not else_exits:
                 return (*active, *negative)
             if else_exits and not body_exits:
@@ -656,7 +659,8 @@ class ModuleScan:
                 own.append(Guard("no-shell", frozenset({"command"}), frozenset(), call.lineno, text))
         if name.startswith(_HTTP_LIBRARIES) or (short in _HTTP_METHODS and {"verify", "verify_ssl"} & set(keywords)):
             classes.add("tls")
-            if not any(_const(keywords.get(k)) is False for k in ("verify", "verify_ssl", "ssl")):
+            # inside an `if`, `verify=False` is a user's opt-out the code implements, not a decision made here
+            if self._branches or not any(_const(keywords.get(k)) is False for k in ("verify", "verify_ssl", "ssl")):
                 own.append(Guard("tls-verify", frozenset({"tls"}), frozenset(), call.lineno, text))
         if family in ("yaml.load", "yaml.load_all"):
             classes.add("deserialization")
