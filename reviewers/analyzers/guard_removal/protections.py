@@ -204,6 +204,7 @@ class ModuleScan:
                 elif isinstance(value, ast.Constant | ast.Set | ast.List | ast.Tuple | ast.Dict | ast.Call):
                     self.constants.add(name)
         self.steps = 0
+        self.broken: dict[str, dict[str, str]] = {}  # scope → repository validators called there that do not work
         self._branches = 0  # how many `if` branches the walk is inside
         self._subtrees: dict[int, tuple[frozenset[str], tuple[ast.expr, ...]]] = {}
         self._sanitized: dict[int, Guard | None] = {}
@@ -237,6 +238,8 @@ class ModuleScan:
 
     def validator(self, call: ast.Call) -> frozenset[str] | None:
         judgement = judge_call(self.project, self.info, call.func)
+        if judgement is not None and not judgement.works:
+            self.broken.setdefault(self._current, {})[_dotted(call.func)] = judgement.why
         return judgement.classes if judgement is not None else None
 
     # --- scopes ---------------------------------------------------------------------------------
@@ -584,6 +587,8 @@ class ModuleScan:
         names = frozenset(n for a in call.args for n in self.names(a))
         text = _text(self.lines, stmt)
         if judgement is not None:
+            if not judgement.works:
+                self.broken.setdefault(self._current, {})[_dotted(call.func)] = judgement.why
             return [Guard("validator", judgement.classes, names, stmt.lineno, text)] if judgement.works else []
         short = _dotted(call.func).rsplit(".", 1)[-1].lower()
         if names and any(w in short for w in _CHECK_WORDS) and repository_function(self.project, self.info, call.func):
