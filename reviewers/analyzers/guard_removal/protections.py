@@ -268,6 +268,10 @@ class ModuleScan:
             sinks.append(Sink(frozenset({"credentials"}), "<function>", None, frozenset(), getattr(func, "lineno", 1),
                               tuple(headers)))  # fmt: skip
 
+    def unguarded_views(self, classes: frozenset[str]) -> list[FunctionNode]:
+        """The views whose own decorators do not protect these classes."""
+        return [v for v in self.views if not any(g.classes & classes for g in self._decorator_guards(v))]
+
     def _wanted(self, node: ast.stmt) -> bool:
         if self.touched is None:
             return True
@@ -632,8 +636,11 @@ class ModuleScan:
                     sinks.append(Sink(frozenset({"compare"}), "==", None, names, node.lineno, ()))
 
     def _origins(self, exprs: list[ast.expr], state: _State) -> frozenset[str]:
+        """The names a call's arguments are made of, with their origins; module constants left out
+        (a call fed only by them takes nothing a check on a value could have constrained)."""
         used = {n for e in exprs for n in self.names(e)}
-        return frozenset(used.union(*(state.origins.get(n, frozenset()) for n in used)))
+        found = used.union(*(state.origins.get(n, frozenset()) for n in used))
+        return frozenset(n for n in found if not (n.isupper() or n in self.constants))
 
     def _spend(self, steps: int) -> None:
         self.steps += steps

@@ -196,8 +196,9 @@ def removed_guard_issues(file: ChangedFile, base_text: str, base_path: str, proj
     out: list[Issue] = []
     said: set[tuple[str, int, str]] = set()
     for guard in base.module_guards:  # CSRF protection or a login hook for the whole app, gone
-        if head.views and not any(h.family == guard.family and h.key == guard.key for h in head.module_guards):
-            view = head.views[0]
+        exposed = head.unguarded_views(guard.classes)
+        if exposed and not any(h.family == guard.family and h.key == guard.key for h in head.module_guards):
+            view = exposed[0]
             at_head = Sink(guard.classes, "<view>", None, frozenset(), view.lineno, (), end_line=view.lineno)
             placed = _head_line(file, guard, at_head)
             if placed is not None:
