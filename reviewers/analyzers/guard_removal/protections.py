@@ -687,6 +687,8 @@ class ModuleScan:
             classes.add("deserialization")
             if _const(keywords.get("weights_only")) is True:
                 own.append(Guard("weights-only", frozenset({"deserialization"}), frozenset(), call.lineno, text))
+        if name in ("getattr", "setattr", "delattr") and len(call.args) > 1 and not self.is_const(call.args[1]):
+            classes.add("code")  # an attribute named by data: what a sandbox's attribute check stands in front of
         if name == "eval" or family == "eval":
             classes.add("code")
             if name == "ast.literal_eval":
