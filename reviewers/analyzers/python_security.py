@@ -186,8 +186,10 @@ def analyse_security(file: ChangedFile, project: Project | None = None) -> Secur
             else None
         )
         if removed is None:  # a base that cannot be rebuilt or read makes no claim about what was removed
-            out.base_unread = "the file before the change could not be " + (
-                "read" if base_text is not None else "rebuilt"
+            out.base_unread = (
+                "the file before the change could not be rebuilt from the diff"
+                if base_text is None
+                else "a version of the file does not parse or is over the scan's step budget"
             )
         else:
             # first: on a line another rule also reports (`verify=False`, `==` on a signature), the

@@ -88,7 +88,7 @@ def _commit(repo: Path, side: str, extra: dict[str, str]) -> None:
 
 
 @pytest.fixture(scope="module")
-def review(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("removed_guards")
     repo = root / "repo"
     repo.mkdir()
@@ -103,16 +103,25 @@ def review(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "trusted/views.py": REDIRECT_ROUTE,
     }
     _commit(repo, "head", {"redirects/__init__.py": "", "trusted/__init__.py": "", "broken/app.py": FIXED_HEAD, **head})
+    return repo
+
+
+def _review(repo: Path, base: str, head: str) -> dict[str, Any]:
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("REVIEWLOOP_DATA_DIR", str(root / "data"))
+        patch.setenv("REVIEWLOOP_DATA_DIR", str(repo.parent / "data"))
         for name in ("REVIEWLOOP_LLM_BASE_URL", "REVIEWLOOP_LLM_MODEL", "REVIEWLOOP_LLM_MODEL_PATH"):
             patch.delenv(name, raising=False)
         result = CliRunner().invoke(
-            app, ["review", str(repo), "--base", "base", "--head", "head", "--format", "json", "--no-store", "--all"]
+            app, ["review", str(repo), "--base", base, "--head", head, "--format", "json", "--no-store", "--all"]
         )
     assert result.exit_code == 0, result.output
     document: dict[str, Any] = json.loads(result.stdout)
     return document
+
+
+@pytest.fixture(scope="module")
+def review(repository: Path) -> dict[str, Any]:
+    return _review(repository, "base", "head")
 
 
 @pytest.fixture(scope="module")
@@ -156,3 +165,9 @@ def test_a_base_that_does_not_parse_is_named_and_loses_nothing(review: dict[str,
     assert injection and injection[0]["verdict"] == "REAL", injection
     named = [n for n in review["not_reviewed"] if n["path"] == "broken/app.py"]
     assert any("removed guards not looked for" in n["detail"] for n in named), review["not_reviewed"]
+
+
+def test_the_fix_direction_is_silent(repository: Path) -> None:
+    """Each vulnerable case reviewed the other way round is the fix: it adds the guard back."""
+    fixes = _review(repository, "head", "base")["findings"]
+    assert [f for case in VULN for f in _removed_guards(fixes, case)] == []

@@ -27,7 +27,7 @@ CLASS_CWE: dict[str, str] = {
     "dos": "CWE-770", "credentials": "CWE-522", "tls": "CWE-295",
 }  # fmt: skip
 CLASS_WORDS: dict[str, str] = {
-    "sql": "the SQL statement", "command": "the command", "code": "the evaluated code",
+    "sql": "the SQL statement", "command": "the command", "code": "the evaluated code (or attribute lookup)",
     "deserialization": "the deserialiser", "path": "the file path", "redirect": "the redirect",
     "xxe": "the XML parser", "xpath": "the XPath query", "ldap": "the LDAP filter", "xss": "the HTML output",
     "template": "the template", "ssrf": "the outbound request", "auth": "this view", "csrf": "this view",

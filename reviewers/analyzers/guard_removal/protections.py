@@ -27,6 +27,14 @@ from reviewers.analyzers.guard_removal.validators import AUTH_CLASSES, judge_cal
 from reviewers.analyzers.python_auth import names_secret
 
 MODULE_SCOPE = "<module>"
+# Statements and calls one version of a file may cost (steps, not seconds: the same change gives the
+# same answer on a busy machine). The largest module of this repository (1,500 lines) costs about
+# 2,400 when every function of it is touched; past the budget the file is named as not checked.
+MAX_SCAN_STEPS = 100_000
+
+
+class ScanBudgetExceeded(Exception):
+    """A version of a file cost more than `MAX_SCAN_STEPS`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +63,12 @@ class Sink:
 
     @property
     def args(self) -> str:
-        return ", ".join(ast.unparse(a) for a in self.call.args) if self.call is not None else ""
+        if self.call is None:
+            return ""
+        try:
+            return ", ".join(ast.unparse(a) for a in self.call.args)
+        except (RecursionError, ValueError, AttributeError):  # a tree too deep (or too new) to print
+            return f"<{len(self.call.args)} arguments>"
 
     @property
     def span(self) -> tuple[int, int]:
@@ -190,6 +203,9 @@ class ModuleScan:
                         self.patterns[name] = pattern
                 elif isinstance(value, ast.Constant | ast.Set | ast.List | ast.Tuple | ast.Dict | ast.Call):
                     self.constants.add(name)
+        self.steps = 0
+        self.broken: dict[str, dict[str, str]] = {}  # scope → repository validators called there that do not work
+        self._branches = 0  # how many `if` branches the walk is inside
         self._subtrees: dict[int, tuple[frozenset[str], tuple[ast.expr, ...]]] = {}
         self._sanitized: dict[int, Guard | None] = {}
         self._shapes: dict[int, tuple[str, tuple[int, int]]] = {}
@@ -222,6 +238,8 @@ class ModuleScan:
 
     def validator(self, call: ast.Call) -> frozenset[str] | None:
         judgement = judge_call(self.project, self.info, call.func)
+        if judgement is not None and not judgement.works:
+            self.broken.setdefault(self._current, {})[_dotted(call.func)] = judgement.why
         return judgement.classes if judgement is not None else None
 
     # --- scopes ---------------------------------------------------------------------------------
@@ -249,6 +267,10 @@ class ModuleScan:
         if headers or func is not None:
             sinks.append(Sink(frozenset({"credentials"}), "<function>", None, frozenset(), getattr(func, "lineno", 1),
                               tuple(headers)))  # fmt: skip
+
+    def unguarded_views(self, classes: frozenset[str]) -> list[FunctionNode]:
+        """The views whose own decorators do not protect these classes."""
+        return [v for v in self.views if not any(g.classes & classes for g in self._decorator_guards(v))]
 
     def _wanted(self, node: ast.stmt) -> bool:
         if self.touched is None:
@@ -358,6 +380,7 @@ class ModuleScan:
         top: bool,
         reach: list[Guard] | None,
     ) -> tuple[Guard, ...]:
+        self._spend(1 + len(active))
         if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
             prefix = "" if self._current == MODULE_SCOPE else f"{self._current}."
             if self._wanted(stmt):
@@ -382,8 +405,10 @@ class ModuleScan:
                 return (*active, *(g for g in negative if g.names and g.names <= replaced))
             if top and reach is not None and (body_exits or else_exits):
                 reach += self._auth_checks(stmt.test, stmt)
+            self._branches += 1
             self._block(stmt.body, (*active, *positive), state, sinks, reach=reach)
             self._block(stmt.orelse, (*active, *negative), state, sinks, reach=reach)
+            self._branches -= 1
             if body_exits and not else_exits:
                 return (*active, *negative)
             if else_exits and not body_exits:
@@ -566,6 +591,8 @@ class ModuleScan:
         names = frozenset(n for a in call.args for n in self.names(a))
         text = _text(self.lines, stmt)
         if judgement is not None:
+            if not judgement.works:
+                self.broken.setdefault(self._current, {})[_dotted(call.func)] = judgement.why
             return [Guard("validator", judgement.classes, names, stmt.lineno, text)] if judgement.works else []
         short = _dotted(call.func).rsplit(".", 1)[-1].lower()
         if names and any(w in short for w in _CHECK_WORDS) and repository_function(self.project, self.info, call.func):
@@ -609,10 +636,19 @@ class ModuleScan:
                     sinks.append(Sink(frozenset({"compare"}), "==", None, names, node.lineno, ()))
 
     def _origins(self, exprs: list[ast.expr], state: _State) -> frozenset[str]:
+        """The names a call's arguments are made of, with their origins; module constants left out
+        (a call fed only by them takes nothing a check on a value could have constrained)."""
         used = {n for e in exprs for n in self.names(e)}
-        return frozenset(used.union(*(state.origins.get(n, frozenset()) for n in used)))
+        found = used.union(*(state.origins.get(n, frozenset()) for n in used))
+        return frozenset(n for n in found if not (n.isupper() or n in self.constants))
+
+    def _spend(self, steps: int) -> None:
+        self.steps += steps
+        if self.steps > MAX_SCAN_STEPS:
+            raise ScanBudgetExceeded(f"over {MAX_SCAN_STEPS} steps")
 
     def _call(self, call: ast.Call, active: tuple[Guard, ...], state: _State, sinks: list[Sink]) -> None:
+        self._spend(1 + len(active))
         name = self.qualified_of.get(id(call)) or self.qualified(call.func)
         short = name.rsplit(".", 1)[-1]
         family = callee_family(name)
@@ -635,7 +671,8 @@ class ModuleScan:
                 own.append(Guard("no-shell", frozenset({"command"}), frozenset(), call.lineno, text))
         if name.startswith(_HTTP_LIBRARIES) or (short in _HTTP_METHODS and {"verify", "verify_ssl"} & set(keywords)):
             classes.add("tls")
-            if not any(_const(keywords.get(k)) is False for k in ("verify", "verify_ssl", "ssl")):
+            # inside an `if`, `verify=False` is a user's opt-out the code implements, not a decision made here
+            if self._branches or not any(_const(keywords.get(k)) is False for k in ("verify", "verify_ssl", "ssl")):
                 own.append(Guard("tls-verify", frozenset({"tls"}), frozenset(), call.lineno, text))
         if family in ("yaml.load", "yaml.load_all"):
             classes.add("deserialization")
@@ -650,6 +687,8 @@ class ModuleScan:
             classes.add("deserialization")
             if _const(keywords.get("weights_only")) is True:
                 own.append(Guard("weights-only", frozenset({"deserialization"}), frozenset(), call.lineno, text))
+        if name in ("getattr", "setattr", "delattr") and len(call.args) > 1 and not self.is_const(call.args[1]):
+            classes.add("code")  # an attribute named by data: what a sandbox's attribute check stands in front of
         if name == "eval" or family == "eval":
             classes.add("code")
             if name == "ast.literal_eval":
@@ -699,7 +738,10 @@ class _Inline(ast.NodeTransformer):
 
 
 def _copy(expr: ast.expr) -> ast.expr:
-    copied = ast.parse(ast.unparse(expr), mode="eval").body
+    try:
+        copied = ast.parse(ast.unparse(expr), mode="eval").body
+    except (SyntaxError, RecursionError, ValueError, AttributeError):
+        return expr  # printed and read back it is not the same test: read it as written
     return ast.copy_location(copied, expr)
 
 

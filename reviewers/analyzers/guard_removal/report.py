@@ -31,7 +31,7 @@ from reviewers.analyzers.changed_file import ChangedFile, Issue
 from reviewers.analyzers.flow.project import Project, build_module
 from reviewers.analyzers.flow.rules import SINKS
 from reviewers.analyzers.guard_removal.families import CLASS_CWE, CLASS_WORDS, FAMILIES
-from reviewers.analyzers.guard_removal.protections import Guard, ModuleScan, Sink
+from reviewers.analyzers.guard_removal.protections import Guard, ModuleScan, ScanBudgetExceeded, Sink
 from reviewers.kernel.contracts import Severity
 
 RULE = "python:removed-guard"
@@ -126,22 +126,34 @@ def _severity(cls: str) -> Severity:
     return spec.severity if spec is not None else "high"
 
 
-def _issue(guard: Guard, cls: str, at_head: Sink, line: int, head_text: str, weakened: bool) -> Issue:
+def _issue(
+    guard: Guard, cls: str, at_head: Sink, line: int, head_text: str, weakened: bool, broken: dict[str, str]
+) -> Issue:
     family = FAMILIES[guard.family]
     cwe = family.cwe or CLASS_CWE[cls]
     verb = "weakens" if weakened else "removes"
     title = f"The change {verb} {family.what} in front of {CLASS_WORDS[cls]}"
-    call = head_text.splitlines()[at_head.line - 1].strip() if at_head.line <= len(head_text.splitlines()) else ""
-    where = (
-        f"`{call}` (line {at_head.line})"
-        if call and at_head.callee not in ("<view>", "<function>")
-        else (f"the function at line {at_head.line}")
-    )
-    body = (
-        f"At the base, `{guard.text}` (base line {guard.line}) guarded {where}; at head {where.split(' (')[0]} is "
-        f"still there and nothing equivalent dominates it. The change itself is the evidence: whatever the origin "
-        f"of the data, this {family.what.removeprefix('a ').removeprefix('an ')} was what kept {CLASS_WORDS[cls]} "
-        f"safe. Restore it, or show where the same check now runs first."
+    if broken:
+        title = f"The change replaces {family.what} in front of {CLASS_WORDS[cls]} with one that does not work"
+    lines = head_text.splitlines()
+    call = lines[at_head.line - 1].strip() if 1 <= at_head.line <= len(lines) else ""
+    what = family.what.removeprefix("a ").removeprefix("an ")
+    if at_head.callee in ("<view>", "<function>"):
+        where = f"the function at line {at_head.line} (`{call}`)"
+    else:
+        where = f"`{call}` (line {at_head.line})"
+    if family.strict:  # an option or a safe variant of the call itself
+        body = f"At the base this call had {family.what}: `{guard.text}` (base line {guard.line}). At head {where} "
+        body += "runs without it."
+    else:
+        body = f"At the base, `{guard.text}` (base line {guard.line}) stood in front of {where}. At head the "
+        body += "function is still there" if at_head.call is None else "call is still made"
+        body += " and nothing equivalent runs first."
+    for name, why in broken.items():
+        body += f" `{name}` does not count as a guard: its body {why}."
+    body += (
+        f" The change itself is the evidence, whatever the origin of the data: this {what} is what kept "
+        f"{CLASS_WORDS[cls]} safe. Restore it, or show where the same protection now applies first."
     )
     return Issue(line, RULE, _severity(cls), title[:200], body[:4000], kind=f"{KIND}:{guard.family}",
                  confidence="high", cwe=cwe)  # fmt: skip
@@ -170,23 +182,28 @@ def _touched(file: ChangedFile) -> tuple[frozenset[int], frozenset[int]]:
 
 def removed_guard_issues(file: ChangedFile, base_text: str, base_path: str, project: Project) -> list[Issue] | None:
     """The guards the change took away in front of calls that remain, as issues on the head file;
-    None when either version does not parse (nothing can be said about what was removed)."""
+    None when either version does not parse or costs more than the scan's step budget (nothing can
+    then be said about what was removed)."""
     head_tree, base_tree = project.parse(file.text, file.path), project.parse(base_text, base_path)
     if head_tree is None or base_tree is None:
         return None
     head_touched, base_touched = _touched(file)
-    head = ModuleScan(project, build_module(file.path, head_tree), file.text, head_touched)
-    base = ModuleScan(project, build_module(base_path, base_tree), base_text, base_touched)
+    try:
+        head = ModuleScan(project, build_module(file.path, head_tree), file.text, head_touched)
+        base = ModuleScan(project, build_module(base_path, base_tree), base_text, base_touched)
+    except (ScanBudgetExceeded, RecursionError):
+        return None
     out: list[Issue] = []
     said: set[tuple[str, int, str]] = set()
     for guard in base.module_guards:  # CSRF protection or a login hook for the whole app, gone
-        if head.views and not any(h.family == guard.family and h.key == guard.key for h in head.module_guards):
-            view = head.views[0]
+        exposed = head.unguarded_views(guard.classes)
+        if exposed and not any(h.family == guard.family and h.key == guard.key for h in head.module_guards):
+            view = exposed[0]
             at_head = Sink(guard.classes, "<view>", None, frozenset(), view.lineno, (), end_line=view.lineno)
             placed = _head_line(file, guard, at_head)
             if placed is not None:
                 said.add((guard.family, guard.line, guard.key))
-                out.append(_issue(guard, sorted(guard.classes)[0], at_head, placed[0], file.text, placed[1]))
+                out.append(_issue(guard, sorted(guard.classes)[0], at_head, placed[0], file.text, placed[1], {}))
     for qualname, base_sinks in base.scopes.items():
         head_sinks = head.scopes.get(qualname)
         if head_sinks is None:
@@ -210,5 +227,6 @@ def removed_guard_issues(file: ChangedFile, base_text: str, base_path: str, proj
                 said.add(said_key)
                 line, rewritten = placed
                 weakened = rewritten or _weakened(guard, at_head)
-                out.append(_issue(guard, sorted(classes)[0], at_head, line, file.text, weakened))
+                broken = head.broken.get(qualname, {})
+                out.append(_issue(guard, sorted(classes)[0], at_head, line, file.text, weakened, broken))
     return out

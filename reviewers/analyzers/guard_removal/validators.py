@@ -151,4 +151,6 @@ def judged_classes(project: Project, info: ModuleInfo, func: ast.expr) -> frozen
     """The classes a called repository validator protects by its body (empty: none, it does not
     work), or None when the call is no repository function or its body is not a check read here."""
     judgement = judge_call(project, info, func)
-    return judgement.classes if judgement is not None else None
+    if judgement is None or judgement.classes == AUTH_CLASSES:
+        return None  # a check of the user says nothing about a value: the engine keeps reading its name
+    return judgement.classes
