@@ -18,6 +18,7 @@ network access is reached through the `ReviewRuntime` port, which `agent.runtime
 
 from __future__ import annotations
 
+import contextvars
 import operator
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -183,8 +184,12 @@ def build_review_graph(runtime: ReviewRuntime, checkpointer: BaseCheckpointSaver
             context = runtime.context(state["review_id"], state["request"], state["snapshot"])
             runtime.start_deadline(context)  # the analyzers' own: no model has taken any of it
             names = analyzed_reviewers(context)
+            # each in the caller's context (a copy per thread), so the analyzers' spans join the review's trace
+            contexts = [contextvars.copy_context() for _ in names]
             with ThreadPoolExecutor(max_workers=max(1, len(names)), thread_name_prefix="analyzers") as pool:
-                passes = list(pool.map(lambda name: runtime.run_analyzers(name, context), names))
+                passes = list(
+                    pool.map(lambda ctx, name: ctx.run(runtime.run_analyzers, name, context), contexts, names)
+                )
             span.set_attribute("reviewloop.reviewers", names)
             span.set_attribute("reviewloop.findings", sum(len(p.findings) for p in passes))
             return {"analyzer_passes": {p.reviewer: p.model_dump(mode="json") for p in passes}}

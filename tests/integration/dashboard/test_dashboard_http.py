@@ -48,13 +48,15 @@ def vote(client: httpx.Client, finding_id: int, value: str, csrf: str | None) ->
 
 
 def test_without_credentials_a_browser_is_sent_to_login_and_a_script_gets_401(client: httpx.Client) -> None:
-    for path in ("/dashboard", "/dashboard/reviews/1", "/dashboard/quality?weeks=4", "/dashboard/models"):
+    pages = ("/dashboard", "/dashboard/reviews/1", "/dashboard/quality?weeks=4", "/dashboard/models")
+    for path in (*pages, "/dashboard/suppressions"):
         page = client.get(path, headers=HTML)
         assert page.status_code == 303
         assert page.headers["location"] == f"/dashboard/login?next={quote(path, safe='/')}"
         assert client.get(path).status_code == 401
-    # a vote without a session leaks nothing and writes nothing
+    # a vote without a session leaks nothing and writes nothing, nor does a lift
     assert client.post("/dashboard/findings/1/vote", data={"value": "-1"}).status_code == 401
+    assert client.post("/dashboard/suppressions/lift", data={"project": "p", "rule": "r"}).status_code == 401
 
 
 def test_a_wrong_token_is_refused_everywhere(db_dsn: str, client: httpx.Client) -> None:
@@ -92,6 +94,7 @@ def test_the_right_token_opens_every_page(db_dsn: str, client: httpx.Client) -> 
     assert "SQL statement built from request data" in detail.text
     assert client.get("/dashboard/quality", headers=HTML).status_code == 200
     assert client.get("/dashboard/models", headers=HTML).status_code == 200
+    assert client.get("/dashboard/suppressions", headers=HTML).status_code == 200
     assert client.get("/dashboard/reviews/999999", headers=HTML).status_code == 404
 
 
