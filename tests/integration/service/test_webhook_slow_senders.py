@@ -20,7 +20,7 @@ import httpx
 import pytest
 from fakes.gitlab_hooks import hook_headers, merge_request_hook
 from fakes.gitlab_server import FakeGitLab
-from service_harness import IID, PID, SECRET, LiveServer, rows, wait_for
+from service_harness import IID, METRICS, PID, SECRET, LiveServer, rows, wait_for
 
 from agent.service_settings import Settings
 from api.app import create_app
@@ -222,7 +222,7 @@ def test_a_body_over_the_limit_is_413_and_nothing_is_stored(
 
 
 def body_reads_now(url: str) -> float:
-    text = httpx.get(f"{url}/metrics", timeout=WAIT_S).text
+    text = httpx.get(f"{url}/metrics", headers=METRICS, timeout=WAIT_S).text
     found = re.search(r"^reviewloop_webhook_body_reads (\S+)$", text, re.MULTILINE)
     assert found is not None, "the gauge is not exported"
     return float(found.group(1))
