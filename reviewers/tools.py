@@ -158,10 +158,12 @@ class Toolbox:
             hits = self.context.workspace.search(pattern, max_hits=MAX_SEARCH_HITS, budget=budget)
         except (InputError, re.error) as exc:
             return _invalid(f"bad pattern: {exc}")
+        unread = f" ({budget.unread} files of the search scope not read: over the call's read budget)"
+        unread = unread if budget.unread else ""
         if not hits:
-            return ToolOutcome(f"no match for {pattern!r}")
+            return ToolOutcome(f"no match for {pattern!r}{unread}")
         shown = "\n".join(f"{one_line(h.path)}:{h.line}: {h.text.strip()[:160]}" for h in hits)
-        more = " (more not shown)" if len(hits) >= MAX_SEARCH_HITS else ""
+        more = (" (more not shown)" if len(hits) >= MAX_SEARCH_HITS else "") + unread
         return ToolOutcome(
             _clip(f"{len(hits)} matches for {pattern!r}{more}:\n{shown}"), paths=sorted({h.path for h in hits})
         )

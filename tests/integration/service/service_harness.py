@@ -21,6 +21,8 @@ from api.worker import AnswerFunction, QueueConfig, ReviewFunction, WorkerRuntim
 
 SECRET = "hook-secret-for-tests"  # noqa: S105 - loopback test credential
 API_TOKEN = "api-token-for-tests"  # noqa: S105
+METRICS_TOKEN = "metrics-token-for-tests"  # noqa: S105
+METRICS = {"Authorization": f"Bearer {METRICS_TOKEN}"}  # the headers Prometheus scrapes /metrics with
 PID, IID = 42, 7
 PATH = "team/service"
 BASE = {"app.py": "def f():\n    return 1\n"}
@@ -34,6 +36,8 @@ def make_settings(dsn: str, **overrides: Any) -> Settings:
         "database_url": dsn,
         "webhook_secret": SecretStr(SECRET),
         "api_tokens": f"ci:{API_TOKEN}",
+        "metrics_token": SecretStr(METRICS_TOKEN),
+        "metrics_cache_s": 0,  # the tests read counts right after they change them
         "gitlab_bot_user_id": BOT_USER_ID,
         "db_pool_size": 12,
     }

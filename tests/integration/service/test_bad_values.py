@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import json
 import secrets
+from collections.abc import Callable
 from typing import Any
 
 import httpx
 import pytest
 from fakes.gitlab_hooks import hook_headers, merge_request_hook
 from fakes.gitlab_server import FakeGitLab
-from service_harness import API_TOKEN, IID, PID, SECRET, LiveServer, post_hook, scalar
+from service_harness import API_TOKEN, IID, METRICS, PID, SECRET, LiveServer, post_hook, scalar
 
 READER = {"Authorization": f"Bearer {API_TOKEN}"}
 
@@ -68,3 +69,35 @@ def test_values_too_large_for_an_index_are_400_not_503(service: LiveServer, serv
         service.url, merge_request_hook(fake, PID, IID), hook_headers("Merge Request Hook", token=SECRET)
     )
     assert ordinary.status_code == 202, ordinary.text
+
+
+def test_metrics_need_their_token_and_are_off_without_one(serve: Callable[..., LiveServer]) -> None:
+    guarded = serve()
+    assert httpx.get(f"{guarded.url}/metrics", timeout=30).status_code == 401  # at 2a83aab: 200, public
+    wrong = {"Authorization": "Bearer not-the-metrics-token"}
+    assert httpx.get(f"{guarded.url}/metrics", headers=wrong, timeout=30).status_code == 401
+    api_token = {"Authorization": f"Bearer {API_TOKEN}"}  # an API client's token is not the metrics one
+    assert httpx.get(f"{guarded.url}/metrics", headers=api_token, timeout=30).status_code == 401
+    scraped = httpx.get(f"{guarded.url}/metrics", headers=METRICS, timeout=30)
+    assert scraped.status_code == 200 and "reviewloop_webhook_outcomes" in scraped.text
+    off = serve(metrics_token=None)
+    assert httpx.get(f"{off.url}/metrics", headers=METRICS, timeout=30).status_code == 404
+
+
+def test_metrics_read_the_database_once_per_cache_period(
+    serve: Callable[..., LiveServer], service_dsn: str, fake: FakeGitLab
+) -> None:
+    live = serve(metrics_cache_s=3600)
+    first = httpx.get(f"{live.url}/metrics", headers=METRICS, timeout=30).text
+    assert 'reviewloop_queue_jobs{status="todo"} 0.0' in first
+    queued = post_hook(live.url, merge_request_hook(fake, PID, IID), hook_headers("Merge Request Hook", token=SECRET))
+    assert queued.status_code == 202
+    # the same reading: no query ran for this scrape (the queue now holds a job)
+    again = httpx.get(f"{live.url}/metrics", headers=METRICS, timeout=30).text
+    assert 'reviewloop_queue_jobs{status="todo"} 0.0' in again
+    assert scalar(service_dsn, "SELECT count(*) FROM procrastinate_jobs WHERE status = 'todo'") == 1
+
+
+def test_docs_are_off_for_a_bare_serve(service: LiveServer) -> None:
+    for path in ("/docs", "/redoc", "/openapi.json"):
+        assert httpx.get(f"{service.url}{path}", timeout=30).status_code == 404, path  # at 2a83aab: 200

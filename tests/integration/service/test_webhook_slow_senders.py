@@ -20,7 +20,7 @@ import httpx
 import pytest
 from fakes.gitlab_hooks import hook_headers, merge_request_hook
 from fakes.gitlab_server import FakeGitLab
-from service_harness import IID, PID, SECRET, LiveServer, rows, wait_for
+from service_harness import IID, METRICS, PID, SECRET, LiveServer, rows, wait_for
 
 from agent.service_settings import Settings
 from api.app import create_app
@@ -222,7 +222,7 @@ def test_a_body_over_the_limit_is_413_and_nothing_is_stored(
 
 
 def body_reads_now(url: str) -> float:
-    text = httpx.get(f"{url}/metrics", timeout=WAIT_S).text
+    text = httpx.get(f"{url}/metrics", headers=METRICS, timeout=WAIT_S).text
     found = re.search(r"^reviewloop_webhook_body_reads (\S+)$", text, re.MULTILINE)
     assert found is not None, "the gauge is not exported"
     return float(found.group(1))
@@ -238,15 +238,23 @@ def test_bodies_read_at_once_are_capped_503_with_retry_after(
         holder.sendall(post_head(length=len(body), headers=hook_headers("Merge Request Hook", token=SECRET)))
         holder.sendall(body[: len(body) // 2])
         wait_for(lambda: body_reads_now(live.url) == 1, what="the first body being read")
-        busy = httpx.post(
+        # a second sender whose body is not in with its first chunk finds no slot
+        with connect(live.url) as second:
+            second.sendall(post_head(length=len(body), headers=hook_headers("Merge Request Hook", token=SECRET)))
+            second.sendall(body[: len(body) // 2])
+            status, busy_headers, busy_body = read_answer(second)
+        assert status == 503, busy_body
+        assert busy_headers["retry-after"] == "1" and busy_headers["connection"] == "close"
+        assert "webhook bodies are being read" in json.loads(busy_body)["error"]
+        # a body that comes whole with its headers needs no slot: under load, many such requests
+        # are between headers and body at once, and nothing is slow (issue 40)
+        whole = httpx.post(
             f"{live.url}/webhooks/gitlab",
-            content=body,
+            content=body.replace(b'"action": "open"', b'"action": "reopen"'),
             headers=hook_headers("Merge Request Hook", token=SECRET),
             timeout=WAIT_S,
         )
-        assert busy.status_code == 503, busy.text
-        assert busy.headers["retry-after"] == "1" and busy.headers["connection"] == "close"
-        assert "webhook bodies are being read" in busy.json()["error"]
+        assert whole.status_code in (200, 202), whole.text
         # a sender without the secret is refused for that, not for the cap: no slot was asked for
         stranger = httpx.post(
             f"{live.url}/webhooks/gitlab",
@@ -257,9 +265,9 @@ def test_bodies_read_at_once_are_capped_503_with_retry_after(
         assert stranger.status_code == 401
         holder.sendall(body[len(body) // 2 :])
         status, _, answer = read_answer_keep_alive(holder)
-    assert status == 202, answer
+    assert status in (200, 202), answer  # 200: a duplicate of the whole one's head, already queued
     assert body_reads_now(live.url) == 0
-    assert stored(service_dsn) == (1, 1)
+    assert stored(service_dsn)[0] == 2  # the holder's and the whole one's events
 
 
 def read_answer_keep_alive(sock: socket.socket) -> tuple[int, dict[str, str], bytes]:
