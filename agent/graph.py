@@ -74,6 +74,7 @@ class ReviewState(TypedDict, total=False):
     analyzer_passes: dict[str, dict[str, Any]]
     reviewer_results: Annotated[list[dict[str, Any]], operator.add]  # each with its "execution" index
     verdicts: list[dict[str, Any]]
+    below_min_severity: dict[str, Any] | None  # {"min_severity", "count"} of findings under the floor
     report: dict[str, Any]
 
 
@@ -312,7 +313,9 @@ def build_review_graph(runtime: ReviewRuntime, checkpointer: BaseCheckpointSaver
             context = runtime.context(review_id, state["request"], state["snapshot"])
             inputs = runtime.verifier_inputs(review_id, context)
             findings = findings_by_agreement(state, context.config.agreement.min_support, runtime.embedder)
-            findings = [f for f in findings if not below_min_severity(f, context.config.min_severity)]
+            floor = context.config.min_severity
+            below = [f for f in findings if below_min_severity(f, floor)]
+            findings = [f for f in findings if not below_min_severity(f, floor)]
             verified = verify_findings(findings, inputs, runtime.llm)
             counts: dict[str, int] = {}
             for v in verified:
@@ -323,7 +326,9 @@ def build_review_graph(runtime: ReviewRuntime, checkpointer: BaseCheckpointSaver
                 "verdicts": [
                     {"finding": v.finding.model_dump(mode="json"), "verdict": v.verdict, "reason": v.reason}
                     for v in verified
-                ]
+                ],
+                # left out by the configuration's severity floor: not verified, counted so the report says so
+                "below_min_severity": {"min_severity": floor, "count": len(below)} if below else None,
             }
 
     def reporter(state: ReviewState) -> dict[str, Any]:
