@@ -30,6 +30,7 @@ from langgraph.types import RetryPolicy, Send
 from opentelemetry import trace
 
 from agent.agreement import annotate_support, diverse_strategies, execution_step_budget
+from agent.llm.deadline import model_deadline
 from agent.strategy import (
     Strategy,
     StrategySource,
@@ -202,14 +203,15 @@ def build_review_graph(runtime: ReviewRuntime, checkpointer: BaseCheckpointSaver
             # that training prompts match serving ones; a review with neither (no model, --no-store)
             # does not render it (a tenth of a second on a 10,000-line change).
             s1 = serving_s1(runtime, context, history=history) if llm is not None or runtime.stores_reviews else ""
-            z, source, note = generate_strategy(
-                llm,
-                s1=s1,
-                files=context.files,
-                config=context.config,
-                history=history,
-                decisions_only=writer.decisions_only,
-            )
+            with model_deadline(context.seconds_left()):
+                z, source, note = generate_strategy(
+                    llm,
+                    s1=s1,
+                    files=context.files,
+                    config=context.config,
+                    history=history,
+                    decisions_only=writer.decisions_only,
+                )
             analyzers_only: list[PlanItem] = []
             if source == "model":  # static findings never depend on the model's plan
                 rules = rule_based_strategy(context.files, context.config, history)
@@ -228,15 +230,16 @@ def build_review_graph(runtime: ReviewRuntime, checkpointer: BaseCheckpointSaver
             wanted = context.config.agreement.strategies
             if source == "model" and wanted > 1 and z.plan:
                 try:
-                    executions = diverse_strategies(
-                        z,
-                        llm=llm,
-                        s1=s1,
-                        files=context.files,
-                        config=context.config,
-                        n=wanted,
-                        embedder=runtime.embedder,
-                    )
+                    with model_deadline(context.seconds_left()):
+                        executions = diverse_strategies(
+                            z,
+                            llm=llm,
+                            s1=s1,
+                            files=context.files,
+                            config=context.config,
+                            n=wanted,
+                            embedder=runtime.embedder,
+                        )
                 except ReviewloopError as exc:  # an embedder that cannot load: one execution, said on the span
                     span.set_attribute("reviewloop.agreement_skipped", str(exc))
             span.set_attribute("reviewloop.executions", len(executions))
@@ -293,14 +296,15 @@ def build_review_graph(runtime: ReviewRuntime, checkpointer: BaseCheckpointSaver
             execution = task.get("execution", 0)
             span.set_attribute("reviewloop.execution", execution)
             prior = task.get("prior")
-            result = runtime.run_reviewer(
-                task["reviewer"],
-                context,
-                plan,
-                shared_prefix=shared_prefix(context, task["strategy_text"]),
-                model_step_budget=task.get("model_step_budget"),
-                prior=AnalyzerPass.model_validate(prior) if prior else None,
-            )
+            with model_deadline(context.seconds_left()):
+                result = runtime.run_reviewer(
+                    task["reviewer"],
+                    context,
+                    plan,
+                    shared_prefix=shared_prefix(context, task["strategy_text"]),
+                    model_step_budget=task.get("model_step_budget"),
+                    prior=AnalyzerPass.model_validate(prior) if prior else None,
+                )
             span.set_attribute("reviewloop.findings", len(result.findings))
             span.set_attribute("reviewloop.steps", len(result.steps))
             if result.error:
@@ -316,7 +320,8 @@ def build_review_graph(runtime: ReviewRuntime, checkpointer: BaseCheckpointSaver
             floor = context.config.min_severity
             below = [f for f in findings if below_min_severity(f, floor)]
             findings = [f for f in findings if not below_min_severity(f, floor)]
-            verified = verify_findings(findings, inputs, runtime.llm)
+            with model_deadline(context.seconds_left()):  # the judge's calls are the model's too
+                verified = verify_findings(findings, inputs, runtime.llm)
             counts: dict[str, int] = {}
             for v in verified:
                 counts[v.verdict] = counts.get(v.verdict, 0) + 1

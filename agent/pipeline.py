@@ -222,7 +222,11 @@ def model_not_completed(outcome: ReviewOutcome) -> list[str]:
         gaps.append(f"{reviewer} reviewer: {error}")
     unjudged = [v for v in outcome.verified if JUDGMENT_UNAVAILABLE in v.reason]
     if unjudged:
-        gaps.append(f"verifier: {unjudged[0].reason} for {len(unjudged)} finding(s); their static verdicts stand")
+        said = unjudged[0].reason
+        gaps.append(
+            f"verifier: {said[said.index(JUDGMENT_UNAVAILABLE) :]} for {len(unjudged)} finding(s);"
+            " their static verdicts stand"
+        )
     return gaps
 
 
