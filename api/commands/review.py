@@ -133,6 +133,7 @@ def review(
                 text = data.decode("utf-8", errors="replace")
             except OSError as exc:
                 raise fail(f"cannot read {diff}: {exc.strerror}") from exc
+            _check_diff(text)
             request = ReviewRequest(source="diff", title=title, diff_text=text)
         elif path is not None:
             if not base or not head:
@@ -230,6 +231,16 @@ def _start_analyzers(path: Path, base: str, head: str) -> None:
     except ReviewloopError:
         return  # left to the review, which says it properly
     start_analyzer_processes(files)
+
+
+def _check_diff(text: str) -> None:
+    """A diff that does not parse is the user's mistake: one line and exit 2, before anything is stored."""
+    from agent.diff import parse_unified_diff
+
+    try:
+        parse_unified_diff(text)
+    except ReviewloopError as exc:
+        raise fail(str(exc)) from exc
 
 
 def _check_complete(not_reviewed: Sequence[NotReviewed], fail_on_incomplete: bool) -> None:

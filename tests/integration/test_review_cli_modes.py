@@ -94,6 +94,9 @@ def test_with_a_database_reviews_are_stored_but_usage_errors_are_not(
     bad = runner.invoke(app, ["review", str(repo), "--base", "no-such-rev", "--head", "demo-head"])
     assert bad.exit_code == 2 and "unknown revision" in bad.output, bad.output
     assert reviews_stored(db_dsn) == 0  # at 2a83aab: a failed review on the dashboard
+    garbage = runner.invoke(app, ["review", "--diff", "-"], input="diff --git a/x b/x\n@@ -1,2 +1,2 @@\n+one line\n")
+    assert garbage.exit_code == 2 and "Traceback" not in garbage.output, garbage.output
+    assert reviews_stored(db_dsn) == 0
     kept = runner.invoke(app, ["review", str(repo), "--base", "demo-base", "--head", "demo-head"])
     assert kept.exit_code == 0, kept.output
     assert reviews_stored(db_dsn) == 1
