@@ -116,14 +116,15 @@ def _make_analyzer(context: ReviewContext) -> Analyzer:
     def analyze(file: ChangedFile) -> Analysis:
         if file.language != "python":
             return Analysis(empty_catch_issues(file))
+        # ours before ruff's, and whatever ruff does: on a line both report (B006 beside a mutated
+        # default) the precise one leads, and ruff failing on this file loses neither
+        calls = broken_callers(file)
+        own = calls.issues + slip_issues(file, removed)
         try:
             issues = without_python2_syntax(file, ruff_issues(file), is_python2_only, reads_async_as_name)
-            calls = broken_callers(file)
-            # the slips first: on a line both report (B006 beside a mutated default) the precise one leads
-            found = calls.issues + slip_issues(file, removed) + without_reexports(file, issues, context)
-            return Analysis(found, incomplete=calls.incomplete)
+            return Analysis(own + without_reexports(file, issues, context), incomplete=calls.incomplete)
         except AnalyzerError as exc:
-            return Analysis(problems=[str(exc)])
+            return Analysis(own, problems=[str(exc)], incomplete=calls.incomplete)
 
     return analyze
 
