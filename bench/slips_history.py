@@ -24,7 +24,7 @@ from typing import Any
 from agent.gitrepo import open_repository
 from reviewers.analyzers.callers import find_broken_callers
 from reviewers.analyzers.changed_file import ChangedFile, unanalyzable
-from reviewers.analyzers.redos import redos_issues
+from reviewers.analyzers.redos import redos_issues, removed_code
 from reviewers.analyzers.slips import slip_issues
 from reviewers.kernel.contracts import ReviewContext
 from reviewers.paths import is_test_path
@@ -46,6 +46,7 @@ def scan(root: Path, commits: int) -> dict[str, Any]:
         files = repo.diff_files(f"{sha}^", sha)
         workspace = repo.workspace(sha)
         context = ReviewContext(title="", description="", files=files, workspace=workspace)
+        removed = removed_code(files)
         for change in files:
             if not change.path.endswith(".py") or change.status == "deleted" or is_test_path(change.path):
                 continue
@@ -54,9 +55,9 @@ def scan(root: Path, commits: int) -> dict[str, Any]:
                 continue
             file = ChangedFile(change, text)
             lines += len(file.changed_lines)
-            redos = redos_issues(file)
+            redos = redos_issues(file, removed)
             unchecked += len(redos.unchecked)
-            for issue in slip_issues(file) + redos.issues:
+            for issue in slip_issues(file, removed) + redos.issues:
                 end = issue.end_line or issue.line
                 code = "\n".join(file.line_text(n) for n in range(issue.line, end + 1))
                 hits.append({"commit": sha[:12], "path": change.path, "line": issue.line, "rule": issue.rule,

@@ -22,6 +22,7 @@ from reviewers.analyzers.callers import CallerReport, find_broken_callers
 from reviewers.analyzers.changed_file import ChangedFile, Issue
 from reviewers.analyzers.imports import names_imported_from
 from reviewers.analyzers.python2 import async_is_a_name, python2_project, without_python2_syntax
+from reviewers.analyzers.redos import removed_code
 from reviewers.analyzers.ruff import prefetch as ruff_prefetch
 from reviewers.analyzers.ruff import ruff_issues, unused_import_binding
 from reviewers.analyzers.slips import slip_issues
@@ -101,6 +102,7 @@ def _make_analyzer(context: ReviewContext) -> Analyzer:
             project["async_name"] = async_is_a_name(context.workspace.read_file, search, changed)
         return project["async_name"]
 
+    removed = removed_code(context.files)  # what the change took out anywhere: a slip moved here is old
     callers: list[CallerReport] = []  # the review's broken callers, found once, on the first Python file
 
     def broken_callers(file: ChangedFile) -> Analysis:
@@ -114,14 +116,15 @@ def _make_analyzer(context: ReviewContext) -> Analyzer:
     def analyze(file: ChangedFile) -> Analysis:
         if file.language != "python":
             return Analysis(empty_catch_issues(file))
+        # ours before ruff's, and whatever ruff does: on a line both report (B006 beside a mutated
+        # default) the precise one leads, and ruff failing on this file loses neither
+        calls = broken_callers(file)
+        own = calls.issues + slip_issues(file, removed)
         try:
             issues = without_python2_syntax(file, ruff_issues(file), is_python2_only, reads_async_as_name)
-            calls = broken_callers(file)
-            # the slips first: on a line both report (B006 beside a mutated default) the precise one leads
-            found = calls.issues + slip_issues(file) + without_reexports(file, issues, context)
-            return Analysis(found, incomplete=calls.incomplete)
+            return Analysis(own + without_reexports(file, issues, context), incomplete=calls.incomplete)
         except AnalyzerError as exc:
-            return Analysis(problems=[str(exc)])
+            return Analysis(own, problems=[str(exc)], incomplete=calls.incomplete)
 
     return analyze
 

@@ -21,7 +21,7 @@ from reviewers.analyzers.early import start_analyzer_processes
 from reviewers.analyzers.patterns import line_rule_issues
 from reviewers.analyzers.prompt_injection import prompt_injection_issues
 from reviewers.analyzers.python_security import analyse_security, project_for
-from reviewers.analyzers.redos import redos_issues
+from reviewers.analyzers.redos import redos_issues, removed_code
 from reviewers.analyzers.secrets import scan_secrets, secret_issues
 from reviewers.analyzers.semgrep_taint import ENGINE_KINDS, engine_issues
 from reviewers.analyzers.semgrep_taint import supports as engine_supports
@@ -48,6 +48,8 @@ def _make_analyzer(context: ReviewContext) -> Analyzer:
         context.workspace.read_file, list_paths=context.workspace.list_paths, past_deadline=context.past_deadline
     )
 
+    removed = removed_code(context.files)  # what the change took out anywhere: moved code is old code
+
     def analyze(file: ChangedFile) -> Analysis:
         if is_test_path(file.path):
             return Analysis(secret_issues(file, named_values=False) + prompt_injection_issues(file, test_file=True))
@@ -72,7 +74,7 @@ def _make_analyzer(context: ReviewContext) -> Analyzer:
                 analysis.incomplete.append(incomplete)
         analysis.issues += line_rule_issues(file, python_ast_done=tree_issues is not None, covered_kinds=engine_done)
         analysis.issues += security_setting_issues(file)
-        redos = redos_issues(file)  # the change's regular expressions, on a kept engine (CWE-1333)
+        redos = redos_issues(file, removed)  # the change's regular expressions, on a kept engine (CWE-1333)
         analysis.issues += redos.issues
         analysis.incomplete += redos.unchecked
         if tree_issues is not None:  # bandit's checks are asked only of Python that parses

@@ -9,8 +9,10 @@ statically, from the pattern alone, with the string that proves it, and it never
 
 Which patterns: a literal first argument of `re.compile/match/search/fullmatch/sub/subn/split/
 findall/finditer` (through the module `re` under any alias), on lines the change wrote, whose pattern
-and flags were not already in the file at the base. Reported when regexploit rates the worst case at
-least cubic (`MIN_STARRINESS`, as its own command line does).
+and flags were not already in the file at the base, nor moved from another file (every line of the
+call is one the change removed: sphinx's refactorings moved one cubic pattern through four modules).
+Reported when regexploit rates the worst case at least cubic (`MIN_STARRINESS`, as its own command
+line does).
 
 The engine gets a budget counted in nodes, never seconds: a pattern whose parse has more than
 `MAX_PATTERN_NODES` nodes, or whose alternatives expand to more than `MAX_BRANCH_PATHS` paths
@@ -28,14 +30,14 @@ from __future__ import annotations
 import ast
 import re
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from reviewers.analyzers.base_tree import reverse_patch
 from reviewers.analyzers.changed_file import ChangedFile, Issue
 from reviewers.analyzers.parsing import parse_module
-from reviewers.kernel.contracts import CoverageReason
+from reviewers.kernel.contracts import CoverageReason, FileChange
 
 RULE = "python:redos"
 RE_FUNCTIONS = frozenset({"compile", "match", "search", "fullmatch", "sub", "subn", "split", "findall", "finditer"})
@@ -203,13 +205,27 @@ def _before(file: ChangedFile) -> set[tuple[str, int | None]]:
     return {(p.text, p.flags) for p in literal_patterns(tree)} if tree is not None else set()
 
 
-def redos_issues(file: ChangedFile) -> RedosResult:
-    """The changed literal patterns of a Python file that backtrack badly, and those not checked."""
+def removed_code(changes: Sequence[FileChange]) -> frozenset[str]:
+    """Every line a change removed, in any file, stripped: code that moved between files is old code."""
+    return frozenset(ln.text.strip() for c in changes for h in c.hunks for ln in h.lines if ln.kind == "del")
+
+
+def moved(file: ChangedFile, line: int, end_line: int, removed: frozenset[str]) -> bool:
+    """Whether every line of [line, end_line] is a line the change removed somewhere (a move)."""
+    lines = [file.line_text(n).strip() for n in range(line, end_line + 1)]
+    return bool(removed) and all(text in removed for text in lines if text)
+
+
+def redos_issues(file: ChangedFile, removed: frozenset[str] = frozenset()) -> RedosResult:
+    """The changed literal patterns of a Python file that backtrack badly, and those not checked.
+    `removed`: the change's removed lines in every file (`removed_code`), so that a pattern moved to
+    another file is not new."""
     tree = file.python_tree
     result = RedosResult([], [])
     if tree is None:
         return result
     changed = [p for p in literal_patterns(tree) if file.touches(p.line, p.end_line)]
+    changed = [p for p in changed if not moved(file, p.line, p.end_line, removed)]
     if not changed:
         return result
     before = _before(file)

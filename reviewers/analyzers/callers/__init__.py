@@ -41,7 +41,7 @@ from reviewers.kernel.errors import InputError
 
 RULE = "calls:broken-caller"
 MAX_CHANGED_NAMES = 40  # changed definitions followed per review; a refactoring past this is named as cut short
-MAX_SEARCH_HITS = 400  # lines naming one definition; a name this common is searched no further
+MAX_SEARCH_HITS = 2000  # import lines naming the changed modules; past this the search stops
 MAX_CALLER_FILES = 300  # caller files parsed per review
 MAX_CALLERS_NAMED = 3
 # Bases whose classes are not built by their `__init__` alone.
@@ -337,16 +337,19 @@ def find_broken_callers(context: ReviewContext, *, in_scope: frozenset[str] | No
     wanted: dict[str, list[ChangedDefinition]] = {}
     for d in definitions:
         wanted.setdefault(d.name, []).append(d)
-    candidates: set[str] = set()
-    for name in wanted:
-        try:
-            hits = context.workspace.search(rf"\b{re.escape(name)}\b", max_hits=MAX_SEARCH_HITS)
-        except InputError as exc:
-            report.cut_short.append(f"callers of `{name}` not searched: {exc}")
-            continue
-        if len(hits) >= MAX_SEARCH_HITS:
-            report.cut_short.append(f"callers of `{name}` not all read: over {MAX_SEARCH_HITS} lines name it")
-        candidates |= {h.path for h in hits if h.path.endswith(".py")}
+    # A caller in another file imports the changed module (or its package, or a name from it), so one
+    # search for the import lines naming the modules finds them all: a search for the definitions' names
+    # drowns in a common one (`run`), and each search spends a time budget a loaded machine can exhaust.
+    stems = sorted({parts[-1] for d in definitions if (parts := module_parts(d.path)) and parts[-1].isidentifier()})
+    pattern = rf"^ *(from|import) .*\b({'|'.join(stems)})\b"
+    try:
+        hits = context.workspace.search(pattern, max_hits=MAX_SEARCH_HITS)
+    except InputError as exc:
+        report.cut_short.append(f"callers of {', '.join(f'`{n}`' for n in sorted(wanted))} not searched: {exc}")
+        return report
+    if len(hits) >= MAX_SEARCH_HITS:
+        report.cut_short.append(f"callers not all read: over {MAX_SEARCH_HITS} import lines name the changed modules")
+    candidates = {h.path for h in hits if h.path.endswith(".py")} | {d.path for d in definitions}
     if len(candidates) > MAX_CALLER_FILES:
         report.cut_short.append(f"{len(candidates) - MAX_CALLER_FILES} files naming a changed definition not read")
     resolver = _Resolver(context.workspace.list_paths())

@@ -7,7 +7,8 @@ the file at head and says where the slip is; this module keeps only what the cha
 - the slip's lines must include a line the change added (a slip on untouched code is not this merge
   request's), and
 - the same slip, in the same words, must not already be in the file at the base (rebuilt from the
-  diff, `base_tree.reverse_patch`): a line re-indented or moved with its slip is old code.
+  diff, `base_tree.reverse_patch`): a line re-indented or moved with its slip is old code; nor
+  moved from another file (every line of it removed somewhere by the change).
 
 The rules, each with what it does not catch in its own docstring:
 
@@ -33,6 +34,7 @@ from collections.abc import Callable
 from reviewers.analyzers.base_tree import reverse_patch
 from reviewers.analyzers.changed_file import ChangedFile, Issue
 from reviewers.analyzers.parsing import parse_module
+from reviewers.analyzers.redos import moved
 from reviewers.analyzers.slips.constant_comparison import constant_comparison_issues
 from reviewers.analyzers.slips.logging_args import logging_args_issues
 from reviewers.analyzers.slips.missing_comma import missing_comma_issues
@@ -64,12 +66,18 @@ def _words(lines: list[str], issue: Issue) -> tuple[str, str]:
     return issue.rule, text
 
 
-def slip_issues(file: ChangedFile) -> list[Issue]:
-    """The slips this change wrote in a Python file at head (none when the file does not parse)."""
+def slip_issues(file: ChangedFile, removed: frozenset[str] = frozenset()) -> list[Issue]:
+    """The slips this change wrote in a Python file at head (none when the file does not parse).
+    `removed`: the change's removed lines in every file (`redos.removed_code`): a slip moved here
+    from another file is old code."""
     tree = file.python_tree
     if tree is None or not file.changed_lines:
         return []
-    found = [i for i in all_slips(tree, file.lines) if file.touches(i.line, max(i.line, i.end_line or i.line))]
+    found = [
+        i
+        for i in all_slips(tree, file.lines)
+        if file.touches(i.line, end := max(i.line, i.end_line or i.line)) and not moved(file, i.line, end, removed)
+    ]
     if not found or file.change.status == "added" or not file.change.hunks:
         return found
     base_text = reverse_patch(file.text, file.change)

@@ -63,3 +63,12 @@ def test_a_missing_engine_is_coverage_not_a_failure(monkeypatch: pytest.MonkeyPa
     assert result.issues == []
     assert len(result.unchecked) == 1 and result.unchecked[0][0] == "unavailable"
     assert "regexploit" in result.unchecked[0][1]
+
+
+def test_a_pattern_moved_from_another_file_is_not_new() -> None:
+    file = added_file("app/names.py", "import re\n\nNAME = re.compile(\n    r'^(\\w+\\s?)*$'\n)\n")
+    assert [i.line for i in redos.redos_issues(file).issues] == [3]
+    removed = redos.removed_code([])  # nothing removed anywhere: the pattern is new
+    assert [i.line for i in redos.redos_issues(file, removed).issues] == [3]
+    moved_from = frozenset({"NAME = re.compile(", "r'^(\\w+\\s?)*$'", ")"})  # every line removed elsewhere
+    assert redos.redos_issues(file, moved_from).issues == []
