@@ -21,84 +21,14 @@ from dataclasses import dataclass, field
 from reviewers.analyzers.flow import guards
 from reviewers.analyzers.flow.project import FunctionNode, ModuleInfo, Project
 from reviewers.analyzers.flow.rules import ABORTS, ALL_CLASSES, GUARD_WORDS, REDIRECT_GUARDS, SANITISERS
-from reviewers.analyzers.flow.sinks import CALL_SINKS, SUBPROCESS_CALLS, XML_PARSE_CALLS, XML_PARSER_FACTORIES
 from reviewers.analyzers.guard_removal.families import CLASS_CWE
+from reviewers.analyzers.guard_removal.model import Guard, Sink
+from reviewers.analyzers.guard_removal.model import dotted as _dotted
+from reviewers.analyzers.guard_removal.options import CONSUMER_WORDS, SIZE_KEYWORDS, call_options, callee_family
+from reviewers.analyzers.guard_removal.options import const as _const
 from reviewers.analyzers.guard_removal.validators import AUTH_CLASSES, judge_call, repository_function
 from reviewers.analyzers.python_auth import names_secret
 
-MODULE_SCOPE = "<module>"
-# Statements and calls one version of a file may cost (steps, not seconds: the same change gives the
-# same answer on a busy machine). The largest module of this repository (1,500 lines) costs about
-# 2,400 when every function of it is touched; past the budget the file is named as not checked.
-MAX_SCAN_STEPS = 100_000
-
-
-class ScanBudgetExceeded(Exception):
-    """A version of a file cost more than `MAX_SCAN_STEPS`."""
-
-
-@dataclass(frozen=True, slots=True)
-class Guard:
-    family: str  # a key of `families.FAMILIES`
-    classes: frozenset[str]  # the sink classes it protects
-    names: frozenset[str]  # the names it constrains; empty: everything in its scope
-    line: int  # where it is, in the version of the file it was read from
-    text: str  # its code, stripped
-    key: str = ""  # which option of a strict family (`resolve_entities`, `no_network`)
-    strength: tuple[int, int] = (0, 0)  # within a family, larger is stricter (a regex's anchors)
-
-
-@dataclass(frozen=True, slots=True)
-class Sink:
-    """A call (or a comparison, or a view's reach) and the guards that dominate it."""
-
-    classes: frozenset[str]
-    callee: str  # the call's family: `yaml.safe_load` and `yaml.load` are one
-    call: ast.Call | None  # the call itself (its positional arguments tell two calls of one callee apart)
-    names: frozenset[str]  # the names its arguments are made of, with their origins
-    line: int
-    guards: tuple[Guard, ...]
-    end_line: int = 0  # the last line of the call (of a view, its `def` line; it starts at its decorators)
-    start_line: int = 0
-
-    @property
-    def args(self) -> str:
-        if self.call is None:
-            return ""
-        try:
-            return ", ".join(ast.unparse(a) for a in self.call.args)
-        except (RecursionError, ValueError, AttributeError):  # a tree too deep (or too new) to print
-            return f"<{len(self.call.args)} arguments>"
-
-    @property
-    def span(self) -> tuple[int, int]:
-        return (self.start_line or self.line, max(self.end_line, self.line))
-
-
-# --- what calls are -------------------------------------------------------------------------------
-
-_SHORT_SINKS = {"send_file": "path", "send_from_directory": "path", "redirect": "redirect", "urlopen": "ssrf",
-                "FileResponse": "path", "RedirectResponse": "redirect", "HttpResponseRedirect": "redirect"}  # fmt: skip
-_METHOD_SINKS = {"execute": "sql", "executemany": "sql", "executescript": "sql", "redirect": "redirect",
-                 "extractall": "path", "extract": "path", "read_text": "path", "read_bytes": "path",
-                 "write_text": "path", "write_bytes": "path", "send_file": "path",
-                 "send_static_file": "path"}  # fmt: skip
-_YAML = frozenset({"yaml.load", "yaml.safe_load", "yaml.full_load", "yaml.unsafe_load", "yaml.load_all",
-                   "yaml.safe_load_all", "yaml.full_load_all", "yaml.unsafe_load_all"})  # fmt: skip
-_SAFE_LOADERS = frozenset({"SafeLoader", "CSafeLoader", "BaseLoader", "CBaseLoader"})
-_HTTP_LIBRARIES = ("requests.", "httpx.", "aiohttp.", "urllib3.", "urllib.request.")
-_HTTP_METHODS = frozenset({"get", "post", "put", "patch", "delete", "head", "options", "request", "send", "stream"})
-_TEMPLATES = frozenset({"jinja2.Environment", "jinja2.Template", "jinja2.sandbox.SandboxedEnvironment"})
-_XML_CALLS = (
-    XML_PARSE_CALLS | XML_PARSER_FACTORIES | {"xml.etree.ElementTree.fromstring", "xml.etree.ElementTree.parse"}
-)
-SIZE_KEYWORDS = frozenset({"max_size", "max_length", "max_content_length", "max_bytes", "max_body_size",
-                           "max_num_fields", "max_fields", "max_files", "max_count", "max_entries", "max_depth",
-                           "max_form_memory_size", "max_form_parts", "max_items", "max_line_length"})  # fmt: skip
-# What reads a whole value into memory or hands it to a parser: where a size limit protects.
-_CONSUMER_WORDS = ("load", "parse", "decode", "decompress", "read", "unpack", "fromstring", "literal_eval",
-                   "match", "search", "findall", "sub", "split", "form", "multipart", "upload", "json",
-                   "body")  # fmt: skip
 _CREDENTIAL_HEADERS = frozenset({"authorization", "cookie", "proxy-authorization"})
 _LOGIN_WORDS = ("login", "auth", "authenticated", "jwt", "token_required", "signed_in")
 _PERMISSION_WORDS = ("permission", "role", "admin", "staff", "superuser", "passes_test", "owner")
@@ -111,20 +41,15 @@ _CHECK_WORDS = (*GUARD_WORDS, "check", "validate", "ensure", "verify", "require"
 _WILD = re.compile(r"\.\*|\.\+|\\S|\[\^")
 
 
-def callee_family(qualified: str) -> str:
-    """The name two versions of a call share: the safe variant and the unsafe one are one call."""
-    if qualified in _YAML:
-        return "yaml.load_all" if qualified.endswith("_all") else "yaml.load"
-    if qualified.startswith("defusedxml."):
-        rest = qualified.removeprefix("defusedxml.")
-        return {"lxml": "lxml.etree"}.get(rest.split(".")[0], "xml.etree." + rest.split(".")[0]) + (
-            "." + rest.split(".", 1)[1] if "." in rest else ""
-        )
-    if qualified in ("hmac.compare_digest", "secrets.compare_digest"):
-        return "=="
-    if qualified == "ast.literal_eval":
-        return "eval"
-    return qualified
+MODULE_SCOPE = "<module>"
+# Statements and calls one version of a file may cost (steps, not seconds: the same change gives the
+# same answer on a busy machine). The largest module of this repository (1,500 lines) costs about
+# 2,400 when every function of it is touched; past the budget the file is named as not checked.
+MAX_SCAN_STEPS = 100_000
+
+
+class ScanBudgetExceeded(Exception):
+    """A version of a file cost more than `MAX_SCAN_STEPS`."""
 
 
 def _text(lines: list[str], node: ast.AST) -> str:
@@ -134,10 +59,6 @@ def _text(lines: list[str], node: ast.AST) -> str:
 
 _NOTHING: frozenset[str] = frozenset()
 _NESTED = (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-
-
-def _const(expr: ast.expr | None) -> object:
-    return expr.value if isinstance(expr, ast.Constant) else ...
 
 
 def _exits(stmts: list[ast.stmt], qualified_of: Callable[[ast.expr], str]) -> bool:
@@ -652,67 +573,9 @@ class ModuleScan:
         name = self.qualified_of.get(id(call)) or self.qualified(call.func)
         short = name.rsplit(".", 1)[-1]
         family = callee_family(name)
-        text = _text(self.lines, call)
-        classes: set[str] = set()
-        own: list[Guard] = []
         keywords = {k.arg: k.value for k in call.keywords if k.arg}
-        if name in CALL_SINKS:
-            classes.add(CALL_SINKS[name].cls)
-        elif short in _SHORT_SINKS:
-            classes.add(_SHORT_SINKS[short])
-        if isinstance(call.func, ast.Attribute) and short in _METHOD_SINKS:
-            classes.add(_METHOD_SINKS[short])
-        if family == "==":
-            classes.add("compare")
-            own.append(Guard("constant-time", frozenset({"compare"}), frozenset(), call.lineno, text))
-        if name in SUBPROCESS_CALLS:
-            classes.add("command")
-            if _const(keywords.get("shell")) is not True:
-                own.append(Guard("no-shell", frozenset({"command"}), frozenset(), call.lineno, text))
-        if name.startswith(_HTTP_LIBRARIES) or (short in _HTTP_METHODS and {"verify", "verify_ssl"} & set(keywords)):
-            classes.add("tls")
-            # inside an `if`, `verify=False` is a user's opt-out the code implements, not a decision made here
-            if self._branches or not any(_const(keywords.get(k)) is False for k in ("verify", "verify_ssl", "ssl")):
-                own.append(Guard("tls-verify", frozenset({"tls"}), frozenset(), call.lineno, text))
-        if family in ("yaml.load", "yaml.load_all"):
-            classes.add("deserialization")
-            loader = keywords.get("Loader") or (call.args[1] if len(call.args) > 1 else None)
-            if "safe" in name or (loader is not None and _dotted(loader).rsplit(".", 1)[-1] in _SAFE_LOADERS):
-                own.append(Guard("safe-loader", frozenset({"deserialization"}), frozenset(), call.lineno, text))
-        if name in ("numpy.load", "np.load"):
-            classes.add("deserialization")
-            if _const(keywords.get("allow_pickle")) is not True:
-                own.append(Guard("allow-pickle", frozenset({"deserialization"}), frozenset(), call.lineno, text))
-        if name == "torch.load":
-            classes.add("deserialization")
-            if _const(keywords.get("weights_only")) is True:
-                own.append(Guard("weights-only", frozenset({"deserialization"}), frozenset(), call.lineno, text))
-        if name in ("getattr", "setattr", "delattr") and len(call.args) > 1 and not self.is_const(call.args[1]):
-            classes.add("code")  # an attribute named by data: what a sandbox's attribute check stands in front of
-        if name == "eval" or family == "eval":
-            classes.add("code")
-            if name == "ast.literal_eval":
-                own.append(Guard("safe-loader", frozenset({"code"}), frozenset(), call.lineno, text, key="literal"))
-        if name in _XML_CALLS or callee_family(name) in _XML_CALLS or name.startswith("defusedxml."):
-            classes.add("xxe")
-            if name.startswith("defusedxml."):
-                own.append(Guard("xml-entities", frozenset({"xxe"}), frozenset(), call.lineno, text, key="defused"))
-            if _const(keywords.get("resolve_entities")) is False:
-                own.append(Guard("xml-entities", frozenset({"xxe"}), frozenset(), call.lineno, text, key="entities"))
-            if short == "XMLParser" and _const(keywords.get("no_network")) is not False:
-                own.append(Guard("xml-entities", frozenset({"xxe"}), frozenset(), call.lineno, text, key="network"))
-        if name in _TEMPLATES or short == "Environment":
-            classes.add("xss")
-            escape = keywords.get("autoescape")
-            if escape is not None and _const(escape) is not False:
-                own.append(Guard("autoescape", frozenset({"xss"}), frozenset(), call.lineno, text))
-        if short in ("extractall", "extract") and "filter" in keywords and _const(keywords["filter"]) is not None:
-            own.append(Guard("tar-filter", frozenset({"path"}), frozenset(), call.lineno, text))
-        consumer = any(w in short.lower() for w in _CONSUMER_WORDS)
-        for keyword in SIZE_KEYWORDS & set(keywords) if consumer else ():
-            if _const(keywords[keyword]) is not None:
-                classes.add("dos")
-                own.append(Guard("size-limit", frozenset({"dos"}), frozenset(), call.lineno, text, key=keyword))
+        classes, own = call_options(call, name, keywords, _text(self.lines, call), self.is_const, self._branches > 0)
+        consumer = any(w in short.lower() for w in CONSUMER_WORDS)
         relevant = [a for a in call.args] + [v for k, v in keywords.items() if k not in SIZE_KEYWORDS]
         names = self._origins(relevant, state)
         carried = tuple(g for n in names for g in state.carried.get(n, ()))
@@ -743,14 +606,3 @@ def _copy(expr: ast.expr) -> ast.expr:
     except (SyntaxError, RecursionError, ValueError, AttributeError):
         return expr  # printed and read back it is not the same test: read it as written
     return ast.copy_location(copied, expr)
-
-
-def _dotted(expr: ast.expr) -> str:
-    if isinstance(expr, ast.Name):
-        return expr.id
-    if isinstance(expr, ast.Attribute):
-        inner = _dotted(expr.value)
-        return f"{inner}.{expr.attr}" if inner else expr.attr
-    if isinstance(expr, ast.Call):
-        return _dotted(expr.func)
-    return ""

@@ -31,7 +31,8 @@ from reviewers.analyzers.changed_file import ChangedFile, Issue
 from reviewers.analyzers.flow.project import Project, build_module
 from reviewers.analyzers.flow.rules import SINKS
 from reviewers.analyzers.guard_removal.families import CLASS_CWE, CLASS_WORDS, FAMILIES
-from reviewers.analyzers.guard_removal.protections import Guard, ModuleScan, ScanBudgetExceeded, Sink
+from reviewers.analyzers.guard_removal.model import Guard, Sink
+from reviewers.analyzers.guard_removal.protections import ModuleScan, ScanBudgetExceeded
 from reviewers.kernel.contracts import Severity
 
 RULE = "python:removed-guard"
