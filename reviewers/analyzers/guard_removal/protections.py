@@ -37,6 +37,8 @@ _PERMISSION_ATTRIBUTES = frozenset({"has_perm", "has_perms", "has_permission", "
                                     "is_admin", "check_permission", "has_role", "can"})  # fmt: skip
 _ROUTE_DECORATORS = frozenset({"route", "get", "post", "put", "patch", "delete", "api_route", "api_view",
                                "view_config"})  # fmt: skip
+# the class attribute that names a view's permission classes (Django REST framework)
+_PERMISSION_SETTINGS = frozenset({"permission_classes"})
 _CHECK_WORDS = (*GUARD_WORDS, "check", "validate", "ensure", "verify", "require", "assert")
 _WILD = re.compile(r"\.\*|\.\+|\\S|\[\^")
 
@@ -165,12 +167,14 @@ class ModuleScan:
 
     # --- scopes ---------------------------------------------------------------------------------
 
-    def _scan(self, body: list[ast.stmt], qualname: str, func: FunctionNode | None) -> None:
+    def _scan(
+        self, body: list[ast.stmt], qualname: str, func: FunctionNode | None, inherited: tuple[Guard, ...] = ()
+    ) -> None:
         outer, self._current = self._current, qualname
         sinks: list[Sink] = []
         self.scopes[qualname] = sinks
         state = _State()
-        reach = self._decorator_guards(func) if func is not None else []
+        reach = [*inherited, *self._decorator_guards(func)] if func is not None else []
         self._block(body, (), state, sinks, top=func is not None, reach=reach)
         self._current = outer
         if func is not None and self._is_view(func):
@@ -194,12 +198,16 @@ class ModuleScan:
         return [v for v in self.views if not any(g.classes & classes for g in self._decorator_guards(v))]
 
     def _wanted(self, node: ast.stmt) -> bool:
+        return self._wanted_span(node, node.end_lineno or node.lineno)
+
+    def _wanted_span(self, node: ast.stmt, last: int) -> bool:
+        """Whether the change touched the node's lines (its decorators included) up to `last`."""
         if self.touched is None:
             return True
         decorators = getattr(node, "decorator_list", [])
         first = min([node.lineno, *(d.lineno for d in decorators)])
         at = bisect.bisect_left(self.touched, first)
-        return at < len(self.touched) and self.touched[at] <= (node.end_lineno or node.lineno)
+        return at < len(self.touched) and self.touched[at] <= last
 
     def _is_view(self, func: FunctionNode) -> bool:
         if any(_decorator_name(d) in _ROUTE_DECORATORS | {"csrf_exempt"} for d in func.decorator_list):
@@ -207,10 +215,31 @@ class ModuleScan:
         params = [a.arg for a in func.args.args]
         return bool(params) and params[0] == "request" or (len(params) > 1 and params[:2] == ["self", "request"])
 
-    def _decorator_guards(self, func: FunctionNode) -> list[Guard]:
+    def _class_guards(self, cls: ast.ClassDef) -> tuple[Guard, ...]:
+        """What protects every method of a class-based view: an authentication mixin among its bases
+        (`LoginRequiredMixin`), a decorator on the class (`method_decorator(login_required, ...)`), or
+        its `permission_classes` (`IsAuthenticated`; `AllowAny` protects nothing)."""
+        out = self._decorator_guards(cls)
+        for base in cls.bases:
+            if (family := _auth_family(_dotted(base).rsplit(".", 1)[-1])) is not None:
+                out.append(Guard(family, AUTH_CLASSES, frozenset(), base.lineno, _text(self.lines, base)))
+        for item in cls.body:
+            if isinstance(item, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id in _PERMISSION_SETTINGS for t in item.targets
+            ):
+                elements = item.value.elts if isinstance(item.value, ast.List | ast.Tuple) else [item.value]
+                for element in elements:
+                    if (family := _auth_family(_dotted(element).rsplit(".", 1)[-1])) is not None:
+                        text = _text(self.lines, item)
+                        out.append(Guard(family, AUTH_CLASSES, frozenset(), item.lineno, text, key=_dotted(element)))
+        return tuple(out)
+
+    def _decorator_guards(self, func: FunctionNode | ast.ClassDef) -> list[Guard]:
         out: list[Guard] = []
         for decorator in func.decorator_list:
             name = _decorator_name(decorator)
+            if name == "method_decorator" and isinstance(decorator, ast.Call) and decorator.args:
+                name = _dotted(decorator.args[0]).rsplit(".", 1)[-1]
             family = _auth_family(name)
             target = decorator.func if isinstance(decorator, ast.Call) else decorator
             judgement = judge_call(self.project, self.info, target)
@@ -308,9 +337,13 @@ class ModuleScan:
                 self._scan(stmt.body, f"{prefix}{stmt.name}", stmt)
             return active
         if isinstance(stmt, ast.ClassDef):
-            for item in stmt.body:
-                if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef) and self._wanted(item):
-                    self._scan(item.body, f"{stmt.name}.{item.name}", item)
+            inherited = self._class_guards(stmt)
+            methods = [i for i in stmt.body if isinstance(i, ast.FunctionDef | ast.AsyncFunctionDef)]
+            header_end = (methods[0].lineno - 1) if methods else (stmt.end_lineno or stmt.lineno)
+            header_touched = self._wanted_span(stmt, header_end)
+            for item in methods:
+                if header_touched or self._wanted(item):
+                    self._scan(item.body, f"{stmt.name}.{item.name}", item, inherited)
             return active
         if self._current == MODULE_SCOPE and not self._wanted(stmt):
             return active
