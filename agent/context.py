@@ -15,7 +15,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from agent.diff import parse_unified_diff, quote_path
-from agent.repo_config import CONFIG_FILE, parse_repo_config
+from agent.repo_config import CONFIG_FILE, parse_repo_config, with_floor
 from reviewers.kernel.contracts import FileChange, NotReviewed, RepoConfig, ReviewContext, Workspace
 
 __all__ = ["NotReviewed", "ReviewRequest", "Snapshot", "build_context", "render_unified_diff"]
@@ -43,6 +43,7 @@ class ReviewRequest(BaseModel):
 class Snapshot(BaseModel):
     title: str = ""
     description: str = ""
+    web_url: str = ""  # the merge request's page (GitLab reviews), for the dashboard's links
     diff: str = ""
     base_sha: str | None = None
     start_sha: str | None = None
@@ -50,6 +51,8 @@ class Snapshot(BaseModel):
     not_reviewed: list[NotReviewed] = Field(default_factory=list)
     files: dict[str, str] = Field(default_factory=dict)  # changed files at head (bounded), for replay
     config_text: str | None = None
+    # What the summary says about the settings: an invalid file, a change to it, what no file may turn off
+    config_notes: list[str] = Field(default_factory=list)
 
 
 def render_unified_diff(files: Sequence[FileChange]) -> str:
@@ -104,7 +107,7 @@ def build_context(
 ) -> ReviewContext:
     """The reviewers' view of a snapshot. `files` may be passed when already parsed."""
     parsed = files if files is not None else parse_unified_diff(snapshot.diff)
-    config = parse_repo_config(snapshot.config_text) if snapshot.config_text else RepoConfig()
+    config = with_floor(parse_repo_config(snapshot.config_text) if snapshot.config_text else RepoConfig())
     return ReviewContext(
         title=snapshot.title,
         description=snapshot.description,

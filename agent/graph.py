@@ -1,4 +1,10 @@
-"""The review graph (LangGraph): load_context → strategy → reviewers (fan-out) → verifier → reporter.
+"""The review graph (LangGraph): load_context → analyzers → strategy → reviewers (fan-out) → verifier → reporter.
+
+The analyzers run first, every enabled reviewer's on every changed file it reads, under a deadline of
+their own and before any model is asked anything; the strategy and the model's steps then have a
+deadline of their own. Whatever the model does — answer slowly, never answer, plan nothing — the
+analyzers' findings are in the review (issue 40: a strategy step that used the whole deadline once
+left a review with no findings at all).
 
 With a model, the strategy node keeps several diverse strategies (`agent.agreement`), the fan-out
 runs the planned reviewers under each (one "execution" per strategy, the model's step budget shared
@@ -12,8 +18,10 @@ network access is reached through the `ReviewRuntime` port, which `agent.runtime
 
 from __future__ import annotations
 
+import contextvars
 import operator
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Annotated, Any, Protocol, TypedDict, cast
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -22,6 +30,8 @@ from langgraph.types import RetryPolicy, Send
 from opentelemetry import trace
 
 from agent.agreement import annotate_support, diverse_strategies, execution_step_budget
+from agent.plan_posting import OUTSIDE_PLAN_REASON, plan_visits, split_by_plan
+from agent.repo_config import MANDATORY_REVIEWER
 from agent.strategy import (
     Strategy,
     StrategySource,
@@ -40,7 +50,8 @@ from reviewers.kernel.contracts import (
     ReviewerResult,
 )
 from reviewers.kernel.errors import ReviewloopError
-from reviewers.prompts import render_review_prefix
+from reviewers.loop import AnalyzerPass
+from reviewers.prompts import render_review_prefix, untrusted
 from reviewers.registry import REVIEWER_SPECS
 
 if TYPE_CHECKING:
@@ -61,9 +72,14 @@ class ReviewState(TypedDict, total=False):
     executions: list[dict[str, Any]]  # the strategies the reviewers run under; [strategy] without agreement
     # Plan items of reviewers a model's plan left out, run with their analyzers only (`with_analyzer_coverage`)
     analyzers_only: list[dict[str, Any]]
+    # reviewer → its analyzer pass (`reviewers.loop.AnalyzerPass`), run before the strategy
+    analyzer_passes: dict[str, dict[str, Any]]
     reviewer_results: Annotated[list[dict[str, Any]], operator.add]  # each with its "execution" index
     verdicts: list[dict[str, Any]]
     report: dict[str, Any]
+    # The model's own plan, before serving widened it to full analyzer coverage: what decides which
+    # findings are posted (agent.plan_posting; None with the rule-based strategy).
+    model_plan: dict[str, Any] | None
 
 
 class ReviewerTask(TypedDict):
@@ -75,6 +91,7 @@ class ReviewerTask(TypedDict):
     strategy_text: str
     execution: int
     model_step_budget: int | None
+    prior: dict[str, Any] | None  # the reviewer's analyzer pass, when it ran
 
 
 class ReviewRuntime(Protocol):
@@ -95,6 +112,10 @@ class ReviewRuntime(Protocol):
     def rule_votes(self, context: ReviewContext) -> Mapping[str, tuple[int, int]]: ...
 
     def strategy_llm(self) -> StrategyModel: ...
+
+    def start_deadline(self, context: ReviewContext) -> None: ...
+
+    def run_analyzers(self, name: ReviewerName, context: ReviewContext) -> AnalyzerPass: ...
 
     @property
     def stores_reviews(self) -> bool: ...
@@ -118,6 +139,7 @@ class ReviewRuntime(Protocol):
         *,
         shared_prefix: str,
         model_step_budget: int | None = None,
+        prior: AnalyzerPass | None = None,
     ) -> ReviewerResult: ...
 
     def verifier_inputs(self, review_id: int, context: ReviewContext) -> VerifierInputs: ...
@@ -134,8 +156,10 @@ NETWORK_RETRY = RetryPolicy(max_attempts=3, initial_interval=0.5, retry_on=_is_r
 
 def shared_prefix(context: ReviewContext, strategy_text: str) -> str:
     """The MR context every reviewer's prompt starts with, identical across reviewers (prefix cache):
-    the reviewers' own rendering, in which the title, description and diff are fenced as data."""
-    return f"{render_review_prefix(context)}\n\nReview strategy:\n{strategy_text}\n"
+    the reviewers' own rendering, in which the title, description and diff are fenced as data. The
+    strategy is fenced too: its paths are the change's (a path may hold a newline and an instruction)
+    and a model wrote its words after reading the change."""
+    return f"{render_review_prefix(context)}\n\n{untrusted('Review strategy', strategy_text)}\n"
 
 
 def build_review_graph(runtime: ReviewRuntime, checkpointer: BaseCheckpointSaver[Any] | None = None) -> Any:
@@ -155,10 +179,26 @@ def build_review_graph(runtime: ReviewRuntime, checkpointer: BaseCheckpointSaver
             span.set_attribute("reviewloop.files", snapshot.get("diff", "").count("diff --git"))
             return {"snapshot": snapshot}
 
+    def analyzers(state: ReviewState) -> dict[str, Any]:
+        with tracer.start_as_current_span("analyzers", attributes=span_attrs(state)) as span:
+            context = runtime.context(state["review_id"], state["request"], state["snapshot"])
+            runtime.start_deadline(context)  # the analyzers' own: no model has taken any of it
+            names = analyzed_reviewers(context)
+            # each in the caller's context (a copy per thread), so the analyzers' spans join the review's trace
+            contexts = [contextvars.copy_context() for _ in names]
+            with ThreadPoolExecutor(max_workers=max(1, len(names)), thread_name_prefix="analyzers") as pool:
+                passes = list(
+                    pool.map(lambda ctx, name: ctx.run(runtime.run_analyzers, name, context), contexts, names)
+                )
+            span.set_attribute("reviewloop.reviewers", names)
+            span.set_attribute("reviewloop.findings", sum(len(p.findings) for p in passes))
+            return {"analyzer_passes": {p.reviewer: p.model_dump(mode="json") for p in passes}}
+
     def strategy(state: ReviewState) -> dict[str, Any]:
         with tracer.start_as_current_span("strategy", attributes=span_attrs(state)) as span:
             review_id = state["review_id"]
             context = runtime.context(review_id, state["request"], state["snapshot"])
+            runtime.start_deadline(context)  # the model's own deadline, for its strategy and its steps
             history = runtime.history(context)
             writer = runtime.strategy_llm()
             llm, version_id = writer.llm, writer.version_id
@@ -175,7 +215,8 @@ def build_review_graph(runtime: ReviewRuntime, checkpointer: BaseCheckpointSaver
                 decisions_only=writer.decisions_only,
             )
             analyzers_only: list[PlanItem] = []
-            if source == "model":  # static findings never depend on the model's plan
+            model_plan = z.model_dump(mode="json") if source == "model" else None
+            if source == "model":  # static findings never depend on the model's plan: coverage is kept
                 rules = rule_based_strategy(context.files, context.config, history)
                 z, analyzers_only = with_analyzer_coverage(z, rules)
             analyzers_only += unplanned_analyzers(z, analyzers_only, context)
@@ -211,11 +252,20 @@ def build_review_graph(runtime: ReviewRuntime, checkpointer: BaseCheckpointSaver
                 "strategy_note": note,
                 "model_version_id": version_id,
                 "analyzers_only": [p.model_dump(mode="json") for p in analyzers_only],
+                "model_plan": model_plan,
             }
 
     def fan_out(state: ReviewState) -> list[Send] | str:
         executions = [Strategy.model_validate(e) for e in state.get("executions") or [state["strategy"]]]
         analyzers_only = [PlanItem.model_validate(p) for p in state.get("analyzers_only") or []]
+        passes = state.get("analyzer_passes") or {}
+        sent = {p.reviewer for p in analyzers_only} | {p.reviewer for z in executions for p in z.plan}
+        # a reviewer whose analyzers found something or could not read a file is reported, planned or not
+        analyzers_only += [
+            PlanItem(reviewer=cast(ReviewerName, name))
+            for name, done in passes.items()
+            if name not in sent and (done.get("findings") or done.get("not_reviewed"))
+        ]
         if not any(z.plan for z in executions) and not analyzers_only:
             return "verifier"
         shared = len(executions) > 1  # several executions share the model's budget of one
@@ -230,6 +280,7 @@ def build_review_graph(runtime: ReviewRuntime, checkpointer: BaseCheckpointSaver
                 strategy_text=z.render(),
                 execution=execution,
                 model_step_budget=model_step_budget,
+                prior=passes.get(item.reviewer),
             )
             return Send("reviewer", task)
 
@@ -247,12 +298,14 @@ def build_review_graph(runtime: ReviewRuntime, checkpointer: BaseCheckpointSaver
             plan = PlanItem.model_validate(task["plan"])
             execution = task.get("execution", 0)
             span.set_attribute("reviewloop.execution", execution)
+            prior = task.get("prior")
             result = runtime.run_reviewer(
                 task["reviewer"],
                 context,
                 plan,
                 shared_prefix=shared_prefix(context, task["strategy_text"]),
                 model_step_budget=task.get("model_step_budget"),
+                prior=AnalyzerPass.model_validate(prior) if prior else None,
             )
             span.set_attribute("reviewloop.findings", len(result.findings))
             span.set_attribute("reviewloop.steps", len(result.steps))
@@ -268,6 +321,11 @@ def build_review_graph(runtime: ReviewRuntime, checkpointer: BaseCheckpointSaver
             findings = findings_by_agreement(state, context.config.agreement.min_support, runtime.embedder)
             findings = [f for f in findings if not below_min_severity(f, context.config.min_severity)]
             verified = verify_findings(findings, inputs, runtime.llm)
+            if state.get("model_plan"):  # train = serve: the learned plan decides what is posted
+                verified = posted_by_plan(state, verified)
+                span.set_attribute(
+                    "reviewloop.listed_outside_plan", sum(v.reason == OUTSIDE_PLAN_REASON for v in verified)
+                )
             counts: dict[str, int] = {}
             for v in verified:
                 counts[v.verdict] = counts.get(v.verdict, 0) + 1
@@ -286,12 +344,14 @@ def build_review_graph(runtime: ReviewRuntime, checkpointer: BaseCheckpointSaver
 
     graph = StateGraph(ReviewState)
     graph.add_node("load_context", load_context, retry_policy=NETWORK_RETRY)
+    graph.add_node("analyzers", analyzers, retry_policy=NETWORK_RETRY)
     graph.add_node("strategy", strategy, retry_policy=NETWORK_RETRY)
     graph.add_node("reviewer", cast(Any, reviewer), retry_policy=NETWORK_RETRY)
     graph.add_node("verifier", verifier, retry_policy=NETWORK_RETRY)
     graph.add_node("reporter", reporter, retry_policy=NETWORK_RETRY)
     graph.add_edge(START, "load_context")
-    graph.add_edge("load_context", "strategy")
+    graph.add_edge("load_context", "analyzers")
+    graph.add_edge("analyzers", "strategy")
     graph.add_conditional_edges("strategy", fan_out, ["reviewer", "verifier"])
     graph.add_edge("reviewer", "verifier")
     graph.add_edge("verifier", "reporter")
@@ -323,14 +383,23 @@ def unplanned_analyzers(z: Strategy, already: Sequence[PlanItem], context: Revie
     changed file: static analysis is not rationed by the plan (a docs-only change still gets its
     secrets scan), and what a reviewer could not read is named only if the reviewer runs."""
     planned = {p.reviewer for p in z.plan} | {p.reviewer for p in already}
-    readable = [
-        f.path for f in context.files if f.status != "deleted" and not f.is_binary and context.config.wants(f.path)
-    ]
+    present = [f.path for f in context.files if f.status != "deleted" and not f.is_binary]
+    wanted = [p for p in present if context.config.wants(p)]
     return [
         PlanItem(reviewer=name)
         for name in context.config.reviewers
-        if name not in planned and any(REVIEWER_SPECS[name].supports(p) for p in readable)
+        if name not in planned
+        # the mandatory reviewer's secrets scan reads excluded files too (agent.repo_config)
+        and any(REVIEWER_SPECS[name].supports(p) for p in (present if name == MANDATORY_REVIEWER else wanted))
     ]
+
+
+def analyzed_reviewers(context: ReviewContext) -> list[ReviewerName]:
+    """The enabled reviewers whose analyzers read a changed file (the pass that runs before any model)."""
+    readable = [
+        f.path for f in context.files if f.status != "deleted" and not f.is_binary and context.config.wants(f.path)
+    ]
+    return [name for name in context.config.reviewers if any(REVIEWER_SPECS[name].supports(p) for p in readable)]
 
 
 def findings_by_agreement(state: Mapping[str, Any], min_support: int, embedder: Embedder | None) -> list[Finding]:
@@ -347,6 +416,34 @@ def findings_by_agreement(state: Mapping[str, Any], min_support: int, embedder: 
         return annotate_support(per_execution, min_support=min_support, embedder=embedder)
     except ReviewloopError:  # the embedder failed: word overlap still tells close texts apart
         return annotate_support(per_execution, min_support=min_support, embedder=None)
+
+
+def readable_by_reviewer(state: Mapping[str, Any]) -> dict[str, list[str]]:
+    """Per reviewer, the changed files its analyzers read in full (first execution), in diff order: what
+    a plan's steps can visit, as the replay environment counts them."""
+    readable: dict[str, list[str]] = {}
+    for r in state.get("reviewer_results", []):
+        if int(r.get("execution", 0)) != 0:
+            continue
+        paths = readable.setdefault(str(r["reviewer"]), [])
+        for step in r.get("steps") or []:
+            if step.get("tool") == "run_analyzer" and step.get("paths") and step["paths"][0] not in paths:
+                paths.append(step["paths"][0])
+    return readable
+
+
+def posted_by_plan(state: Mapping[str, Any], verified: Sequence[VerifiedFinding]) -> list[VerifiedFinding]:
+    """The model's plan decides which REAL findings become threads (`agent.plan_posting`): those outside
+    it, and above no floor, go to the summary's list with the reason — never dropped."""
+    z = Strategy.model_validate(state["model_plan"])
+    visits = plan_visits(z, readable_by_reviewer(state), review_budget=None)
+    posted = {id(f) for f in split_by_plan([v.finding for v in verified], visits).posted}
+    return [
+        v
+        if v.verdict != "REAL" or id(v.finding) in posted
+        else VerifiedFinding(v.finding, "NEEDS_HUMAN_REVIEW", OUTSIDE_PLAN_REASON)
+        for v in verified
+    ]
 
 
 def verified_from_state(state: Mapping[str, Any]) -> list[VerifiedFinding]:

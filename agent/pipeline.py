@@ -22,9 +22,10 @@ from psycopg_pool import ConnectionPool
 from agent.context import ReviewRequest, Snapshot
 from agent.graph import build_review_graph, serving_s1
 from agent.runtime import Runtime, verdict_counts
+from agent.store import migrate
 from agent.store import reviews as store_reviews
 from agent.strategy import Strategy
-from agent.verifier import VerifiedFinding
+from agent.verifier import JUDGMENT_UNAVAILABLE, VerifiedFinding
 from reviewers.kernel.contracts import NotReviewed, ReviewerResult, merge_not_reviewed
 from reviewers.kernel.errors import StoreError
 
@@ -43,6 +44,7 @@ class ReviewOutcome:
     report: dict[str, Any] = field(default_factory=dict)
     # under the other strategies of an agreement run, with the index of their execution
     other_executions: list[tuple[int, ReviewerResult]] = field(default_factory=list)
+    strategy_note: str | None = None  # why a model's strategy was not used (source "fallback")
 
 
 def thread_id_for(request: ReviewRequest, review_id: int) -> str:
@@ -65,8 +67,9 @@ def checkpointer_connection(dsn: str) -> psycopg.Connection[Any]:
 
 
 def setup_checkpointer(dsn: str) -> None:
-    """Create LangGraph's checkpoint tables (idempotent); part of `reviewloop db upgrade`."""
-    with checkpointer_connection(dsn) as conn:
+    """Create LangGraph's checkpoint tables (idempotent); part of `reviewloop db upgrade`. Under the
+    migration lock: replicas and one-off commands starting together on a fresh database race here."""
+    with migrate.migration_lock(dsn), checkpointer_connection(dsn) as conn:
         _postgres_saver(conn).setup()
 
 
@@ -208,6 +211,31 @@ def not_reviewed_of(outcome: ReviewOutcome) -> list[NotReviewed]:
     return merge_not_reviewed([*outcome.snapshot.not_reviewed, *unreached_files(outcome.reviewer_results)])
 
 
+def model_not_completed(outcome: ReviewOutcome) -> list[str]:
+    """Each model step of the review that did not complete, with why: the strategy, a reviewer's steps,
+    the verifier's judgment. Empty when no model was asked or every step completed. The analyzers'
+    findings are in the review either way (they ran first, `agent.graph`)."""
+    gaps: list[str] = []
+    if outcome.strategy_source == "fallback":
+        gaps.append(f"strategy: {outcome.strategy_note or 'the model gave no usable strategy'}; the rules planned")
+    results = [*outcome.reviewer_results, *(r for _, r in outcome.other_executions)]
+    for reviewer, error in dict.fromkeys((r.reviewer, r.model_error) for r in results if r.model_error):
+        gaps.append(f"{reviewer} reviewer: {error}")
+    unjudged = [v for v in outcome.verified if JUDGMENT_UNAVAILABLE in v.reason]
+    if unjudged:
+        gaps.append(f"verifier: {unjudged[0].reason} for {len(unjudged)} finding(s); their static verdicts stand")
+    return gaps
+
+
+def model_meta(outcome: ReviewOutcome) -> dict[str, Any]:
+    """The report's `model` entry when a model was asked (none for a review by the rules alone):
+    whether every model step completed, and each one that did not, by name."""
+    if outcome.strategy_source == "rule":
+        return {}
+    gaps = model_not_completed(outcome)
+    return {"model": {"completed": not gaps, "not_completed": gaps}}
+
+
 def _outcome(review_id: int, state: Mapping[str, Any]) -> ReviewOutcome:
     from agent.graph import verified_from_state
 
@@ -221,6 +249,7 @@ def _outcome(review_id: int, state: Mapping[str, Any]) -> ReviewOutcome:
             ReviewerResult.model_validate(r) for r in state.get("reviewer_results", []) if not r.get("execution")
         ],
         report=dict(state.get("report", {})),
+        strategy_note=state.get("strategy_note"),
         other_executions=[
             (int(r["execution"]), ReviewerResult.model_validate(r))
             for r in state.get("reviewer_results", [])

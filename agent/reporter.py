@@ -20,17 +20,41 @@ from rich.table import Table
 from agent.diff import quote_path
 from agent.sanitize import code_block, inline_code, neutralise
 from agent.suggestions import suggestion_block
+from agent.verdicts.track_record import folded, folded_line
 from agent.verifier import VerifiedFinding
-from reviewers.kernel.contracts import SEVERITY_RANK, NotReviewed, Severity
+from reviewers.analyzers.ruff import STYLE_RULES
+from reviewers.kernel.contracts import SEVERITY_RANK, Category, Finding, NotReviewed, Severity
 
 ReportFormat = Literal["table", "json", "markdown", "sarif", "codequality"]
 REPORT_FORMATS: tuple[ReportFormat, ...] = ("table", "json", "markdown", "sarif", "codequality")
 SHOWN_VERDICTS = frozenset({"REAL", "NEEDS_HUMAN_REVIEW"})
 TOOL_VERSION = "0.1.0"
+# The documentation site (mkdocs.yml's site_url, pyproject's [project.urls] Documentation: a test keeps
+# the three equal). SARIF viewers link the tool's name to it.
+DOCS_URL = "https://reviewloop.gitlab.io/reviewloop/"
+SARIF_SCHEMA_URI = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 
 SARIF_LEVEL: dict[Severity, str] = {
     "info": "note",
     "low": "note",
+    "medium": "warning",
+    "high": "error",
+    "critical": "error",
+}
+# GitHub code scanning ranks a security result by its rule's `security-severity`, a CVSS-like score as
+# a string: over 9.0 is critical, 7.0-8.9 high, 4.0-6.9 medium, 0.1-3.9 low. Each of ours is the middle
+# of its band, so a reader of the SARIF sees the same severity the thread says.
+SECURITY_SEVERITY: dict[Severity, str] = {
+    "info": "0.0",
+    "low": "2.0",
+    "medium": "5.5",
+    "high": "8.0",
+    "critical": "9.5",
+}
+# GitHub's `problem.severity` for results that are not security ones.
+PROBLEM_SEVERITY: dict[Severity, str] = {
+    "info": "recommendation",
+    "low": "recommendation",
     "medium": "warning",
     "high": "error",
     "critical": "error",
@@ -44,9 +68,51 @@ CODEQUALITY_SEVERITY: dict[Severity, str] = {
 }
 
 
+# Code Climate's categories (the only ones GitLab's Code Quality report documents), by our category; a
+# code-quality finding's analyzer rule can say more (a ruff style rule is Style, not Bug Risk).
+CodeClimateCategory = Literal[
+    "Bug Risk", "Clarity", "Compatibility", "Complexity", "Duplication", "Performance", "Security", "Style"
+]
+CODECLIMATE_CATEGORY: dict[Category, CodeClimateCategory] = {
+    "security": "Security",
+    "architecture": "Complexity",
+    "code_quality": "Bug Risk",
+    "test_impact": "Bug Risk",
+}
+# (rule prefix, category): the first that matches a finding's `rule` wins. Ruff's codes, by its families:
+# (pycodestyle's E rules are left to Bug Risk: the ones selected are syntax errors and bare excepts)
+# pycodestyle/isort/pyupgrade/naming say how code reads, mccabe how tangled it is, perflint how fast.
+CODECLIMATE_CATEGORY_BY_RULE: tuple[tuple[str, CodeClimateCategory], ...] = (
+    ("ruff:W", "Style"),
+    ("ruff:I", "Style"),
+    ("ruff:N", "Style"),
+    ("ruff:UP", "Compatibility"),
+    ("ruff:C90", "Complexity"),
+    ("ruff:PERF", "Performance"),
+    ("ruff:SIM", "Clarity"),
+)
+
+
+def codeclimate_category(finding: Finding) -> CodeClimateCategory:
+    if finding.category == "security":
+        return "Security"
+    if finding.rule.removeprefix("ruff:") in STYLE_RULES:  # what the analyzer itself keeps as style
+        return "Style"
+    for prefix, category in CODECLIMATE_CATEGORY_BY_RULE:
+        if finding.rule.startswith(prefix) and finding.rule[len(prefix) : len(prefix) + 1].isdigit():
+            return category
+    return CODECLIMATE_CATEGORY[finding.category]
+
+
 def not_reviewed_in(meta: dict[str, Any]) -> list[NotReviewed]:
     """The report's `not_reviewed` entries (dicts, as stored, or models)."""
     return [NotReviewed.model_validate(n) for n in meta.get("not_reviewed", [])]
+
+
+def model_gaps_in(meta: dict[str, Any]) -> list[str]:
+    """The model steps that did not complete (`agent.pipeline.model_meta`), if a model was asked."""
+    model = meta.get("model")
+    return [str(gap) for gap in model.get("not_completed", [])] if isinstance(model, dict) else []
 
 
 def artifact_uri(path: str) -> str:
@@ -81,8 +147,15 @@ def finding_record(v: VerifiedFinding) -> dict[str, Any]:
 
 
 def shown(verified: Sequence[VerifiedFinding], *, include_all: bool = False) -> list[VerifiedFinding]:
-    kept = [v for v in verified if include_all or v.verdict in SHOWN_VERDICTS]
+    """What a reader sees: REAL and NEEDS_HUMAN_REVIEW, less the findings of rules that are usually
+    wrong here (counted in one line, `folded_summary`); everything with `include_all`."""
+    kept = [v for v in verified if include_all or (v.verdict in SHOWN_VERDICTS and not folded(v.reason))]
     return sorted(kept, key=lambda v: (-SEVERITY_RANK[v.finding.severity], v.finding.path, v.finding.line))
+
+
+def folded_summary(verified: Sequence[VerifiedFinding]) -> str | None:
+    """The one counted line for the listed findings of rules usually wrong here, or None."""
+    return folded_line([v.finding.rule for v in verified if v.verdict == "NEEDS_HUMAN_REVIEW" and folded(v.reason)])
 
 
 def render_json(verified: Sequence[VerifiedFinding], meta: dict[str, Any]) -> str:
@@ -103,8 +176,12 @@ def render_table(verified: Sequence[VerifiedFinding], meta: dict[str, Any]) -> s
     console.print(table)
     if not verified:
         console.print("No findings worth reporting.")
+    if meta.get("folded"):
+        console.print(str(meta["folded"]))
     for skipped in not_reviewed_in(meta):
         console.print(f"not analyzed in full: {quote_path(skipped.path)} ({skipped.describe()})")
+    for gap in model_gaps_in(meta):
+        console.print(f"model step not completed: {gap}", markup=False, highlight=False)
     return buf.getvalue()
 
 
@@ -121,6 +198,8 @@ def render_markdown(verified: Sequence[VerifiedFinding], meta: dict[str, Any]) -
         ]
     if not verified:
         lines.append("No findings worth reporting.")
+    if meta.get("folded"):
+        lines += [neutralise(str(meta["folded"])), ""]
     for v in verified:
         f = v.finding
         lines.append(f"### {f.severity.upper()} · {f.category} · {inline_code(f'{quote_path(f.path)}:{f.line}')}")
@@ -136,6 +215,8 @@ def render_markdown(verified: Sequence[VerifiedFinding], meta: dict[str, Any]) -
     for skipped in not_reviewed_in(meta):
         where = inline_code(quote_path(skipped.path, ascii_only=False))
         lines.append(f"- not analyzed in full: {where} ({neutralise(skipped.describe(), max_chars=300)})")
+    for gap in model_gaps_in(meta):
+        lines.append(f"- model step not completed: {neutralise(gap, max_chars=300)}")
     return "\n".join(lines) + "\n"
 
 
@@ -143,9 +224,60 @@ def _cwe_number(cwe: str) -> str:
     return cwe.split("-", 1)[1]
 
 
+def sarif_fix(finding: Finding) -> dict[str, Any] | None:
+    """The finding's suggestion as a SARIF `fix`: its lines, as a region without columns (whole lines,
+    newlines excluded, SARIF 3.30.7), replaced by the suggested text. A suggestion that deletes lines
+    leaves them empty: a region cannot say "and the newline" without the length of the file."""
+    fix = finding.suggestion
+    if fix is None or not fix.start_line <= finding.line <= fix.end_line:  # the block the thread carries
+        return None
+    return {
+        "description": {"text": f"Suggested fix: {finding.title}"},
+        "artifactChanges": [
+            {
+                "artifactLocation": {"uri": artifact_uri(finding.path)},
+                "replacements": [
+                    {
+                        "deletedRegion": {"startLine": fix.start_line, "endLine": fix.end_line},
+                        "insertedContent": {"text": fix.replacement},
+                    }
+                ],
+            }
+        ],
+    }
+
+
+def _sarif_rule(finding: Finding) -> dict[str, Any]:
+    rule: dict[str, Any] = {
+        "id": finding.rule or f"{finding.category}/generic",
+        "shortDescription": {"text": finding.title},
+        "defaultConfiguration": {"level": SARIF_LEVEL[finding.severity]},
+        "properties": {"category": finding.category, "problem.severity": PROBLEM_SEVERITY[finding.severity]},
+    }
+    if finding.category == "security":
+        tags = ["security"] + ([f"external/cwe/{finding.cwe.lower()}"] if finding.cwe else [])
+        rule["properties"].update({"tags": tags, "security-severity": SECURITY_SEVERITY[finding.severity]})
+    return rule
+
+
+def _raise_rule_severity(rule: dict[str, Any], finding: Finding) -> None:
+    """A rule's severity is that of its most severe result (GitHub ranks alerts by the rule's)."""
+    properties = rule["properties"]
+    if "security-severity" in properties and float(SECURITY_SEVERITY[finding.severity]) > float(
+        properties["security-severity"]
+    ):
+        properties["security-severity"] = SECURITY_SEVERITY[finding.severity]
+        rule["defaultConfiguration"]["level"] = SARIF_LEVEL[finding.severity]
+        properties["problem.severity"] = PROBLEM_SEVERITY[finding.severity]
+
+
 def render_sarif(verified: Sequence[VerifiedFinding], meta: dict[str, Any]) -> str:
     """SARIF 2.1.0; a finding's CWE is a taxon of the CWE taxonomy (`runs[].taxonomies`), referenced
-    from its rule (`relationships`) and its result (`taxa`), as SARIF's own CWE examples do."""
+    from its rule (`relationships`) and its result (`taxa`), as SARIF's own CWE examples do. Security
+    rules and results carry GitHub's `security-severity`; a finding with a suggestion carries it as a
+    `fix`. Kept as dicts and validated against the OASIS schema in the tests (tests/unit/agent/
+    test_report_schemas.py): sarif-om's classes (last released 2019) validate nothing themselves and
+    would need jschema-to-python at run time to serialise."""
     not_reviewed = not_reviewed_in(meta)
     rules: dict[str, dict[str, Any]] = {}
     taxa: dict[str, dict[str, Any]] = {}
@@ -153,7 +285,9 @@ def render_sarif(verified: Sequence[VerifiedFinding], meta: dict[str, Any]) -> s
     for v in verified:
         f = v.finding
         rule_id = f.rule or f"{f.category}/generic"
-        rule = rules.setdefault(rule_id, {"id": rule_id, "shortDescription": {"text": f.title}})
+        if rule_id in rules:
+            _raise_rule_severity(rules[rule_id], f)
+        rule = rules.setdefault(rule_id, _sarif_rule(f))
         result_taxa: list[dict[str, Any]] = []
         if f.cwe:
             number = _cwe_number(f.cwe)
@@ -166,6 +300,10 @@ def render_sarif(verified: Sequence[VerifiedFinding], meta: dict[str, Any]) -> s
             if not any(r["target"]["id"] == number for r in relationships):
                 relationships.append({"target": reference, "kinds": ["superset"]})
             result_taxa.append(reference)
+        properties: dict[str, Any] = {"category": f.category, "verdict": v.verdict, "verdictReason": v.reason}
+        if f.category == "security":
+            properties["security-severity"] = SECURITY_SEVERITY[f.severity]
+        fix = sarif_fix(f)
         results.append(
             {
                 "ruleId": rule_id,
@@ -180,12 +318,13 @@ def render_sarif(verified: Sequence[VerifiedFinding], meta: dict[str, Any]) -> s
                     }
                 ],
                 "partialFingerprints": {"reviewloop/v1": f.fingerprint},
-                "properties": {"category": f.category, "verdict": v.verdict, "verdictReason": v.reason},
+                "properties": properties,
                 **({"taxa": result_taxa} if result_taxa else {}),
+                **({"fixes": [fix]} if fix is not None else {}),
             }
         )
     doc = {
-        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
+        "$schema": SARIF_SCHEMA_URI,
         "version": "2.1.0",
         "runs": [
             {
@@ -193,7 +332,7 @@ def render_sarif(verified: Sequence[VerifiedFinding], meta: dict[str, Any]) -> s
                     "driver": {
                         "name": "reviewloop",
                         "version": TOOL_VERSION,
-                        "informationUri": "https://example.invalid/reviewloop",
+                        "informationUri": DOCS_URL,
                         "rules": list(rules.values()),
                         **({"supportedTaxonomies": [{"name": "CWE"}]} if taxa else {}),
                     }
@@ -241,6 +380,8 @@ def render_sarif(verified: Sequence[VerifiedFinding], meta: dict[str, Any]) -> s
 
 
 def render_codequality(verified: Sequence[VerifiedFinding], meta: dict[str, Any]) -> str:
+    """GitLab's Code Quality report: a list of Code Climate issues (the fields GitLab documents, and
+    Code Climate's categories), validated against tests/schemas/gitlab-code-quality.schema.json."""
     items = [
         {
             # the CWE is ours (a validated "CWE-n"), so it goes outside the neutralised model text
@@ -250,7 +391,7 @@ def render_codequality(verified: Sequence[VerifiedFinding], meta: dict[str, Any]
             "check_name": v.finding.rule or v.finding.category,
             "fingerprint": v.finding.fingerprint,
             "severity": CODEQUALITY_SEVERITY[v.finding.severity],
-            "categories": [v.finding.category],
+            "categories": [codeclimate_category(v.finding)],
             "location": {
                 "path": v.finding.path,
                 "lines": {"begin": v.finding.line, "end": v.finding.end_line},
@@ -279,6 +420,9 @@ def render_report(
 ) -> str:
     """Render the findings a reader should see (REAL and NEEDS_HUMAN_REVIEW unless `include_all`)."""
     chosen = shown(verified, include_all=include_all)
+    line = None if include_all else folded_summary(verified)
+    if line is not None:
+        meta = {**meta, "folded": line}
     renderers = {
         "table": render_table,
         "json": render_json,

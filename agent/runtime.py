@@ -4,6 +4,7 @@ worker, the CLI, benchmarks and tests each build one with the parts they have.""
 
 from __future__ import annotations
 
+import inspect
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -19,6 +20,7 @@ from agent.loaders import load_diff, load_local, load_replay
 from agent.store import rejections as store_rejections
 from agent.store import reviews as store_reviews
 from agent.store import snapshots as store_snapshots
+from agent.store import suppressions as store_suppressions
 from agent.strategy import Strategy, StrategySource
 from agent.strategy_model import StrategyModel, StrategyModelSource
 from agent.verdicts.feedback import PeopleVotes
@@ -37,6 +39,8 @@ from reviewers.kernel.contracts import (
     Workspace,
 )
 from reviewers.kernel.errors import InputError
+from reviewers.loop import AnalyzerPass
+from reviewers.registry import run_analyzers
 
 if TYPE_CHECKING:
     from agent.embeddings import Embedder  # numpy: loaded only where a model's strategies are embedded
@@ -100,6 +104,8 @@ class Runtime:
         self._workspace_for = workspace_for
         self.publisher = publisher
         self.reviewer_fn = reviewer_fn
+        # a reviewer function written before analyzer passes (a test's, a bench's) runs its own
+        self._reviewer_takes_prior = "prior" in inspect.signature(reviewer_fn).parameters
         self.model_version_id = model_version_id
         self._contexts: dict[int, tuple[ReviewContext, DiffIndex]] = {}
         self._workspaces: dict[int, Workspace] = {}
@@ -226,6 +232,15 @@ class Runtime:
                 model_version_id=model_version_id if source == "model" else None,
             )
 
+    def start_deadline(self, context: ReviewContext) -> None:
+        """Start a phase's own deadline (`review_deadline_s` from now): the analyzers' pass, then the
+        model's strategy and steps. A model that takes all of its time leaves the analyzers theirs."""
+        if self.review_deadline_s is not None:
+            context.deadline = context.clock() + self.review_deadline_s
+
+    def run_analyzers(self, name: ReviewerName, context: ReviewContext) -> AnalyzerPass:
+        return run_analyzers(name, context)
+
     def run_reviewer(
         self,
         name: ReviewerName,
@@ -234,12 +249,14 @@ class Runtime:
         *,
         shared_prefix: str,
         model_step_budget: int | None = None,
+        prior: AnalyzerPass | None = None,
     ) -> ReviewerResult:
-        if model_step_budget is None:  # a single execution: the reviewer function's own default
-            return self.reviewer_fn(name, context, plan, self._llm, shared_prefix=shared_prefix)
-        return self.reviewer_fn(
-            name, context, plan, self._llm, shared_prefix=shared_prefix, model_step_budget=model_step_budget
-        )
+        kwargs: dict[str, Any] = {"shared_prefix": shared_prefix}
+        if model_step_budget is not None:  # None: a single execution, the reviewer function's own default
+            kwargs["model_step_budget"] = model_step_budget
+        if prior is not None and self._reviewer_takes_prior:
+            kwargs["prior"] = prior
+        return self.reviewer_fn(name, context, plan, self._llm, **kwargs)
 
     def verifier_inputs(self, review_id: int, context: ReviewContext) -> VerifierInputs:
         with self._lock:
@@ -257,7 +274,11 @@ class Runtime:
             )
             inputs.acceptance = store_rejections.standings(self.pool, project=context.project)
             by_rule, by_path = store_rejections.people_by_rule_and_path(self.pool, project=context.project)
-            inputs.people_votes = PeopleVotes(by_rule=by_rule, by_path=by_path)
+            inputs.people_votes = PeopleVotes(
+                by_rule=by_rule,
+                by_path=by_path,
+                suppressions=store_suppressions.suppressed_scopes(self.pool, project=context.project),
+            )
             if context.mr_iid is not None:
                 inputs.open_fingerprints = set(
                     store_reviews.posted_fingerprints(self.pool, project=context.project, mr_iid=context.mr_iid)

@@ -10,10 +10,15 @@ from pathlib import Path
 from typing import Literal
 
 from platformdirs import user_data_dir
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 PLACEHOLDER_SECRETS = frozenset({"changeme", "change-me", "secret", "password", "token", "xxx", ""})
+# The shortest webhook secret production accepts. A hook secret is a shared password checked on every
+# delivery from anywhere that reaches the service, with no lockout: 16 random URL-safe base64
+# characters (~6 bits each) are ~96 bits, out of reach of guessing over the network; GitLab's own
+# tokens are longer.
+MIN_SECRET_CHARS = 16
 
 
 def default_data_dir() -> Path:
@@ -73,20 +78,37 @@ class Settings(BaseSettings):
         description="webhook bodies read at once; past it, 503 with Retry-After. With max_webhook_bytes it bounds "
         "what slow senders can make the API hold (16 x 5 MiB)",
     )
-    max_connections: int = Field(
+    max_requests_in_flight: int = Field(
         default=256,
         gt=0,
-        description="open HTTP connections `reviewloop serve` holds (uvicorn's limit_concurrency); "
-        "past it, new requests get 503",
+        description="HTTP requests `reviewloop serve` handles at once; past it, 503 with Retry-After. Idle "
+        "connections do not count: they are closed when their request head is late (api/http_server.py)",
+    )
+    request_head_timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        le=120,
+        description="a connection must send its whole request line and headers within this many seconds of "
+        "opening (or of a later request's first byte), else it is closed; idle kept-alive ones close after 5 s",
     )
     trusted_proxies: str = Field(
         default="127.0.0.1",
         description="addresses or CIDR ranges (comma-separated, '*' = any) whose X-Forwarded-Proto/-For "
         "headers uvicorn believes: the TLS-terminating proxy or Ingress in front of `serve`",
     )
-    api_docs: bool | None = Field(
+    api_docs: bool = Field(
+        default=False,
+        description="serve /docs, /redoc and /openapi.json (a map of every route: off unless asked for)",
+    )
+    metrics_token: SecretStr | None = Field(
         default=None,
-        description="serve /docs, /redoc and /openapi.json; None = only when environment is development",
+        description="bearer token Prometheus presents on GET /metrics; unset = /metrics is off (404)",
+    )
+    metrics_cache_s: float = Field(
+        default=15.0,
+        ge=0,
+        description="how long one reading of the database's counts serves /metrics (Prometheus' default "
+        "scrape interval): scrapes cost at most one round of queries per this many seconds",
     )
 
     otlp_endpoint: str | None = Field(
@@ -144,6 +166,12 @@ class Settings(BaseSettings):
         bad = sorted(key for key in value if not key.strip().isdigit())
         if bad:
             raise ValueError(f"REVIEWLOOP_PROJECT_SECRETS keys must be numeric project ids, not {bad}")
+        # "042" is not how GitLab writes project 42: kept as is it would never match a hook, which
+        # then fell back to the global secret without a word (issue 40)
+        padded = sorted(key.strip() for key in value if str(int(key)) != key.strip())
+        if padded:
+            hint = ", ".join(f"{key!r} → {int(key)}" for key in padded)
+            raise ValueError(f"REVIEWLOOP_PROJECT_SECRETS keys must be project ids as GitLab writes them ({hint})")
         return {key.strip(): secret for key, secret in value.items()}
 
     @model_validator(mode="after")
@@ -153,4 +181,24 @@ class Settings(BaseSettings):
                 value = getattr(self, name)
                 if value is not None and value.get_secret_value().strip().lower() in PLACEHOLDER_SECRETS:
                     raise ValueError(f"REVIEWLOOP_{name.upper()} is a placeholder; set a real secret")
+            hook_secrets = {"REVIEWLOOP_WEBHOOK_SECRET": self.webhook_secret} | {
+                f"REVIEWLOOP_PROJECT_SECRETS[{key}]": secret for key, secret in self.project_secrets.items()
+            }
+            for where, secret in hook_secrets.items():
+                if secret is not None and len(secret.get_secret_value().strip()) < MIN_SECRET_CHARS:
+                    raise ValueError(
+                        f"{where} is shorter than {MIN_SECRET_CHARS} characters; production needs a long random "
+                        "secret (`openssl rand -base64 24` writes one)"
+                    )
         return self
+
+
+def describe_settings_error(error: ValidationError) -> str:
+    """A settings validation error as one line, without the values: pydantic's own text quotes the
+    input, and for a secret that printed part of it (issue 40)."""
+    parts = []
+    for item in error.errors(include_input=False, include_url=False):
+        where = ".".join(str(part) for part in item.get("loc", ()))
+        message = str(item.get("msg", "invalid"))
+        parts.append(f"{where}: {message}" if where else message)
+    return "invalid settings: " + "; ".join(parts)

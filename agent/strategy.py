@@ -22,6 +22,7 @@ from reviewers.kernel.contracts import (
     PlanItem,
     RepoConfig,
     ReviewerName,
+    one_line,
 )
 from reviewers.kernel.errors import LLMError
 from reviewers.paths import CODE_LANGUAGES, CONFIG_LANGUAGES, DOC_LANGUAGES, is_test_path
@@ -59,9 +60,10 @@ class Strategy(BaseModel):
         """The compact text form of z, as reviewers and the learning code see it."""
         lines = [f"change: {self.change_type}"]
         for r in self.risk_areas:
-            lines.append(f"risk: {r.path} - {r.why}")
+            lines.append(f"risk: {one_line(r.path)} - {one_line(r.why)}")
         for i, p in enumerate(self.plan, 1):
-            focus = ", ".join(p.focus_paths) or "all changed files"
+            # paths come from the change (a newline in one would start a line of the reviewers' prompt)
+            focus = ", ".join(one_line(f) for f in p.focus_paths) or "all changed files"
             lines.append(f"{i}. {p.reviewer} [{p.step_budget} steps] on {focus}: {p.checks}")
         if not self.plan:
             lines.append("no reviewers planned")

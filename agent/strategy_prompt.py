@@ -12,6 +12,11 @@ per round, so no file is crowded out by a big neighbour. Within a file, lines th
 signal (`agent.risk.SIGNALS`: SQL, shell, deserialisation, ...) come first, then the rest in order;
 blank lines are skipped. Nothing here describes what a file is for: a merge request's own
 description is the only such text, as in production.
+
+Everything in s1 that came from the merge request or the repository is fenced as data (issue 40):
+the title and description, the added lines and their files' headers, the repository's layer names,
+the paths of the feedback history; a path is escaped onto its line (`one_line`: GitLab allows a
+newline in a path, which would otherwise start a line of the prompt).
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from agent.risk import ANY_SIGNAL
-from reviewers.kernel.contracts import DiffLine, FileChange, RepoConfig
+from reviewers.kernel.contracts import DiffLine, FileChange, RepoConfig, one_line
 from reviewers.paths import language_of
 from reviewers.prompts import untrusted
 
@@ -45,7 +50,7 @@ def _added_in_reading_order(change: FileChange) -> list[DiffLine]:
 
 def _file_header(change: FileChange) -> str:
     lang = language_of(change.path) or "text"
-    return f"{change.status} {change.path} [{lang}] +{change.additions} -{change.deletions}"
+    return f"{change.status} {one_line(change.path)} [{lang}] +{change.additions} -{change.deletions}"
 
 
 def added_lines_excerpt(files: Sequence[FileChange], *, max_lines: int = S1_EXCERPT_LINES) -> str:
@@ -103,16 +108,16 @@ def render_s1(
     parts = [untrusted("merge request", mr_text)]
     parts.append(f"files ({len(files)}, +{sum(f.additions for f in files)} -{sum(f.deletions for f in files)}):")
     parts.append(f"config: reviewers {', '.join(config.reviewers)}; min severity {config.min_severity}")
-    if config.layers:
+    if config.layers:  # names from the repository's configuration: its text, fenced like the rest
         rules = "; ".join(f"{lr.name} may import {', '.join(lr.may_import) or 'nothing'}" for lr in config.layers)
-        parts.append(f"layers: {rules}")
+        parts.append(untrusted("layers", one_line(rules)))
     if review_budget is None:
         parts.append("review budget: none set (each reviewer's step budget is the plan's)")
     else:
         parts.append(f"review budget: {review_budget} reviewer steps in all, one file per step")
     if history:
-        hist = ", ".join(f"{p} {rate:.0%}" for p, rate in sorted(history.items())[:S1_MAX_HISTORY])
-        parts.append(f"accepted-rate history: {hist}")
+        hist = ", ".join(f"{one_line(p)} {rate:.0%}" for p, rate in sorted(history.items())[:S1_MAX_HISTORY])
+        parts.append(untrusted("accepted-rate history by path", hist))
     if rule_votes:
         ranked = sorted(rule_votes.items(), key=lambda kv: (-(kv[1][0] + kv[1][1]), kv[0]))[:S1_MAX_HISTORY]
         parts.append("team votes by kind (up/down): " + ", ".join(f"{k} +{up}/-{down}" for k, (up, down) in ranked))

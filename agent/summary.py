@@ -14,12 +14,13 @@ quoted as code.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 from agent.diff import quote_path
 from agent.strategy import Strategy
 from agent.verifier import VerifiedFinding
-from reviewers.kernel.contracts import SEVERITY_RANK, FileChange, NotReviewed
+from reviewers.kernel.contracts import SEVERITY_RANK, FileChange, NotReviewed, Severity
 
 FILES_THAT_MATTER = 3  # the risk areas named in the opening; the strategy keeps at most 5
 CHANGE_WORDS = {
@@ -40,6 +41,20 @@ REVIEWER_WORDS = {
 }
 
 
+@dataclass(frozen=True)
+class Standing:
+    """What is open on the merge request after this push, across all its pushes (`agent.gitlab.mr_state`):
+    REAL findings by severity (threads and those listed past the budget), findings held for a person,
+    and what changed since the last reviewed push (None on the first review)."""
+
+    severities: Mapping[Severity, int] = field(default_factory=dict)
+    threads: int = 0
+    listed: int = 0
+    held: int = 0
+    new: int | None = None
+    fixed: int | None = None
+
+
 def _code(text: str) -> str:
     body = text.replace("`", "'")
     return f"`{body}`"
@@ -53,16 +68,25 @@ def summary_opening(
     not_reviewed: Sequence[NotReviewed],
     head_sha: str,
     max_discussions: int,
+    standing: Standing | None = None,
+    config_notes: Sequence[str] = (),
+    since_head: str | None = None,
 ) -> str:
-    """Four short paragraphs: the change, the checks, the gaps, the findings."""
+    """Four short paragraphs: the change, the checks, the gaps, the findings; then what changed since
+    the last push and what the settings say. `not_reviewed` and `standing` describe the merge request
+    as it stands across all its pushes; without `standing`, the findings are this review's alone."""
     added = sum(f.additions for f in files)
     removed = sum(f.deletions for f in files)
     what = CHANGE_WORDS.get(strategy.change_type, strategy.change_type)
-    lines = [f"**The change** ({len(files)} file(s), +{added} −{removed}) {what}."]
+    # a new push: only what it changed was reviewed again, while the findings are the whole MR's
+    change = f"The change since {_code(since_head[:12])}" if since_head else "The change"
+    lines = [f"**{change}** ({len(files)} file(s), +{added} −{removed}) {what}."]
     areas = strategy.risk_areas[:FILES_THAT_MATTER]
     if areas:
         named = "; ".join(f"{_code(quote_path(a.path, ascii_only=False))} ({a.why})" for a in areas)
         lines[0] += f" The files that matter most: {named}."
+    if since_head:
+        lines[0] += " What follows is the whole merge request's, across its pushes."
 
     gaps = {n.path for n in not_reviewed}
     analyzed = sum(1 for f in files if f.path not in gaps and not f.is_binary)
@@ -81,17 +105,32 @@ def summary_opening(
 
     real = [v for v in verified if v.verdict == "REAL"]
     human = [v for v in verified if v.verdict == "NEEDS_HUMAN_REVIEW"]
-    dropped = len(verified) - len(real) - len(human)
-    if real:
-        by_severity = Counter(v.finding.severity for v in real)
-        counts = ", ".join(f"{by_severity[s]} {s}" for s in sorted(by_severity, key=lambda s: -SEVERITY_RANK[s]))
+    dropped = sum(1 for v in verified if v.verdict == "FALSE_POSITIVE")
+    if standing is None:  # this push alone: the budget's share estimated before posting
         threads = min(len(real), max_discussions)
-        found = f"**Found:** {counts}; {threads} posted as threads"
-        if len(real) > threads:
-            found += f", {len(real) - threads} listed below (comment budget)"
+        standing = Standing(Counter(v.finding.severity for v in real), threads, len(real) - threads, len(human))
+    lines.append(_found(standing, dropped))
+    if standing.new is not None and standing.fixed is not None:
+        lines.append(
+            f"**Since the last push:** {standing.new} new, {standing.fixed} fixed or gone"
+            + ("; the rest stands." if sum(standing.severities.values()) + standing.held else ".")
+        )
+    if config_notes:
+        lines.append("**Settings:** " + "\n".join(config_notes))
+    return "\n\n".join(lines)
+
+
+def _found(standing: Standing, dropped: int) -> str:
+    """The findings open on the merge request, by severity, and where they are."""
+    by_severity = standing.severities
+    if sum(by_severity.values()):
+        order = sorted((s for s in by_severity if by_severity[s]), key=lambda s: -SEVERITY_RANK[s])
+        counts = ", ".join(f"{by_severity[s]} {s}" for s in order)
+        found = f"**Found:** {counts}; {standing.threads} posted as threads"
+        if standing.listed:
+            found += f", {standing.listed} listed below (comment budget)"
     else:
         found = "**Found:** nothing worth a thread"
-    found += f"; {len(human)} for a human to judge" if human else ""
+    found += f"; {standing.held} for a human to judge" if standing.held else ""
     found += f"; {dropped} dropped by the verifier (not shown)." if dropped else "."
-    lines.append(found)
-    return "\n\n".join(lines)
+    return found

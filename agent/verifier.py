@@ -48,11 +48,11 @@ from agent.verdicts.judge import ModelJudgment, judge_messages
 from agent.verdicts.posting import Posting, injection_taint, unbound_name, unearned_voice
 from agent.verdicts.preexisting import base_python, preexisting_flow, preexisting_ruff
 from agent.verdicts.sinks import sink_gets_constants
-from agent.verdicts.track_record import Record, accepted_by_people, unproven_rule
+from agent.verdicts.track_record import Record, accepted_by_people, unproven_rule, usually_wrong
 from agent.verdicts.unchanged import DeletedCode, unchanged_code
 from reviewers.analyzers.secrets import token_digest
 from reviewers.kernel.contracts import SEVERITY_RANK, Finding, LLMPort, Workspace
-from reviewers.kernel.errors import LLMError
+from reviewers.kernel.errors import LLMError, LLMOutputError
 
 Verdict = Literal["REAL", "FALSE_POSITIVE", "DUPLICATE", "NEEDS_HUMAN_REVIEW"]
 VERDICTS: tuple[Verdict, ...] = ("REAL", "FALSE_POSITIVE", "DUPLICATE", "NEEDS_HUMAN_REVIEW")
@@ -233,14 +233,34 @@ def agreement_shortfall(finding: Finding) -> str | None:
     return f"reported by {a.support} of {a.executions} independent reviews (different strategies); {a.required} needed"
 
 
-def _judge(finding: Finding, llm: LLMPort, diff_index: DiffIndex) -> tuple[Verdict, str] | None:
+JUDGMENT_UNAVAILABLE = "model judgment unavailable"  # a verdict reason's words when the judge could not answer
+
+
+@dataclass
+class _ModelGone:
+    """The first judgment that found the model unreachable (or refusing), so the rest of the review's
+    judgments do not each wait out the same timeout: a model that never answers would otherwise hold
+    the verifier for (findings / MAX_PARALLEL_JUDGMENTS) × the model's timeout."""
+
+    failure: str | None = None
+
+
+def _judge(
+    finding: Finding, llm: LLMPort, diff_index: DiffIndex, gone: _ModelGone | None = None
+) -> tuple[Verdict, str] | None:
     """The model's demotion of a finding, None to keep it, or what stands when the model failed: an
     analyzer's finding stays REAL with a note (static findings never depend on the model), a model's
     own finding goes to a human (nothing but the model vouches for it)."""
-    try:
-        judged = llm.complete_json(judge_messages(finding, diff_index), ModelJudgment, purpose="verify")
-    except LLMError as exc:
-        failed = f"model judgment unavailable ({type(exc).__name__})"
+    failure = gone.failure if gone is not None else None
+    if failure is None:
+        try:
+            judged = llm.complete_json(judge_messages(finding, diff_index), ModelJudgment, purpose="verify")
+        except LLMError as exc:
+            failure = type(exc).__name__
+            if gone is not None and not isinstance(exc, LLMOutputError):  # one bad answer is not a gone model
+                gone.failure = failure
+    if failure is not None:
+        failed = f"{JUDGMENT_UNAVAILABLE} ({failure})"
         if finding.rule == "llm":
             return "NEEDS_HUMAN_REVIEW", f"{failed}: a model's finding no judgment confirmed goes to a human"
         return "REAL", failed
@@ -327,10 +347,11 @@ def verify_findings(
     if llm is not None and to_judge:
         # Each judgment runs in the caller's context (a copy per thread), so its span joins the review's trace.
         contexts = [contextvars.copy_context() for _ in to_judge]
+        gone = _ModelGone()
         with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_JUDGMENTS, len(to_judge))) as pool:
             judgments = list(
                 pool.map(
-                    lambda ctx, item: ctx.run(_judge, item[0], llm, inputs.diff_index),
+                    lambda ctx, item: ctx.run(_judge, item[0], llm, inputs.diff_index, gone),
                     contexts,
                     to_judge,
                 )
@@ -346,7 +367,17 @@ def verify_findings(
             if calibrated is not None:
                 verdict, reason = "NEEDS_HUMAN_REVIEW", calibrated
         out.append(VerifiedFinding(finding, verdict, reason))
+    out = [_fold_usually_wrong(v, inputs) for v in out]
     return sorted(out, key=lambda v: (-SEVERITY_RANK[v.finding.severity], v.finding.path, v.finding.line))
+
+
+def _fold_usually_wrong(v: VerifiedFinding, inputs: VerifierInputs) -> VerifiedFinding:
+    """A listed finding of a rule that is usually wrong here, marked to be counted in the summary
+    rather than listed (`track_record.usually_wrong`); every other verdict as it was."""
+    if v.verdict != "NEEDS_HUMAN_REVIEW":
+        return v
+    why = usually_wrong(v.finding, inputs.people_votes, inputs.track_record)
+    return v if why is None else VerifiedFinding(v.finding, v.verdict, f"{v.reason}; {why}")
 
 
 def below_min_severity(finding: Finding, min_severity: str) -> bool:

@@ -90,7 +90,7 @@ def create_app(
 
     # the API's own description is public only where asked for: in production it would hand a
     # stranger the map of every route (issue 11)
-    docs = settings.api_docs if settings.api_docs is not None else settings.environment == "development"
+    docs = settings.api_docs  # off unless asked for, a bare `serve` included (issue 40)
     app = FastAPI(
         title="reviewloop",
         version="0.1.0",

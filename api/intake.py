@@ -29,7 +29,7 @@ from psycopg.types.json import Jsonb
 from api.db import DbConnection, DbPool
 from api.project_check import ProjectCheck
 from api.triage import Decision, Ignore, ReplyInDiscussion, ReviewRequest, VoteOnNote
-from api.worker import REVIEW_TASK
+from api.worker import ANSWER_TASK, REVIEW_TASK
 
 logger = logging.getLogger(__name__)
 
@@ -258,8 +258,22 @@ async def record_vote(pool: DbPool, delivery: Delivery, vote: VoteOnNote, *, bot
     return IntakeResult("processed", event_id, reason=f"feedback on finding {finding_id}")
 
 
-async def record_reply(pool: DbPool, delivery: Delivery, reply: ReplyInDiscussion) -> IntakeResult:
-    """A reply in our discussion: its text becomes the user's comment on the finding.
+# A question in one of our threads is answered by a job (the API only stores and enqueues): deferred
+# through procrastinate's SQL API in the transaction that records the reply, so the two commit together.
+# Locked per thread, so two questions in one thread are answered one after the other.
+DEFER_ANSWER_SQL = """
+SELECT (procrastinate_defer_jobs_v1(ARRAY[ROW(
+    %(queue)s::text, %(task)s::text, %(priority)s::integer, %(lock)s::text, NULL::text, %(args)s::jsonb,
+    NULL::timestamptz
+)]::procrastinate_job_to_defer_v1[]))[1] AS job_id
+"""
+
+
+async def record_reply(
+    pool: DbPool, delivery: Delivery, reply: ReplyInDiscussion, *, queue: procrastinate.App | None = None
+) -> IntakeResult:
+    """A reply in our discussion: its text becomes the user's comment on the finding; a question
+    also queues its answer (with `queue`), a dispute counts as a 👎 (api.triage.triage_note).
 
     A reply without a clear vote (see api.triage.reply_vote) keeps the user's existing vote.
     """
@@ -292,6 +306,20 @@ async def record_reply(pool: DbPool, delivery: Delivery, reply: ReplyInDiscussio
             """,
             (finding_id, f"gitlab:{reply.user_id}", reply.value, reply.text, is_author),
         )
+        if reply.intent == "question" and queue is not None:
+            task = queue.tasks[ANSWER_TASK]
+            args = {"finding_id": finding_id, "discussion_id": reply.discussion_id, "note_id": reply.note_id}
+            await conn.execute(
+                DEFER_ANSWER_SQL,
+                {
+                    "queue": task.queue,
+                    "task": task.name,
+                    "priority": task.priority,
+                    "lock": f"answer:{reply.project_id}:{reply.discussion_id}",
+                    "args": Jsonb(args),
+                },
+            )
+            return IntakeResult("processed", event_id, reason=f"question on finding {finding_id}: answer queued")
     return IntakeResult("processed", event_id, reason=f"reply on finding {finding_id}")
 
 
@@ -321,4 +349,4 @@ async def accept(
             return await record_event(pool, delivery, status="ignored", reason=refused)
     if isinstance(decision, VoteOnNote):
         return await record_vote(pool, delivery, decision, bot_user_id=bot_user_id)
-    return await record_reply(pool, delivery, decision)
+    return await record_reply(pool, delivery, decision, queue=queue)

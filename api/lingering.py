@@ -1,4 +1,13 @@
-"""uvicorn's h11 protocol with a lingering close, so that a refusal sent before the body reaches the client.
+"""uvicorn's h11 protocol with a deadline for the request head and a lingering close.
+
+The head deadline: uvicorn closes an idle kept-alive connection after `timeout_keep_alive`, but it
+has no deadline for a connection that never sends its request head, or sends it a byte at a time
+(issue 40, H4: 256 such sockets held the server). Here a connection that has not finished its
+request line and headers within `head_timeout_s` of opening, or of the first byte of a later request
+on a kept-alive connection, is closed (nginx's `client_header_timeout`, whose default is 60 s; ours
+is shorter because a hook's or a browser's head is sent in one write).
+
+The lingering close, so that a refusal sent before the body reaches the client:
 
 The webhook answers a wrong secret (401), a body too large (413) or too slow (408) before the body is
 in, and closes the connection so that the rest is never waited for. A socket closed while its peer is
@@ -13,7 +22,10 @@ at most `LINGER_S` before the socket is closed: nginx's `lingering_close`. Nothi
 lingering connection still counts against `limit_concurrency` until it closes.
 
 Written against uvicorn 0.54's `H11Protocol`: its request cycles close the connection through the
-protocol's `transport` attribute, which this protocol wraps.
+protocol's `transport` attribute, which this protocol wraps, and its h11 connection is `conn`. Both
+parts override only asyncio's protocol methods (`connection_made`, `data_received`,
+`connection_lost`); uvicorn has no setting for either (encode/uvicorn discussions #1890 and #2041
+ask for a header timeout), and drop this module when it does.
 """
 
 from __future__ import annotations
@@ -25,20 +37,48 @@ import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 LINGER_S = 2.0  # a client writing the rest of a 5 MiB body on a LAN is done well within it
+# REVIEWLOOP_REQUEST_HEAD_TIMEOUT_S's default: GitLab and browsers send a head in one write, so
+# a second would do; ten leaves room for a loaded machine and a slow link
+HEAD_TIMEOUT_S = 10.0
 
 
 class LingeringH11Protocol(H11Protocol):
     lingering = False
+    head_timeout_s = HEAD_TIMEOUT_S
+    head_timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         # the cycles of this connection are built with `self.transport`: they close through the wrapper
         self.transport = LingeringTransport(self.transport, self)
+        self.start_head_deadline()
 
     def data_received(self, data: bytes) -> None:
         if self.lingering:
             return  # the rest of a body that was answered already: dropped unread
         super().data_received(data)
+        if self.conn.their_state is h11.IDLE:
+            self.start_head_deadline()  # a later request's head has begun on a kept-alive connection
+        else:
+            self.stop_head_deadline()  # the head is in: the body's deadline is the route's
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.stop_head_deadline()
+        super().connection_lost(exc)
+
+    def start_head_deadline(self) -> None:
+        if self.head_timer is None:
+            self.head_timer = asyncio.get_running_loop().call_later(self.head_timeout_s, self.head_too_late)
+
+    def stop_head_deadline(self) -> None:
+        if self.head_timer is not None:
+            self.head_timer.cancel()
+            self.head_timer = None
+
+    def head_too_late(self) -> None:
+        self.head_timer = None
+        if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+            self.transport.close()  # nothing was asked, so nothing is answered: the connection ends
 
     def request_body_unfinished(self) -> bool:
         return self.conn.their_state is h11.SEND_BODY

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from agent.thread_replies import ReplyIntent, reply_intent
 from api.gitlab_hooks import EmojiHook, MergeRequestHook, NoteHook
 
 ReviewTrigger = Literal["opened", "reopened", "new_commits", "ready"]
@@ -91,6 +92,7 @@ class ReplyInDiscussion:
     user_id: int
     text: str
     value: Vote
+    intent: ReplyIntent = "comment"  # a question is answered in the thread (agent/thread_replies.py)
 
 
 Decision = Ignore | ReviewRequest | VoteOnNote | ReplyInDiscussion
@@ -175,7 +177,9 @@ def triage_emoji(hook: EmojiHook, scope: Scope) -> Decision:
 def reply_vote(text: str) -> Vote:
     """+1/-1 when a reply carries thumbs of one polarity only, else 0 (a comment, not a vote).
 
-    Deliberately simple: sentiment in prose is left to the people reading the comments.
+    Deliberately simple: sentiment in prose is left to the people reading the comments, except a
+    reply that disputes the finding outright (`agent.thread_replies.reply_intent`), which `triage_note`
+    counts as -1.
     """
     up = any(mark in text for mark in UPVOTE_MARKS)
     down = any(mark in text for mark in DOWNVOTE_MARKS)
@@ -196,11 +200,16 @@ def triage_note(hook: NoteHook, scope: Scope) -> Decision:
         return Ignore(f"note on a {note.noteable_type}, not on a merge request")
     if not note.discussion_id:
         return Ignore("note is not in a discussion")
+    intent = reply_intent(note.note)
+    value = reply_vote(note.note)
+    if intent == "dispute" and value == 0:
+        value = -1  # "this is a false positive" is a 👎 in words; explicit thumbs still decide
     return ReplyInDiscussion(
         project_id=hook.project.id,
         discussion_id=note.discussion_id,
         note_id=note.id,
         user_id=note.author_id or hook.user.id,
         text=note.note,
-        value=reply_vote(note.note),
+        value=value,
+        intent=intent,
     )

@@ -9,7 +9,9 @@
 - Retries with exponential backoff only for errors whose `retryable` flag is set (reviewers/kernel/errors.py).
 - Stalled jobs (a worker died mid-review, e.g. SIGKILL): every worker prunes workers whose heartbeat
   is older than `stalled_worker_timeout_s`; their jobs lose their worker and are retried by the
-  periodic `recover_stalled_jobs` task and once at every worker start.
+  periodic `recover_stalled_jobs` task and once at every worker start, each death counted as an
+  attempt (up to `max_attempts`). `reviewloop worker` runs each review in a child process
+  (api/review_child.py), so a review that crashes is one failed attempt, not a dead worker.
 - SIGTERM/SIGINT stop the worker gracefully: no new job is fetched, running ones finish.
 - A worker that stopped on a lost database (a Postgres restart) starts again by itself; a review
   cut off by the restart fails with a retryable error and resumes from its checkpoint.
@@ -38,7 +40,7 @@ from procrastinate.jobs import Job, Status
 from procrastinate.retry import BaseRetryStrategy, RetryDecision
 from procrastinate.schema import SchemaManager
 
-from agent.store.migrate import MIGRATION_LOCK_KEY
+from agent.store.migrate import MIGRATION_LOCK_KEY, acquire_migration_lock
 from api.db import DbPool
 from api.logs import log_context
 from api.retention import prune_history
@@ -51,6 +53,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 REVIEW_TASK = "review_merge_request"
+ANSWER_TASK = "answer_thread_question"
 RECOVERY_TASK = "recover_stalled_jobs"
 RETENTION_TASK = "prune_old_history"
 REVIEW_QUEUE = "reviews"
@@ -129,6 +132,13 @@ class ReviewFunction(Protocol):
     def __call__(self, *, project: str, mr_iid: int, head_sha: str | None, event_id: int | None) -> int: ...
 
 
+class AnswerFunction(Protocol):
+    """`agent.gitlab.answers.answer_thread_question` with its deps bound; returns the reply's note id,
+    or None when there was nothing to answer (already answered, the thread or finding gone)."""
+
+    def __call__(self, *, finding_id: int, discussion_id: str, note_id: int) -> int | None: ...
+
+
 @dataclass(frozen=True)
 class WorkerRuntime:
     """What a running job needs, handed to tasks through procrastinate's `additional_context`."""
@@ -137,6 +147,8 @@ class WorkerRuntime:
     review: ReviewFunction | None
     """None when GitLab is not configured: the worker then leaves review jobs waiting in the queue."""
     config: QueueConfig
+    answer: AnswerFunction | None = None
+    """Answers questions in the bot's threads; None without GitLab (its jobs wait, as reviews do)."""
 
 
 def runtime_of(context: procrastinate.JobContext) -> WorkerRuntime:
@@ -153,6 +165,18 @@ async def mark_event(pool: DbPool, event_id: int | None, *, status: str, reason:
         await conn.execute(
             "UPDATE webhook_events SET status = %s, reason = %s WHERE id = %s", (status, reason, event_id)
         )
+
+
+async def processed_reason(pool: DbPool, review_id: int, *, event_head: str | None) -> str:
+    """'review N', saying which head it reviewed when the event named an older one (a late delivery
+    of an older push, or pushes since): the history must not file a review under a head it never saw."""
+    async with pool.connection() as conn:
+        cur = await conn.execute("SELECT head_sha FROM reviews WHERE id = %s", (review_id,))
+        row = await cur.fetchone()
+    reviewed = str(row["head_sha"]) if row and row["head_sha"] else None
+    if event_head and reviewed and reviewed != event_head:
+        return f"review {review_id} of the newest head {reviewed[:12]} (this event's head {event_head[:12]} is older)"
+    return f"review {review_id}"
 
 
 async def run_review(
@@ -177,20 +201,35 @@ async def run_review(
             else:
                 await mark_event(runtime.pool, event_id, status="failed", reason=str(exc)[:1000])
             raise
-        await mark_event(runtime.pool, event_id, status="processed", reason=f"review {review_id}")
+        reason = await processed_reason(runtime.pool, review_id, event_head=head_sha)
+        await mark_event(runtime.pool, event_id, status="processed", reason=reason)
         logger.info("review finished", extra={"review_id": review_id})
         return review_id
 
 
-async def recover_stalled_jobs(app: procrastinate.App, *, seconds_since_heartbeat: float) -> list[int]:
+async def recover_stalled_jobs(
+    app: procrastinate.App, *, seconds_since_heartbeat: float, max_attempts: int, pool: DbPool | None = None
+) -> list[int]:
     """Put back in the queue the running jobs of workers that stopped sending heartbeats.
 
-    A stalled review whose MR already has a newer pending job (same queueing lock) is failed
-    instead: the newer push supersedes it, and retrying it would violate the queueing lock.
+    A worker's death counts as one attempt of each review it was running, like any other failure:
+    a job that has had `max_attempts` runs is failed, not retried, and its webhook event (through
+    `pool`) says why. Without the count, a review that kills its worker was retried for ever
+    (issue 40, M1). A stalled review whose MR already has a newer pending job (same queueing lock)
+    is failed instead: the newer push supersedes it, and retrying it would violate the queueing lock.
     """
     recovered: list[int] = []
     for job in await app.job_manager.get_stalled_jobs(seconds_since_heartbeat=seconds_since_heartbeat):
         assert job.id is not None
+        runs = job.attempts + 1
+        if runs >= max_attempts:
+            await app.job_manager.finish_job_by_id_async(job.id, status=Status.FAILED, delete_job=False)
+            reason = f"the worker running this review stopped mid-review on each of its {runs} attempts; not retried"
+            logger.warning("stalled job failed: no attempts left", extra={"job_id": job.id, "attempts": runs})
+            event_id = job.task_kwargs.get("event_id")
+            if pool is not None and isinstance(event_id, int):
+                await mark_event(pool, event_id, status="failed", reason=reason)
+            continue
         try:
             await app.job_manager.retry_job(job)
             recovered.append(job.id)
@@ -236,11 +275,31 @@ def create_queue_app(config: QueueConfig | None = None) -> procrastinate.App:
             event_id=event_id,
         )
 
+    @app.task(
+        name=ANSWER_TASK,
+        queue=REVIEW_QUEUE,  # needs GitLab, as reviews do: a worker without it does not take these
+        pass_context=True,
+        retry=RetryableErrors(max_attempts=cfg.max_attempts, backoff_base_s=cfg.backoff_base_s),
+    )
+    async def answer_thread_question(
+        context: procrastinate.JobContext, *, finding_id: int, discussion_id: str, note_id: int
+    ) -> int | None:
+        answer = runtime_of(context).answer
+        if answer is None:
+            raise RuntimeError("this worker cannot answer threads: it was started without GitLab")
+        bound = functools.partial(answer, finding_id=finding_id, discussion_id=discussion_id, note_id=note_id)
+        return await asyncio.to_thread(bound)
+
     @app.periodic(cron=cfg.recovery_cron, periodic_id=RECOVERY_TASK)
     @app.task(name=RECOVERY_TASK, queue=MAINTENANCE_QUEUE, queueing_lock=RECOVERY_TASK, pass_context=True)
     async def recover_stalled(context: procrastinate.JobContext, timestamp: int) -> int:
         del timestamp  # procrastinate passes the scheduled time; the recovery does not need it
-        jobs = await recover_stalled_jobs(context.app, seconds_since_heartbeat=cfg.stalled_worker_timeout_s)
+        jobs = await recover_stalled_jobs(
+            context.app,
+            seconds_since_heartbeat=cfg.stalled_worker_timeout_s,
+            max_attempts=cfg.max_attempts,
+            pool=runtime_of(context).pool,
+        )
         return len(jobs)
 
     if cfg.retention_days > 0:
@@ -269,7 +328,7 @@ def ensure_queue_schema(dsn: str) -> bool:
     applies them (and a look at migration 0002, which calls its SQL functions).
     """
     with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK_KEY,))
+        acquire_migration_lock(conn)
         try:
             row = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (QUEUE_TABLE,)).fetchone()
             if row is not None and row[0]:
@@ -353,7 +412,9 @@ async def _run_worker_once(
     pruned = await app.job_manager.prune_stalled_workers(cfg.stalled_worker_timeout_s)
     if pruned:
         logger.warning("pruned stalled workers", extra={"workers": pruned})
-    await recover_stalled_jobs(app, seconds_since_heartbeat=cfg.stalled_worker_timeout_s)
+    await recover_stalled_jobs(
+        app, seconds_since_heartbeat=cfg.stalled_worker_timeout_s, max_attempts=cfg.max_attempts, pool=runtime.pool
+    )
     options: WorkerOptions = {
         "concurrency": concurrency,
         "wait": wait,
@@ -371,6 +432,14 @@ async def _run_worker_once(
     if cfg.shutdown_graceful_timeout_s is not None:
         options["shutdown_graceful_timeout"] = cfg.shutdown_graceful_timeout_s
     await app.run_worker_async(**options)
+
+
+def pipeline_answer_function(deps: ReviewDeps) -> AnswerFunction:
+    """Bind the thread-answering flow's deps (lazily imported, as the review flow is)."""
+    from agent.gitlab.answers import answer_thread_question
+
+    bound: Callable[..., int | None] = functools.partial(answer_thread_question, deps)
+    return bound
 
 
 def pipeline_review_function(deps: ReviewDeps) -> ReviewFunction:

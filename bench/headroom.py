@@ -23,6 +23,7 @@ from typing import Any
 
 from learning.envgen.build import EnvGenConfig, make_env
 from learning.envgen.sources import discover_packages
+from learning.fingerprint import environment_fingerprint
 from learning.headroom import REFERENCES, rows_for, summarise
 from learning.replay import ReplayEnv
 from learning.replay_reward import ReplayRewardConfig
@@ -103,6 +104,9 @@ def main(argv: list[str] | None = None) -> int:
         json.dumps(
             {
                 "summary": summary,
+                # what results are paired against: a training run over other MRs is refused
+                "fingerprint": environment_fingerprint(cases),
+                "heldout_fingerprint": environment_fingerprint([c for c in cases if c.split == "eval"]),
                 "config": vars(config),
                 "packages": packages,
                 "rows": [r.as_dict(fixed=[str(summary["best_fixed_rule"])]) for r in rows],

@@ -543,6 +543,7 @@ class CommitResult:
     posted: list[Posted] = field(default_factory=list)
     error: str = ""
     listed: int = 0  # findings the verifier sent to a person (NEEDS_HUMAN_REVIEW): in the summary, not posted
+    folded: int = 0  # those of them counted in one line, not listed (`track_record.usually_wrong`)
     held: list[Posted] = field(default_factory=list)  # those of them a rule's held-out record held back
     # those of them the posting tier listed (`agent.verdicts.posting`): posted under posting="all"
     tier_held: list[Posted] = field(default_factory=list)
@@ -683,6 +684,7 @@ def review_commit(repo: str, mirror: Path, commit: Commit) -> CommitResult:
     from agent.context import ReviewRequest
     from agent.pipeline import run_review
     from agent.runtime import Runtime
+    from agent.verdicts.track_record import folded
     from reviewers.kernel.errors import ReviewloopError
 
     started = time.perf_counter()
@@ -698,6 +700,7 @@ def review_commit(repo: str, mirror: Path, commit: Commit) -> CommitResult:
     else:
         for v in outcome.verified:
             result.listed += v.verdict == "NEEDS_HUMAN_REVIEW"
+            result.folded += v.verdict == "NEEDS_HUMAN_REVIEW" and folded(v.reason)
             f = v.finding
             evidence = f.evidence.strip().splitlines()[0][:160] if f.evidence.strip() else ""
             found = Posted(repo, commit.sha, f.rule, f.severity, f.path, f.line, f.title, evidence)
@@ -859,6 +862,7 @@ def render(
         f"(target ≤ {TARGET_PER_1000:g}) | {n_all} | {_rate(n_all, lines)} |"
     )
     listed = sum(r.listed for r in results)
+    n_folded = sum(r.folded for r in results)
     verdicts = _verdicts(posted, judgements)
     judged = sum(n for v, n in verdicts.items() if v is not None)
     everything = verdicts + _verdicts(tier_held, judgements)
@@ -871,7 +875,12 @@ def render(
         f'With posting="all" (posted, and listed by the posting tier): {n_all} — right {everything["right"]}, '
         f"debatable {everything['debatable']}, wrong {everything['wrong']}, not yet judged {everything[None]}; "
         f"right **{_share(_right_share(everything))}**. Listed for a person in the summary instead of posted "
-        f"(NEEDS_HUMAN_REVIEW): {listed}.",
+        f"(NEEDS_HUMAN_REVIEW): {listed}."
+        + (
+            f" Of them, {n_folded} counted in one line of the summary (rules usually wrong here), not listed."
+            if n_folded
+            else ""
+        ),
     ]
     errors = [r for r in results if r.error]
     if errors:

@@ -47,6 +47,7 @@ from bench.learning_report import SECTION_TITLE, plot_rewards, render_markdown
 from bench.report import git_commit
 from learning.envgen.build import EnvGenConfig, make_env, seeded_profiles
 from learning.envgen.sources import discover_packages
+from learning.fingerprint import environment_fingerprint
 from learning.gate import parse_strategy
 from learning.replay import ReplayCase, read_jsonl_cases, write_jsonl_cases
 from learning.replay_reward import ReplayRewardConfig, match_labeled, reward
@@ -70,6 +71,13 @@ PROMPT_CACHE_BYTES = 9 << 30  # bfloat16, ~30 MB a prompt: all 240 MRs' prompts 
 # A run's time over the mean of the full seeds so far: with every prompt read up front an RL seed's time
 # is steady (17.6 min for seed 0 on the 2-core box, 2026-11-26), so the margin covers load, not reading.
 SEED_MARGIN = 1.05
+
+
+RECORDED_RESULTS = Path(__file__).resolve().parent / "learning_results.json"
+
+
+def heldout_fingerprint(cases: Sequence[ReplayCase]) -> str:
+    return environment_fingerprint([c for c in cases if c.split == "eval"])
 
 
 @dataclass(frozen=True)
@@ -105,7 +113,8 @@ def lora_targets(model_dir: Path) -> tuple[str, ...]:
 
 
 class Bench:
-    def __init__(self, config: BenchConfig, *, out: Path, base_model: Path) -> None:
+    def __init__(self, config: BenchConfig, *, out: Path, base_model: Path, headroom: Path | None = None) -> None:
+        self.headroom = headroom
         self.config = config
         self.out = out
         self.base_model = base_model
@@ -134,17 +143,35 @@ class Bench:
 
     # --- environment ----------------------------------------------------------------------------
 
+    def headroom_fingerprint(self) -> str | None:
+        """The held-out fingerprint of the headroom file this run will be paired with (None: none yet)."""
+        if self.headroom is None or not self.headroom.is_file():
+            return None
+        value = json.loads(self.headroom.read_text(encoding="utf-8")).get("heldout_fingerprint")
+        return str(value) if value else None
+
     def build_env(self) -> None:
         c = self.config
         cached = self.out / "env.jsonl"
-        if cached.is_file():
-            cases = read_jsonl_cases(cached)
-        else:
+        expected = self.headroom_fingerprint()
+        cases = read_jsonl_cases(cached) if cached.is_file() else None
+        if cases is not None and expected is not None and heldout_fingerprint(cases) != expected:
+            # the headroom was rebuilt since this environment was cached: the cache is over other MRs
+            print(f"bench.learning: {cached} is not the headroom's environment; rebuilding it", flush=True)
+            cases = None
+        if cases is None:
             source = Path(sysconfig.get_paths()["purelib"])
             env_config = EnvGenConfig(n=c.n_mrs, seed=c.env_seed)
             packages = discover_packages(source, min_files=env_config.min_files)
             cases = make_env(packages, env_config)
             write_jsonl_cases(cached, cases)
+        self.results["heldout_fingerprint"] = heldout_fingerprint(cases)
+        if expected is not None and self.results["heldout_fingerprint"] != expected:
+            raise SystemExit(
+                f"bench.learning: this interpreter's packages give other held-out MRs (fingerprint "
+                f"{self.results['heldout_fingerprint']}) than the headroom run ({expected}): run "
+                "`python -m bench.headroom` here first"
+            )
         self.train = [x for x in cases if x.split == "train"]
         self.heldout = [x for x in cases if x.split == "eval"]
         train_pk = sorted({x.package or "" for x in self.train})
@@ -561,6 +588,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--ablations", default=",".join(BenchConfig.ablations))
     parser.add_argument("--summary", action="store_true", help="print one JSON line from the recorded results")
     parser.add_argument(
+        "--results",
+        type=Path,
+        default=None,
+        help="with --summary: the training results (default: --out/results.json, else bench/learning_results.json)",
+    )
+    parser.add_argument(
         "--resume",
         action="store_true",
         help="go on with the saved run in --out: the RL runs it has not run yet",
@@ -571,8 +604,13 @@ def main(argv: list[str] | None = None) -> None:
         from bench.learning_summary import summary_line
         from reviewers.kernel.errors import ReviewloopError
 
+        # --results, else a training run in the work directory, else the recorded one (a clean checkout
+        # has no .data/); a --results file that does not exist means "no training run": references alone
+        results_file = args.results or args.out / "results.json"
+        if args.results is None and not results_file.is_file():
+            results_file = RECORDED_RESULTS
         try:
-            print(summary_line(args.headroom, args.out / "results.json"))
+            print(summary_line(args.headroom, results_file))
         except ReviewloopError as exc:
             raise SystemExit(f"bench.learning: {exc}") from None
         return
@@ -591,7 +629,7 @@ def main(argv: list[str] | None = None) -> None:
         sft_cases=args.sft_cases, ablations=tuple(a for a in args.ablations.split(",") if a),
     )  # fmt: skip
     args.out.mkdir(parents=True, exist_ok=True)
-    bench = Bench(config, out=args.out, base_model=Path(base))
+    bench = Bench(config, out=args.out, base_model=Path(base), headroom=args.headroom)
     try:
         if args.resume:
             bench.resume()

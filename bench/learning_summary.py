@@ -9,8 +9,11 @@ bench/learning_headroom.json): they are measured before any training, so a null 
 stage's per-MR held-out rewards come from a training run's results.json (`held_out_case_ids` and
 `stages.<stage>.greedy[k][i].reward`, averaged over the stage's runs k: RL has one per seed); a stage
 is paired with the references MR by MR, so a results
-file over other merge requests is refused with one line rather than compared. Stages with no
-recorded run are absent, and `missing_stages` says which.
+file over other merge requests is refused with one line rather than compared. Ids alone do not say
+that (they are positional: equal for any package set), so each file carries the held-out MRs'
+content fingerprint (`learning.fingerprint`) and a mismatch is refused; a file recorded before
+fingerprints existed is paired by id and marked unverified. Each stage's captured share carries a
+paired bootstrap interval. Stages with no recorded run are absent, and `missing_stages` says which.
 """
 
 from __future__ import annotations
@@ -19,10 +22,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from learning.paired_stats import captured_share, paired_difference
+from learning.fingerprint import require_same_environment
+from learning.paired_stats import captured_share, captured_share_interval, paired_difference
 from reviewers.kernel.errors import InputError
 
 STAGES = ("base", "sft", "dpo", "rl")
+UNVERIFIED = "unrecorded (this file predates fingerprints: paired by case id only, unverified)"
 
 
 def _read(path: Path, what: str) -> dict[str, Any]:
@@ -65,6 +70,7 @@ def summary(headroom: dict[str, Any], results: dict[str, Any] | None) -> dict[st
         "gap_interval": [round(gap.lo, 4), round(gap.hi, 4)],
         "rule_mean": round(rule_mean, 4),
         "oracle_mean": round(oracle_mean, 4),
+        "fingerprint": headroom.get("heldout_fingerprint") or UNVERIFIED,
         "stages": {},
     }
     if fixed is not None:
@@ -74,6 +80,10 @@ def summary(headroom: dict[str, Any], results: dict[str, Any] | None) -> dict[st
     if results is not None:
         recorded = results.get("held_out_case_ids")
         stages = results.get("stages") or {}
+        require_same_environment(
+            headroom.get("heldout_fingerprint"), results.get("heldout_fingerprint"), what="training results vs headroom"
+        )
+        out["results_fingerprint"] = results.get("heldout_fingerprint") or UNVERIFIED
         if stages and recorded != ids:
             raise InputError(
                 "the training results were evaluated on other merge requests than the headroom run "
@@ -94,6 +104,9 @@ def summary(headroom: dict[str, Any], results: dict[str, Any] | None) -> dict[st
             "mean": round(mean, 4),
             "paired_vs_rule": _brief(paired_difference(rewards, rule).as_dict()),
             "captured_share": None if (s := captured_share(mean, rule_mean, oracle_mean)) is None else round(s, 4),
+            "captured_share_interval": None
+            if (ci := captured_share_interval(rewards, rule, oracle)) is None
+            else [round(ci[0], 4), round(ci[1], 4)],
         }
         if fixed is not None:
             entry["paired_vs_best_fixed"] = _brief(paired_difference(rewards, fixed).as_dict())

@@ -44,6 +44,8 @@ CLASS_CWES: dict[str, frozenset[str]] = {
     "weak_random": frozenset({"CWE-330"}),
     "weak_hash": frozenset({"CWE-328"}),
     "hardcoded_credentials": frozenset({"CWE-798"}),
+    "ssrf": frozenset({"CWE-918"}),
+    "header": frozenset({"CWE-113"}),
 }
 MIN_SCORE = 0.7
 MAX_FPR = 0.1

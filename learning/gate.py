@@ -8,12 +8,18 @@ rule-based strategy (serving's fallback), and the strategy executed in the repla
 version whose plans run with the analyzers alone (`executor` `analyzer-only`, what RL and this gate
 execute with) is decoded under the decisions-only schema: that executor never reads free text, so
 the version is judged on its decisions. What counts as valid is `agent.strategy.check_strategy`, the
-rule StraTA's invalid penalty applies too. The numbers are mean reward,
-precision/recall/F1 of the posted findings against the accepted ones (the evaluation's matching
-rule), cost (reviewer steps) and the share of valid model answers. The candidate is promoted when its
-mean reward beats the baseline's by `margin`, its F1 is not worse by more than `margin`, and its
-valid share did not fall by more than `margin`; otherwise it is rejected. The decision and the
-numbers are stored as a `training_runs` row of kind `eval`.
+rule StraTA's invalid penalty applies too. The numbers are mean reward (and each merge request's own
+reward), precision/recall/F1 of the posted findings against the accepted ones (the evaluation's
+matching rule), cost (reviewer steps) and the share of valid model answers.
+
+The decision is paired by merge request (issue 41): every candidate is compared MR by MR with the
+baseline (the model in service, or the rules) AND with the best fixed rule on the same cases (the
+best of `learning.headroom.fixed_rules`, chosen on these very cases: the strictest such bar). It is
+promoted only when the paired bootstrap interval's lower bound of its reward difference is above
+`margin` (0 by default) against both, its F1 is not worse by more than `F1_TOLERANCE` and its valid
+share did not fall by more than that. Unpaired means with a margin promoted the untrained base model
+on a lucky split; a lower bound above zero does not. The decision and the numbers are stored as a
+`training_runs` row of kind `eval`.
 
 `rules` is a pseudo-version: the rule-based strategy (no model), the floor every model must clear.
 """
@@ -40,6 +46,8 @@ from agent.store.models import (
     start_run,
 )
 from agent.strategy import Strategy, check_strategy, model_strategy, parse_valid_strategy, rule_based_strategy
+from learning.headroom import case_table, fixed_rules, strategy_of
+from learning.paired_stats import PairedDifference, paired_difference
 from learning.registry import resolve_version
 from learning.replay import ReplayCase, ReplayEnv, accepted_expected
 from learning.replay_reward import ReplayRewardConfig, reward
@@ -49,7 +57,11 @@ if TYPE_CHECKING:
     from learning.strata.policy import Device, StrategyPolicy
 
 RULES = "rules"
-DEFAULT_MARGIN = 0.02
+# The lower bound of the paired 95 % interval must clear this: zero, so "better on these MRs beyond
+# resampling noise" is the bar, not a hand-set effect size.
+DEFAULT_MARGIN = 0.0
+# How much F1 or valid-answer share a better-rewarded candidate may lose (reward already prices both).
+F1_TOLERANCE = 0.02
 DEFAULT_EVAL_MAX_NEW_TOKENS = 256
 
 
@@ -65,9 +77,10 @@ class PolicyEvaluation:
     f1: float
     mean_steps: float  # reviewer steps per execution: the review's cost
     valid_share: float  # model answers that were valid strategies (1.0 for the rules)
+    per_case: tuple[float, ...] = ()  # each case's mean reward, in case order: what pairing reads
 
     def as_dict(self) -> dict[str, float | int]:
-        return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in asdict(self).items()}
+        return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in asdict(self).items() if k != "per_case"}
 
 
 @dataclass(frozen=True)
@@ -76,6 +89,9 @@ class GateDecision:
     reason: str
     reward_delta: float
     f1_delta: float
+    vs_baseline: PairedDifference | None = None
+    vs_best_fixed: PairedDifference | None = None
+    best_fixed_rule: str | None = None
 
 
 # --- turning policies into strategies --------------------------------------------------------------
@@ -140,24 +156,28 @@ def evaluate_strategies(
     if len(cases) != len(strategies) or not cases:
         raise TrainingError(f"{len(cases)} cases but {len(strategies)} strategy lists")
     rewards: list[float] = []
+    per_case: list[float] = []
     steps: list[int] = []
     matches = []
     valid = total = 0
     for case, options in zip(cases, strategies, strict=True):
+        case_rewards: list[float] = []
         for z in options:
             total += 1
             ok = check_strategy(z, env.files(case), case.repo_config()).valid
             if not ok and invalid_reward is not None:
-                rewards.append(invalid_reward)
+                case_rewards.append(invalid_reward)
                 steps.append(0)
                 continue
             valid += ok
             execution = env.execute(
                 case, z if z is not None else rule_based_strategy(env.files(case), case.repo_config())
             )
-            rewards.append(reward(execution, case, reward_config))
+            case_rewards.append(reward(execution, case, reward_config))
             steps.append(execution.n_steps)
             matches.append(match_findings(execution.findings, accepted_expected(case)))
+        rewards += case_rewards
+        per_case.append(float(np.mean(case_rewards)) if case_rewards else 0.0)
     overall: dict[str, Any] = score_matches(matches)["overall"] if matches else {}  # type: ignore[assignment]
     return PolicyEvaluation(
         cases=len(cases),
@@ -168,28 +188,91 @@ def evaluate_strategies(
         f1=float(overall.get("f1", 0.0)),
         mean_steps=float(np.mean(steps)),
         valid_share=valid / total,
+        per_case=tuple(per_case),
     )
 
 
-def gate_decision(candidate: PolicyEvaluation, baseline: PolicyEvaluation, *, margin: float) -> GateDecision:
-    """Promote only a candidate better by `margin` in mean reward, not worse by it in F1 or validity."""
+def _paired(candidate: PolicyEvaluation, other: PolicyEvaluation, what: str, *, seed: int) -> PairedDifference:
+    if not candidate.per_case or len(candidate.per_case) != len(other.per_case):
+        raise InputError(
+            f"the gate pairs by merge request: the candidate has {len(candidate.per_case)} per-case rewards, "
+            f"the {what} {len(other.per_case)} (evaluate both on the same cases with `evaluate_strategies`)"
+        )
+    return paired_difference(candidate.per_case, other.per_case, seed=seed)
+
+
+def _interval(d: PairedDifference) -> str:
+    return f"{d.mean:+.3f} [{d.lo:+.3f}, {d.hi:+.3f}] over {d.n} MRs"
+
+
+def gate_decision(
+    candidate: PolicyEvaluation,
+    baseline: PolicyEvaluation,
+    *,
+    margin: float = DEFAULT_MARGIN,
+    best_fixed: PolicyEvaluation | None = None,
+    best_fixed_rule: str | None = None,
+    seed: int = 0,
+) -> GateDecision:
+    """Promote only a candidate whose paired reward difference's 95 % lower bound is above `margin`
+    against the baseline and (when given) the best fixed rule, not worse by `F1_TOLERANCE` in F1 or
+    validity. Both evaluations must carry per-case rewards over the same cases."""
     if not math.isfinite(margin) or margin < 0:
         raise InputError(f"the margin must be a non-negative number, got {margin}")
     reward_delta = candidate.mean_reward - baseline.mean_reward
     f1_delta = candidate.f1 - baseline.f1
-    if candidate.valid_share < baseline.valid_share - margin:
-        why = f"valid strategy share fell from {baseline.valid_share:.2f} to {candidate.valid_share:.2f}"
-        return GateDecision(False, why, reward_delta, f1_delta)
-    if reward_delta < margin:
-        why = f"mean reward {candidate.mean_reward:.3f} is not above the baseline's {baseline.mean_reward:.3f}"
-        why += f" by the margin {margin}"
-        return GateDecision(False, why, reward_delta, f1_delta)
-    if f1_delta < -margin:
-        why = f"F1 fell from {baseline.f1:.3f} to {candidate.f1:.3f}"
-        return GateDecision(False, why, reward_delta, f1_delta)
-    why = f"mean reward {candidate.mean_reward:.3f} beats {baseline.mean_reward:.3f}"
-    why += f" by {reward_delta:.3f} (margin {margin})"
-    return GateDecision(True, why, reward_delta, f1_delta)
+    vs_base = _paired(candidate, baseline, "baseline", seed=seed)
+    vs_fixed = _paired(candidate, best_fixed, "best fixed rule", seed=seed) if best_fixed is not None else None
+
+    def decision(promote: bool, why: str) -> GateDecision:
+        return GateDecision(promote, why, reward_delta, f1_delta, vs_base, vs_fixed, best_fixed_rule)
+
+    if candidate.valid_share < baseline.valid_share - F1_TOLERANCE:
+        return decision(
+            False, f"valid strategy share fell from {baseline.valid_share:.2f} to {candidate.valid_share:.2f}"
+        )
+    if vs_base.lo <= margin:
+        return decision(
+            False,
+            f"reward vs the baseline {_interval(vs_base)}: the lower bound is not above {margin}",
+        )
+    if vs_fixed is not None and vs_fixed.lo <= margin:
+        return decision(
+            False,
+            f"reward vs the best fixed rule ({best_fixed_rule}) {_interval(vs_fixed)}: "
+            f"the lower bound is not above {margin}",
+        )
+    if f1_delta < -F1_TOLERANCE:
+        return decision(False, f"F1 fell from {baseline.f1:.3f} to {candidate.f1:.3f}")
+    why = f"reward vs the baseline {_interval(vs_base)}"
+    if vs_fixed is not None:
+        why += f"; vs the best fixed rule {_interval(vs_fixed)}"
+    return decision(True, why)
+
+
+def best_fixed_rule_evaluation(
+    cases: Sequence[ReplayCase], *, env: ReplayEnv, reward_config: ReplayRewardConfig
+) -> tuple[str, PolicyEvaluation]:
+    """The best MR-independent plan rule on these cases and its numbers (executed as plans, exactly as a
+    model's plan would be). Chosen on the gate's own cases, so it is the strictest fixed bar there is."""
+    tables = [case_table(env, case, reward_config) for case in cases]
+    names = sorted({r.name for c in cases for r in fixed_rules(c.repo_config().reviewers)})
+    best: tuple[float, str, PolicyEvaluation] | None = None
+    for name in names:
+        strategies: list[list[Strategy | None]] = []
+        for case, table in zip(cases, tables, strict=True):
+            rule = next((r for r in fixed_rules(case.repo_config().reviewers) if r.name == name), None)
+            if rule is None:
+                strategies.append([rule_based_strategy(env.files(case), case.repo_config())])
+                continue
+            change_type = rule_based_strategy(env.files(case), case.repo_config()).change_type
+            strategies.append([strategy_of(rule.visits(table), change_type=change_type)])
+        numbers = evaluate_strategies(cases, strategies, env=env, reward_config=reward_config)
+        if best is None or (numbers.mean_reward, name) > (best[0], best[1]):
+            best = (numbers.mean_reward, name, numbers)
+    if best is None:
+        raise InputError("no fixed rule applies to these cases")
+    return best[1], best[2]
 
 
 # --- versions --------------------------------------------------------------------------------------
@@ -295,6 +378,7 @@ def compare_versions(
     reward_config: ReplayRewardConfig,
     device: Device = "auto",
     max_new_tokens: int = DEFAULT_EVAL_MAX_NEW_TOKENS,
+    vs_best_fixed: bool = True,
 ) -> Comparison:
     """The gate itself, as `eval-model` and the retrain's last stage both run it: each version reviews
     the cases the way serving would (`evaluate_version`), then `gate_decision` decides."""
@@ -304,7 +388,13 @@ def compare_versions(
         )
         for role, ref in (("candidate", candidate), ("baseline", baseline))
     }
-    decision = gate_decision(numbers["candidate"], numbers["baseline"], margin=margin)
+    fixed_name: str | None = None
+    fixed: PolicyEvaluation | None = None
+    if vs_best_fixed:
+        fixed_name, fixed = best_fixed_rule_evaluation(cases, env=env, reward_config=reward_config)
+    decision = gate_decision(
+        numbers["candidate"], numbers["baseline"], margin=margin, best_fixed=fixed, best_fixed_rule=fixed_name
+    )
     return Comparison(candidate=numbers["candidate"], baseline=numbers["baseline"], decision=decision)
 
 
@@ -386,6 +476,9 @@ def run_gate(
             "applied": apply,
             "reward_delta": decision.reward_delta,
             "f1_delta": decision.f1_delta,
+            "paired_vs_baseline": decision.vs_baseline.as_dict() if decision.vs_baseline else None,
+            "paired_vs_best_fixed": decision.vs_best_fixed.as_dict() if decision.vs_best_fixed else None,
+            "best_fixed_rule": decision.best_fixed_rule,
             "candidate": comparison.candidate.as_dict(),
             "baseline": comparison.baseline.as_dict(),
         },

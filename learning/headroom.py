@@ -58,6 +58,16 @@ class Outcome:
             self.steps + other.steps,
         )
 
+    def __sub__(self, other: Outcome) -> Outcome:
+        return Outcome(
+            self.reward - other.reward,
+            self.found - other.found,
+            self.rejected_cost - other.rejected_cost,
+            self.noise_cost - other.noise_cost,
+            self.step_cost - other.step_cost,
+            self.steps - other.steps,
+        )
+
 
 ZERO = Outcome(0.0, 0.0, 0.0, 0.0, 0.0, 0)
 
@@ -82,11 +92,12 @@ class CaseTable:
     budget: int
     required: str | None  # the reviewer every valid plan names first (security on a code change)
     readable: dict[str, list[str]]  # reviewer → files it can visit, in diff order
-    values: dict[Visit, Outcome]
+    values: dict[Visit, Outcome]  # each visit's value over the floor
     files: dict[str, FileChange]
+    floor: Outcome = ZERO  # what every plan posts (agent.plan_posting's floor): the empty plan's outcome
 
     def total(self, visits: Sequence[Visit]) -> Outcome:
-        out = ZERO
+        out = self.floor
         for v in visits:
             out = out + self.values[v]
         return out
@@ -97,13 +108,14 @@ def case_table(env: ReplayEnv, case: ReplayCase, config: ReplayRewardConfig) -> 
     repo = case.repo_config()
     required = next(iter(mandatory_reviewers(files, repo)), None)
     readable: dict[str, list[str]] = {str(r): env.readable(case, r) for r in repo.reviewers}
+    floor = outcome_of(env.execute_visits(case, []), case, config)
     values: dict[Visit, Outcome] = {
-        (r, p): outcome_of(env.execute_visits(case, [(r, p)]), case, config)
+        (r, p): outcome_of(env.execute_visits(case, [(r, p)]), case, config) - floor
         for r, paths in readable.items()
         for p in paths
     }
     budget = case.review_budget or sum(len(p) for p in readable.values())
-    return CaseTable(case, budget, required, readable, values, {f.path: f for f in files})
+    return CaseTable(case, budget, required, readable, values, {f.path: f for f in files}, floor)
 
 
 def _mandatory_counts(table: CaseTable) -> range:

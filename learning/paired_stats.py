@@ -103,3 +103,33 @@ def mean(values: Sequence[float]) -> float:
     if not values:
         raise ConfigError("mean of nothing")
     return sum(values) / len(values)
+
+
+def captured_share_interval(
+    stage: Sequence[float],
+    rule: Sequence[float],
+    oracle: Sequence[float],
+    *,
+    level: float = 0.95,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = 0,
+) -> tuple[float, float] | None:
+    """A paired bootstrap interval of the captured share: MRs resampled together, the share
+    mean(stage − rule) / mean(oracle − rule) recomputed on each resample (resamples with no headroom
+    left out). None when there is no headroom at all."""
+    gains, gaps = differences(stage, rule), differences(oracle, rule)
+    if len(gains) != len(gaps):
+        raise ConfigError("stage, rule and oracle must cover the same merge requests")
+    n = len(gains)
+    if sum(gaps) <= 0:
+        return None
+    rng = random.Random(seed)
+    shares = []
+    for _ in range(resamples):
+        picks = [rng.randrange(n) for _ in range(n)]
+        gap = sum(gaps[i] for i in picks)
+        if gap > 0:
+            shares.append(sum(gains[i] for i in picks) / gap)
+    shares.sort()
+    tail = (1 - level) / 2
+    return percentile(shares, tail), percentile(shares, 1 - tail)

@@ -17,16 +17,17 @@ its model steps examine. The fixed executor (`llm=None`) models exactly that and
   reviewer reads in diff order) while its own step budget, the env's `step_budget_cap` and the case's
   shared `review_budget` (first come, first served across items) last. Each visit costs one step.
 - A visit yields what that reviewer's analyzers find on that file: the analyzer stands in for what a
-  model-driven reviewer finds when it examines the file. Findings on files no plan item visits are
-  **not credited** to the plan. In production they are posted anyway, but the same ones for every
-  plan: they add one constant to every plan's reward of a merge request, so they cannot rank plans,
-  and crediting them would make every plan look alike (the reason the replay tests went flat after
-  issue 21). Leaving them out keeps what the strategy controls — which files get a reviewer's
-  attention, which reviewers it spends steps on (a reviewer whose kind of finding the team rejects
-  costs when it is sent to look), and how many steps — as the whole of the reward.
-- The reward is then exactly additive over visits (`visit_table` gives each (reviewer, file) item's
-  findings), which is what lets the headroom bench enumerate every valid plan of a merge request
-  from one analyzer run per reviewer (cached here per case).
+  model-driven reviewer finds when it examines the file. Train = serve (issue 41): production posts
+  exactly what `agent.plan_posting.split_by_plan` says for the plan — the visited items' findings and
+  a floor no plan lowers (critical findings, the project's own rules, removed guards) — and lists the
+  rest in the summary, where they earn nothing. Findings on files no plan item visits are therefore
+  not credited to the plan, except the floor, which is the same for every plan of a merge request.
+  What the strategy controls — which files get a reviewer's attention, which reviewers it spends
+  steps on (a reviewer whose kind of finding the team rejects costs when it is sent to look), and
+  how many steps — decides the rest of the reward.
+- The reward is then additive over visits on top of the floor (`visit_table` gives each (reviewer,
+  file) item's findings), which is what lets the headroom bench enumerate every valid plan of a
+  merge request from one analyzer run per reviewer (cached here per case).
 
 A model executor (`llm` given) is production's review: every analyzer on every file, the model's
 steps bounded by the plan; its findings are all credited and its charged steps are the model's.
@@ -46,6 +47,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agent.diff import DiffIndex, parse_unified_diff
 from agent.evaluation import ExpectedFinding
+from agent.plan_posting import plan_visits, split_by_plan
 from agent.repo_config import parse_repo_config
 from agent.strategy import Strategy, constrain_strategy
 from agent.verifier import VerifiedFinding, VerifierInputs, below_min_severity, verify_findings
@@ -65,7 +67,6 @@ from reviewers.kernel.contracts import (
     Step,
 )
 from reviewers.kernel.errors import ConfigError, TrainingError
-from reviewers.loop import plan_targets
 
 ReplaySplit = Literal["train", "eval"]
 # make-env's output format: 2 added teams' votes, the review budget in s1, false-alarm decoys and
@@ -382,39 +383,36 @@ class ReplayEnv:
 
     def plan_visits(self, case: ReplayCase, z: Strategy) -> tuple[tuple[str, str], ...]:
         """The (reviewer, file) items z's steps visit, in order, under the item budgets and the case's
-        shared `review_budget` (first come, first served)."""
-        left = case.review_budget
-        visits: list[tuple[str, str]] = []
-        for item in z.plan:
-            if left is not None and left < 1:
-                break
-            targets, _ = plan_targets(item, self.readable(case, item.reviewer))
-            allowed = item.step_budget if left is None else min(item.step_budget, left)
-            seen = [p for p in targets if (item.reviewer, p) not in visits][:allowed]
-            visits += [(item.reviewer, p) for p in seen]
-            if left is not None:
-                left -= len(seen)
-        return tuple(visits)
+        shared `review_budget` (first come, first served): `agent.plan_posting.plan_visits`, as serving
+        computes them."""
+        readable: dict[str, list[str]] = {item.reviewer: self.readable(case, item.reviewer) for item in z.plan}
+        return plan_visits(z, readable, review_budget=case.review_budget)
 
     def execute_visits(self, case: ReplayCase, visits: Sequence[tuple[str, str]]) -> Execution:
-        """The fixed executor on explicit visits (each a step): each visited reviewer's result keeps only
-        its visited files' steps and findings, then the verifier. The strategy recorded is the visits as
-        a plan (one item per reviewer, focus paths in visit order)."""
+        """The fixed executor on explicit visits (each a step): what serving posts under that plan
+        (`agent.plan_posting.split_by_plan`: the visited (reviewer, file) items' findings, plus the floor
+        no plan lowers, found by any reviewer on any file), then the verifier. Each visited reviewer's
+        steps are its visited files'. The strategy recorded is the visits as a plan (one item per
+        reviewer, focus paths in visit order)."""
         order = list(dict.fromkeys(r for r, _ in visits))
+        everyone = list(dict.fromkeys([*order, *case.repo_config().reviewers]))
+        found = [f for reviewer in everyone for f in self.static_result(case, reviewer).findings]
+        posted = split_by_plan(found, visits).posted
         results: list[ReviewerResult] = []
         plan: list[PlanItem] = []
-        for reviewer in order:
+        for reviewer in everyone:
             seen = [p for r, p in visits if r == reviewer]
+            mine = [f for f in posted if f.reviewer == reviewer]
+            if not seen and not mine:
+                continue
             static = self.static_result(case, reviewer)
             results.append(
                 static.model_copy(
-                    update={
-                        "findings": [f for f in static.findings if f.path in seen],
-                        "steps": [s for s in static.steps if s.paths and s.paths[0] in seen],
-                    }
+                    update={"findings": mine, "steps": [s for s in static.steps if s.paths and s.paths[0] in seen]}
                 )
             )
-            plan.append(PlanItem(reviewer=reviewer, focus_paths=seen, step_budget=max(1, len(seen))))  # type: ignore[arg-type]
+            if seen:
+                plan.append(PlanItem(reviewer=reviewer, focus_paths=seen, step_budget=len(seen)))  # type: ignore[arg-type]
         z = Strategy(change_type="mixed", plan=plan)
         return self._verified(case, z, tuple(results), added=(), visits=tuple(visits), charged=len(visits))
 

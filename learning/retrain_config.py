@@ -62,8 +62,11 @@ class RetrainConfig:
         default=8, metadata={"help": "the gate decides only on at least this many held-out replay cases"}
     )
     margin: float = field(
-        default=0.05,
-        metadata={"help": "promote only when the candidate's mean replay reward beats the model in service by this"},
+        default=0.0,
+        metadata={
+            "help": "promote only when the paired 95% lower bound of the candidate's per-MR replay reward difference "
+            "(vs the model in service and vs the best fixed rule) is above this"
+        },
     )
     run_sft: bool = field(default=True, metadata={"help": "run the SFT stage (when its data suffices)"})
     run_preference: bool = field(default=True, metadata={"help": "run the DPO/KTO stage (when its data suffices)"})
@@ -82,6 +85,13 @@ class RetrainConfig:
     sft: SFTTrainingConfig = field(default_factory=SFTTrainingConfig, metadata={"help": "the SFT trainer's config"})
     dpo: DPOTrainingConfig = field(default_factory=DPOTrainingConfig, metadata={"help": "the DPO trainer's config"})
     kto: KTOTrainingConfig = field(default_factory=KTOTrainingConfig, metadata={"help": "the KTO trainer's config"})
+    gate_vs_best_fixed: bool = field(
+        default=True,
+        metadata={
+            "help": "the gate also requires the candidate to beat the best fixed plan rule on the same MRs "
+            "(paired lower bound above the margin): a model that learned one fixed habit is not promoted"
+        },
+    )
     gate_max_new_tokens: int = field(
         default=384, metadata={"help": "tokens a model may write per strategy in the gate (z renders to ~200)"}
     )

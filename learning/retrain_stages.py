@@ -367,6 +367,7 @@ def gate_stage(run: RunContext, *, vllm: VllmServer | None) -> GateOutcome:
         reward_config=config.rl.reward,
         device=config.rl.policy.device,
         max_new_tokens=config.gate_max_new_tokens,
+        vs_best_fixed=config.gate_vs_best_fixed,
     )
     verdict = compared.decision
     decision: Decision = "promote" if verdict.promote else "keep"
@@ -378,6 +379,9 @@ def gate_stage(run: RunContext, *, vllm: VllmServer | None) -> GateOutcome:
         "eval_cases": len(cases),
         "reward_delta": round(verdict.reward_delta, 4),
         "f1_delta": round(verdict.f1_delta, 4),
+        "paired_vs_baseline": verdict.vs_baseline.as_dict() if verdict.vs_baseline else None,
+        "paired_vs_best_fixed": verdict.vs_best_fixed.as_dict() if verdict.vs_best_fixed else None,
+        "best_fixed_rule": verdict.best_fixed_rule,
         "baseline": {"name": in_service["name"] if in_service else "rules", **compared.baseline.as_dict()},
         "candidate": {"name": candidate["name"], **compared.candidate.as_dict()},
     }

@@ -6,6 +6,10 @@ same kinds of defect (an empty catch block). Only lines the change added are rep
 ruff calls unused that another module of the repository imports from this one is a re-export, not
 reported (found with one search of the repository per module with unused imports). In a project
 whose packaging says Python 2 only, what Python 2 accepts is not reported (`analyzers.python2`).
+Simple slips the change writes (a missing comma, logging arguments that do not match the message, an
+exception built and not raised, a comparison whose result never changes, a mutable default that is
+mutated) come from `analyzers.slips`, callers in the repository that a changed signature or a removed
+name breaks from `analyzers.callers`; where ruff reports the same line (B006, PLE1205), the slip leads.
 """
 
 from __future__ import annotations
@@ -14,12 +18,14 @@ import re
 from collections.abc import Sequence
 from dataclasses import replace
 
+from reviewers.analyzers.callers import CallerReport, find_broken_callers
 from reviewers.analyzers.changed_file import ChangedFile, Issue
 from reviewers.analyzers.imports import names_imported_from
 from reviewers.analyzers.python2 import async_is_a_name, python2_project, without_python2_syntax
 from reviewers.analyzers.ruff import prefetch as ruff_prefetch
 from reviewers.analyzers.ruff import ruff_issues, unused_import_binding
-from reviewers.kernel.contracts import ReviewContext, SearchHit
+from reviewers.analyzers.slips import slip_issues
+from reviewers.kernel.contracts import CoverageReason, ReviewContext, SearchHit
 from reviewers.kernel.errors import AnalyzerError, InputError
 from reviewers.paths import is_test_path, language_of
 from reviewers.reviewer import Analysis, Analyzer, ReviewerSpec
@@ -95,12 +101,25 @@ def _make_analyzer(context: ReviewContext) -> Analyzer:
             project["async_name"] = async_is_a_name(context.workspace.read_file, search, changed)
         return project["async_name"]
 
+    callers: list[CallerReport] = []  # the review's broken callers, found once, on the first Python file
+
+    def broken_callers(file: ChangedFile) -> Analysis:
+        if callers:
+            return Analysis(callers[0].issues.get(file.path, []))
+        callers.append(find_broken_callers(context, in_scope=frozenset(p for p in changed if _supports(p))))
+        cut = callers[0].cut_short
+        incomplete: list[tuple[CoverageReason, str]] = [("budget", f"broken callers: {why}") for why in cut]
+        return Analysis(callers[0].issues.get(file.path, []), incomplete=incomplete)
+
     def analyze(file: ChangedFile) -> Analysis:
         if file.language != "python":
             return Analysis(empty_catch_issues(file))
         try:
             issues = without_python2_syntax(file, ruff_issues(file), is_python2_only, reads_async_as_name)
-            return Analysis(without_reexports(file, issues, context))
+            calls = broken_callers(file)
+            # the slips first: on a line both report (B006 beside a mutated default) the precise one leads
+            found = calls.issues + slip_issues(file) + without_reexports(file, issues, context)
+            return Analysis(found, incomplete=calls.incomplete)
         except AnalyzerError as exc:
             return Analysis(problems=[str(exc)])
 

@@ -4,8 +4,10 @@ The analyzers are not rationed: they read every changed file this reviewer reads
 repository configuration wants, that exist at head), in diff order, before any model step and
 outside any step budget, and report what they find — with or without a model, whatever the plan
 says. Their findings never depend on what a model does (a model that finishes at once, or is
-steered by text in the code to do so, loses none of them). Only the review's deadline stops them,
-and the files it cut off are named.
+steered by text in the code to do so, loses none of them). They run as a pass of their own
+(`run_analyzer_pass`; the review graph runs it for every reviewer before the strategy is asked of a
+model, under the analyzers' own deadline), so a model that is slow or never answers cannot use up
+their time; only their own deadline stops them, and the files it cut off are named.
 
 A file the full analyzer must not read — generated or minified, over `MAX_ANALYZED_BYTES`, not
 UTF-8, or one the workspace cannot read as text (over its own size limit) — gets what is safe
@@ -30,23 +32,28 @@ Every tool result goes back to the model fenced as untrusted data (`reviewers.pr
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Callable
 from dataclasses import dataclass
+
+from pydantic import BaseModel, Field
 
 from reviewers.analyzers.bumps import bumped_copy, bumped_packages
 from reviewers.analyzers.changed_file import ChangedFile, new_side_text, unanalyzable
 from reviewers.kernel.contracts import (
     CoverageReason,
     FileChange,
+    Finding,
     LLMPort,
     NotReviewed,
     PlanItem,
     ReviewContext,
+    ReviewerName,
     ReviewerResult,
     Step,
     StepTool,
     merge_not_reviewed,
 )
-from reviewers.kernel.errors import LLMError, LLMOutputError
+from reviewers.kernel.errors import InputError, LLMError, LLMOutputError
 from reviewers.prompts import (
     call_message,
     failed_step_messages,
@@ -73,6 +80,9 @@ def _named(paths: list[str]) -> str:
 
 def _focus_matches(path: str, focus: str) -> bool:
     return path == focus or fnmatch.fnmatch(path, focus) or path.startswith(focus.rstrip("/") + "/")
+
+
+EXCLUDED_DETAIL = "excluded by the repository's configuration (.reviewloop.toml include/exclude)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +125,12 @@ def reviewable_paths(spec: ReviewerSpec, context: ReviewContext) -> tuple[list[s
     aside: list[SetAside] = []
     bumped = bumped_packages(context.files)
     for f in context.files:
-        if f.status == "deleted" or f.is_binary or not context.config.wants(f.path) or not spec.supports(f.path):
+        if f.status == "deleted" or f.is_binary or not spec.supports(f.path):
+            continue
+        if not context.config.wants(f.path):
+            # the repository's include/exclude: still scanned for secrets and named, never silently skipped
+            if spec.safe_analyzer is not None:
+                aside.append(SetAside(f.path, "excluded", EXCLUDED_DETAIL, context.workspace.read_file(f.path)))
             continue
         text = context.workspace.read_file(f.path)
         skipped = _set_aside(f, text, context.workspace.unreadable_reason(f.path) if text is None else None, bumped)
@@ -210,6 +225,8 @@ def _run_model(
     failed_in_a_row = 0
     made: set[tuple[str, tuple[tuple[str, str], ...]]] = set()  # the calls so far, to stop a loop
     budget_end = len(steps) + budget
+    if past_deadline(box.context):
+        return answered, f"the model's deadline passed before its first step; {STANDS}"
     while len(steps) < budget_end and not past_deadline(box.context):
         try:
             # Decoding is held to this step's possible calls: its tools, its files, targets not analyzed yet.
@@ -248,6 +265,65 @@ def _run_model(
     return answered, None
 
 
+class AnalyzerPass(BaseModel):
+    """What one reviewer's analyzers did on the changed files it reads, before any model step: the
+    findings, the `run_analyzer` steps, each file's analyzer output (for the model's first prompt),
+    and what was not analyzed in full. The review graph runs this pass for every reviewer before the
+    strategy is asked of a model, under a deadline of its own, so no model — slow, hung, or steered
+    by the change — can keep the analyzers from running (issue 40: a strategy step that used the
+    whole deadline left a review with no findings); `run_loop` then adds the model's steps to it."""
+
+    reviewer: ReviewerName
+    eligible: list[str] = Field(default_factory=list)  # the files the analyzer reads in full, diff order
+    set_aside: list[str] = Field(default_factory=list)  # those it must not (their safe scan ran)
+    to_analyze: list[str] = Field(default_factory=list)  # what the pass was asked to analyze
+    analyzed: list[str] = Field(default_factory=list)
+    observations: dict[str, str] = Field(default_factory=dict)  # path → the analyzer's output
+    findings: list[Finding] = Field(default_factory=list)
+    steps: list[Step] = Field(default_factory=list)
+    not_reviewed: list[NotReviewed] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+
+
+def run_analyzer_pass(
+    spec: ReviewerSpec, context: ReviewContext, *, choose: Callable[[list[str]], list[str]] | None = None
+) -> AnalyzerPass:
+    """The analyzers of one reviewer on every changed file it reads (or on what `choose` picks of
+    them: the replay environment's analyzer budget), and the safe scan on the files set aside."""
+    eligible, aside = reviewable_paths(spec, context)
+    to_analyze = eligible if choose is None else choose(eligible)
+    if spec.prefetch is not None and to_analyze:
+        spec.prefetch(context, to_analyze)
+    box = Toolbox(spec, context, [])
+    steps: list[Step] = []
+    notes: list[str] = []
+    not_reviewed = _scan_set_aside(box, aside)
+    if aside:
+        notes.append(
+            f"read in part only ({', '.join(sorted({a.reason for a in aside}))}): {_named([a.path for a in aside])}"
+        )
+    observations = _run_analyzers(box, steps, to_analyze)
+    unreached = [p for p in to_analyze if p not in box.analyzed]
+    if unreached:
+        why = f"the review deadline came before the {spec.name} reviewer's analyzers reached it"
+        not_reviewed += [NotReviewed(path=p, reason="deadline", detail=why) for p in unreached]
+        notes.append(f"review deadline reached; not analyzed: {_named(unreached)}")
+    not_reviewed += box.not_reviewed
+    notes += [f"{n.path}: {n.describe()}" for n in box.not_reviewed]
+    return AnalyzerPass(
+        reviewer=spec.name,
+        eligible=eligible,
+        set_aside=[a.path for a in aside],
+        to_analyze=to_analyze,
+        analyzed=list(box.analyzed),
+        observations=observations,
+        findings=list(box.findings.values()),
+        steps=steps,
+        not_reviewed=not_reviewed,
+        notes=notes,
+    )
+
+
 def run_loop(
     spec: ReviewerSpec,
     context: ReviewContext,
@@ -257,37 +333,45 @@ def run_loop(
     shared_prefix: str | None,
     model_step_budget: int | None = None,
     analyzer_budget: int | None = None,
+    prior: AnalyzerPass | None = None,
 ) -> ReviewerResult:
     """`model_step_budget` (default: the plan's) bounds the model's own steps; a review that runs
-    several executions splits its budget among them, while each still runs every analyzer. 0 runs
-    the analyzers only (a reviewer the model's plan left out, run for its static findings).
+    several executions splits its budget among them, while each still has every analyzer's findings.
+    0 runs the analyzers only (a reviewer the model's plan left out, run for its static findings).
+
+    `prior`: this reviewer's analyzer pass, already run (`run_analyzer_pass`; the review graph runs
+    it before the strategy); None runs it here first.
 
     `analyzer_budget` is the learning loop's replay environment's model of limited review capacity,
     never serving's: the analyzers then read only the plan's first that many targets (in the change's
     order), and every other file is named with the reason "budget"."""
-    eligible, aside = reviewable_paths(spec, context)
+    if prior is None:
+        choose = None
+        if analyzer_budget is not None:
+
+            def choose(eligible: list[str]) -> list[str]:
+                chosen = set(plan_targets(plan, eligible)[0][: max(0, analyzer_budget)])
+                return [p for p in eligible if p in chosen]
+
+        prior = run_analyzer_pass(spec, context, choose=choose)
+    elif prior.reviewer != spec.name:
+        raise InputError(f"the analyzer pass is the {prior.reviewer} reviewer's, not {spec.name}'s")
+    eligible = prior.eligible
     targets, unmatched = plan_targets(plan, eligible)
-    to_analyze = eligible
-    if analyzer_budget is not None:
-        chosen = set(targets[: max(0, analyzer_budget)])
-        to_analyze = [p for p in eligible if p in chosen]
-    if spec.prefetch is not None and to_analyze:
-        spec.prefetch(context, to_analyze)
     box = Toolbox(spec, context, targets)
-    steps: list[Step] = []
-    notes: list[str] = []
-    not_reviewed = _scan_set_aside(box, aside)
-    if aside:
-        notes.append(
-            f"read in part only ({', '.join(sorted({a.reason for a in aside}))}): {_named([a.path for a in aside])}"
-        )
+    box.findings = {f.fingerprint: f for f in prior.findings}
+    box.analyzed = list(prior.analyzed)
+    box.looked_at = set(prior.analyzed)
+    steps = list(prior.steps)
+    notes = list(prior.notes)
     used_model = False
+    model_error: str | None = None
     if plan.focus_paths and not targets:
         notes.append(f"no focus path is a changed file the {spec.name} reviewer reads: {', '.join(unmatched)}")
-    analyzed = _run_analyzers(box, steps, to_analyze)
     if llm is not None and targets and model_step_budget != 0:
         # the model's own files first, so what it is asked about is not crowded out by the rest
-        results = [analyzed[p] for p in targets if p in analyzed] + [o for p, o in analyzed.items() if p not in targets]
+        seen = prior.observations
+        results = [seen[p] for p in targets if p in seen] + [o for p, o in seen.items() if p not in targets]
         used_model, failure = _run_model(
             box,
             steps,
@@ -299,23 +383,22 @@ def run_loop(
         )
         if failure is not None:
             notes.append(failure)
-    unreached = [p for p in to_analyze if p not in box.analyzed]
-    over_budget = [p for p in eligible if p not in to_analyze]
+            model_error = failure
+    # a file the deadline kept from the analyzers that the model then had analyzed is no longer missing
+    not_reviewed = [n for n in prior.not_reviewed if not (n.reason == "deadline" and n.path in box.analyzed)]
+    over_budget = [p for p in eligible if p not in prior.to_analyze]
     if over_budget:
         why = f"the replay environment's analyzer budget of {analyzer_budget} file(s) did not reach it"
         not_reviewed += [NotReviewed(path=p, reason="budget", detail=why) for p in over_budget]
-    if unreached:
-        why = f"the review deadline came before the {spec.name} reviewer's analyzers reached it"
-        not_reviewed += [NotReviewed(path=p, reason="deadline", detail=why) for p in unreached]
-        notes.append(f"review deadline reached; not analyzed: {_named(unreached)}")
     not_reviewed += box.not_reviewed
     notes += [f"{n.path}: {n.describe()}" for n in box.not_reviewed]
-    order = {p: i for i, p in enumerate([*eligible, *(a.path for a in aside)])}
+    order = {p: i for i, p in enumerate([*eligible, *prior.set_aside])}
     return ReviewerResult(
         reviewer=spec.name,
         findings=sorted(box.findings.values(), key=lambda f: (order.get(f.path, len(order)), f.line)),
         steps=steps,
         used_model=used_model,
         error="; ".join(notes) or None,
+        model_error=model_error,
         not_reviewed=merge_not_reviewed(not_reviewed),
     )

@@ -3,10 +3,12 @@
 The first message is the same for every reviewer of a merge request — the tool protocol and the MR
 context — so an inference server's prefix cache serves all four from one prefill. What differs
 (the reviewer's job, its part of the strategy, the repository's instructions for its files) comes
-after. Text from the merge request and the repository (title, description, diff, and every tool
-result: file text, search hits, analyzer output) is fenced and labelled as untrusted data, in a
-fence the text cannot close: a comment that says "ignore your instructions" or "call finish" is
-something to review, not to obey. The fence is a run of `<` and the same number of `>`, one longer
+after. Text from the merge request and the repository (title, description, the changed files'
+paths — GitLab allows a newline in a path —, the diff, the repository's own review instructions,
+and every tool result: file text, search hits, analyzer output) is fenced and labelled as untrusted
+data, each path escaped onto one line (`one_line`), in a fence the text cannot close: a comment
+that says "ignore your instructions" or "call finish" is something to review, not to obey. The
+fence is a run of `<` and the same number of `>`, one longer
 than any run of `>` in the text.
 """
 
@@ -16,7 +18,14 @@ import json
 import re
 from collections.abc import Sequence
 
-from reviewers.kernel.contracts import ChatMessage, FileChange, PlanItem, ReviewContext, render_files_overview
+from reviewers.kernel.contracts import (
+    ChatMessage,
+    FileChange,
+    PlanItem,
+    ReviewContext,
+    one_line,
+    render_files_overview,
+)
 from reviewers.tools import ToolCall
 
 MAX_DESCRIPTION_CHARS = 1500
@@ -65,7 +74,7 @@ def render_diff_excerpt(files: Sequence[FileChange], *, max_chars: int = MAX_DIF
     for f in files:
         if f.is_binary or not f.hunks:
             continue
-        block = [f"--- {f.path}"]
+        block = [f"--- {one_line(f.path)}"]
         size = len(block[0])  # of "\n".join(block)
         for hunk in f.hunks:
             block.append(f"@@ -{hunk.old_start},{hunk.old_count} +{hunk.new_start},{hunk.new_count} @@{hunk.header}")
@@ -79,7 +88,7 @@ def render_diff_excerpt(files: Sequence[FileChange], *, max_chars: int = MAX_DIF
                 size += 1 + len(block[-1])
         text = "\n".join(block)
         if used + len(text) > max_chars:
-            out.append(f"--- {f.path} (diff trimmed; use read_file)")
+            out.append(f"--- {one_line(f.path)} (diff trimmed; use read_file)")
             used += len(out[-1])
             continue
         out.append(text)
@@ -96,7 +105,7 @@ def render_review_prefix(context: ReviewContext) -> str:
         [
             untrusted("Merge request title", context.title.strip()),
             untrusted("Description", description or "(none)"),
-            f"Changed files:\n{render_files_overview(context.files)}",
+            untrusted("Changed files", render_files_overview(context.files)),
             untrusted("Diff (new-file line numbers on the left)", render_diff_excerpt(context.files)),
         ]
     )
@@ -113,14 +122,17 @@ def render_task(
     """The reviewer-specific part: its job, its plan item, its files, the repository's wishes, and
     what the analyzers (which always run first) already found."""
     parts = [instructions, f"Your step budget: {plan.step_budget} tool calls."]
-    if plan.checks:
-        parts.append(f"The review strategy asks you to check: {plan.checks}")
+    if plan.checks:  # a model's words, written after reading the change
+        parts.append(untrusted("What the review strategy asks you to check", plan.checks))
     if targets:
-        parts.append("Changed files for you, most important first:\n" + "\n".join(f"- {t}" for t in targets))
+        yours = "\n".join(f"- {one_line(t)}" for t in targets)
+        parts.append(untrusted("Changed files for you, most important first", yours))
     else:
         parts.append("No changed file is yours to review; call finish.")
     if repo_instructions:
-        parts.append("The repository's own review instructions:\n" + "\n".join(f"- {t}" for t in repo_instructions))
+        # the repository's wishes are its text: weighed as data, like the code they come with
+        wishes = "\n".join(f"- {t}" for t in repo_instructions)
+        parts.append(untrusted("The repository's own review instructions", wishes))
     if analyzer_results:
         shown: list[str] = []
         for block in analyzer_results:

@@ -21,6 +21,7 @@ from reviewers.analyzers.early import start_analyzer_processes
 from reviewers.analyzers.patterns import line_rule_issues
 from reviewers.analyzers.prompt_injection import prompt_injection_issues
 from reviewers.analyzers.python_security import analyse_security, project_for
+from reviewers.analyzers.redos import redos_issues
 from reviewers.analyzers.secrets import scan_secrets, secret_issues
 from reviewers.analyzers.semgrep_taint import ENGINE_KINDS, engine_issues
 from reviewers.analyzers.semgrep_taint import supports as engine_supports
@@ -71,6 +72,9 @@ def _make_analyzer(context: ReviewContext) -> Analyzer:
                 analysis.incomplete.append(incomplete)
         analysis.issues += line_rule_issues(file, python_ast_done=tree_issues is not None, covered_kinds=engine_done)
         analysis.issues += security_setting_issues(file)
+        redos = redos_issues(file)  # the change's regular expressions, on a kept engine (CWE-1333)
+        analysis.issues += redos.issues
+        analysis.incomplete += redos.unchecked
         if tree_issues is not None:  # bandit's checks are asked only of Python that parses
             try:
                 analysis.issues += [_judged_by_flow(i) for i in bandit_issues(file)]

@@ -29,7 +29,11 @@ policy, per rule (each also carries its confidence):
   that the tests this change adds do not call (nor, for a method dispatched by a built name such as
   `getattr(self, f"handle_{sig}")`, name its class or dispatcher), in a module whose neighbours the
   repository does test. A method its class already had at the base through a base class (now
-  defined on the class itself) is not new: the class's tests call it. ONE
+  defined on the class itself) is not new: the class's tests call it. Nor is one with a doctest
+  (`>>>` in its docstring), a route handler whose URL a test requests (`client.get("/items/3")` for
+  `@app.get("/items/{id}")`, under its router's prefix), or code the base had elsewhere in the
+  changed files (renamed, moved, or extracted from a function the tests already run, which now
+  calls it: the tests that ran the old code run this). ONE
   grouped finding per merge request, never on tests, fixtures, scripts or generated code.
 """
 
@@ -70,7 +74,13 @@ from reviewers.analyzers.test_changes import (
     strip_strings_and_comments,
     test_change_issues,
 )
-from reviewers.analyzers.tests_lookup import TestIndex, TestReference, distinctive, list_test_functions, module_tokens
+from reviewers.analyzers.tests_lookup import (
+    TestIndex,
+    TestReference,
+    distinctive,
+    list_test_functions,
+    module_tokens,
+)
 from reviewers.kernel.contracts import ReviewContext
 from reviewers.kernel.errors import InputError
 from reviewers.paths import is_code_path, is_test_path, language_of
@@ -129,6 +139,77 @@ def _names(refs: list[TestReference]) -> str:
     return ", ".join(named[:MAX_TESTS_NAMED]) + more
 
 
+_ROUTE_METHODS = frozenset(
+    {"route", "get", "post", "put", "patch", "delete", "api_route", "websocket", "head", "options"}
+)
+_PLACEHOLDER = re.compile(r"<[^<>]*>|\{[^{}]*\}")
+MIN_URL_LITERAL = 3  # characters of fixed text a route's path needs before a test's URL can be said to name it
+
+
+def _definition_node(tree: ast.Module | None, definition: Definition) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    if tree is None or definition.kind == "class":
+        return None
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+            and node.name == definition.name
+            and definition.line <= node.lineno <= max(definition.end_line, definition.line)
+        ):
+            return node
+    return None
+
+
+MIN_MOVED_STATEMENTS = 2  # one statement is shared by too many functions to say the code moved
+
+
+def _body_statements(node: ast.AST) -> list[ast.stmt]:
+    """A function's statements without its docstring and a final `return` (an extracted helper's
+    new `return` hands back what the code it came from computed)."""
+    if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+        return []
+    body = list(node.body)
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]
+    if body and isinstance(body[-1], ast.Return) and len(body) > MIN_MOVED_STATEMENTS:
+        body = body[:-1]
+    return body
+
+
+def _route_paths(node: ast.AST) -> list[str]:
+    if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+        return []
+    found: list[str] = []
+    for decorator in node.decorator_list:
+        if not (isinstance(decorator, ast.Call) and isinstance(decorator.func, ast.Attribute)):
+            continue
+        if decorator.func.attr not in _ROUTE_METHODS:
+            continue
+        given = [*decorator.args[:1], *(k.value for k in decorator.keywords if k.arg in ("rule", "path"))]
+        found += [g.value for g in given if isinstance(g, ast.Constant) and isinstance(g.value, str)]
+    return found
+
+
+def _router_prefixes(tree: ast.Module) -> set[str]:
+    """`APIRouter(prefix="/items")`, `Blueprint(..., url_prefix="/api")`: the prefixes a module declares."""
+    return {
+        k.value.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        for k in node.keywords
+        if k.arg in ("prefix", "url_prefix") and isinstance(k.value, ast.Constant) and isinstance(k.value.value, str)
+    }
+
+
+def _url_pattern(path: str) -> re.Pattern[str] | None:
+    """A route path as a pattern for the URLs tests request: each placeholder one segment."""
+    literal = _PLACEHOLDER.sub("", path).strip("/")
+    if len(literal) < MIN_URL_LITERAL:
+        return None
+    parts = _PLACEHOLDER.split(path.rstrip("/"))
+    body = r"[^/\s\"'?]+".join(re.escape(p) for p in parts)
+    return re.compile(rf"[\"'f]{body}/?(?:[\"'?#]|$)", re.M)
+
+
 def _flipping_tests(index: TestIndex, refs: list[TestReference], low: float, high: float) -> list[str]:
     """Tests whose bodies use a number in (low, high]: inputs on which the old and new value disagree."""
     flips: list[str] = []
@@ -158,6 +239,7 @@ class TestImpactAnalyzer:
         self._base: BaseTree | None = None
         self._base_modules: dict[str, ast.Module | None] = {}  # head path → its module at the base
         self._base_classes: dict[str, ast.ClassDef | None] = {}  # class name → its definition at the base
+        self._base_bodies: set[str] | None = None  # bodies of the base's functions in the changed files
 
     @property
     def index(self) -> TestIndex:
@@ -218,9 +300,59 @@ class TestImpactAnalyzer:
             and not self.tested_in_change(d, dispatches)
             and not self.inherited_before(file.path, d)
             and not self.used_elsewhere(file.path, d)
+            and not self.exercised_otherwise(file, d)
         ]
         # the deadline stopped the reading of test files: "no test mentions it" is not known
         return [] if self.index.stopped else untested
+
+    def exercised_otherwise(self, file: ChangedFile, definition: Definition) -> bool:
+        """Whether tests reach the definition without naming it: a doctest, code the base already had
+        (renamed, moved, or extracted from a function its tests run), a request to its route's URL."""
+        node = _definition_node(file.python_tree, definition)
+        if node is not None:
+            docstring = ast.get_docstring(node, clean=False) or ""
+            if ">>>" in docstring:
+                return True
+            if self.renamed(file, node):
+                return True
+            if self.requested_by_url(file, node):
+                return True
+        return False
+
+    def renamed(self, file: ChangedFile, node: ast.AST) -> bool:
+        """Whether the base had this body's statements (docstring and a final `return` aside) in a
+        function of this file or of a file the change edits: the definition was renamed, moved, or
+        extracted from a function whose tests now run it through the call left in its place."""
+        body = _body_statements(node)
+        if len(body) < MIN_MOVED_STATEMENTS:
+            return False
+        if self._base_bodies is None:
+            found: set[str] = set()
+            for change in self.context.files:
+                if language_of(change.path) != "python" or change.status == "added":
+                    continue
+                tree = self.base_module(change.path)
+                for old in ast.walk(tree) if tree is not None else ():
+                    if isinstance(old, ast.FunctionDef | ast.AsyncFunctionDef):
+                        found.update(ast.dump(s) for s in ast.walk(old) if isinstance(s, ast.stmt) and s is not old)
+            self._base_bodies = found
+        return all(ast.dump(s) in self._base_bodies for s in body)
+
+    def requested_by_url(self, file: ChangedFile, node: ast.AST) -> bool:
+        """Whether a test requests the URL of the route this function handles (its decorator's path,
+        placeholders read as any segment, under a router prefix the module declares)."""
+        paths = _route_paths(node)
+        if not paths or file.python_tree is None:
+            return False
+        prefixes = {""} | _router_prefixes(file.python_tree)
+        patterns = [p for p in (_url_pattern(pre + path) for pre in prefixes for path in paths) if p is not None]
+        if not patterns:
+            return False
+        for test_path in self.index.paths:
+            text = self.index.text(test_path)
+            if text is not None and any(p.search(text) for p in patterns):
+                return True
+        return False
 
     def base_module(self, path: str) -> ast.Module | None:
         """The Python module at `path` as it was at the base; None for a file the change added."""

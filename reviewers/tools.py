@@ -19,10 +19,10 @@ from reviewers.analyzers.symbols import public_definitions
 from reviewers.analyzers.tests_lookup import TestIndex
 from reviewers.fingerprint import make_fingerprint
 from reviewers.kernel.budget import SearchBudget
-from reviewers.kernel.contracts import Finding, NotReviewed, ReviewContext, Severity, ToolName
+from reviewers.kernel.contracts import Finding, NotReviewed, ReviewContext, Severity, ToolName, one_line
 from reviewers.kernel.errors import InputError
 from reviewers.pattern_search import SEARCH_CALL_BUDGET_S
-from reviewers.reviewer import MAX_FINDINGS_PER_FILE, Analyzer, ReviewerSpec, findings_from_issues
+from reviewers.reviewer import MAX_MODEL_REPORTS_PER_FILE, Analyzer, ReviewerSpec, findings_from_issues
 
 MAX_READ_LINES = 80  # one read shows a screenful; longer reads crowd out the rest of the prompt
 MAX_SEARCH_HITS = 20
@@ -126,20 +126,20 @@ class Toolbox:
             return _invalid("read_file needs a path")
         text = self.context.workspace.read_file(path)
         if text is None:
-            return _invalid(f"{path} is not a file at the head commit", path)
+            return _invalid(f"{one_line(path)} is not a file at the head commit", path)
         lines = text.splitlines()
         if not lines:
             self.looked_at.add(path)
-            return ToolOutcome(f"{path} is empty", paths=[path])
+            return ToolOutcome(f"{one_line(path)} is empty", paths=[path])
         first = max(1, start or 1)
         last = min(len(lines), end or first + MAX_READ_LINES - 1, first + MAX_READ_LINES - 1)
         if first > max(len(lines), 1):
-            return _invalid(f"{path} has {len(lines)} lines; line {first} is past the end", path)
+            return _invalid(f"{one_line(path)} has {len(lines)} lines; line {first} is past the end", path)
         if last < first:
-            return _invalid(f"empty range {first}-{end} of {path}", path)
+            return _invalid(f"empty range {first}-{end} of {one_line(path)}", path)
         self.looked_at.add(path)
         body = "\n".join(f"{n:>5}  {lines[n - 1]}" for n in range(first, last + 1))
-        return ToolOutcome(_clip(f"{path} lines {first}-{last} of {len(lines)}:\n{body}"), paths=[path])
+        return ToolOutcome(_clip(f"{one_line(path)} lines {first}-{last} of {len(lines)}:\n{body}"), paths=[path])
 
     def search(self, pattern: str | None) -> ToolOutcome:
         if not pattern:
@@ -158,10 +158,12 @@ class Toolbox:
             hits = self.context.workspace.search(pattern, max_hits=MAX_SEARCH_HITS, budget=budget)
         except (InputError, re.error) as exc:
             return _invalid(f"bad pattern: {exc}")
+        unread = f" ({budget.unread} files of the search scope not read: over the call's read budget)"
+        unread = unread if budget.unread else ""
         if not hits:
-            return ToolOutcome(f"no match for {pattern!r}")
-        shown = "\n".join(f"{h.path}:{h.line}: {h.text.strip()[:160]}" for h in hits)
-        more = " (more not shown)" if len(hits) >= MAX_SEARCH_HITS else ""
+            return ToolOutcome(f"no match for {pattern!r}{unread}")
+        shown = "\n".join(f"{one_line(h.path)}:{h.line}: {h.text.strip()[:160]}" for h in hits)
+        more = (" (more not shown)" if len(hits) >= MAX_SEARCH_HITS else "") + unread
         return ToolOutcome(
             _clip(f"{len(hits)} matches for {pattern!r}{more}:\n{shown}"), paths=sorted({h.path for h in hits})
         )
@@ -170,17 +172,17 @@ class Toolbox:
         if not path:
             return _invalid("run_analyzer needs a path")
         if path not in self.targets:
-            return _invalid(f"{path} is not a changed file the {self.spec.name} reviewer reads", path)
+            return _invalid(f"{one_line(path)} is not a changed file the {self.spec.name} reviewer reads", path)
         return self.analyze(path)
 
     def analyze(self, path: str) -> ToolOutcome:
         """The analyzer on one changed file this reviewer reads: `run_analyzer` without the check that
         the file is one of the model's targets (the analyzers read every such file, targets or not)."""
         if path in self.analyzed:
-            return ToolOutcome(f"{path} was already analyzed", paths=[path])
+            return ToolOutcome(f"{one_line(path)} was already analyzed", paths=[path])
         file = self.changed_file(path)
         if file is None:
-            return _invalid(f"{path} has no text at the head commit", path)
+            return _invalid(f"{one_line(path)} has no text at the head commit", path)
         if self._analyzer is None:
             self._analyzer = self.spec.make_analyzer(self.context)
         analysis = self._analyzer(file)
@@ -196,8 +198,8 @@ class Toolbox:
             # the syntax-tree rules and bandit did not read it (a text rebuilt from hunks is expected not to parse)
             self.not_reviewed.append(NotReviewed(path=path, reason="parse-error", detail=unreadable.reason))
         new = self._add(findings_from_issues(self.spec.name, file, analysis.issues))
-        lines = [f"{f.path}:{f.line} [{f.severity}] {f.title} ({f.rule})" for f in new]
-        head = f"{path}: {len(new)} finding(s)" + (
+        lines = [f"{one_line(f.path)}:{f.line} [{f.severity}] {f.title} ({f.rule})" for f in new]
+        head = f"{one_line(path)}: {len(new)} finding(s)" + (
             f"; analyzer problems: {'; '.join(analysis.problems)}" if analysis.problems else ""
         )
         return ToolOutcome(_clip("\n".join([head, *lines])), new_findings=new, paths=[path])
@@ -207,22 +209,23 @@ class Toolbox:
             return _invalid("list_tests needs a path")
         text = self.context.workspace.read_file(path)
         if text is None:
-            return _invalid(f"{path} is not a file at the head commit", path)
+            return _invalid(f"{one_line(path)} is not a file at the head commit", path)
         change = self.context.changed(path)
         symbols = [d.name for d in public_definitions(ChangedFile(change, text))] if change is not None else []
         if self._tests is None:
             self._tests = TestIndex(self.context.workspace, should_stop=self.context.past_deadline)
         refs = self._tests.tests_for_path(path, symbols)
         if not refs and self._tests.stopped:
-            return ToolOutcome(f"the review deadline stopped the test lookup for {path}", paths=[path])
+            return ToolOutcome(f"the review deadline stopped the test lookup for {one_line(path)}", paths=[path])
         if not refs:
-            return ToolOutcome(f"no test file mentions {path}'s module", paths=[path])
+            return ToolOutcome(f"no test file mentions {one_line(path)}'s module", paths=[path])
         shown = "\n".join(
-            f"{r.path}:{r.line}: {r.text.strip()[:120]}" + (f"  uses: {', '.join(r.tests)}" if r.tests else "")
+            f"{one_line(r.path)}:{r.line}: {r.text.strip()[:120]}"
+            + (f"  uses: {', '.join(r.tests)}" if r.tests else "")
             for r in refs
         )
         return ToolOutcome(
-            _clip(f"{len(refs)} test file(s) mention {path}:\n{shown}"), paths=[path, *(r.path for r in refs)]
+            _clip(f"{len(refs)} test file(s) mention {one_line(path)}:\n{shown}"), paths=[path, *(r.path for r in refs)]
         )
 
     def report(self, call: ToolCall) -> ToolOutcome:
@@ -231,11 +234,17 @@ class Toolbox:
             return _invalid(f"report needs {', '.join(missing)}")
         assert call.path is not None and call.line is not None and call.title is not None  # checked above
         if call.path not in self.targets:
-            return _invalid(f"{call.path} is not a changed file the {self.spec.name} reviewer reads", call.path)
+            return _invalid(
+                f"{one_line(call.path)} is not a changed file the {self.spec.name} reviewer reads", call.path
+            )
         if call.line < 1:
             return _invalid("line must be 1 or more", call.path)
-        if sum(1 for f in self.findings.values() if f.path == call.path) >= MAX_FINDINGS_PER_FILE:
-            return _invalid(f"{call.path} already has {MAX_FINDINGS_PER_FILE} findings; report only what matters most")
+        reported = sum(1 for f in self.findings.values() if f.path == call.path and f.rule == "llm")
+        if reported >= MAX_MODEL_REPORTS_PER_FILE:
+            return _invalid(
+                f"you already reported {MAX_MODEL_REPORTS_PER_FILE} findings on {one_line(call.path)}; "
+                "report only what matters most"
+            )
         evidence = call.evidence or ""
         finding = Finding(
             path=call.path,
@@ -253,4 +262,6 @@ class Toolbox:
         new = self._add([finding])
         self.looked_at.add(call.path)
         note = "reported" if new else "already reported"
-        return ToolOutcome(f"{note}: {call.path}:{call.line} {call.title}", new_findings=new, paths=[call.path])
+        return ToolOutcome(
+            f"{note}: {one_line(call.path)}:{call.line} {call.title}", new_findings=new, paths=[call.path]
+        )

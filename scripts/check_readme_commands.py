@@ -2,7 +2,8 @@
 
 The commands are read from the README itself, so the check stays true as the README changes: the
 first command of "The two commands" (`make run`, whose set-up `make test` already did) and every
-`.venv/bin/reviewloop` line of "Reviewing on this machine". Placeholders a reader fills in are filled
+`.venv/bin/reviewloop` line of "Three ways to run it" (the docs' commands are run by
+tests/docs/test_docs.py). Placeholders a reader fills in are filled
 the obvious way: `path/to/repo` is this clone, `change.patch` the diff of its last commit. A command
 "works" when it exits with one of the codes the README documents for it (0; 1 for a finding at
 `--fail-on`; 3 for an incomplete review with `--fail-on-incomplete`) and prints no traceback.
@@ -39,7 +40,7 @@ def shell_lines(markdown: str) -> list[str]:
 
 def readme_commands(readme: str) -> list[str]:
     first = [line for line in shell_lines(section(readme, "The two commands")) if line.startswith("make run")]
-    local = [line for line in shell_lines(section(readme, "Reviewing on this machine")) if "reviewloop" in line]
+    local = [line for line in shell_lines(section(readme, "Three ways to run it")) if ".venv/bin/reviewloop" in line]
     return first + local
 
 
@@ -74,8 +75,8 @@ def main() -> int:
         finally:
             # the README's own way to stop the embedded Postgres these commands started
             subprocess.run([str(REPO / ".venv/bin/reviewloop"), "db", "stop"], env=env, check=False, timeout=60)
-    for name in ("gl-code-quality.json",):
-        (REPO / name).unlink(missing_ok=True)  # written by the README's CI example into the clone
+    for name in ("review.sarif",):
+        (REPO / name).unlink(missing_ok=True)  # written by the README's SARIF example into the clone
     return 1 if failed else 0
 
 

@@ -22,8 +22,10 @@ connection failures → `PlatformUnavailableError` (retryable); a 400 on a posit
 from __future__ import annotations
 
 import difflib
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import quote
 
@@ -57,6 +59,11 @@ from reviewers.kernel.errors import (
 
 DEFAULT_TIMEOUT_S = 30.0
 DEFAULT_MAX_RETRIES = 6  # python-gitlab backs off 0.1·2^n s: ~6 s in all, or Retry-After when sent
+# The longest wait one `Retry-After` (or `RateLimit-Reset`) may impose. python-gitlab sleeps whatever
+# it is told in the review's thread; past this, the server is better left to the job queue's own
+# backoff (the failure is retryable) than slept on: 6 retries × 60 s stays well inside a review's
+# 900 s deadline.
+MAX_RETRY_AFTER_S = 60
 PER_PAGE = 100  # GitLab's maximum page size
 MAX_FILE_BYTES = 1_000_000  # larger files are neither read by reviewers nor diffed here
 MAX_FALLBACK_FETCHES = 100  # files GitLab sent no diff for that we fetch and diff ourselves, per MR
@@ -93,6 +100,39 @@ def decode_text(data: bytes) -> str | None:
         return None
 
 
+def retry_after_seconds(value: str, *, now: float) -> int | None:
+    """`Retry-After` as whole seconds, capped at `MAX_RETRY_AFTER_S`: RFC 9110 allows a number of
+    seconds or an HTTP date; None when it is neither."""
+    text = value.strip()
+    if text.isdigit():
+        seconds = float(text)
+    else:
+        try:
+            when = parsedate_to_datetime(text)
+        except (TypeError, ValueError, IndexError):
+            return None
+        seconds = when.timestamp() - now
+    return int(min(max(seconds, 0.0), MAX_RETRY_AFTER_S))
+
+
+def bound_retry_after(response: requests.Response, *args: Any, **kwargs: Any) -> requests.Response:
+    """A `requests` response hook: rewrite a refusal's `Retry-After` (or `RateLimit-Reset`) as capped
+    whole seconds before python-gitlab reads it. python-gitlab 8.6 calls `int()` on Retry-After, so
+    an HTTP date failed the review for good, and it slept any number it was given (issue 40)."""
+    del args, kwargs
+    headers = response.headers
+    now = time.time()
+    if "Retry-After" in headers:
+        seconds = retry_after_seconds(headers["Retry-After"], now=now)
+        if seconds is None:
+            del headers["Retry-After"]  # unreadable: python-gitlab's own backoff applies
+        else:
+            headers["Retry-After"] = str(seconds)
+    elif "RateLimit-Reset" in headers and headers["RateLimit-Reset"].strip().isdigit():
+        headers["Retry-After"] = str(int(min(max(float(headers["RateLimit-Reset"]) - now, 0.0), MAX_RETRY_AFTER_S)))
+    return response
+
+
 def _project_path(project: ProjectRef) -> str:
     return "/projects/" + quote(str(project), safe="")
 
@@ -122,6 +162,7 @@ class GitLabPlatform:
         self._gl = gitlab.Gitlab(
             self.url, private_token=token, retry_transient_errors=True, timeout=timeout, keep_base_url=True
         )
+        self._gl.session.hooks["response"].append(bound_retry_after)
         self._max_retries = max_retries
         self._per_page = per_page
         self.max_file_bytes = max_file_bytes

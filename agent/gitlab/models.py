@@ -86,6 +86,7 @@ class ThreadNote:
     resolvable: bool
     resolved: bool
     position: dict[str, Any] | None
+    resolved_by_id: int | None = None  # who resolved it (GitLab's `resolved_by`), when resolved
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +129,7 @@ def discussion_from_api(raw: dict[str, Any]) -> Discussion:
             resolvable=bool(n.get("resolvable")),
             resolved=bool(n.get("resolved")),
             position=n.get("position"),
+            resolved_by_id=int((n.get("resolved_by") or {}).get("id", 0)) or None,
         )
         for n in raw.get("notes") or []
     )

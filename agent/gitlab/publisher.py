@@ -13,7 +13,8 @@ place. Model and reviewer text is neutralised.
 Each merge request gets a comment budget (`max_discussions` threads, from `.reviewloop.toml`): REAL
 findings are ranked by severity, then confidence, and those past the budget are listed briefly in
 the summary instead. Our open threads already on the merge request count against the budget
-first, so a re-run or a new push never takes the total past it.
+first, so a re-run or a new push never takes the total past it. Critical findings post whatever
+the budget (`ALWAYS_POSTED`).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from agent.sanitize import (
     parse_markers,
 )
 from agent.suggestions import applies_cleanly, suggestion_block
+from agent.verdicts.track_record import folded, folded_line
 from agent.verifier import Verdict
 from reviewers.fingerprint import make_fingerprint, normalise_evidence
 from reviewers.kernel.contracts import SEVERITY_RANK, FileChange, Finding, Workspace
@@ -51,6 +53,9 @@ MAX_NOT_REVIEWED_LISTED = 50  # the rest are counted: the full list is in the re
 MAX_LISTED_PER_REASON = 10
 DEFAULT_MAX_DISCUSSIONS = 10  # RepoConfig's default; a wall of threads gets skimmed or muted
 CONFIDENCE_RANK = {"low": 0, "medium": 1, "high": 2}
+# A cap on threads moves findings to the summary, never below these: a critical finding always posts,
+# whatever `max_discussions` says (a budget of 0 must not hide a leaked key).
+ALWAYS_POSTED = frozenset({"critical"})
 FEEDBACK_HINT = "React with :thumbsup: or :thumbsdown: to tell reviewloop whether this helped."
 
 
@@ -276,10 +281,15 @@ def summary_body(
         ]
         lines += [_listed(item, allowed_urls, with_reason=False) for item in over_budget]
         parts.append("\n".join(lines))
+    # a rule usually wrong here is counted in one line, not listed (`track_record.usually_wrong`)
+    usually_wrong = folded_line([i.finding.rule for i in needs_human if folded(i.reason)])
+    needs_human = [i for i in needs_human if not folded(i.reason)]
     if needs_human:
         lines = ["**Needs a human look** (not posted as threads):"]
         lines += _listed_by_reason(needs_human, allowed_urls)
         parts.append("\n".join(lines))
+    if usually_wrong is not None:
+        parts.append(f"**{usually_wrong[0].upper()}{usually_wrong[1:]}.**")
     if not_reviewed:
         lines = [f"**Not analyzed in full** ({len(not_reviewed)} file(s)):"]
         lines += [
@@ -302,15 +312,21 @@ def publish_review(
     diff_index: DiffIndex,
     findings: Sequence[FindingToPublish | tuple[int, Finding, Verdict, str]],
     existing: Mapping[str, PostedThread],
-    summary: str,
+    summary: str | Callable[[PublishResult], str],
     record_posted: RecordPosted,
     not_reviewed: Sequence[NotReviewed] = (),
     allowed_urls: Collection[str] = frozenset(),
     max_discussions: int = DEFAULT_MAX_DISCUSSIONS,
+    earlier_listed: Sequence[FindingToPublish] = (),
+    earlier_held: Sequence[FindingToPublish] = (),
 ) -> PublishResult:
     """Post what is not on the merge request yet: one thread per REAL finding (deduplicated by
     fingerprint against `existing` from the store and the markers in our own threads) up to the
-    comment budget, then the summary note (listing the rest), created once and edited in place."""
+    comment budget, then the summary note (listing the rest), created once and edited in place.
+
+    `summary` may be a function of the result (the opening counts what was posted); `earlier_listed`
+    and `earlier_held` are findings of earlier pushes that still stand (`agent.gitlab.mr_state`):
+    listed in the summary beside this push's, never posted again."""
     items = [FindingToPublish(*f) for f in findings]
     bot_id = platform.bot_user_id()
     discussions = platform.discussions(project, mr_iid)
@@ -335,10 +351,10 @@ def publish_review(
         fp = fingerprint_of(item.finding)
         if fp in known:
             continue
-        if slots == 0:
+        if slots == 0 and item.finding.severity not in ALWAYS_POSTED:
             over_budget.append(item)
             continue
-        slots -= 1
+        slots = max(0, slots - 1)
         posted, fallback = _post_finding(
             platform, project, mr_iid, item.finding, fp, versions, diff_index, allowed_urls
         )
@@ -351,9 +367,9 @@ def publish_review(
     result.needs_human = [i.finding_id for i in needs_human]
     result.over_budget = [i.finding_id for i in over_budget]
     body = summary_body(
-        summary,
-        needs_human,
-        over_budget=over_budget,
+        summary(result) if callable(summary) else summary,
+        [*needs_human, *earlier_held],
+        over_budget=[*over_budget, *earlier_listed],
         max_discussions=max_discussions,
         not_reviewed=not_reviewed,
         allowed_urls=allowed_urls,
@@ -424,21 +440,36 @@ class OpenThread:
     finding_id: int | None = None
 
 
-def outdated_reason(thread: OpenThread, diff_index: DiffIndex, workspace: Workspace) -> str | None:
-    """Why a thread's code is gone at the new head, or None when it is still there (or we cannot
-    tell: a thread without evidence, or a file we cannot read, stays open)."""
+def outdated_reason(
+    thread: OpenThread, diff_index: DiffIndex, workspace: Workspace, *, still_found: Collection[str] = ()
+) -> str | None:
+    """Why a thread's code is gone at the new head, or None when its finding still stands there.
+
+    `diff_index` is the merge request's whole current diff (base to the new head), never just what
+    the latest push touched: a push that leaves a file alone leaves its threads alone. A thread is
+    outdated only when its own lines changed (its evidence is no longer in the file at head) or its
+    file was removed; a finding the new review found again (`still_found`, by fingerprint) stands.
+    A thread without evidence, or a file we cannot read, stays open: we never resolve on a guess."""
+    if thread.fingerprint in still_found:
+        return None
     change = diff_index.file(thread.path)
+    path = thread.path
+    if change is None:
+        renamed = (diff_index.file(p) for p in diff_index.paths())
+        moved = next((c for c in renamed if c is not None and c.old_path == thread.path), None)
+        if moved is not None:
+            change, path = moved, moved.path
+    if change is not None and change.status == "deleted":
+        return "the file is deleted"
+    text = workspace.read_file(path)
+    if text is None:
+        return "the file is deleted" if workspace.unreadable_reason(path) is None else None
+    wanted = normalise_evidence(thread.evidence)
+    if not wanted or wanted in normalise_evidence(text):
+        return None
     if change is None:
         return "the merge request no longer changes this file"
-    if change.status == "deleted":
-        return "the file is deleted"
-    wanted = normalise_evidence(thread.evidence)
-    if not wanted:
-        return None
-    text = workspace.read_file(thread.path)
-    if text is None:
-        return None
-    return None if wanted in normalise_evidence(text) else "the code it points at is gone"
+    return "the code it points at is gone"
 
 
 def resolve_outdated(
@@ -450,17 +481,19 @@ def resolve_outdated(
     workspace: Workspace,
     *,
     resolve: bool = True,
+    still_found: Collection[str] = (),
 ) -> list[OpenThread]:
     """Resolve (or, with `resolve=False`, reply "outdated" once in) each of our open threads whose
-    code is gone at the new head. Threads a person already resolved are left alone. Returns the
-    threads acted on, for the store to mark outdated."""
+    code is gone at the new head (`outdated_reason`; `new_diff_index` is the MR's whole diff).
+    Threads a person already resolved are left alone. Returns the threads acted on, for the store
+    to mark outdated."""
     on_gitlab = {d.id: d for d in platform.discussions(project, mr_iid)}
     acted: list[OpenThread] = []
     for thread in our_open_threads:
         discussion = on_gitlab.get(thread.discussion_id)
         if discussion is None or discussion.resolved:
             continue
-        reason = outdated_reason(thread, new_diff_index, workspace)
+        reason = outdated_reason(thread, new_diff_index, workspace, still_found=still_found)
         if reason is None:
             continue
         if resolve:

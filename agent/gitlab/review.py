@@ -3,14 +3,15 @@
 This is what the worker's job calls. It is safe to call again for the same (project, MR, head):
 a finished review is returned as is, an unfinished one is resumed from its checkpoint under the
 same review row, and the publisher posts only what is not on the merge request yet. On a new push,
-only the files the new commits touched are reviewed, and our threads whose code is gone are
-resolved (or marked, per the repository's config).
+only the files the new commits touched are reviewed; our threads are judged against the merge
+request's whole diff at the new head, and only those whose own lines changed or whose file was
+removed are resolved (or marked, per the repository's config).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,20 +22,35 @@ from agent.context import (
     ReviewRequest,
     Snapshot,
     head_files_for_snapshot,
-    read_config_text,
     render_unified_diff,
 )
 from agent.diff import DiffIndex
 from agent.gitlab.client import GitLabPlatform
 from agent.gitlab.models import DiffVersions
+from agent.gitlab.mr_state import carry_forward, merged_not_reviewed, record_thread_outcomes
+from agent.gitlab.mr_state import standing as standing_after
 from agent.gitlab.projects import confirm_project_allowed
-from agent.gitlab.publisher import FindingToPublish, OpenThread, PostedThread, publish_review, resolve_outdated
+from agent.gitlab.publisher import (
+    FindingToPublish,
+    OpenThread,
+    PostedThread,
+    PublishResult,
+    publish_review,
+    resolve_outdated,
+)
 from agent.graph import ReviewState
 from agent.loaders import not_reviewed_files
 from agent.pipeline import run_review, unreached_files
+from agent.repo_config import CONFIG_FILE, describe_config_change, target_config
 from agent.runtime import Runtime
 from agent.service_settings import Settings
 from agent.store import reviews as store_reviews
+from agent.store.mr_state import (
+    MergeRequestState,
+    mr_author_of,
+    record_mr_state,
+    relabel_superseded_by_late_delivery,
+)
 from agent.strategy import Strategy
 from agent.strategy_model import StrategyModelSource
 from agent.summary import summary_opening
@@ -108,9 +124,15 @@ def load_gitlab_snapshot(
         if touched is not None:
             files = [f for f in files if f.path in touched or f.old_path in touched]
     workspace = platform.workspace(project, versions.head_sha, changed_paths=[f.path for f in files])
+    # The settings are the target branch's (at the MR's base), never the head's: the author must not
+    # be able to switch the review off. A change to them in the MR is reported, not applied.
+    base_config = platform.read_file(project, CONFIG_FILE, versions.base_sha)
+    config_text, config_notes = target_config(base_config)
+    config_notes += describe_config_change(base_config, workspace.read_file(CONFIG_FILE))
     snapshot = Snapshot(
         title=mr.title,
         description=mr.description,
+        web_url=mr.web_url,
         diff=render_unified_diff(files),
         base_sha=versions.base_sha,
         start_sha=versions.start_sha,
@@ -120,7 +142,8 @@ def load_gitlab_snapshot(
             [*not_reviewed, *(n for n in not_reviewed_files(files) if n.reason == "binary")]
         ),
         files=head_files_for_snapshot(files, workspace),
-        config_text=read_config_text(workspace),
+        config_text=config_text,
+        config_notes=config_notes,
     )
     return snapshot, workspace, files
 
@@ -130,7 +153,9 @@ def _cut_short(state: ReviewState) -> list[NotReviewed]:
     return unreached_files(results)
 
 
-def make_publisher(deps: ReviewDeps, request: ReviewRequest) -> Any:
+def make_publisher(deps: ReviewDeps, request: ReviewRequest, *, since_head: str | None = None) -> Any:
+    """The reporter's publishing step; `since_head`: the head of the last reviewed push, when this
+    review covers only what changed since (the summary then says so)."""
     project, iid = request.project, int(request.mr_iid or 0)
 
     def publish(
@@ -153,8 +178,69 @@ def make_publisher(deps: ReviewDeps, request: ReviewRequest) -> Any:
             )
 
         versions = DiffVersions(str(snapshot.base_sha), str(snapshot.start_sha), str(snapshot.head_sha))
+        head_sha = str(snapshot.head_sha or "")
         # what GitLab did not send, and what a step budget, an analyzer budget or the deadline cut short
-        not_reviewed = merge_not_reviewed([*snapshot.not_reviewed, *_cut_short(state)])
+        this_push = merge_not_reviewed([*snapshot.not_reviewed, *_cut_short(state)])
+        # The merge request's whole diff at this head: threads and earlier findings are judged against
+        # it, never against the files this push touched (a README-only push changes nothing they say).
+        current, whole_index = True, index  # a first review's diff is the whole MR's already
+        if since_head is not None:
+            whole = deps.platform.diffs(project, iid)
+            current = whole.versions.head_sha == head_sha  # else the MR moved on: the newer review judges
+            whole_index = DiffIndex(whole.files) if current else index
+        still_found = {v.finding.fingerprint for v in verified}
+        outdated = 0
+        if current:
+            record_thread_outcomes(
+                deps.pool,
+                project=project,
+                mr_iid=iid,
+                review_id=review_id,
+                discussions=deps.platform.discussions(project, iid),
+                bot_user_id=deps.platform.bot_user_id(),
+                author_id=mr_author_of(deps.pool, review_id),
+                whole_diff=whole_index,
+                workspace=context.workspace,
+                still_found=still_found,
+            )
+            outdated = _retire_outdated(
+                deps,
+                request,
+                review_id,
+                whole_diff=whole_index,
+                workspace=context.workspace,
+                resolve=context.config.resolve_outdated,
+                still_found=still_found,
+            )
+        carried = carry_forward(
+            deps.pool,
+            project=project,
+            mr_iid=iid,
+            review_id=review_id,
+            verified=verified,
+            reviewed_paths={f.path for f in context.files},
+            whole_diff=whole_index,
+            workspace=context.workspace,
+        )
+        not_reviewed = merged_not_reviewed(this_push, carried)
+        state_left: list[MergeRequestState] = []
+
+        def opening(result: PublishResult) -> str:
+            standing, mr_state = standing_after(carried, verified, finding_ids, result)
+            mr_state["not_reviewed"] = [n.model_dump(mode="json") for n in not_reviewed]
+            state_left.append(mr_state)
+            return summary_opening(
+                strategy=Strategy.model_validate(state.get("strategy") or {"change_type": "mixed"}),
+                files=context.files,
+                verified=verified,
+                not_reviewed=not_reviewed,
+                head_sha=head_sha,
+                max_discussions=context.config.max_discussions,
+                standing=standing,
+                config_notes=snapshot.config_notes,
+                since_head=since_head,
+            )
+
         result = publish_review(
             deps.platform,
             project=project,
@@ -163,22 +249,18 @@ def make_publisher(deps: ReviewDeps, request: ReviewRequest) -> Any:
             diff_index=index,
             findings=items,
             existing=existing,
-            summary=summary_opening(
-                strategy=Strategy.model_validate(state.get("strategy") or {"change_type": "mixed"}),
-                files=context.files,
-                verified=verified,
-                not_reviewed=not_reviewed,
-                head_sha=str(snapshot.head_sha or ""),
-                max_discussions=context.config.max_discussions,
-            ),
+            summary=opening,
             record_posted=record,
             not_reviewed=not_reviewed,
             allowed_urls=deps.allowed_urls,
             max_discussions=context.config.max_discussions,
+            earlier_listed=carried.listed,
+            earlier_held=carried.held,
         )
         if result.summary_note_id is not None:
             store_reviews.record_summary_note(deps.pool, review_id, note_id=result.summary_note_id)
-        outdated = _retire_outdated(deps, request, review_id, index, context.workspace, context.config.resolve_outdated)
+        if state_left:
+            record_mr_state(deps.pool, review_id, state_left[-1])
         return {
             "posted": sum(1 for p in result.published if not p.reused),
             "reused": sum(1 for p in result.published if p.reused),
@@ -192,17 +274,36 @@ def make_publisher(deps: ReviewDeps, request: ReviewRequest) -> Any:
 
 
 def _retire_outdated(
-    deps: ReviewDeps, request: ReviewRequest, review_id: int, index: DiffIndex, workspace: Workspace, resolve: bool
+    deps: ReviewDeps,
+    request: ReviewRequest,
+    review_id: int,
+    *,
+    whole_diff: DiffIndex,
+    workspace: Workspace,
+    resolve: bool,
+    still_found: Collection[str],
 ) -> int:
-    """Resolve or mark our open threads from earlier reviews whose evidence is gone at this head."""
-    threads = store_reviews.open_threads(deps.pool, project=request.project, mr_iid=int(request.mr_iid or 0))
+    """Resolve or mark our open threads from earlier reviews whose own lines changed or whose file was
+    removed, judged against the merge request's whole diff at this head (base..head), not against the
+    files this push touched: a README-only push leaves every thread as it was."""
+    project, iid = request.project, int(request.mr_iid or 0)
+    threads = store_reviews.open_threads(deps.pool, project=project, mr_iid=iid)
     earlier = [
         OpenThread(t["discussion_id"], t["fingerprint"], t["path"], t["line"], t["evidence"], t["finding_id"])
         for t in threads
         if t["review_id"] != review_id
     ]
+    if not earlier:
+        return 0
     acted = resolve_outdated(
-        deps.platform, request.project, int(request.mr_iid or 0), earlier, index, workspace, resolve=resolve
+        deps.platform,
+        project,
+        iid,
+        earlier,
+        whole_diff,
+        workspace,
+        resolve=resolve,
+        still_found=still_found,
     )
     for t in acted:
         if t.finding_id is not None:
@@ -229,6 +330,9 @@ def review_gitlab_merge_request(
         )
     status = store_reviews.review_status(deps.pool, project=project, mr_iid=mr_iid, head_sha=head)
     if status is not None and status[1] == "done":
+        _label_late_delivery(
+            deps, project=project, mr_iid=mr_iid, event_id=event_id, event_head=head_sha, reviewed_head=head
+        )
         return status[0]
     previous = store_reviews.last_reviewed_head(deps.pool, project=project, mr_iid=mr_iid)
     request = ReviewRequest(source="gitlab", project=project, mr_iid=mr_iid, head=head)
@@ -248,7 +352,7 @@ def review_gitlab_merge_request(
         llm=deps.llm,
         loaders={"gitlab": loader},
         workspace_for=workspace_for,
-        publisher=make_publisher(deps, request),
+        publisher=make_publisher(deps, request, since_head=previous if previous != head else None),
         strategy_model=deps.strategy_model,
         shadow_strategies=deps.shadow_strategies,
         review_deadline_s=deps.review_deadline_s,
@@ -259,4 +363,29 @@ def review_gitlab_merge_request(
         deps.pool, source="gitlab", project=project, mr_iid=mr_iid, head_sha=head, previous_head_sha=previous
     )
     outcome = run_review(runtime, request, dsn=deps.dsn, review_id=review_id)
+    _label_late_delivery(
+        deps, project=project, mr_iid=mr_iid, event_id=event_id, event_head=head_sha, reviewed_head=head
+    )
     return outcome.review_id
+
+
+def _label_late_delivery(
+    deps: ReviewDeps,
+    *,
+    project: str,
+    mr_iid: int,
+    event_id: int | None,
+    event_head: str | None,
+    reviewed_head: str,
+) -> None:
+    """An event for an older head than the one reviewed (a late delivery, or pushes since) keeps the
+    event history true: the events it superseded at intake were not superseded by a newer push."""
+    if event_id is not None and event_head and event_head != reviewed_head:
+        relabel_superseded_by_late_delivery(
+            deps.pool,
+            project=project,
+            mr_iid=mr_iid,
+            event_id=event_id,
+            event_head=event_head,
+            reviewed_head=reviewed_head,
+        )

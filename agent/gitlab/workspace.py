@@ -85,9 +85,12 @@ class GitLabWorkspace:
         search = PatternSearch(pattern, budget=budget)
         hits: list[SearchHit] = []
         for path in self.search_scope():
-            text = self.read_file(path)
-            if text is None:
+            # a file not read yet is an HTTP read, counted by the call's budget (reviewers/kernel/budget.py)
+            if budget is not None and not self.cache.holds(path) and not budget.may_read():
                 continue
+            text = self.read_file(path)
+            if text is None or not search.may_match(text):
+                continue  # the prefilter: a file without the pattern's required literal has no match
             for number, line in enumerate(text.split("\n"), start=1):
                 if len(line) <= MAX_SEARCH_LINE_CHARS and search.matches(line):
                     hits.append(SearchHit(path=path, line=number, text=line))

@@ -35,6 +35,7 @@ class ReviewRow(TypedDict):
     project: str
     mr_iid: int | None
     title: str
+    web_url: str
     base_sha: str | None
     start_sha: str | None
     head_sha: str | None
@@ -97,6 +98,7 @@ class ReviewSummary(TypedDict):
     project: str
     mr_iid: int | None
     title: str
+    web_url: str
     head_sha: str | None
     status: ReviewStatus
     strategy_source: StrategySource | None
@@ -347,7 +349,7 @@ def set_thread_state(db: Database, finding_id: int, state: ThreadState) -> None:
 # --- reading ---------------------------------------------------------------------------------------
 
 _SUMMARY_COLUMNS = (
-    "r.id, r.source, r.project, r.mr_iid, r.title, r.head_sha, r.status, r.strategy_source, r.is_shadow,"
+    "r.id, r.source, r.project, r.mr_iid, r.title, r.web_url, r.head_sha, r.status, r.strategy_source, r.is_shadow,"
     " r.cost_tokens, r.created_at, r.finished_at,"
     " (SELECT count(*) FROM findings f WHERE f.review_id = r.id)::int AS finding_count,"
     " (SELECT count(*) FROM findings f WHERE f.review_id = r.id AND f.verdict = 'REAL')::int AS real_count"

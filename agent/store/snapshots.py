@@ -20,12 +20,24 @@ def set_snapshot(
     start_sha: str | None,
     head_sha: str | None,
 ) -> None:
-    """Record the loaded snapshot (the replay environment's input) and the SHAs it was taken at."""
+    """Record the loaded snapshot (the replay environment's input) and the SHAs it was taken at; a
+    review created before its merge request was read (a webhook's) takes its title and address too."""
     with connection(db) as conn:
         conn.execute(
             "UPDATE reviews SET snapshot = %s, base_sha = coalesce(%s, base_sha),"
-            " start_sha = coalesce(%s, start_sha), head_sha = coalesce(head_sha, %s) WHERE id = %s",
-            (Jsonb(dict(snapshot)), base_sha, start_sha, head_sha, review_id),
+            " start_sha = coalesce(%s, start_sha), head_sha = coalesce(head_sha, %s),"
+            " title = CASE WHEN title = '' THEN %s ELSE title END,"
+            " web_url = CASE WHEN %s <> '' THEN %s ELSE web_url END WHERE id = %s",
+            (
+                Jsonb(dict(snapshot)),
+                base_sha,
+                start_sha,
+                head_sha,
+                str(snapshot.get("title") or ""),
+                str(snapshot.get("web_url") or ""),
+                str(snapshot.get("web_url") or ""),
+                review_id,
+            ),
         )
 
 

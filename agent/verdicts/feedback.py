@@ -1,12 +1,15 @@
-"""Rules, paths and findings this project's people have rejected.
+"""Rules and findings this project's people have rejected, in the scope they rejected them.
 
 People, not votes (issue 21): the counts here are of distinct people (`agent.store.rejections`: a
 GitLab user, or an API token whatever `user` it claims), and a merge request author's 👎 on their own
-review is not among them. A rule that three or more people rejected in this project, and nobody
-accepted, is one the team has told us it does not want; so is a path where every person who voted
-on our findings voted 👎. Findings there are FALSE_POSITIVE, with the count in the reason, until
-someone votes otherwise. A model's findings share one rule name, so they are judged by the
-calibration of their reviewer and category instead.
+review is not among them. A vote acts on its own rule and scope (issue 40): a rule that three or more
+people rejected in one part of this project (`path_scope`: a file's directory and what is below it),
+and nobody accepted there, is one the team has told us it does not want there
+(`agent.store.suppressions`, where a maintainer can also lift it). Findings of that rule in that
+scope are FALSE_POSITIVE, with the count and the scope in the reason, until someone votes otherwise;
+another rule's finding in the same file is not touched (votes counted by path alone once silenced it).
+A model's findings share one rule name, so they are judged by the calibration of their reviewer and
+category instead.
 
 Votes alone never silence a high or critical security finding: it goes to NEEDS_HUMAN_REVIEW with
 the count, so a person looks at it, instead of disappearing because some people disliked the rule.
@@ -33,11 +36,21 @@ class PeopleVotes:
 
     by_rule: Mapping[str, tuple[int, int]] = field(default_factory=dict)
     by_path: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+    # (rule, path scope) → people who rejected it, for the suppressions in force (`agent.store.suppressions`)
+    suppressions: Mapping[tuple[str, str], int] = field(default_factory=dict)
 
 
-def _rejecters(people: tuple[int, int] | None) -> int:
-    down, up = people or (0, 0)
-    return down if down >= MIN_PEOPLE and up == 0 else 0
+def path_scope(path: str) -> str:
+    """Where a vote on a finding at `path` acts: the file's directory and below ("shop/api/**"), or the
+    files at the repository's root ("*")."""
+    directory, slash, _ = path.rpartition("/")
+    return f"{directory}/**" if slash else "*"
+
+
+def in_scope(path: str, scope: str) -> bool:
+    if scope == "*":
+        return "/" not in path
+    return path.startswith(scope.removesuffix("**"))
 
 
 def _people(count: int) -> str:
@@ -54,16 +67,17 @@ def people_verdict(finding: Finding, why: str) -> tuple[PeopleVerdict, str]:
 
 
 def rejected_by_people(finding: Finding, votes: PeopleVotes) -> tuple[PeopleVerdict, str] | None:
-    """The verdict and reason when people's votes say this finding's rule or path is not wanted, or None."""
-    if finding.rule not in MODEL_RULES:
-        down = _rejecters(votes.by_rule.get(finding.rule))
-        if down:
-            why = f"{_people(down)} rejected this rule before ({finding.rule} on this project; nobody accepted it)"
+    """The verdict and reason when a suppression in force covers this finding's rule where it is
+    (its own directory's, or one above it), or None."""
+    if finding.rule in MODEL_RULES:
+        return None
+    for (rule, scope), down in votes.suppressions.items():
+        if rule == finding.rule and down >= MIN_PEOPLE and in_scope(finding.path, scope):
+            why = (
+                f"{_people(down)} rejected this rule before ({finding.rule} in {scope} on this project;"
+                " nobody accepted it)"
+            )
             return people_verdict(finding, why)
-    down = _rejecters(votes.by_path.get(finding.path))
-    if down:
-        why = f"{_people(down)} rejected findings in {finding.path} before (nobody accepted one)"
-        return people_verdict(finding, why)
     return None
 
 

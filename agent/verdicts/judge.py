@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 
 from agent.diff import DiffIndex
 from reviewers.analyzers.prompt_injection import instruction_to_reviewers
-from reviewers.kernel.contracts import ChatMessage, Finding, Hunk
+from reviewers.kernel.contracts import ChatMessage, Finding, Hunk, one_line
 from reviewers.prompts import untrusted
 
 HUNK_CONTEXT_LINES = 12  # diff lines shown on each side of the finding: the function around it, not the file
@@ -67,8 +67,10 @@ def hunk_around(finding: Finding, diff_index: DiffIndex) -> str:
 def judge_messages(finding: Finding, diff_index: DiffIndex) -> list[ChatMessage]:
     hunk = hunk_around(finding, diff_index)
     parts = [
-        f"Finding at {finding.path}:{finding.line} [{finding.category}/{finding.severity}] "
-        f"from {finding.rule or 'a model reviewer'}:",
+        f"Finding at line {finding.line} [{finding.category}/{finding.severity}] "
+        f"from {finding.rule or 'a model reviewer'}, in the file",
+        # the path is the change's text (GitLab allows a newline in it): fenced and on one line
+        untrusted("path", one_line(finding.path)),
         untrusted("title and explanation", f"{finding.title}\n{finding.body}"),
         untrusted("the reviewer's evidence (the code lines it rests on)", finding.evidence[:MAX_EVIDENCE_CHARS]),
         untrusted(f"the change around line {finding.line}", hunk) if hunk else "The diff shows no hunk for this file.",

@@ -147,3 +147,61 @@ def unproven_rule(finding: Finding, votes: PeopleVotes, record: Mapping[str, Rec
         f"{whose} was right in {found.right} of {found.judged} {HELD_BY_RECORD} it had"
         f" not been tuned to{debatable}; listed for a person until {MIN_PEOPLE} people on this project accept it"
     )
+
+
+# --- what is listed must be worth a look (issue 39, item 6) -----------------------------------------
+# A person's attention is a budget too. A rule whose listed findings were right or debatable in fewer
+# than half of its judged ones on held-out history (`MIN_WORTH_A_LOOK`) is no longer listed finding by
+# finding: its findings collapse into one counted line of the summary ("12 more from 3 rules that are
+# usually wrong here; `--all` shows them"), never dropped — `reviewloop review --all` and the JSON
+# report's `folded` entry show them. Not folded: a critical finding (as above), a rule this project's
+# people accepted, and request data reaching a sink as the taint engine found it (high confidence):
+# a listed zip slip or SSRF from a request is what a security reviewer reads first, and its record
+# is mostly other shapes (data of unknown origin, a segment the router keeps to one component) that
+# the engine now tells apart.
+MIN_WORTH_A_LOOK = 0.5
+USUALLY_WRONG = "usually wrong here"  # in the reason of every finding folded into the summary's count
+
+
+@cache
+def taint_sink_rules() -> frozenset[str]:
+    from reviewers.analyzers.flow.rules import SINKS
+
+    return frozenset(s.rule for s in SINKS.values())
+
+
+def worth_a_look(record: Record) -> bool:
+    return record.right + record.debatable >= MIN_WORTH_A_LOOK * record.judged
+
+
+def usually_wrong(finding: Finding, votes: PeopleVotes, record: Mapping[str, Record] | None = None) -> str | None:
+    """Why a listed finding is folded into the summary's count rather than listed on its own, or None.
+    `record`: rule → held-out record (None: the shipped one; empty: folding is off)."""
+    if finding.severity == "critical" or accepted_by_people(finding.rule, votes):
+        return None
+    if finding.confidence == "high" and finding.rule in taint_sink_rules():
+        return None  # request data reaching a sink (`reviewers.analyzers.flow`)
+    known = record_of(finding.rule, shipped_track_record() if record is None else record)
+    if known is None or not enough(known[1]) or worth_a_look(known[1]):
+        return None
+    name, found = known
+    return (
+        f"{USUALLY_WRONG}: {name} was right or debatable in {found.right + found.debatable} of {found.judged} "
+        f"{HELD_BY_RECORD}; counted in the summary, shown with --all"
+    )
+
+
+def folded(reason: str) -> bool:
+    """Whether a verdict's reason says the finding was folded into the summary's count."""
+    return USUALLY_WRONG in reason
+
+
+def folded_line(rules_of_folded: list[str]) -> str | None:
+    """The summary's one line for the folded findings, or None when there are none."""
+    if not rules_of_folded:
+        return None
+    rules = len(set(rules_of_folded))
+    return (
+        f"{len(rules_of_folded)} more from {rules} rule{'s' if rules != 1 else ''} that "
+        f"{'are' if rules != 1 else 'is'} usually wrong here; `--all` shows them"
+    )

@@ -31,7 +31,7 @@ from reviewers.kernel.contracts import FileChange, Finding
 
 # Rules that report a line for what is written on it: ruff and bandit checks, the regex pattern
 # and secrets rules, and the syntax-level Python security rules (python_hardening, python_auth).
-LINE_LOCAL_PREFIXES = ("ruff:", "bandit:", "patterns:", "secrets:")
+LINE_LOCAL_PREFIXES = ("ruff:", "bandit:", "patterns:", "secrets:", "slips:")
 LINE_LOCAL_RULES = frozenset(
     {
         "quality:empty-catch",

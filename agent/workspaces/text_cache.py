@@ -33,6 +33,11 @@ class TextCache:
         self._texts: OrderedDict[str, str | None] = OrderedDict()
         self._lock = threading.Lock()
 
+    def holds(self, path: str) -> bool:
+        """Whether `path` is cached, without counting a hit or a miss or touching its recency."""
+        with self._lock:
+            return path in self._texts
+
     def lookup(self, path: str) -> tuple[bool, str | None]:
         """(whether `path` is cached, its text); a hit makes it the most recently used."""
         with self._lock:

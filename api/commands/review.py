@@ -28,6 +28,7 @@ from reviewers.kernel.errors import ReviewloopError
 if TYPE_CHECKING:
     from agent.runtime import Runtime
     from agent.session import Session
+    from agent.verifier import VerifiedFinding
 
 err = Console(stderr=True)
 # --fail-on-incomplete's exit status: not 1 (a finding at --fail-on's severity) nor 2 (a usage error),
@@ -37,7 +38,7 @@ INCOMPLETE_EXIT_CODE = 3
 
 def fail(message: str, code: int = 2) -> typer.Exit:
     """One clear line on stderr, no traceback."""
-    err.print(f"reviewloop: {message}", markup=False, highlight=False)
+    err.print(f"reviewloop: {message}", markup=False, highlight=False, soft_wrap=True)
     return typer.Exit(code)
 
 
@@ -45,6 +46,18 @@ def _format(value: str) -> ReportFormat:
     if value not in REPORT_FORMATS:
         raise fail(f"unknown format {value!r}; choose one of {', '.join(REPORT_FORMATS)}")
     return value  # type: ignore[return-value]
+
+
+def _extra_reports(values: Sequence[str]) -> list[tuple[ReportFormat, Path]]:
+    """`--report FORMAT=PATH` values: more reports of the same review (a CI job writes Code Quality
+    and SARIF from one run, not two runs that could disagree or pay a model twice)."""
+    reports = []
+    for value in values:
+        name, sep, path = value.partition("=")
+        if not sep or not path:
+            raise fail(f"--report takes FORMAT=PATH, not {value!r}")
+        reports.append((_format(name), Path(path)))
+    return reports
 
 
 def _emit(text: str, output: Path | None) -> None:
@@ -62,6 +75,10 @@ def review(
     diff: Annotated[str | None, typer.Option(help="review a unified diff file instead ('-' = stdin)")] = None,
     fmt: Annotated[str, typer.Option("--format", help="table|json|markdown|sarif|codequality")] = "table",
     output: Annotated[Path | None, typer.Option(help="write the report to this file")] = None,
+    reports: Annotated[
+        list[str] | None,
+        typer.Option("--report", help="also write FORMAT=PATH from the same review (repeatable)"),
+    ] = None,
     fail_on: Annotated[str | None, typer.Option(help="exit 1 when a finding reaches this severity")] = None,
     fail_on_incomplete: Annotated[
         bool,
@@ -71,7 +88,14 @@ def review(
         ),
     ] = False,
     title: Annotated[str, typer.Option(help="title of the change")] = "",
-    store: Annotated[bool, typer.Option(help="record the review in Postgres")] = True,
+    store: Annotated[
+        bool | None,
+        typer.Option(
+            "--store/--no-store",
+            help="record a local or diff review in Postgres; by default only when REVIEWLOOP_DATABASE_URL is set (a "
+            "one-off review starts no database); a GitLab review is recorded with --post only",
+        ),
+    ] = None,
     all_verdicts: Annotated[bool, typer.Option("--all", help="also show false positives and duplicates")] = False,
     gitlab_url: Annotated[str | None, typer.Option(help="review a GitLab merge request on this instance")] = None,
     project: Annotated[str | None, typer.Option(help="GitLab project id or path (with --gitlab-url)")] = None,
@@ -81,16 +105,26 @@ def review(
     """Review a local git range (PATH --base --head), a unified diff (--diff FILE|-), or a GitLab MR
     (--gitlab-url URL --project ID --mr IID [--post]; the token comes from REVIEWLOOP_GITLAB_TOKEN)."""
     report_format = _format(fmt)
+    threshold = _severity_threshold(fail_on)
+    extra_reports = _extra_reports(reports or [])
     if gitlab_url is not None:
+        if extra_reports:
+            raise fail("--report works with a local or --diff review; a GitLab review writes one --format")
         if not project or mr is None:
             raise fail("a GitLab review needs --project and --mr")
-        not_reviewed = _review_gitlab(
-            gitlab_url, project, mr, post=post, fmt=report_format, output=output, include_all=all_verdicts
+        verified, not_reviewed = _review_gitlab(
+            gitlab_url,
+            project,
+            mr,
+            post=post,
+            store=store,
+            fmt=report_format,
+            output=output,
+            include_all=all_verdicts,
         )
+        _check_severity(verified, threshold)
         _check_complete(not_reviewed, fail_on_incomplete)
         return
-    if fail_on is not None and fail_on not in SEVERITY_RANK:
-        raise fail(f"unknown severity {fail_on!r}; choose one of {', '.join(SEVERITY_RANK)}")
     with _imports_outside_the_collector():
         if diff is not None:
             try:
@@ -107,10 +141,10 @@ def review(
             _start_analyzers(path, base, head)
         else:
             raise fail("give a repository PATH with --base/--head, or --diff FILE")
-        from agent.pipeline import not_reviewed_of  # after the analyzers started: see _start_analyzers
+        from agent.pipeline import model_meta, not_reviewed_of  # after the analyzers started: see _start_analyzers
 
     settings = Settings()
-    session = _open(settings) if store else None
+    session = _open(settings) if _stores(store, settings) else None
     try:
         outcome = _run(settings, session, request)
     finally:
@@ -122,15 +156,36 @@ def review(
         "strategy_source": outcome.strategy_source,
         "strategy_text": outcome.strategy.render(),
         "not_reviewed": [n.model_dump() for n in not_reviewed_of(outcome)],
+        **model_meta(outcome),
     }
     _emit(render_report(outcome.verified, fmt=report_format, meta=meta, include_all=all_verdicts), output)
+    for extra_format, extra_path in extra_reports:
+        _emit(render_report(outcome.verified, fmt=extra_format, meta=meta, include_all=all_verdicts), extra_path)
     if not outcome.snapshot.diff.strip():
         err.print("reviewloop: nothing to review: the change is empty", markup=False, highlight=False)
-    if fail_on is not None:
-        threshold = SEVERITY_RANK[fail_on]  # type: ignore[index]
-        if any(SEVERITY_RANK[v.finding.severity] >= threshold for v in shown(outcome.verified)):
-            raise typer.Exit(1)
+    _check_severity(outcome.verified, threshold)
     _check_complete(not_reviewed_of(outcome), fail_on_incomplete)
+
+
+def _severity_threshold(fail_on: str | None) -> int | None:
+    """--fail-on's rank, checked before any work in every mode (a typo must not pass a CI job)."""
+    if fail_on is None:
+        return None
+    if fail_on not in SEVERITY_RANK:
+        raise fail(f"unknown severity {fail_on!r} for --fail-on; choose one of {', '.join(SEVERITY_RANK)}")
+    return SEVERITY_RANK[fail_on]  # type: ignore[index]
+
+
+def _check_severity(verified: Sequence[VerifiedFinding], threshold: int | None) -> None:
+    """With --fail-on, a shown finding at or above its severity exits 1."""
+    if threshold is not None and any(SEVERITY_RANK[v.finding.severity] >= threshold for v in shown(verified)):
+        raise typer.Exit(1)
+
+
+def _stores(store: bool | None, settings: Settings) -> bool:
+    """Whether a review is recorded: as --store/--no-store says, else only where a database is
+    configured, so a one-off review on a laptop starts no embedded Postgres and leaves nothing running."""
+    return store if store is not None else settings.database_url is not None
 
 
 @contextmanager
@@ -152,22 +207,28 @@ def _imports_outside_the_collector() -> Iterator[None]:
 
 
 def _start_analyzers(path: Path, base: str, head: str) -> None:
-    """Start the analyzer processes (bandit, semgrep's engine) on the change's files before this
-    process imports the review runtime: a cold command spends a second importing LangGraph and its
-    tracing on one core, and the analyzers can use the other meanwhile. The review later finds their
-    answers by text. Anything wrong here (no such repository or revision) is left to the review,
-    which says it properly."""
+    """Check the range, then start the analyzer processes (bandit, semgrep's engine) on the change's
+    files before this process imports the review runtime: a cold command spends a second importing
+    LangGraph and its tracing on one core, and the analyzers can use the other meanwhile. The review
+    later finds their answers by text.
+
+    A path that is no repository or a revision that does not exist is the user's mistake: one line
+    and exit 2 here, before anything is stored (it used to show as a failed review on the dashboard).
+    """
     from agent.gitrepo import open_repository
     from reviewers.analyzers.early import start_analyzer_processes
 
     try:
         repo = open_repository(path)
         paths = repo.changed_paths(base, head)
+    except ReviewloopError as exc:
+        raise fail(str(exc)) from exc
+    try:
         workspace = repo.workspace(head)
         workspace.read_files(paths)
         files = [(p, text) for p in paths if (text := workspace.read_file(p)) is not None]
     except ReviewloopError:
-        return
+        return  # left to the review, which says it properly
     start_analyzer_processes(files)
 
 
@@ -185,9 +246,20 @@ def _check_complete(not_reviewed: Sequence[NotReviewed], fail_on_incomplete: boo
 
 
 def _review_gitlab(
-    url: str, project: str, mr_iid: int, *, post: bool, fmt: ReportFormat, output: Path | None, include_all: bool
-) -> list[NotReviewed]:
-    """Review (and with `post`, publish) one merge request; returns what it did not analyze in full."""
+    url: str,
+    project: str,
+    mr_iid: int,
+    *,
+    post: bool,
+    store: bool | None,
+    fmt: ReportFormat,
+    output: Path | None,
+    include_all: bool,
+) -> tuple[list[VerifiedFinding], list[NotReviewed]]:
+    """Review (and with `post`, publish) one merge request; returns its findings and what it did not
+    analyze in full. Posting needs the store (what was posted, for the next push); a dry run opens
+    no database at all."""
+    from agent.gitlab.client import GitLabPlatform
     from agent.gitlab.review import build_deps, load_gitlab_snapshot, review_gitlab_merge_request
     from agent.graph import verified_from_state
     from agent.pipeline import not_reviewed_of, run_review
@@ -196,10 +268,16 @@ def _review_gitlab(
     from agent.store import reviews as store_reviews
 
     settings = Settings(gitlab_url=url)
-    session = _open(settings)
+    if store is False and post:
+        raise fail("--post records what it posts (the next push's review builds on it): it cannot run with --no-store")
+    # a dry run is never stored: a stored review of this head would make a later --post (or the service)
+    # take it as already reviewed
+    session = _open(settings) if post else None
     try:
-        deps = build_deps(settings, pool=session.pool, dsn=session.dsn, llm=llm_from_settings(settings))
+        llm = llm_from_settings(settings)
         if post:
+            assert session is not None
+            deps = build_deps(settings, pool=session.pool, dsn=session.dsn, llm=llm)
             review_id = review_gitlab_merge_request(deps, project=project, mr_iid=mr_iid, head_sha=None)
             detail = store_reviews.get_review(session.pool, review_id)
             err.print(f"review #{review_id} posted on {project}!{mr_iid}", markup=False)
@@ -215,22 +293,26 @@ def _review_gitlab(
             stored = detail["not_reviewed"] if detail else []
             not_reviewed = [NotReviewed.model_validate(n) for n in stored or []]
         else:
+            if settings.gitlab_token is None:
+                raise fail("REVIEWLOOP_GITLAB_TOKEN must be set to review GitLab")
+            platform = GitLabPlatform(url, settings.gitlab_token.get_secret_value())
             request = ReviewRequest(source="gitlab", project=project, mr_iid=mr_iid)
 
             def loader(req: ReviewRequest) -> Any:
-                return load_gitlab_snapshot(deps.platform, req, since_head=None)
+                return load_gitlab_snapshot(platform, req, since_head=None)
 
-            runtime = Runtime(pool=None, llm=deps.llm, loaders={"gitlab": loader}, strategy_model=deps.strategy_model)
+            runtime = Runtime(pool=None, llm=llm, loaders={"gitlab": loader})
             outcome = run_review(runtime, request, dsn=None, review_id=0)
-            verified, title = outcome.verified, outcome.snapshot.title
+            verified, title = list(outcome.verified), outcome.snapshot.title
             not_reviewed = not_reviewed_of(outcome)
     except ReviewloopError as exc:
         raise fail(str(exc)) from exc
     finally:
-        session.close()
+        if session is not None:
+            session.close()
     meta = {"title": title, "not_reviewed": [n.model_dump() for n in not_reviewed]}
     _emit(render_report(verified, fmt=fmt, meta=meta, include_all=include_all), output)
-    return not_reviewed
+    return list(verified), not_reviewed
 
 
 def _finding_dict(row: Any) -> dict[str, Any]:

@@ -187,7 +187,13 @@ def eval_model_command(
     baseline: Annotated[
         str | None, typer.Option(help="baseline version id or name, or 'rules'; default: the one in service")
     ] = None,
-    margin: Annotated[float, typer.Option(help="how much higher the candidate's mean reward must be")] = 0.02,
+    margin: Annotated[
+        float,
+        typer.Option(
+            help="the paired 95% interval's lower bound of the candidate's reward difference (per MR, vs the "
+            "baseline and vs the best fixed rule) must be above this"
+        ),
+    ] = 0.0,
     config: Annotated[Path | None, typer.Option(help="the RL JSON config whose env and reward sections apply")] = None,
     device: Annotated[Literal["auto", "cpu", "cuda"], typer.Option(help="where the models run")] = "auto",
     apply: Annotated[bool, typer.Option(help="promote or reject the candidate (else only report)")] = True,
@@ -223,6 +229,8 @@ def eval_model_command(
     out().print(table)
     verdict = "promote" if report.decision.promote else "refuse"
     applied = "" if apply else " (not applied)"
+    if report.decision.best_fixed_rule:
+        typer.echo(f"best fixed rule on these MRs: {report.decision.best_fixed_rule}")
     typer.echo(f"{verdict}{applied}: {report.decision.reason} [eval run {report.run_id}]")
 
 

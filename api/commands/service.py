@@ -64,20 +64,36 @@ def worker_runtime(settings: Settings, config: QueueConfig) -> tuple[WorkerRunti
     from agent.gitlab.review import build_deps
     from agent.session import llm_from_settings, open_session
     from api.db import make_pool
-    from api.worker import WorkerRuntime, pipeline_review_function
+    from api.review_child import ReviewInChild
+    from api.worker import (
+        AnswerFunction,
+        ReviewFunction,
+        WorkerRuntime,
+        pipeline_answer_function,
+        pipeline_review_function,
+    )
 
     session = open_session(settings)
-    review = None
+    review: ReviewFunction | None = None
+    answer: AnswerFunction | None = None
     if settings.gitlab_configured:
+        # built here once, so that bad settings stop the worker at its start rather than fail each review
         deps = build_deps(settings, pool=session.pool, dsn=session.dsn, llm=llm_from_settings(settings))
-        review = pipeline_review_function(deps)
+        if settings.llm_model_path is not None:
+            # a model in this process takes seconds to minutes to load: reviews share it, in threads
+            review = pipeline_review_function(deps)
+        else:
+            # each review in its own process (api/review_child.py), with the database this worker resolved
+            review = ReviewInChild(env={**os.environ, "REVIEWLOOP_DATABASE_URL": session.dsn})
+        # answers in threads are a database read and one GitLab call: in this process, in a thread
+        answer = pipeline_answer_function(deps)
     else:
         logger.warning(
             "GitLab is not configured: merge-request reviews wait in the queue until a worker runs with "
             "REVIEWLOOP_GITLAB_URL and REVIEWLOOP_GITLAB_TOKEN set; maintenance tasks run"
         )
     runtime = WorkerRuntime(
-        pool=make_pool(session.dsn, max_size=2, name="reviewloop-worker"), review=review, config=config
+        pool=make_pool(session.dsn, max_size=2, name="reviewloop-worker"), review=review, config=config, answer=answer
     )
     return runtime, session
 
@@ -160,7 +176,7 @@ async def serve_async(
 
     from api.app import create_app
     from api.db import make_pool
-    from api.http_server import uvicorn_config
+    from api.http_server import raise_open_files_limit, uvicorn_config
     from api.worker import create_queue_app
 
     class Server(uvicorn.Server):
@@ -171,6 +187,7 @@ async def serve_async(
             yield
 
     assert settings.database_url is not None
+    raise_open_files_limit()  # idle connections hold a descriptor each until their deadline
     pool = make_pool(settings.database_url, max_size=settings.db_pool_size)
     await pool.open(wait=True)
     queue = create_queue_app(config)

@@ -95,12 +95,15 @@ def acceptance_rate(accepted: int, rejected: int) -> float | None:
 
 
 def acceptance_series(
-    rows: Sequence[WeeklyAcceptance], *, by: Literal["reviewer", "category"], weeks: Sequence[date]
+    rows: Sequence[WeeklyAcceptance],
+    *,
+    by: Literal["reviewer", "category", "rule", "project"],
+    weeks: Sequence[date],
 ) -> dict[str, list[ChartValue | None]]:
     """label → one value per week in `weeks` (None for a week without judged findings), labels sorted."""
     counts: dict[str, dict[date, tuple[int, int]]] = {}
     for row in rows:
-        label = row.reviewer if by == "reviewer" else row.category
+        label = str(getattr(row, by)) or "(none)"
         acc, rej = counts.setdefault(label, {}).get(row.week, (0, 0))
         counts[label][row.week] = (acc + row.accepted, rej + row.rejected)
     out: dict[str, list[ChartValue | None]] = {}

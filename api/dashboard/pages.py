@@ -6,6 +6,7 @@ templates only lay them out.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time
@@ -23,7 +24,10 @@ VERDICT_LABELS: dict[Verdict, str] = {
     "DUPLICATE": "duplicate",
     "FALSE_POSITIVE": "false positive",
 }
-GROUPINGS: tuple[Literal["reviewer", "category"], ...] = ("reviewer", "category")
+# One chart per question the quality page answers: is each reviewer getting better, and where (which
+# project) is it worth having. (Category was a second copy of reviewer: each reviewer has one category.)
+GROUPINGS: tuple[Literal["reviewer", "project"], ...] = ("reviewer", "project")
+MERGE_REQUEST_PATH = re.compile(r"^https?://[^/\s]+/(?P<project>[^\s]+?)/-/merge_requests/(?P<iid>[0-9]+)$")
 SEVERITY_RANK = {"critical": 0, "high": 1, "medium": 2, "low": 3, "info": 4}
 
 
@@ -51,9 +55,21 @@ class RunView:
     gate: str | None  # the gate's decision, for eval runs
 
 
-def mr_label(*, project: str, mr_iid: int | None, review_id: int | None = None) -> str:
+def merge_request_url(web_url: str | None) -> str | None:
+    """The merge request's page when GitLab gave a well-formed http(s) address for it, else None (a
+    stored value is never trusted to be a link: no other scheme, nothing but a merge request path)."""
+    return web_url if web_url and MERGE_REQUEST_PATH.match(web_url) else None
+
+
+def project_label(*, project: str, web_url: str | None = None) -> str:
+    """The project's path from its merge request's address (`group/project`), else what it was stored as."""
+    match = MERGE_REQUEST_PATH.match(web_url or "")
+    return match.group("project") if match else project
+
+
+def mr_label(*, project: str, mr_iid: int | None, review_id: int | None = None, web_url: str | None = None) -> str:
     """`group/project !12`; a review without a merge request is named by its id."""
-    where = project or "(local)"
+    where = project_label(project=project, web_url=web_url) or "(local)"
     if mr_iid is not None:
         return f"{where} !{mr_iid}"
     return f"{where} review #{review_id}" if review_id is not None else where
@@ -121,9 +137,34 @@ def acceptance_totals(rows: Sequence[WeeklyAcceptance]) -> list[AcceptanceTotal]
     return sorted(totals, key=lambda t: (-(t.accepted + t.rejected), t.label))
 
 
+@dataclass(frozen=True)
+class RuleAcceptance:
+    rule: str
+    reviewer: str
+    accepted: int
+    rejected: int
+    rate: float | None
+
+
+def rule_acceptance(rows: Sequence[WeeklyAcceptance]) -> list[RuleAcceptance]:
+    """Per rule over the window: which rules people accept and which they reject, most judged first."""
+    sums: dict[tuple[str, str], tuple[int, int]] = {}
+    for row in rows:
+        key = (row.rule or "(model)", row.reviewer)
+        acc, rej = sums.get(key, (0, 0))
+        sums[key] = (acc + row.accepted, rej + row.rejected)
+    out = [RuleAcceptance(rule, rev, acc, rej, acceptance_rate(acc, rej)) for (rule, rev), (acc, rej) in sums.items()]
+    return sorted(out, key=lambda r: (-(r.accepted + r.rejected), r.rule))
+
+
 def volume_chart(volumes: Sequence[MergeRequestVolume]) -> BarChart:
     """REAL findings per merge request: the comments the reporter posts (or would, for local reviews)."""
-    return bar_chart([(mr_label(project=v.project, mr_iid=v.mr_iid, review_id=v.review_id), v.real) for v in volumes])
+    return bar_chart(
+        [
+            (mr_label(project=v.project, mr_iid=v.mr_iid, review_id=v.review_id, web_url=v.web_url), v.real)
+            for v in volumes
+        ]
+    )
 
 
 def gate_decision(run: TrainingRunRow) -> str | None:

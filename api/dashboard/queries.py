@@ -23,6 +23,8 @@ class WeeklyAcceptance(NamedTuple):
     category: str
     accepted: int
     rejected: int
+    rule: str = ""
+    project: str = ""  # the project's path where its merge request's address is known, else its id
 
 
 class MergeRequestVolume(NamedTuple):
@@ -36,6 +38,14 @@ class MergeRequestVolume(NamedTuple):
     real: int
     posted: int
     last_reviewed: datetime
+    web_url: str = ""  # the merge request's page, when GitLab gave one
+
+
+# A review's project as people name it: the path in its merge request's address (GitLab's web_url,
+# https://host/group/project/-/merge_requests/7), else what the review was stored under (an id or a path).
+PROJECT_LABEL = (
+    "coalesce(nullif(substring(r.web_url from '^https?://[^/]+/(.+)/-/merge_requests/[0-9]+'), ''), r.project)"
+)
 
 
 def verdict_counts(db: Database, review_ids: Sequence[int]) -> dict[int, dict[Verdict, int]]:
@@ -82,17 +92,21 @@ def weekly_acceptance(
     with connection(db) as conn:
         rows = conn.execute(
             "WITH scored AS ("
-            " SELECT f.id, f.reviewer, f.category,"
+            " SELECT f.id, f.reviewer, f.category, f.rule,"
+            f" {PROJECT_LABEL} AS project,"
             " date_trunc('week', f.created_at AT TIME ZONE 'UTC')::date AS week, sum(fb.value) AS score"
             " FROM findings f JOIN reviews r ON r.id = f.review_id JOIN feedback fb ON fb.finding_id = f.id"
             " WHERE f.created_at >= %s AND NOT r.is_shadow"
-            " AND (%s::text[] IS NULL OR r.project = ANY(%s)) GROUP BY f.id)"
+            " AND (%s::text[] IS NULL OR r.project = ANY(%s)) GROUP BY f.id, r.web_url, r.project)"
             " SELECT week, reviewer, category, count(*) FILTER (WHERE score > 0)::int,"
-            " count(*) FILTER (WHERE score < 0)::int FROM scored"
-            " GROUP BY week, reviewer, category ORDER BY week, reviewer, category",
+            " count(*) FILTER (WHERE score < 0)::int, rule, project FROM scored"
+            " GROUP BY week, reviewer, category, rule, project ORDER BY week, reviewer, category, rule, project",
             (since, _scope(projects), _scope(projects)),
         ).fetchall()
-    return [WeeklyAcceptance(week, str(rev), str(cat), int(acc), int(rej)) for week, rev, cat, acc, rej in rows]
+    return [
+        WeeklyAcceptance(week, str(rev), str(cat), int(acc), int(rej), str(rule), str(project))
+        for week, rev, cat, acc, rej, rule, project in rows
+    ]
 
 
 def comment_volume(
@@ -103,13 +117,26 @@ def comment_volume(
         rows = conn.execute(
             "SELECT r.project, r.mr_iid, CASE WHEN r.mr_iid IS NULL THEN r.id END AS solo,"
             " count(DISTINCT r.id)::int, count(f.id)::int, count(f.id) FILTER (WHERE f.verdict = 'REAL')::int,"
-            " count(f.id) FILTER (WHERE f.posted_at IS NOT NULL)::int, max(r.created_at)"
+            " count(f.id) FILTER (WHERE f.posted_at IS NOT NULL)::int, max(r.created_at), max(r.web_url)"
             " FROM reviews r LEFT JOIN findings f ON f.review_id = r.id"
             " WHERE r.created_at >= %s AND NOT r.is_shadow AND (%s::text[] IS NULL OR r.project = ANY(%s))"
             " GROUP BY r.project, r.mr_iid, solo ORDER BY max(r.created_at) DESC LIMIT %s",
             (since, _scope(projects), _scope(projects), limit),
         ).fetchall()
     return [
-        MergeRequestVolume(str(p), mr, solo, int(n_rev), int(n_f), int(n_real), int(n_posted), last)
-        for p, mr, solo, n_rev, n_f, n_real, n_posted, last in rows
+        MergeRequestVolume(str(p), mr, solo, int(n_rev), int(n_f), int(n_real), int(n_posted), last, str(url or ""))
+        for p, mr, solo, n_rev, n_f, n_real, n_posted, last, url in rows
     ]
+
+
+def project_labels(db: Database, projects: Sequence[str]) -> dict[str, str]:
+    """Stored project (an id or a path) → how people name it (`PROJECT_LABEL`, from its newest review)."""
+    if not projects:
+        return {}
+    with connection(db) as conn:
+        rows = conn.execute(
+            f"SELECT DISTINCT ON (r.project) r.project, {PROJECT_LABEL} FROM reviews r"
+            " WHERE r.project = ANY(%s) ORDER BY r.project, (r.web_url = ''), r.created_at DESC",
+            (list(projects),),
+        ).fetchall()
+    return {str(project): str(label) for project, label in rows}

@@ -23,6 +23,7 @@ from agent.context import NotReviewed
 from agent.store import feedback as store_feedback
 from agent.store import models as store_models
 from agent.store import reviews as store_reviews
+from agent.store import suppressions as store_suppressions
 from agent.store.db import Pool, open_pool
 from agent.store.feedback import VoteValue
 from api.auth import hash_token, match_env_token, match_stored_token, principal_for_hash
@@ -56,6 +57,8 @@ MAX_WEEKS = 104
 VOLUME_ROWS = 30
 FAILED_ROWS = 20  # the newest failures on the first page; the CLI lists more (`reviewloop reviews failed`)
 RETRY_NOTICES = {"retried": "The review was queued again; it appears in the list when it starts."}
+SUPPRESSION_NOTICES = {"lifted": "The suppression was lifted: the rule's findings there count again."}
+LIFTS_SHOWN = 50
 VOTE_VALUES: dict[str, VoteValue] = {"1": 1, "-1": -1, "0": 0}  # 0 withdraws the viewer's vote
 SECURITY_HEADERS = {
     # the pages need nothing but their own stylesheet; inline SVG presentation attributes are not styles
@@ -291,6 +294,7 @@ async def recent_reviews(
         page_no=page_no,
         has_more=has_more,
         mr_label=pages.mr_label,
+        mr_url=pages.merge_request_url,
     )
 
 
@@ -306,7 +310,10 @@ async def review_detail(review_id: int, viewer: ViewerDep, store: StoreDep) -> H
         "dashboard/review.html",
         viewer=viewer,
         review={**review, "not_reviewed": coverage},
-        label=pages.mr_label(project=review["project"], mr_iid=review["mr_iid"], review_id=review["id"]),
+        label=pages.mr_label(
+            project=review["project"], mr_iid=review["mr_iid"], review_id=review["id"], web_url=review["web_url"]
+        ),
+        mr_link=pages.merge_request_url(review["web_url"]),
         findings=pages.finding_views(review["findings"], user_key=viewer.user_key),
     )
 
@@ -360,9 +367,11 @@ async def quality(
         weeks=weeks,
         charts=pages.acceptance_charts(rows, week_list),
         totals=pages.acceptance_totals(rows),
+        rules=pages.rule_acceptance(rows),
         volumes=volumes,
         volume_chart=pages.volume_chart(volumes),
         mr_label=pages.mr_label,
+        mr_url=pages.merge_request_url,
     )
 
 
@@ -377,6 +386,58 @@ async def models(viewer: ViewerDep, store: StoreDep) -> HTMLResponse:
         names=pages.version_names(versions),
         runs=pages.run_views(runs, versions),
     )
+
+
+@router.get("/suppressions")
+async def suppressions(
+    viewer: ViewerDep, store: StoreDep, notice: Annotated[str | None, Query(max_length=200)] = None
+) -> HTMLResponse:
+    """The suppressions in force in the viewer's projects (who, when, why), each with its undo, and
+    the latest lifts (issue 40)."""
+    active = await asyncio.to_thread(store_suppressions.active_suppressions, store, projects=viewer.project_list)
+    lifts = await asyncio.to_thread(
+        store_suppressions.recent_lifts, store, projects=viewer.project_list, limit=LIFTS_SHOWN
+    )
+    labels = await asyncio.to_thread(
+        queries.project_labels, store, sorted({s.project for s in active} | {lift.project for lift in lifts})
+    )
+    return page(
+        "dashboard/suppressions.html",
+        viewer=viewer,
+        active=active,
+        lifts=lifts,
+        project_label=lambda project: labels.get(project, project),
+        notice=SUPPRESSION_NOTICES.get(notice or ""),
+    )
+
+
+@router.post("/suppressions/lift")
+async def lift_suppression(request: Request, viewer: ViewerDep, store: StoreDep) -> Response:
+    """Undo a suppression: an authenticated person whose token covers the project lifts it, saying why."""
+    form = await read_form(request)
+    require_csrf(viewer, form)
+    project, rule, scope = form.get("project", ""), form.get("rule", ""), form.get("path_scope", "")
+    reason = form.get("reason", "").strip()
+    if not project or not rule or not scope:
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, "project, rule and path_scope are required")
+    if not reason:
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, "say why the suppression is lifted")
+    # outside the token's projects reads as absent: nothing is lifted, nothing is told
+    if viewer.projects is not None and project not in viewer.projects:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, "no such suppression")
+    try:
+        await asyncio.to_thread(
+            store_suppressions.lift,
+            store,
+            project=project,
+            rule=rule,
+            path_scope=scope,
+            by=viewer.user_key,
+            reason=reason,
+        )
+    except InputError as exc:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, str(exc)) from exc
+    return see_other(f"{COOKIE_PATH}/suppressions?notice=lifted")
 
 
 @router.get("/static/dashboard.css")

@@ -27,7 +27,7 @@ from psycopg_pool import PoolTimeout
 from starlette.requests import ClientDisconnect
 
 from api.auth import matches_any_secret, token_matches, webhook_secret_for
-from api.body_limit import CLOSE_CONNECTION, BodyTooLarge
+from api.body_limit import CLOSE_CONNECTION, BodyReadSlots, BodyTooLarge
 from api.deps import PoolDep, QueueDep, StateDep
 from api.gitlab_hooks import HANDLED_KINDS, HookValidationError, ProjectIdError, parse_hook, project_keys
 from api.intake import Delivery, IntakeResult, accept, record_event
@@ -41,24 +41,51 @@ router = APIRouter(tags=["webhooks"])
 
 
 BUSY_RETRY_AFTER_S = 1  # a body read takes milliseconds when its sender is not stalling
+# GitLab's Idempotency-Key and X-Gitlab-Webhook-UUID are UUIDs (36 characters) and object kinds are
+# words; the key is indexed, and a B-tree entry over ~2,700 bytes is refused by Postgres, which used
+# to read as "database unavailable" (503) and so was retried by GitLab for ever (issue 40)
+MAX_DELIVERY_KEY_CHARS = 256
 
 
-async def read_bounded_body(request: Request, *, limit: int, deadline_s: float) -> bytes:
+async def read_bounded_body(request: Request, *, limit: int, deadline_s: float, slots: BodyReadSlots) -> bytes:
     """The whole body within `deadline_s`; 413 as soon as it is known to exceed `limit` bytes (the rest
     is never read), 408 when the deadline passes first. The deadline is for the whole body, not per
-    chunk: a byte every few seconds never resets it."""
+    chunk: a byte every few seconds never resets it.
+
+    A body still coming after its first chunk takes one of `slots` while the rest streams in (past
+    the cap, 503 with Retry-After): that bounds what slow senders make the API hold. A body that came
+    whole with its first chunk (a hook's few kilobytes, sent with its headers) needs no slot: under
+    load many requests are between their headers and their body at once although nothing is slow,
+    and holding a slot for each made 600 events/s answer 503 to half of them (issue 40)."""
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise too_large(f"body exceeds {limit} bytes")
     chunks: list[bytes] = []
     size = 0
+    slotted = False
     try:
         async with asyncio.timeout(deadline_s):
-            async for chunk in request.stream():
+            more = True
+            while more:
+                message = await request.receive()
+                if message["type"] == "http.disconnect":
+                    raise ClientDisconnect()
+                chunk = message.get("body", b"")
+                more = bool(message.get("more_body", False))
                 size += len(chunk)
                 if size > limit:
                     raise too_large(f"body exceeds {limit} bytes")
                 chunks.append(chunk)
+                if more and not slotted:
+                    if not slots.try_acquire():
+                        raise refuse(
+                            status.HTTP_503_SERVICE_UNAVAILABLE,
+                            "busy",
+                            f"{slots.limit} webhook bodies are being read; retry shortly",
+                            headers={**CLOSE_CONNECTION, "Retry-After": str(BUSY_RETRY_AFTER_S)},
+                        )
+                    slotted = True
+                    WEBHOOK_BODY_READS.inc()
     except BodyTooLarge as exc:  # the app's middleware counted the streamed bytes first
         raise too_large(str(exc.detail)) from None
     except TimeoutError:
@@ -71,6 +98,10 @@ async def read_bounded_body(request: Request, *, limit: int, deadline_s: float) 
     except ClientDisconnect:
         # nobody reads this answer; the outcome is counted and nothing is stored
         raise refuse(status.HTTP_400_BAD_REQUEST, "disconnected", "the client left before its body was in") from None
+    finally:
+        if slotted:
+            slots.release()
+            WEBHOOK_BODY_READS.dec()
     return b"".join(chunks)
 
 
@@ -81,8 +112,9 @@ def too_large(message: str) -> HTTPException:
 def decode_object(body: bytes) -> dict[str, Any] | None:
     try:
         value = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
-        # RecursionError: thousands of nested brackets exhaust the decoder's stack; a bad body, not a bug
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        # RecursionError: thousands of nested brackets exhaust the decoder's stack; ValueError (besides
+        # JSONDecodeError): an integer longer than Python's 4,300-digit conversion limit. A bad body, not a bug
         return None
     return value if isinstance(value, dict) else None
 
@@ -124,22 +156,12 @@ async def _handle(request: Request, state: StateDep, pool: PoolDep, queue: Queue
         raise refuse(
             status.HTTP_401_UNAUTHORIZED, "unauthorized", "missing or wrong X-Gitlab-Token", headers=CLOSE_CONNECTION
         )
-    slots = state.webhook_body_reads
-    if not slots.try_acquire():
-        raise refuse(
-            status.HTTP_503_SERVICE_UNAVAILABLE,
-            "busy",
-            f"{slots.limit} webhook bodies are being read; retry shortly",
-            headers={**CLOSE_CONNECTION, "Retry-After": str(BUSY_RETRY_AFTER_S)},
-        )
-    WEBHOOK_BODY_READS.inc()
-    try:
-        body = await read_bounded_body(
-            request, limit=settings.max_webhook_bytes, deadline_s=settings.webhook_body_timeout_s
-        )
-    finally:
-        slots.release()
-        WEBHOOK_BODY_READS.dec()
+    body = await read_bounded_body(
+        request,
+        limit=settings.max_webhook_bytes,
+        deadline_s=settings.webhook_body_timeout_s,
+        slots=state.webhook_body_reads,
+    )
     payload = decode_object(body)
     if payload is None:
         raise refuse(status.HTTP_400_BAD_REQUEST, "invalid", "body is not a JSON object")
@@ -156,10 +178,16 @@ async def _handle(request: Request, state: StateDep, pool: PoolDep, queue: Queue
     kind = payload.get("object_kind")
     if not isinstance(kind, str) or not kind:
         raise refuse(status.HTTP_400_BAD_REQUEST, "invalid", "body has no object_kind")
+    idempotency_key = request.headers.get("idempotency-key") or None
+    webhook_uuid = request.headers.get("x-gitlab-webhook-uuid") or None
+    if any(len(value) > MAX_DELIVERY_KEY_CHARS for value in (idempotency_key or "", webhook_uuid or "", kind)):
+        raise refuse(
+            status.HTTP_400_BAD_REQUEST, "invalid", f"a delivery key is longer than {MAX_DELIVERY_KEY_CHARS} characters"
+        )
     delivery = Delivery(
         event_kind=kind,
-        idempotency_key=request.headers.get("idempotency-key") or None,
-        webhook_uuid=request.headers.get("x-gitlab-webhook-uuid") or None,
+        idempotency_key=idempotency_key,
+        webhook_uuid=webhook_uuid,
         payload=payload,
         project_id=project_id,
         project_path=project_path,
@@ -182,9 +210,10 @@ async def _handle(request: Request, state: StateDep, pool: PoolDep, queue: Queue
                 )
                 logger.info("webhook accepted", extra={"status": result.status, "event_kind": kind})
                 return answer(result)
-        except (psycopg.DataError, UnicodeEncodeError) as exc:
+        except (psycopg.DataError, psycopg.errors.ProgramLimitExceeded, UnicodeEncodeError) as exc:
             # values Postgres cannot keep (a NUL character or a lone surrogate in a string, NaN, an
-            # integer beyond its column): the delivery itself is bad, and retrying it cannot help
+            # integer beyond its column, a key too long for its index): the delivery itself is bad,
+            # and retrying it cannot help, so not 503
             logger.warning("webhook not stored: unstorable values", extra={"error": type(exc).__name__})
             raise refuse(status.HTTP_400_BAD_REQUEST, "invalid", "the body holds values that cannot be stored") from exc
         except PlatformUnavailableError as exc:

@@ -15,6 +15,11 @@ each of them).
 A type stub (`.pyi`) is never imported at run time (the interpreter loads the `.py` or the compiled
 extension beside it; only type checkers read the stub), so it neither starts nor ends an import edge.
 
+A cycle is not new either when the modules on it that existed at the base were already on one
+import cycle there: the change added a module to an old cycle (a package whose modules import it
+back gains a module), or made it pass through other modules, and the load order that matters was
+already tangled before this merge request.
+
 Not caught: a cycle that only exists at run time (an import inside a function), and a cycle at the
 base that the rebuilt tree cannot show (a changed file the host sent without hunks counts as new).
 
@@ -140,6 +145,23 @@ class ArchitectureAnalyzer:
             return ref.module.replace(".", "/") + ".py", False
         return None, False
 
+    def joins_old_cycle(self, cycle: list[str]) -> bool:
+        """Whether the modules of this cycle that existed at the base were already on one cycle there
+        (each reaching the first, and the first each): the change routes an old cycle through new or
+        other modules (a new command module imported by a package whose modules import it back), and
+        the modules that must load in order were in that order's trouble before."""
+        if self._base is None:
+            return False
+        old = [p for p in (self._base.base_path(m) for m in dict.fromkeys(cycle)) if p is not None]
+        if len(old) < 2:
+            return False
+        anchor = old[0]
+        return all(
+            find_cycle(anchor, other, self.base_edges, max_nodes=MAX_CYCLE_FILES) is not None
+            and find_cycle(other, anchor, self.base_edges, max_nodes=MAX_CYCLE_FILES) is not None
+            for other in old[1:]
+        )
+
     def layer_issue(self, importer: str, ref: ImportRef, target: str) -> Issue | None:
         if self.layers:
             own, other = layer_of(importer, self.layers), layer_of(target, self.layers)
@@ -173,7 +195,7 @@ class ArchitectureAnalyzer:
         if _own_package(importer, ref, target):  # no edge in the graph, so none on the line either
             return None
         chain = find_cycle(target, importer, self.edges, max_nodes=MAX_CYCLE_FILES)
-        if chain is None or self.cycle_existed(importer, target):
+        if chain is None or self.cycle_existed(importer, target) or self.joins_old_cycle([importer, *chain]):
             return None
         names = [python_module_name(p) if language_of(p) == "python" else p for p in [importer, *chain]]
         return Issue(

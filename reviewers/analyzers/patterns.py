@@ -13,6 +13,14 @@ TLS verification switched off on a line that connects only to this machine (`loc
 Documentation (Markdown, reStructuredText, plain text) is not read by these rules: `verify=False` in
 a changelog entry or a doc example tells a reader about an option, it runs nowhere. (Secrets are
 still searched there by the secret scanner: a live key is one wherever it is pasted.)
+
+Raw HTML (`patterns:raw-html`) is what a template or `mark_safe` emits without escaping: a `|safe`
+whose filter chain escaped or serialised the value first (`|force_escape|safe`, `|tojson|safe`,
+`|escape|safe`, `|e|safe`, `|escapejs|safe`) and a `mark_safe(...)`/`Markup(...)` of an escaping call
+(`escape`, `conditional_escape`, `format_html`, `json_script`) emit escaped text, not raw HTML. A line
+the change only re-indented or moved within the file (its text, whitespace collapsed, is among the
+file's removed lines) emits what it did before: not a new finding. A rule's exception (a safe
+loader) is read on the whole call, the lines that continue its brackets included.
 """
 
 from __future__ import annotations
@@ -185,9 +193,54 @@ LINE_RULES: tuple[LineRule, ...] = (
 )
 
 
-def _matches(rule: LineRule, text: str) -> bool:
-    if not rule.pattern.search(text) or (rule.unless is not None and rule.unless.search(text)):
+# A filter chain that escapes or serialises what `|safe` then marks (Jinja's `|e`/`|escape`/`|tojson`,
+# Django's `|force_escape`/`|escape`/`|escapejs`), with an argument (`|tojson(indent=2)`, `|x:"y"`).
+_ESCAPED_BEFORE_SAFE = re.compile(
+    r"""\|\s*(?:force_escape|escape|e|tojson|escapejs|json_script|urlencode)\b"""
+    r"""(?:\s*\([^()]*\)|\s*:\s*(?:"[^"]*"|'[^']*'|[\w.]+))?\s*$"""
+)
+_SAFE_FILTER = re.compile(r"\|\s*safe\b(?!\s*\|)")
+_MARK_SAFE = re.compile(r"\b(?:mark_safe|Markup)\s*\(\s*(?P<arg>[^'\")\s][^,)]*)")
+_ESCAPING_CALL = re.compile(
+    r"^(?:[\w.]+\.)?(?:escape|conditional_escape|format_html|format_html_join|json_script|escapejs|"
+    r"html\.escape|markupsafe\.escape)\s*\("
+)
+
+
+def _raw_html(text: str) -> bool:
+    """Whether a line emits a value as raw HTML: some `|safe` not fed by an escaping filter, some
+    `mark_safe(...)` of no escaping call, or a DOM `innerHTML`/`dangerouslySetInnerHTML`."""
+    if re.search(r"dangerouslySetInnerHTML|\.innerHTML\s*=\s*[^'\"\s;]", text):
+        return True
+    if any(not _ESCAPED_BEFORE_SAFE.search(text[: m.start()]) for m in _SAFE_FILTER.finditer(text)):
+        return True
+    return any(not _ESCAPING_CALL.match(m.group("arg")) for m in _MARK_SAFE.finditer(text) if "mark_safe" in m.group(0))
+
+
+MAX_CONTINUATION_LINES = 6  # lines a call's arguments may run on after its first
+
+
+def _statement(file: ChangedFile, line: int, text: str) -> str:
+    """The line with the lines that continue its open brackets (`yaml.load(stream,` then
+    `Loader=yaml.SafeLoader)` on the next line): what an exception (`unless`) is read against."""
+    depth = text.count("(") + text.count("[") + text.count("{") - text.count(")") - text.count("]") - text.count("}")
+    out = [text]
+    for n in range(line + 1, line + 1 + MAX_CONTINUATION_LINES):
+        if depth <= 0:
+            break
+        more = file.line_text(n)
+        out.append(more)
+        depth += more.count("(") + more.count("[") + more.count("{")
+        depth -= more.count(")") + more.count("]") + more.count("}")
+    return "\n".join(out)
+
+
+def _matches(rule: LineRule, text: str, statement: str | None = None) -> bool:
+    whole = statement if statement is not None else text
+    if not rule.pattern.search(text) or (rule.unless is not None and rule.unless.search(whole)):
         return False
+    if rule.rule == "patterns:raw-html":
+        return _raw_html(text)
     if rule.kind == "sql":
         return INTERPOLATION.search(text) is not None
     if rule.kind == "shell":
@@ -210,6 +263,7 @@ def line_rule_issues(
     if language in DOC_LANGUAGES:
         return []  # prose and examples for a reader, not code that runs
     issues: list[Issue] = []
+    moved = {" ".join(t.split()) for t in file.removed_lines}  # a re-indented or moved line's old text
     for line, text in sorted(file.changed_lines.items()):
         if _COMMENT.match(text) or len(text) > MAX_RULE_LINE_CHARS:
             continue
@@ -218,7 +272,9 @@ def line_rule_issues(
                 continue
             if rule.languages is not None and language not in rule.languages:
                 continue
-            if _matches(rule, text):
+            if rule.rule == "patterns:raw-html" and " ".join(text.split()) in moved:
+                continue  # the same template line re-indented or moved: what it emits did not change
+            if _matches(rule, text, _statement(file, line, text) if rule.unless is not None else None):
                 if rule.kind == "tls-verify" and _LOOPBACK.search(text):
                     break  # a check of this host's own server (a health check): no network path to attack
                 issues.append(

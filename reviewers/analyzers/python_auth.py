@@ -20,7 +20,7 @@ from __future__ import annotations
 import ast
 import re
 
-from reviewers.analyzers.flow.engine import dotted
+from reviewers.analyzers.flow.syntax import dotted
 from reviewers.kernel.contracts import Severity
 
 AuthIssue = tuple[ast.AST, str, str, Severity, str, str]  # node, rule, kind, severity, title, body

@@ -22,7 +22,7 @@ from __future__ import annotations
 import ast
 import re
 
-from reviewers.analyzers.flow.engine import dotted, words
+from reviewers.analyzers.flow.syntax import dotted, words
 from reviewers.kernel.contracts import Confidence, Severity
 
 HardeningIssue = tuple[

@@ -73,11 +73,13 @@ _AWS_SECRET_KEY = re.compile(r"(?<![A-Za-z0-9/+])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/
 
 def aws_secret_in(text: str) -> bool:
     """Whether the text holds a value shaped like an AWS secret access key: 40 base64 characters of
-    both cases (a 40-hex git or SHA-1 digest is not one) that are not a placeholder."""
-    return any(
-        any(c.isupper() for c in m) and any(c.islower() for c in m) and not _VENDOR_PLACEHOLDER.search(m)
-        for m in _AWS_SECRET_KEY.findall(text)
-    )
+    both cases (a 40-hex git or SHA-1 digest is not one).
+
+    Whether that value is a placeholder does not matter here: the placeholder test belongs to the
+    token being judged (the key id, `placeholder_token`), never to its neighbourhood. A real key id
+    beside a secret written "...EXAMPLEKEY" is still a real key id next to a slot for its secret
+    (issue 40: such an id was only listed); AWS's documented pair is skipped by its id's own name."""
+    return any(any(c.isupper() for c in m) and any(c.islower() for c in m) for m in _AWS_SECRET_KEY.findall(text))
 
 
 JSON_WEB_TOKEN = KnownToken(

@@ -21,7 +21,10 @@ fixtures, calling each of its subjects by name or through an alias the product a
 (`reviewers.analyzers.renamed_tests`). A name the test defines itself (a local view function)
 is never its subject, nor is a helper from the package's test-support module (`testing.py`: a test
 client, a runner, a request builder). A weakened test is one that still exists at head but lost
-assertions: more assertion lines removed than added within it.
+assertions: more assertion lines removed than added within it. A library's assertion helper
+(`np.testing.assert_allclose(...)`, `assert_frame_equal(...)`) is an assertion line, and one that
+checks the message too (`pytest.raises(X, match=...)`, `assertRaisesRegex`) counts for two: the
+`raises(X)` and the `assert "..." in str(e.value)` it replaces.
 
 Not caught: a test deleted and re-added under another name elsewhere (a rename reads as a move only
 when the name is kept or the new test takes the old one's place), or a test replaced by a
@@ -59,8 +62,12 @@ from reviewers.paths import is_code_path, is_test_path, is_test_support_path, la
 _TEST_DEF = re.compile(r"^\s*(?:(?:async\s+)?def\s+(?P<py>test\w*)|func\s+(?P<go>Test\w+))\s*\(")
 _ASSERTION = re.compile(
     r"^\s*(?:assert\b|self\.assert\w*\(|expect\s*\(|pytest\.raises\b|with\s+pytest\.raises\b|t\.(?:Error|Fatal)f?\(|"
-    r"require\.\w+\(|assert\.\w+\()"
+    r"require\.\w+\(|assert\.\w+\(|"
+    # a library's assertion helper: `np.testing.assert_allclose(`, `assert_frame_equal(`, `torch.testing.assert_close(`
+    r"(?:[\w.]+\.)?assert_\w+\s*\(|(?:with\s+)?pytest\.warns\b)"
 )
+# An assertion line that checks two things: the exception's (or warning's) type and its message.
+_CHECKS_MESSAGE = re.compile(r"\b(?:raises|warns)\s*\(.*\bmatch\s*=|\bassert(?:Raises|Warns)Regexp?\s*\(")
 # A name of at least four characters; shorter ones (`x`, `cli`, `app`) are too common to say anything.
 _IDENTIFIER = re.compile(r"\b[A-Za-z_]\w{3,}\b")
 _STRING = re.compile(r"""[rbuRBU]?("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')""")
@@ -162,7 +169,8 @@ def weakened_tests(file: ChangedFile) -> list[tuple[str, int, int, int]]:
                 continue
             if diff_line.kind == "add" and diff_line.new_line is not None:
                 if (name := owner(diff_line.new_line)) is not None:
-                    added[name] = added.get(name, 0) + 1
+                    # `pytest.raises(X, match=...)` checks what `raises(X)` and an assert on the message did
+                    added[name] = added.get(name, 0) + 1 + bool(_CHECKS_MESSAGE.search(diff_line.text))
             elif diff_line.kind == "del":
                 # the line just above a removed assertion is in its test far more often than the one below
                 nearby = [ln.new_line for ln in reversed(lines[:i]) if ln.new_line is not None]

@@ -8,6 +8,7 @@ replay snapshot), hands each planned reviewer its `PlanItem` and an optional `LL
 from __future__ import annotations
 
 import fnmatch
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -225,11 +226,11 @@ class ReviewContext:
 #   analyzer-error  an analyzer failed on it
 CoverageReason = Literal[
     "budget", "size", "encoding", "generated", "vendored", "binary", "parse-error", "deadline", "unavailable",
-    "analyzer-error",
+    "analyzer-error", "excluded",
 ]  # fmt: skip
 COVERAGE_REASONS: tuple[CoverageReason, ...] = (
     "budget", "size", "encoding", "generated", "vendored", "binary", "parse-error", "deadline", "unavailable",
-    "analyzer-error",
+    "analyzer-error", "excluded",
 )  # fmt: skip
 
 
@@ -371,6 +372,9 @@ class ReviewerResult(BaseModel):
     steps: list[Step] = Field(default_factory=list)
     used_model: bool = False
     error: str | None = None  # a stage that fell back says why
+    # why the model's steps did not complete (unreachable, failing, out of its deadline); None when they
+    # did or no model ran. The analyzers' findings stand either way.
+    model_error: str | None = None
     # the changed files this reviewer reads that it did not analyze in full, each with its reason
     not_reviewed: list[NotReviewed] = Field(default_factory=list)
 
@@ -413,13 +417,26 @@ class LLMPort(Protocol):
     def complete_text(self, messages: Sequence[ChatMessage], *, purpose: str, max_tokens: int = 512) -> str: ...
 
 
+# Characters that would end or reorder a line of a prompt: controls (a newline, which GitLab allows in
+# a path), line and paragraph separators, bidi overrides and isolates, zero-width characters.
+_LINE_BREAKING = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def one_line(text: str) -> str:
+    """`text` (a path, a name from the repository) on one line of a prompt: every character that could
+    start a new line or reorder what a reader sees is written as an escape (`\\n`, `\\u202e`)."""
+    return _LINE_BREAKING.sub(lambda m: _ESCAPES.get(m.group(0), f"\\u{ord(m.group(0)):04x}"), text)
+
+
 def render_files_overview(files: Sequence[FileChange], *, limit: int = 60) -> str:
-    """A one-line-per-file overview shared by the strategy prompt and the reviewers' prompt prefix."""
+    """A one-line-per-file overview shared by the strategy prompt and the reviewers' prompt prefix;
+    paths are escaped onto their line (`one_line`)."""
     lines = []
     for f in files[:limit]:
         extra = " (binary)" if f.is_binary else " (diff not available)" if f.collapsed else ""
-        rename = f" (from {f.old_path})" if f.status == "renamed" else ""
-        lines.append(f"{f.status} {f.path}{rename} [{f.language}] +{f.additions} -{f.deletions}{extra}")
+        rename = f" (from {one_line(f.old_path)})" if f.status == "renamed" else ""
+        lines.append(f"{f.status} {one_line(f.path)}{rename} [{f.language}] +{f.additions} -{f.deletions}{extra}")
     if len(files) > limit:
         rest = files[limit:]
         lines.append(

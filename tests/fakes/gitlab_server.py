@@ -77,7 +77,7 @@ class Fault:
     pattern: re.Pattern[str]
     status: int
     remaining: int | None  # None: every matching request fails
-    retry_after: int | None
+    retry_after: int | str | None  # seconds, or an HTTP date as text
     method: str | None
 
 
@@ -330,7 +330,7 @@ class FakeGitLab:
         path_regex: str,
         status: int,
         count: int | None = 1,
-        retry_after: int | None = None,
+        retry_after: int | str | None = None,
         *,
         method: str | None = None,
     ) -> None:

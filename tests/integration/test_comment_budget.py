@@ -50,7 +50,9 @@ HEAD = {
 def fake() -> Iterator[FakeGitLab]:
     with FakeGitLab() as server:
         server.add_project(PID, "team/budget")
-        server.add_merge_request(PID, IID, files_base={"svc/__init__.py": ""}, files_head=HEAD, title="Queries by name")
+        # the settings are the target branch's (issue 40): the base carries them
+        base = {"svc/__init__.py": "", ".reviewloop.toml": HEAD[".reviewloop.toml"]}
+        server.add_merge_request(PID, IID, files_base=base, files_head=HEAD, title="Queries by name")
         yield server
 
 

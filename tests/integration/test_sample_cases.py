@@ -1,5 +1,6 @@
-"""The sample cases that ship with the project: `reviewloop eval` runs on them in a fresh clone (the
-README's example), and the committed file is exactly what `examples/make_cases.py` builds."""
+"""The sample cases that ship with the project: `reviewloop eval` runs on them in a fresh clone
+(docs/cli.md's example, once the README's), and the committed file is exactly what `examples/make_cases.py`
+builds."""
 
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ def eval_scores() -> dict[str, Any]:
 
 
 def test_the_readme_eval_example_runs_on_the_shipped_cases(env: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    assert "reviewloop eval --cases examples/cases.jsonl" in (REPO / "README.md").read_text(encoding="utf-8")
+    assert "reviewloop eval --cases examples/cases.jsonl" in (REPO / "docs/cli.md").read_text(encoding="utf-8")
     # By default (posting="proven") both injections post; the shared /tmp file (bandit:B108, never
     # judged on unseen code) is listed for a person, so eval, which scores what posts, misses it.
     cases = {c["id"]: c for c in eval_scores()["cases"]}

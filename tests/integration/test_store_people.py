@@ -131,7 +131,7 @@ def test_migration_0006_folds_each_tokens_votes_into_one_voter(pg_admin_dsn: str
                     " VALUES (%s, %s, 'api', %s, now() - %s::interval)",
                     (finding_id, user_key, value, ago),
                 )
-        assert upgrade(dsn) == ["0006_one_person_one_voice.sql"]
+        assert upgrade(dsn)[:1] == ["0006_one_person_one_voice.sql"]  # and any later migration
         with psycopg.connect(dsn) as conn:
             kept = conn.execute(
                 "SELECT user_key, claimed_user, value, voter_is_author FROM feedback ORDER BY user_key"

@@ -166,7 +166,7 @@ def test_a_high_security_rule_three_people_rejected_goes_to_a_human_until_someon
     assert (late["severity"], late["verdict"], late["verdict_reason"]) == (
         "high",
         "NEEDS_HUMAN_REVIEW",
-        f"3 people rejected this rule before ({rule} on this project; nobody accepted it);"
+        f"3 people rejected this rule before ({rule} in svc/** on this project; nobody accepted it);"
         " a high security finding is not dropped on votes alone: a human decides",
     )
     with open_pool(db_dsn) as pool:
@@ -248,5 +248,5 @@ def test_a_models_findings_are_anchored_folded_and_checked(
     judged = [r for r in openai_server.chat_requests if "code-review finding" in r.messages[0]["content"]]
     assert len(judged) == 1, "only the one finding that passed every check is judged"
     shown = judged[0].messages[-1]["content"]
-    assert f"pkg/db.py:{sql_line}" in shown and DATA_SQL.strip() in shown  # the evidence
+    assert f"line {sql_line}" in shown and "pkg/db.py" in shown and DATA_SQL.strip() in shown  # the evidence
     assert f"+{FIND}" in shown and f"+{DATA_SQL}" in shown and "@@ -0 +1 @@" in shown  # the hunk

@@ -15,6 +15,8 @@ from bench.scaling import growth_exponent, model_critical_path_s, seed_for
 from bench.webhook_load import percentile, raw_request
 from bench.webhook_slow_senders import ANSWER_WAIT_S, SenderResult, summarize
 from bench.webhook_slow_senders import targets as slow_sender_targets
+from reviewers.kernel.contracts import PlanItem
+from reviewers.prompts import render_task
 
 
 def test_a_target_below_a_limit_is_met_with_its_margin_or_missed_by_gap_and_factor() -> None:
@@ -79,7 +81,12 @@ def test_a_prepared_request_is_http_1_1_with_its_length() -> None:
 
 
 def test_the_delayed_model_reads_the_files_a_reviewer_task_lists() -> None:
-    task = "Find bugs.\n\nChanged files for you, most important first:\n- a.py\n- pkg/b.py\n\nThe repository's own"
+    task = render_task(
+        instructions="Find bugs.",
+        plan=PlanItem(reviewer="security"),
+        targets=["a.py", "pkg/b.py"],
+        repo_instructions=["x"],
+    )
     messages = [{"role": "system", "content": "protocol"}, {"role": "user", "content": task}]
     assert _reviewer_targets(messages) == ["a.py", "pkg/b.py"]
     assert _reviewer_targets([{"role": "user", "content": "No changed file is yours to review"}]) == []

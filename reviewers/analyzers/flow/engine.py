@@ -9,6 +9,12 @@ symbols and memoised in the `Project`; recursion gets a conservative summary, an
 cut is named in `Project.unfinished`. Each interpreter counts the statements and expressions it
 runs (`steps`); what the summaries ran is the project's step budget, the same on every machine.
 
+This module is the interpreter proper: statements, expressions, branches and guards, and the
+summaries and entry points. What a call evaluates to (sources, sanitisers, query builders, methods
+of known values, the repository's functions through their summaries) is `calls.CallHandling`; where
+the values reach a sink, `sink_checks.SinkChecks` (named sinks, their special cases, how a hit's
+data came), with the shapes of `handlers`; what is read off the syntax alone, `syntax`.
+
 Two modes: *summary* (record which parameters reach which sinks and what comes back) and *report*
 (also record `Hit`s: request data reaching a sink, or a value of unknown origin reaching a sink
 where that alone deserves a person's look).
@@ -20,32 +26,38 @@ import ast
 import builtins
 import re
 from collections.abc import Hashable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Literal
 
 from reviewers.analyzers.flow import guards
-from reviewers.analyzers.flow import sinks as S
+from reviewers.analyzers.flow import handlers as H
+from reviewers.analyzers.flow.calls import CallHandling, attribute
 from reviewers.analyzers.flow.project import FunctionNode, ModuleInfo, ParamSink, Project, Summary, statements
 from reviewers.analyzers.flow.rules import (
     ABORTS,
     CLEAN_ANNOTATIONS,
-    CLEAN_CALLS,
-    CLEAN_METHODS,
     FRAMEWORK_DEFAULTS,
     FRAMEWORK_PARAMS,
     LOW_WHEN_UNKNOWN,
-    NORMALISERS,
-    PATH_JOINS,
-    PATH_NAME_ATTRIBUTES,
     REQUEST_ANNOTATIONS,
     REQUEST_NAMES,
     REQUEST_PARTS,
     REQUEST_PROXIES,
-    ROUTE_DECORATORS,
-    SANITISERS,
     SOURCE_ATTRIBUTES,
-    SOURCE_CALLS,
-    WEAK_RANDOM,
+)
+from reviewers.analyzers.flow.sink_checks import (
+    COMMAND_LINE_CLEARS,
+)
+from reviewers.analyzers.flow.sink_checks import Hit as Hit  # the hits' type, for python_security
+from reviewers.analyzers.flow.syntax import (
+    NUMBER_CONVERTERS,
+    SEGMENT_CONVERTERS,
+    const_text,
+    dotted,
+    fragments,
+    interpolates,
+    is_route,
+    route_converters,
 )
 from reviewers.analyzers.flow.values import (
     CONSTANT,
@@ -55,13 +67,10 @@ from reviewers.analyzers.flow.values import (
     UNKNOWN,
     Origin,
     Value,
-    appended,
     clear,
-    extend_path,
     flat,
     join,
     mapping,
-    normalised,
     of,
     sequence,
     with_item,
@@ -75,59 +84,6 @@ Env = dict[str, Value]
 MAX_STATEMENTS = 4000  # statements run per function (loops run twice): a generated giant stops here
 MAX_CALL_DEPTH = 6  # summaries computed inside summaries
 _BUILTINS = frozenset(dir(builtins))
-_SECRET_WORDS = frozenset({"token", "secret", "password", "passwd", "pwd", "nonce", "salt", "otp", "csrf", "xsrf",
-                           "session", "sessionid", "apikey", "passphrase"})  # fmt: skip
-_KEY_QUALIFIERS = frozenset({"api", "secret", "private", "signing", "access", "encryption", "auth"})
-_SAFE_YAML_LOADERS = frozenset({"SafeLoader", "CSafeLoader", "BaseLoader"})
-# Command-line arguments and interactive input come from the person running the program: a file
-# they name or a page they would see is theirs to choose; what they splice into SQL, a shell or
-# code still crosses a boundary (a wrapper script, a cron job fed by others).
-LOCAL_USER_CLEARS = frozenset({"path", "redirect", "xss", "trust-boundary", "template", "ssrf"})
-# A program's own command line (sys.argv, argparse's result) is its operator's: a shell command built
-# from it runs as the person who could type that command themselves. A person may still look (a
-# wrapper run by others, sudo), but it is no request data: at most a low-confidence note.
-COMMAND_LINE = "~command-line"
-COMMAND_LINE_CLEARS = LOCAL_USER_CLEARS | {COMMAND_LINE}
-# What an operator could run themselves: a shell command, the Python an application server imports
-# and evaluates from the `module:app` it is started with, a pickle or checkpoint file they name (a
-# training script's `--checkpoint`: loading it runs what they chose), and SQL against a database the
-# program opens on their behalf. SQL was left out once ("the program holds the credentials"), but on
-# real history every SQL statement built from a command line was the operator's own tool on their
-# own database (commix's session store, asciimatics' coverage fixer): 0 right of 3. It is listed for
-# a person (low), where a wrapper run by others would matter, never posted as injection.
-OPERATOR_RUNS = frozenset({"command", "code", "deserialization", "sql"})
-# Sinks whose input is a statement: request data that is the whole of it (a query console's SQL
-# box: Snuba's admin, django-sql-dashboard) is a feature to check the access to, not an injection.
-WHOLE_STATEMENT_CLASSES = frozenset({"sql"})
-_MUTATORS = frozenset({"append", "add", "insert", "extend", "update", "setdefault", "appendleft", "put", "push"})
-
-
-@dataclass(frozen=True, slots=True)
-class Hit:
-    node: ast.AST
-    cls: str
-    confidence: Literal["high", "low"]
-    origin: str  # what the data is: "request.args", "route parameter `name`", "parameter `cmd`"
-    call: str  # the sink, in words
-    via: str = ""  # "pkg/db.py:12" when the sink is inside a called function
-    built: ast.AST | None = None  # where the sink's text was spliced together, when that is elsewhere
-    command_line: bool = False  # the data is the program's own command line (see COMMAND_LINE)
-    whole: bool = False  # the data is the whole statement, spliced into no text of the program's
-
-
-def words(identifier: str) -> set[str]:
-    out: set[str] = set()
-    for part in identifier.replace("-", "_").split("_"):
-        buf = ""
-        for ch in part:
-            if ch.isupper() and buf and not buf[-1].isupper():
-                out.add(buf.lower())
-                buf = ch
-            else:
-                buf += ch
-        if buf:
-            out.add(buf.lower())
-    return out
 
 
 URL_CLASSES = frozenset({"redirect", "ssrf"})
@@ -150,152 +106,10 @@ def _fixes_origin(expr: ast.expr, value: Value) -> bool:
     return not chosen_outside and isinstance(expr, ast.Call | ast.Name | ast.Attribute)
 
 
-_READS = frozenset({"read", "readline", "readlines"})
-_FILE_OPENERS = frozenset(
-    {"open", "io.open", "codecs.open", "aiofiles.open", "gzip.open", "bz2.open", "lzma.open", "os.fdopen"}
-)
-# Calls that run a program: what it prints is the program's output, of unknown origin like a file's
-# text, not the arguments that started it (a view that returns `git log`'s output for a ref the
-# request named reflects git's text, not the request's).
-_PROCESS_RUNNERS = frozenset(
-    {"subprocess.check_output", "subprocess.run", "subprocess.getoutput", "subprocess.getstatusoutput",
-     "subprocess.Popen", "os.popen", "asyncio.create_subprocess_exec", "asyncio.create_subprocess_shell"}
-)  # fmt: skip
-_DATABASE_WORDS = frozenset({"cursor", "cur", "conn", "connection", "db", "database", "session", "engine", "con",
-                             "c", "txn", "tx", "transaction", "sql", "pool", "objects"})  # fmt: skip
-_DATABASE_MODULES = ("sqlite3", "psycopg", "psycopg2", "sqlalchemy", "mysql", "MySQLdb", "pymysql", "aiosqlite",
-                     "asyncpg", "django.db", "pandas")  # fmt: skip
-
-
-def _not_local(value: Value) -> Value:
-    """The value without what the person running the program typed: a command-line tool that runs
-    the program its user names (`--python`, `git -c core.editor`) does what it is for; a web request
-    choosing the program does not."""
-    return of(o for o in value.origins if not (o.kind == "source" and o.cleared >= LOCAL_USER_CLEARS))
-
-
-def _database_like(receiver: str, qualified: str) -> bool:
-    """Whether a receiver reads as a database handle (`cur`, `self.conn`, `db.session`, `sqlite3...`)."""
-    if qualified.startswith(_DATABASE_MODULES):
-        return True
-    last = receiver.rsplit(".", 1)[-1]
-    return bool(words(last) & _DATABASE_WORDS) if last else True  # a call's result (`conn.cursor().execute`)
-
-
-def _statement_base(call: ast.Call, name: str, receiver: Value | None, args: list[Value]) -> Value | None:
-    """What a query-builder call's statement starts from, or None when the call builds none: nothing
-    from a builder function or a database handle (`select(User)`, `db.select(User)`), the statement
-    a chained call is made on (`.filter_by(...)`), the manager a model's `.objects`/`.query` is."""
-    func = call.func
-    if name in S.ORM_STATEMENT_CALLS:
-        return CONSTANT
-    if receiver is not None and receiver.cls == S.ORM_STATEMENT:
-        return receiver
-    if not isinstance(func, ast.Attribute):
-        return None
-    if _model_manager(func.value) and receiver is not None:
-        return flat(receiver)
-    handle = dotted(func.value)
-    database_handle = func.attr in S.ORM_HANDLE_METHODS and handle and _database_like(handle, name)
-    return CONSTANT if database_handle and _names_models(call, args) else None
-
-
-def _model_manager(expr: ast.expr) -> bool:
-    """Whether an expression is a model class's query manager (`User.query`, `Book.objects`): a
-    class name, by its capital, not a request's `query`."""
-    if not (isinstance(expr, ast.Attribute) and expr.attr in S.ORM_MANAGERS):
-        return False
-    owner = dotted(expr.value).rsplit(".", 1)[-1]
-    return owner[:1].isupper()
-
-
-def _names_models(call: ast.Call, args: list[Value]) -> bool:
-    """Whether a call's arguments read as what a query builder starts from (`db.select(User)`,
-    `session.query(User.id)`): models, tables or columns, named and carrying no data (a name the
-    analysis cannot see counts: a model from a library), not literals, so that a list's or a
-    dict's `insert(0, x)` / `update(data)` on a name like `c` or `session` stays what it is."""
-    return (
-        bool(call.args)
-        and not call.keywords
-        and all(
-            isinstance(a, ast.Name | ast.Attribute) and all(o.kind == "unknown" for o in v.origins)
-            for a, v in zip(call.args, args, strict=False)
-        )
-    )
-
-
-def names_secret(identifier: str) -> bool:
-    found = words(identifier)
-    if "key" in found and found & _KEY_QUALIFIERS:
-        return True
-    return bool(found & _SECRET_WORDS) and not found & {"length", "len", "count", "type", "name", "timeout", "url"}
-
-
 def _ends_a_segment(expr: ast.expr) -> bool:
     """Whether text appended after a path segment keeps it one component: a literal without a separator."""
     text = const_text(expr)
     return text is not None and "/" not in text and "\\" not in text
-
-
-def is_route(func: FunctionNode) -> bool:
-    for decorator in func.decorator_list:
-        target = decorator.func if isinstance(decorator, ast.Call) else decorator
-        name = target.attr if isinstance(target, ast.Attribute) else target.id if isinstance(target, ast.Name) else ""
-        if name in ROUTE_DECORATORS and not _mock_patch(decorator):
-            return True
-    return False
-
-
-def _mock_patch(decorator: ast.expr) -> bool:
-    """`@mock.patch("os.path.exists")`, `@patch.object(...)`: a test's mock, not an HTTP PATCH route,
-    whose path starts with "/" (or is empty under a router's prefix)."""
-    if not isinstance(decorator, ast.Call):
-        return False
-    owner = dotted(decorator.func.value) if isinstance(decorator.func, ast.Attribute) else ""
-    first = const_text(decorator.args[0]) if decorator.args else None
-    return owner.endswith("mock") or (first is not None and first != "" and not first.startswith("/"))
-
-
-# `<name>`, `<string:name>`, `<path:name>`, `<int(signed=True):name>` (Flask, Quart, Werkzeug); `{name}`,
-# `{name:path}` (Starlette, FastAPI).
-_ROUTE_FIELD = re.compile(r"<(?:(?P<conv>\w+)(?:\([^)]*\))?:)?(?P<name>\w+)>|\{(?P<sname>\w+)(?::(?P<sconv>\w+))?\}")
-# Converters whose value holds no "/": a text segment, or a number or UUID (no path at all).
-SEGMENT_CONVERTERS = frozenset({"", "default", "string", "str", "any"})
-NUMBER_CONVERTERS = frozenset({"int", "float", "uuid"})
-
-
-def route_converters(func: FunctionNode) -> dict[str, str]:
-    """Parameter name → converter ("" for the default) of the placeholders in a route decorator's path."""
-    found: dict[str, str] = {}
-    for decorator in func.decorator_list:
-        if not isinstance(decorator, ast.Call):
-            continue
-        given = [*decorator.args[:1], *(k.value for k in decorator.keywords if k.arg in ("rule", "path"))]
-        path = next((text for text in map(const_text, given) if text is not None), None)
-        for match in _ROUTE_FIELD.finditer(path or ""):
-            name = match.group("name") or match.group("sname")
-            found[name] = match.group("conv") or match.group("sconv") or ""
-    return found
-
-
-def dotted(expr: ast.expr) -> str:
-    parts: list[str] = []
-    while isinstance(expr, ast.Attribute):
-        parts.append(expr.attr)
-        expr = expr.value
-    if not isinstance(expr, ast.Name):
-        return ""
-    parts.append(expr.id)
-    return ".".join(reversed(parts))
-
-
-def const_text(expr: ast.expr) -> str | None:
-    return expr.value if isinstance(expr, ast.Constant) and isinstance(expr.value, str) else None
-
-
-def fragments(expr: ast.expr) -> str:
-    """The literal text of an expression: what a shape check reads (`"SELECT ... {x}"` → "SELECT ... ")."""
-    return " ".join(n.value for n in ast.walk(expr) if isinstance(n, ast.Constant) and isinstance(n.value, str))
 
 
 _PLACEHOLDER = re.compile(r"%(?:\([^)]*\))?[-#0 +]*\d*(?:\.\d+)?[sdrifxXeEgGc]|%%")
@@ -328,67 +142,6 @@ def spliced_except(value: Value, slots: frozenset[int]) -> Value:
     return value if slots == {0} else clear(value, (SPLICED,))
 
 
-def interpolates(expr: ast.expr) -> bool:
-    """Whether the expression splices values into text (an f-string, `%`, `.format`, `+`)."""
-    if isinstance(expr, ast.JoinedStr):
-        return any(isinstance(v, ast.FormattedValue) for v in expr.values)
-    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Mod | ast.Add):
-        return True
-    return isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr in ("format", "join")
-
-
-def attribute(value: Value, attr: str) -> Value:
-    """What `value.attr` carries."""
-    known = value.field(attr)
-    if known is not None:
-        return known
-    origins: set[Origin] = set()
-    for o in value.origins:
-        if attr in _READS and o.kind == "source" and o.cleared >= LOCAL_USER_CLEARS:
-            origins.add(Origin("unknown", f"{o.what}.{attr}()"))
-        elif o.kind == "request":
-            if attr in REQUEST_PARTS:
-                origins.add(Origin("source", f"request.{attr}", line=o.line))
-        elif o.kind == "param":
-            origins.add(extend_path(o, attr))
-        else:
-            origins.add(o)
-    out = of(origins)
-    if attr in PATH_NAME_ATTRIBUTES:
-        out = clear(out, {"path"})
-    return out
-
-
-def resolve_path(value: Value, path: Sequence[str]) -> Value:
-    for step in path:
-        value = attribute(value, step)
-    return value
-
-
-def substitute(value: Value, binding: dict[str, Value]) -> Value:
-    """A summary's symbolic value with the caller's arguments put in for the parameters."""
-    parts: list[Value] = []
-    for o in value.origins:
-        if o.kind == "param":
-            actual = binding.get(o.what)
-            if actual is not None:
-                parts.append(clear(resolve_path(actual, o.path), o.cleared))
-        else:
-            parts.append(of({o}))
-    out = flat(*parts)
-    if value.seq is not None:
-        out = sequence(substitute(v, binding) for v in value.seq)
-    elif value.items is not None:
-        out = mapping((k, substitute(v, binding)) for k, v in value.items)
-    if value.fields is not None:
-        out = replace(out, fields=tuple((k, substitute(v, binding)) for k, v in value.fields), cls=value.cls)
-    elif value.cls is not None:
-        out = replace(out, cls=value.cls)
-    if value.normalised:
-        out = replace(out, normalised=True)
-    return out
-
-
 def join_envs(envs: Iterable[Env]) -> Env:
     alive = list(envs)
     if len(alive) == 1:
@@ -400,7 +153,7 @@ def join_envs(envs: Iterable[Env]) -> Env:
 
 
 @dataclass
-class Interpreter:
+class Interpreter(CallHandling):
     project: Project
     module: ModuleInfo
     func: FunctionNode | None  # None: the module's own statements
@@ -529,7 +282,7 @@ class Interpreter:
                 return final_env, True
             return self.block(stmt.finalbody, join_envs(try_ends))
         elif isinstance(stmt, ast.Assert):
-            env = self.refined(stmt.test, True, env)
+            env = self.refined(self.checked_by_name(stmt.test), True, env)
         elif isinstance(stmt, ast.Match):
             subject = self.eval(stmt.subject, env)
             case_ends: list[Env] = []
@@ -552,6 +305,7 @@ class Interpreter:
         self, test: ast.expr, body: Sequence[ast.stmt], orelse: Sequence[ast.stmt], env: Env
     ) -> tuple[Env, bool]:
         self.eval(test, env)
+        test = self.checked_by_name(test)
         true_env, true_left = self.block(body, self.refined(test, True, env))
         false_env, false_left = self.block(orelse, self.refined(test, False, env))
         alive = [e for e, left in ((true_env, true_left), (false_env, false_left)) if not left]
@@ -577,6 +331,24 @@ class Interpreter:
                 classes = (classes - {guards.PREFIX}) | ({"path"} if ok else set())
             out[name] = clear(value, classes)
         return out
+
+    def checked_by_name(self, test: ast.expr) -> ast.expr:
+        """A condition that tests a name holding a check's result (`ok = is_safe_url(x)` then `if ok:`,
+        `x if ok else "/"`) read as that check, so the branch it guards knows what the check proved."""
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            inner = self.checked_by_name(test.operand)
+            return test if inner is test.operand else ast.UnaryOp(op=ast.Not(), operand=inner)
+        if isinstance(test, ast.BoolOp):
+            values = [self.checked_by_name(v) for v in test.values]
+            return test if values == test.values else ast.BoolOp(op=test.op, values=values)
+        if isinstance(test, ast.Name):
+            check = self._assigned.get(test.id)
+            if isinstance(check, ast.Call | ast.Compare | ast.UnaryOp) and any(
+                guards.facts(check, positive, is_const=lambda _: False, qualified=self.qualified)
+                for positive in (True, False)
+            ):
+                return check  # a check's result, not a value computed from the data
+        return test
 
     def assign(self, target: ast.expr, value: Value, env: Env, source: ast.expr | None) -> None:
         if isinstance(target, ast.Name):
@@ -637,6 +409,10 @@ class Interpreter:
             operand = expr.operand.value
             return -operand if isinstance(operand, int) else None
         return None
+
+    def self_name(self) -> str | None:
+        """The name of a method's `self` parameter (None outside a class's method)."""
+        return self._self_name()
 
     def _self_name(self) -> str | None:
         if self.func is None or self.class_name is None:
@@ -742,8 +518,9 @@ class Interpreter:
             return CONSTANT
         if isinstance(expr, ast.IfExp):
             self.eval(expr.test, env)
-            return join([self.eval(expr.body, self.refined(expr.test, True, env)),
-                         self.eval(expr.orelse, self.refined(expr.test, False, env))])  # fmt: skip
+            test = self.checked_by_name(expr.test)
+            return join([self.eval(expr.body, self.refined(test, True, env)),
+                         self.eval(expr.orelse, self.refined(test, False, env))])  # fmt: skip
         if isinstance(expr, ast.List | ast.Tuple | ast.Set):
             # a starred part counts as one item: what comes before it keeps its place (argv[0])
             return sequence(
@@ -807,6 +584,9 @@ class Interpreter:
         name = self.qualified(expr)
         if name in SOURCE_ATTRIBUTES:
             return of({Origin("source", name, cleared=COMMAND_LINE_CLEARS, line=expr.lineno)})
+        handler = H.self_attribute(self, expr) or H.streamlit_attribute(name, expr.lineno)
+        if handler is not None:
+            return handler
         owner = dotted(expr.value)
         if expr.attr in REQUEST_PARTS and (
             (self.module.frameworks and (owner in REQUEST_NAMES or owner.endswith(".request")))
@@ -828,534 +608,6 @@ class Interpreter:
             return Value(callable_ref=f"lib:{target}.{expr.attr}")
         return attribute(base, expr.attr)
 
-    # --- calls -----------------------------------------------------------------------------------
-
-    def eval_call(self, call: ast.Call, env: Env) -> Value:  # noqa: C901 - the table of call kinds
-        func = call.func
-        name = self.qualified(func)
-        receiver = self.eval(func.value, env) if isinstance(func, ast.Attribute) else None
-        callee = self.eval(func, env) if isinstance(func, ast.Name) else None
-        args = [self.eval(a, env) for a in call.args]
-        kwargs: dict[str, Value] = {}
-        for k in call.keywords:
-            value = self.eval(k.value, env)
-            kwargs[k.arg or "**"] = flat(kwargs["**"], value) if k.arg is None and "**" in kwargs else value
-            if k.arg and names_secret(k.arg):
-                self.check_secret_store(k.arg, value, k.value)
-        everything = flat(*args, *kwargs.values())
-        self.check_call_sinks(call, name, receiver, args, kwargs, env)
-
-        if name in SOURCE_CALLS:
-            return of({Origin("source", f"{name}()", cleared=LOCAL_USER_CLEARS, line=call.lineno)})
-        if name.endswith((".parse_args", ".parse_known_args")) or name in ("parse_args", "parse_known_args"):
-            return of({Origin("source", f"{name}()", cleared=COMMAND_LINE_CLEARS, line=call.lineno)})
-        if name in WEAK_RANDOM:
-            return of({Origin("weakrand", f"{name}()", line=call.lineno)})
-        if name in CLEAN_CALLS:
-            return CONSTANT
-        if name in SANITISERS:
-            return clear(everything, SANITISERS[name])
-        if name in NORMALISERS:
-            return normalised(everything)
-        if name in S.CONFIG_PARSERS or name in ("dict", "collections.OrderedDict", "collections.defaultdict"):
-            return mapping(kwargs.items()) if name != "collections.defaultdict" else mapping(())
-        if name in ("list", "tuple") and len(args) == 1:
-            return args[0] if args[0].seq is not None else flat(args[0])
-        if name in ("compile", "builtins.compile"):
-            return args[0] if args else kwargs.get("source", CONSTANT)  # the code carries its source, not its file name
-        if name in _FILE_OPENERS:
-            return UNKNOWN  # what a file holds is not the data that named it (a script path on a command line)
-        if name in _PROCESS_RUNNERS:
-            return UNKNOWN  # its arguments were checked as a command above; its output is the program's
-        if name in S.XML_PARSER_FACTORIES:
-            entities = next((k.value for k in call.keywords if k.arg == "resolve_entities"), None)
-            unsafe = isinstance(entities, ast.Constant) and entities.value is True
-            return Value(cls=S.UNSAFE_PARSER) if unsafe else CONSTANT
-        if name in S.SAX_FACTORIES:
-            return Value(cls=S.SAX_PARSER)
-        if name in PATH_JOINS:  # `Path(base, name)`, `os.path.join(base, name)`: only the last part stays last
-            return flat(*map(without_segment, args[:-1]), *args[-1:], *map(without_segment, kwargs.values()))
-        if isinstance(func, ast.Attribute) and func.attr == "joinpath" and receiver is not None:
-            return flat(without_segment(receiver), *map(without_segment, args[:-1]), *args[-1:])
-        statement = self.orm_statement(call, name, receiver, args, kwargs)
-        if statement is not None:
-            return statement
-        return without_segment(self.call_result(call, func, name, receiver, callee, args, kwargs, env))
-
-    def orm_statement(
-        self, call: ast.Call, name: str, receiver: Value | None, args: list[Value], kwargs: dict[str, Value]
-    ) -> Value | None:
-        """What a query builder returns (`select(User)`, `db.select(...)`, `session.query(User)`,
-        `User.query` / `User.objects`, then `.filter_by(name=x)`, `.where(...)`, `.values(...)` on
-        the result): a statement object that carries its values as bound parameters, so they are no
-        longer SQL text. Text spliced into a positional argument (`.where(f"name = '{x}'")`, which
-        SQLAlchemy before 1.4 coerced to SQL) stays SQL; `text(...)` is a sink of its own. None for
-        any other call."""
-        base = _statement_base(call, name, receiver, args)
-        if base is None:
-            return None
-        bound = [v if self.spliced_text(expr) else clear(v, {"sql"}) for expr, v in zip(call.args, args, strict=False)]
-        return Value(flat(base, *bound, *(clear(v, {"sql"}) for v in kwargs.values())).origins, cls=S.ORM_STATEMENT)
-
-    def spliced_text(self, expr: ast.expr) -> bool:
-        """Whether the expression is text with values spliced in, here or where its name was assigned."""
-        return interpolates(expr) or (isinstance(expr, ast.Name) and expr.id in self._built)
-
-    def call_result(
-        self,
-        call: ast.Call,
-        func: ast.expr,
-        name: str,
-        receiver: Value | None,
-        callee: Value | None,
-        args: list[Value],
-        kwargs: dict[str, Value],
-        env: Env,
-    ) -> Value:
-        """What a call that is no source, sanitiser or path join returns: a summary's result, a
-        method's, or its arguments' origins."""
-        everything = flat(*args, *kwargs.values())
-
-        ref = callee.callable_ref if callee is not None else None
-        if ref is None and isinstance(func, ast.Attribute):
-            ref_value = self.eval_attribute(func, env) if receiver is not None and receiver.callable_ref else None
-            ref = ref_value.callable_ref if ref_value is not None else None
-            if ref is None and receiver is not None and receiver.cls and "::" in receiver.cls:
-                ref = self.method_ref(receiver.cls, func.attr)
-                if ref is not None:
-                    return self.apply(call, ref, args, kwargs, receiver)
-        if ref is not None and "::" in ref:
-            return self.apply(call, ref, args, kwargs, None)
-
-        if isinstance(func, ast.Attribute) and receiver is not None:
-            return self.method(call, func, receiver, args, kwargs, env)
-        if ref is not None and ref.startswith("lib:"):
-            return everything
-        return everything if (args or kwargs) else UNKNOWN
-
-    def method(
-        self,
-        call: ast.Call,
-        func: ast.Attribute,
-        receiver: Value,
-        args: list[Value],
-        kwargs: dict[str, Value],
-        env: Env,
-    ) -> Value:
-        attr = func.attr
-        target = func.value
-        owner = dotted(target)
-        if attr in REQUEST_PARTS and (
-            any(o.kind == "request" for o in receiver.origins)
-            or (self.module.frameworks and (owner in REQUEST_NAMES or owner.endswith(".request")))
-            or self.qualified(target) in REQUEST_PROXIES
-        ):
-            return of(
-                {Origin("source", f"request.{attr}()", line=call.lineno)}
-            )  # request.get_json(), await request.post()
-        const_args = [self.const_key(a, env) for a in call.args]
-        if attr in _MUTATORS and isinstance(target, ast.Name):
-            current = self.lookup(target.id, env)
-            if attr in ("append", "add", "appendleft", "put", "push") and args:
-                env[target.id] = appended(current, args[0])
-            elif attr == "insert" and len(args) == 2 and current.seq is not None and isinstance(const_args[0], int):
-                parts = list(current.seq)
-                parts.insert(const_args[0], args[1])
-                env[target.id] = sequence(parts)
-            elif attr == "extend" and args and current.seq is not None:
-                env[target.id] = sequence(
-                    (*current.seq, *(args[0].seq if args[0].seq is not None else (flat(args[0]),)))
-                )
-            elif attr == "setdefault" and len(args) == 2:
-                env[target.id] = (
-                    with_item(current, const_args[0], args[1]) if current.item(const_args[0]) is None else current
-                )
-                return current.item(const_args[0]) or args[1]
-            else:
-                env[target.id] = Value(flat(current, *args, *kwargs.values()).origins, cls=current.cls)
-            return CONSTANT
-        if attr == "set" and len(args) == 3 and isinstance(target, ast.Name):
-            # ConfigParser.set(section, option, value)
-            option: Hashable | None = (const_args[0], const_args[1]) if None not in const_args[:2] else None
-            env[target.id] = with_item(self.lookup(target.id, env), option, args[2])
-            return CONSTANT
-        if attr in ("get", "getlist", "pop", "__getitem__", "getint", "getfloat", "getboolean"):
-            if attr in ("getint", "getfloat", "getboolean"):
-                return CONSTANT
-            lookup_key: Hashable | None
-            if (
-                len(const_args) >= 2
-                and receiver.items is not None
-                and all(isinstance(k, tuple) for k, _ in receiver.items)
-            ):
-                lookup_key = (const_args[0], const_args[1])  # ConfigParser.get(section, option)
-            else:
-                lookup_key = const_args[0] if const_args else None
-            key = lookup_key
-            result: Value
-            if attr == "pop" and receiver.seq is not None and receiver.seq:
-                index = key if isinstance(key, int) else -1
-                parts = list(receiver.seq)
-                if -len(parts) <= index < len(parts):
-                    result = parts.pop(index)
-                    if isinstance(target, ast.Name):
-                        env[target.id] = sequence(parts)
-                    return result
-            if key is not None and receiver.items is not None:
-                item = receiver.item(key)
-                if attr == "pop" and isinstance(target, ast.Name) and item is not None:
-                    env[target.id] = mapping((k, v) for k, v in receiver.items if k != key)
-                default = args[1] if len(args) > 1 and not isinstance(key, tuple) else CONSTANT
-                return item if item is not None else default
-            return flat(receiver, *(args[1:] if attr == "get" else []))
-        if attr == "setFeature" and len(call.args) == 2 and isinstance(target, ast.Name):
-            feature = self.qualified(call.args[0])
-            on = isinstance(call.args[1], ast.Constant) and bool(call.args[1].value)
-            if on and feature.endswith(("feature_external_ges", "feature_external_pes")):
-                env[target.id] = Value(cls=S.UNSAFE_PARSER)
-            return CONSTANT
-        if attr in CLEAN_METHODS:
-            return CONSTANT
-        if attr in ("read_text", "read_bytes"):
-            return UNKNOWN  # a file's content, not its name
-        if attr in _READS and any(o.kind == "param" or o.cleared >= LOCAL_USER_CLEARS for o in receiver.origins):
-            # a file named on the command line (argparse.FileType): its content is the user's own file;
-            # on a parameter, the read is remembered and judged at each call
-            return flat(attribute(receiver, attr), *args)
-        if attr in ("resolve", "absolute", "realpath"):
-            return normalised(flat(receiver, *args))
-        if attr == "copy":
-            return receiver
-        if attr == "values" or attr == "items":
-            return flat(receiver)
-        if attr == "join":
-            return clear(flat(receiver, *args), (SPLICED,))
-        if attr == "format":
-            return clear(flat(receiver, *args, *kwargs.values()), (SPLICED,))
-        return flat(receiver, *args, *kwargs.values())
-
-    def method_ref(self, cls_ref: str, method: str) -> str | None:
-        path, _, cls_name = cls_ref.partition("::")
-        info = self.project.module_at(path)
-        if info is None:
-            return None
-        if f"{cls_name}.{method}" in info.functions:
-            return f"{path}::{cls_name}.{method}"
-        cls = info.classes.get(cls_name)
-        for base in cls.bases if cls is not None else []:
-            base_name = dotted(base)
-            if base_name in info.classes and f"{base_name}.{method}" in info.functions:
-                return f"{path}::{base_name}.{method}"
-        return None
-
-    def apply(
-        self, call: ast.Call, ref: str, args: list[Value], kwargs: dict[str, Value], receiver: Value | None
-    ) -> Value:
-        """A repository function's or class's effect at this call."""
-        path, _, qualname = ref.partition("::")
-        info = self.project.module_at(path)
-        if info is None:
-            return flat(*args, *kwargs.values())
-        if qualname in info.classes:
-            return self.construct(call, info, qualname, args, kwargs)
-        if qualname not in info.functions:
-            return flat(*args, *kwargs.values())
-        summary = summarize(self.project, info, qualname, self.depth + 1)
-        binding = bind(summary.params, args, kwargs, receiver)
-        for sink in summary.sinks:
-            actual = binding.get(sink.param)
-            if actual is not None:
-                # what the function does to a segment before its sink is not known here
-                value = without_segment(clear(resolve_path(actual, sink.path), sink.cleared))
-                self.sink(call, sink.cls, value, sink.call, via=sink.where)
-        return substitute(summary.returns, binding)
-
-    def construct(
-        self, call: ast.Call, info: ModuleInfo, cls_name: str, args: list[Value], kwargs: dict[str, Value]
-    ) -> Value:
-        ref = f"{info.path}::{cls_name}"
-        instance = Value(flat(*args, *kwargs.values()).origins, cls=ref)
-        init = self.method_ref(ref, "__init__")
-        if init is None:
-            declared = [
-                n.target.id for n in info.classes[cls_name].body
-                if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)
-            ]  # fmt: skip
-            fields = dict(zip(declared, args, strict=False))
-            fields.update({k: v for k, v in kwargs.items() if k != "**"})
-            return replace(instance, fields=tuple(fields.items()))
-        init_path, _, init_name = init.partition("::")
-        init_info = self.project.module_at(init_path)
-        if init_info is None:
-            return instance
-        summary = summarize(self.project, init_info, init_name, self.depth + 1)
-        binding = bind(summary.params, args, kwargs, instance)
-        for sink in summary.sinks:
-            actual = binding.get(sink.param)
-            if actual is not None:
-                self.sink(
-                    call, sink.cls, clear(resolve_path(actual, sink.path), sink.cleared), sink.call, via=sink.where
-                )
-        return replace(instance, fields=tuple((k, substitute(v, binding)) for k, v in summary.fields))
-
-    # --- sinks -----------------------------------------------------------------------------------
-
-    def sink(
-        self, node: ast.AST, cls: str, value: Value, call: str, *, via: str = "", low: bool = False,
-        argument: ast.expr | None = None,
-    ) -> None:  # fmt: skip
-        """Data reaching a sink: a hit for request data (or, with `low`, for data of unknown origin),
-        and, in a summary, the parameters that reach it. `argument` is the sink's argument: a local
-        name assigned from spliced text points the hit at that assignment, where the defect is."""
-        built = self._assigned.get(argument.id) if isinstance(argument, ast.Name) else None
-        built = built if built is not None and interpolates(built) else None
-        live = [o for o in value.origins if cls not in o.cleared and not (cls == "path" and SEGMENT in o.cleared)]
-        sources = [o for o in live if o.kind == "source"]
-        command_line = bool(sources) and all(COMMAND_LINE in o.cleared for o in sources)
-        if sources and cls in OPERATOR_RUNS and command_line:
-            self.hits.append(Hit(node, cls, "low", sources[0].what, call, via, built, command_line=True))
-        elif sources and cls in WHOLE_STATEMENT_CLASSES and not any(SPLICED in o.cleared for o in sources):
-            self.hits.append(Hit(node, cls, "low", sources[0].what, call, via, built, whole=True))
-        elif sources:
-            self.hits.append(Hit(node, cls, "high", sources[0].what, call, via, built, command_line=command_line))
-        for o in live:
-            if o.kind == "param":
-                self.param_sinks.append(ParamSink(o.what, o.path, o.cleared, cls, via or self.where(node), call))
-        if not sources and low and cls in LOW_WHEN_UNKNOWN and any(o.kind in ("param", "unknown") for o in live):
-            param = next((o for o in live if o.kind == "param"), None)
-            what = f"parameter `{param.what}`" if param is not None else "a value of unknown origin"
-            self.hits.append(Hit(node, cls, "low", what, call, via, built))
-
-    def arg(
-        self, call: ast.Call, args: list[Value], kwargs: dict[str, Value], spec: S.ArgSink
-    ) -> list[tuple[ast.expr, Value]]:
-        out: list[tuple[ast.expr, Value]] = []
-        for position in spec.positions:
-            if position < len(call.args) and not isinstance(call.args[position], ast.Starred):
-                out.append((call.args[position], args[position]))
-        for k in call.keywords:
-            if k.arg in spec.keywords:
-                out.append((k.value, kwargs[k.arg]))
-        return out
-
-    def check_call_sinks(  # noqa: C901 - one branch per sink family
-        self, call: ast.Call, name: str, receiver: Value | None, args: list[Value], kwargs: dict[str, Value], env: Env
-    ) -> None:
-        func = call.func
-        attr = func.attr if isinstance(func, ast.Attribute) else ""
-        spec = S.CALL_SINKS.get(name)
-        if spec is not None:
-            if spec.cls == "xss" and not self.html_response(call, name):
-                return
-            for expr, value in self.arg(call, args, kwargs, spec):
-                self.sink(call, spec.cls, value, name, low=self.worth_a_look(spec.cls, expr, value), argument=expr)
-            return
-        if name in ("yaml.load", "yaml.load_all"):
-            loader = next(
-                (k.value for k in call.keywords if k.arg == "Loader"), call.args[1] if len(call.args) > 1 else None
-            )
-            if loader is None or self.qualified(loader).rsplit(".", 1)[-1] not in _SAFE_YAML_LOADERS:
-                if call.args:
-                    self.sink(
-                        call,
-                        "deserialization",
-                        args[0],
-                        name,
-                        low=self.worth_a_look("deserialization", call.args[0], args[0]),
-                    )
-            return
-        if name == "torch.load":
-            weights = next((k.value for k in call.keywords if k.arg == "weights_only"), None)
-            if not (isinstance(weights, ast.Constant) and weights.value is True) and call.args:
-                self.sink(call, "deserialization", args[0], name)
-            return
-        if name in S.SUBPROCESS_CALLS:
-            self.check_subprocess(call, name, args, kwargs)
-            return
-        if name in S.XML_PARSE_CALLS:
-            parser = kwargs.get("parser") or (args[1] if len(args) > 1 and name.startswith("lxml") else None)
-            if parser is not None and parser.cls == S.UNSAFE_PARSER and args:
-                self.sink(call, "xxe", args[0], name)
-            return
-        if receiver is None or not attr:
-            return
-        receiver_name = dotted(func.value) if isinstance(func, ast.Attribute) else ""
-        if attr in S.ORM_SQL_TEXT and (
-            receiver.cls == S.ORM_STATEMENT or (isinstance(func, ast.Attribute) and _model_manager(func.value))
-        ):
-            for expr, value in self.arg(call, args, kwargs, S.ORM_SQL_TEXT[attr]):
-                self.sink(
-                    call, "sql", value, f"{receiver_name or '…'}.{attr}", low=self.worth_a_look("sql", expr, value),
-                    argument=expr,
-                )  # fmt: skip
-        elif attr in S.SQL_METHODS:
-            pairs = self.arg(call, args, kwargs, S.ArgSink("sql", (0,), ("sql", "statement", "query", "operation")))
-            for expr, value in pairs:
-                text = self.text_of(expr)
-                sql_text = bool(SQL_SHAPE.search(text))
-                if attr in S.SQL_SHAPE_METHODS and not sql_text:
-                    continue
-                if not sql_text and not _database_like(receiver_name, name):
-                    continue  # `executor.execute(task)`: an execute that is not shown to take SQL
-                self.sink(
-                    call, "sql", value, f"{receiver_name or '…'}.{attr}", low=self.worth_a_look("sql", expr, value),
-                    argument=expr,
-                )  # fmt: skip
-        elif attr in S.PATH_METHODS and isinstance(func, ast.Attribute):
-            if self.may_be_path(call, attr, receiver):
-                self.sink(call, "path", receiver, f"Path.{attr}")
-        elif attr in S.XPATH_METHODS and call.args:
-            self.sink(call, "xpath", args[0], f"{receiver_name or '…'}.xpath")
-        elif (
-            attr in S.ELEMENTPATH_METHODS
-            and call.args
-            and any(c in self.text_of(call.args[0]) for c in ("[@", "//", "/"))
-        ):
-            if not name.startswith(("re.", "str.")):
-                self.sink(call, "xpath", args[0], f"{receiver_name or '…'}.{attr}")
-        elif attr in S.LDAP_METHODS:
-            self.check_ldap(call, name, receiver_name, args, kwargs)
-        elif attr in S.TEMPLATE_METHODS and call.args:
-            self.sink(call, "template", args[0], f"{receiver_name or '…'}.from_string")
-        elif attr in ("parse", "feed", "parseString") and receiver.cls == S.UNSAFE_PARSER and call.args:
-            self.sink(call, "xxe", args[0], f"{receiver_name}.{attr}")
-        elif attr in ("update", "setdefault") and (receiver_name.endswith("session")):
-            self.sink(call, "trust-boundary", flat(*args, *kwargs.values()), f"{receiver_name}.{attr}")
-        elif attr == "set_cookie":
-            value = args[1] if len(args) > 1 else kwargs.get("value", CONSTANT)
-            key = const_text(call.args[0]) if call.args else None
-            if key and names_secret(key):
-                self.check_secret_store(key, value, call)
-
-    def check_subprocess(self, call: ast.Call, name: str, args: list[Value], kwargs: dict[str, Value]) -> None:
-        shell = next((k.value for k in call.keywords if k.arg == "shell"), None)
-        if name == "asyncio.create_subprocess_exec" or name.startswith("os.spawn") or name.startswith("os.posix"):
-            argv = args[1:] if name.startswith("os.spawn") else args
-            if argv:
-                self.sink(call, "command", _not_local(argv[0]), name)
-            return
-        command_expr = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "args"), None)
-        if command_expr is None:
-            return
-        command = args[0] if call.args else kwargs["args"]
-        if isinstance(shell, ast.Constant) and shell.value is True:
-            self.sink(
-                call, "command", command, f"{name}(shell=True)",
-                low=self.worth_a_look("command", command_expr, command), argument=command_expr,
-            )  # fmt: skip
-            return
-        if command.seq is not None:
-            parts = command.seq
-            words_ = self.list_words(command_expr)
-            if len(words_) >= 2 and words_[0] in S.SHELLS and words_[1] in ("-c", "/c", "-Command", "-lc"):
-                # later items are the script's positional parameters ($0, $1), not shell text
-                script = parts[2] if len(parts) > 2 else CONSTANT
-                self.sink(call, "command", script, f'{name}(["{words_[0]}", "{words_[1]}", …])')
-            elif parts and not any(k.arg == "executable" for k in call.keywords):
-                self.sink(call, "command", _not_local(parts[0]), f"{name} (the program)")
-            return
-        if not any(k.arg == "executable" for k in call.keywords):
-            self.sink(call, "command", _not_local(command), name)
-
-    def list_words(self, expr: ast.expr) -> list[str]:
-        """The literal words at the start of a command list (followed through one local name)."""
-        if isinstance(expr, ast.Name):
-            source = self._assigned.get(expr.id)
-            return fragments(source).split() if source is not None else []
-        if isinstance(expr, ast.List | ast.Tuple):
-            out: list[str] = []
-            for e in expr.elts:
-                text = const_text(e)
-                if text is None:
-                    break
-                out.append(text)
-            return out
-        return []
-
-    def check_ldap(
-        self, call: ast.Call, name: str, receiver_name: str, args: list[Value], kwargs: dict[str, Value]
-    ) -> None:
-        if name.startswith(("re.", "regex.")) or receiver_name in ("re", "regex"):
-            return
-        scope_style = len(call.args) >= 3 or (len(call.args) == 2 and "SCOPE" in self.qualified(call.args[1]))
-        filter_pos = 2 if scope_style else 1
-        filter_expr = (
-            call.args[filter_pos]
-            if len(call.args) > filter_pos
-            else next((k.value for k in call.keywords if k.arg in ("filterstr", "search_filter")), None)
-        )
-        if filter_expr is None:
-            return
-        text = self.text_of(filter_expr)
-        looks_ldap = ("(" in text and "=" in text) or "ldap" in receiver_name.lower() or "conn" in receiver_name.lower()
-        if scope_style:
-            looks_ldap = looks_ldap or "SCOPE" in self.qualified(call.args[1])
-        if not looks_ldap:
-            return
-        filter_value = (
-            args[filter_pos]
-            if len(call.args) > filter_pos
-            else next(kwargs[k] for k in ("filterstr", "search_filter") if k in kwargs)
-        )
-        self.sink(call, "ldap", filter_value, f"{receiver_name or '…'}.{name.rsplit('.', 1)[-1]}")
-        if call.args:
-            self.sink(call, "ldap", args[0], f"{receiver_name or '…'}.{name.rsplit('.', 1)[-1]} (base DN)")
-
-    def html_response(self, call: ast.Call, name: str) -> bool:
-        """Whether a response call's content type is HTML (or left to a default that is)."""
-        for k in call.keywords:
-            if k.arg == "headers":
-                return False  # the headers may set the content type: not known to be HTML
-            if k.arg in ("mimetype", "content_type", "media_type"):
-                text = const_text(k.value)
-                return text is not None and "html" in text
-        if name.endswith("HTMLResponse"):
-            return True
-        # aiohttp's and Starlette's plain responses default to text/plain or no type at all
-        return not name.startswith(("aiohttp", "starlette", "fastapi", "web."))
-
-    def check_return(self, stmt: ast.Return, expr: ast.expr, value: Value) -> None:
-        if self.func is None or not is_route(self.func) or not self.module.frameworks & {"flask", "quart", "bottle"}:
-            return
-        body = expr.elts[0] if isinstance(expr, ast.Tuple) and expr.elts else expr
-        part = value.seq[0] if isinstance(expr, ast.Tuple) and value.seq else value
-        if isinstance(body, ast.Name) and body.id not in self._built:
-            # a bare name: text from the query, a form or a header is returned as HTML; a JSON body
-            # comes back as a dict, which Flask serialises
-            part = of(o for o in part.origins if not o.what.endswith(("json", "get_json", "files")))
-        elif not (isinstance(body, ast.JoinedStr | ast.BinOp) or interpolates(body) or self.builds_text(body)):
-            return
-        self.sink(stmt, "xss", part, "the route's response body")
-
-    def may_be_path(self, call: ast.Call, attr: str, receiver: Value) -> bool:
-        """Whether a path method's receiver may be a path. A name that other APIs share (`exists`,
-        `stat`) is no path method on a value known to be something else: a query builder's
-        statement, an instance of one of the project's classes that defines the method, or a call
-        with a positional argument (pathlib's take none: `cache.exists(key)`). A receiver of
-        unknown type still counts."""
-        if attr not in S.SHARED_PATH_METHODS:
-            return True
-        if call.args or receiver.cls == S.ORM_STATEMENT:
-            return False
-        return not (receiver.cls and "::" in receiver.cls and self.method_ref(receiver.cls, attr) is not None)
-
-    def builds_text(self, expr: ast.expr) -> bool:
-        """Whether a returned call is to one of the repository's functions (which builds the body)."""
-        if not (isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name)):
-            return False
-        return "::" in (self.lookup(expr.func.id, {}).callable_ref or "")
-
-    def check_secret_store(self, name: str, value: Value, node: ast.AST) -> None:
-        if names_secret(name) and any(o.kind == "weakrand" for o in value.origins):
-            origin = next(o for o in value.origins if o.kind == "weakrand")
-            self.hits.append(Hit(node, "weak-random", "high", origin.what, f"`{name}`"))
-
-    def text_of(self, expr: ast.expr) -> str:
-        if isinstance(expr, ast.Name):
-            source = self._assigned.get(expr.id)
-            return fragments(source) if source is not None else ""
-        return fragments(expr)
-
     def worth_a_look(self, cls: str, expr: ast.expr, value: Value) -> bool:
         """Whether a sink fed by a value of unknown origin deserves a person's look: SQL text with
         values spliced in, a shell command, code to evaluate, or data to unpickle."""
@@ -1365,21 +617,6 @@ class Interpreter:
             built = interpolates(expr) or (isinstance(expr, ast.Name) and expr.id in self._built)
             return built and bool(SQL_SHAPE.search(self.text_of(expr)))
         return cls in LOW_WHEN_UNKNOWN
-
-
-def bind(
-    params: tuple[str, ...], args: list[Value], kwargs: dict[str, Value], receiver: Value | None
-) -> dict[str, Value]:
-    names = list(params)
-    out: dict[str, Value] = {}
-    if receiver is not None and names:
-        out[names.pop(0)] = receiver
-    for name, value in zip(names, args, strict=False):
-        out[name] = value
-    for key, value in kwargs.items():
-        if key in params:
-            out[key] = value
-    return out
 
 
 def parameters(func: FunctionNode) -> list[ast.arg]:
@@ -1439,7 +676,7 @@ def summarize(project: Project, info: ModuleInfo, qualname: str, depth: int = 0)
     return summary
 
 
-def entry_bindings(info: ModuleInfo, func: FunctionNode, class_name: str | None) -> Env:
+def entry_bindings(info: ModuleInfo, func: FunctionNode, class_name: str | None, project: Project | None = None) -> Env:
     """What a function's parameters hold when nobody known calls it: request data for a route's
     parameters, a request object for `request`, otherwise a value of unknown origin."""
     params = parameters(func)
@@ -1461,6 +698,8 @@ def entry_bindings(info: ModuleInfo, func: FunctionNode, class_name: str | None)
         default_call = dotted(default.func) if isinstance(default, ast.Call) else ""
         if index == 0 and class_name is not None:
             out[p.arg] = Value(of({Origin("param", p.arg)}).origins, cls=f"{info.path}::{class_name}")
+        elif (handed := H.entry_source(info, func, class_name, p.arg, project)) is not None:
+            out[p.arg] = handed
         elif (info.frameworks and p.arg in ("request", "req")) or annotation.rsplit(".", 1)[-1] in REQUEST_ANNOTATIONS:
             out[p.arg] = of({Origin("request", p.arg, line=func.lineno)})
         elif (route or django_view) and annotation in CLEAN_ANNOTATIONS:
@@ -1503,7 +742,9 @@ def analyse_module(project: Project, info: ModuleInfo) -> list[tuple[Hit, str]]:
 
 def analyse_function(project: Project, info: ModuleInfo, qualname: str, func: FunctionNode) -> list[Hit]:
     class_name = qualname.split(".")[0] if "." in qualname and qualname.split(".")[0] in info.classes else None
-    interpreter = Interpreter(project, info, func, "report", entry_bindings(info, func, class_name), class_name)
+    interpreter = Interpreter(
+        project, info, func, "report", entry_bindings(info, func, class_name, project), class_name
+    )
     try:
         interpreter.run()
     except RecursionError:

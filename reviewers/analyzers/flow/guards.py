@@ -111,6 +111,8 @@ def _facts(
                     _add(out, subject[0], judged)
     elif not positive and (subject := _subject(cond, qualified)) and subject[1]:
         _add(out, subject[0], _URL_CLASSES)  # `if urlparse(x).netloc: abort()`: a relative URL after it
+    elif isinstance(cond, ast.Name) and not positive:
+        _add(out, cond.id, ALL_CLASSES)  # `if not x:` / `x or default`: x is empty or None there
     return out
 
 
@@ -187,7 +189,8 @@ def _call(cond: ast.Call, positive: bool, qualified: Callable[[ast.expr], str], 
     if name in REDIRECT_GUARDS or short in REDIRECT_GUARDS:
         for arg in [*cond.args, *(k.value for k in cond.keywords)]:
             if (subject := _subject(arg, qualified)) is not None:
-                _add(out, subject[0], _URL_CLASSES)
+                # a URL checked against the allowed hosts may be kept in the session for a later redirect
+                _add(out, subject[0], _URL_CLASSES | {"trust-boundary"})
         return
     if any(word in short.lower() for word in GUARD_WORDS):
         for arg in cond.args:

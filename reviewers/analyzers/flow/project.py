@@ -76,6 +76,7 @@ class ModuleInfo:
     classes: dict[str, ast.ClassDef]
     frameworks: frozenset[str]
     globals: dict[str, Value] | None = None
+    ui_handlers: frozenset[str] | None = None  # functions a UI framework hands user input (`handlers`)
 
     @property
     def dotted(self) -> str:
@@ -157,6 +158,7 @@ class Project:
     summaries: dict[str, Summary] = field(default_factory=dict)
     in_progress: set[str] = field(default_factory=set)
     unfinished: dict[str, str] = field(default_factory=dict)  # what a bound cut off → which bound
+    facts: dict[str, object] = field(default_factory=dict)  # memoised answers about the repository (`handlers`)
     _resolved: dict[str, str | None] = field(default_factory=dict)
     _found: dict[str, tuple[ModuleInfo, str] | None] = field(default_factory=dict)
     _known: frozenset[str] | None = None

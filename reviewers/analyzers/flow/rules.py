@@ -103,6 +103,10 @@ SINKS: dict[str, SinkClass] = {
         _sink("ssrf", "CWE-918", "python:ssrf", "ssrf", "medium", "Outbound request to a URL taken from the request",
               "The server fetches whatever address it is given, internal services and cloud metadata included "
               "(server-side request forgery). Check the host against an allow-list first."),
+        _sink("header", "CWE-113", "python:header-injection", "header", "medium",
+              "HTTP header or request line built from request data",
+              "A carriage return and line feed in the value end the header and start new ones (header injection, "
+              "response or request splitting). Reject CR and LF, or build the value from an allow-list."),
         _sink("weak-random", "CWE-330", "python:weak-random", "weak-random", "high",
               "Secret value made with the non-cryptographic `random` module",
               "`random` is a predictable generator: tokens, session ids, passwords and salts made with it can be "
@@ -120,7 +124,9 @@ REQUEST_PROXIES = frozenset({"flask.request", "quart.request", "bottle.request"}
 REQUEST_PARTS = frozenset(
     {"args", "form", "values", "GET", "POST", "FILES", "COOKIES", "META", "query_params", "path_params", "json",
      "get_json", "data", "get_data", "body", "files", "headers", "cookies", "query", "params", "match_info",
-     "query_string", "content", "text", "stream", "post", "read", "url", "path", "full_path", "raw_uri"}
+     "query_string", "content", "text", "stream", "post", "read", "url", "path", "full_path", "raw_uri",
+     # tornado's HTTPServerRequest
+     "arguments", "query_arguments", "body_arguments", "uri"}
 )  # fmt: skip
 # Interactive input only. What a program reads from its standard input is what its operator (or the
 # parent process that started it) pipes in: a file they chose, of unknown origin like any file it reads.
@@ -154,11 +160,15 @@ _HTML_ESCAPES = ("html.escape", "markupsafe.escape", "flask.escape", "escape", "
                  "django.utils.html.conditional_escape", "bleach.clean", "cgi.escape", "Markup.escape",
                  "xml.sax.saxutils.escape", "jsonify", "flask.jsonify", "render_template", "flask.render_template",
                  "django.shortcuts.render", "render", "JSONResponse", "urllib.parse.quote",
-                 "urllib.parse.quote_plus")  # fmt: skip
+                 "urllib.parse.quote_plus", "tornado.escape.xhtml_escape", "xhtml_escape")  # fmt: skip
 SANITISERS: dict[str, frozenset[str]] = {
     **{n: frozenset({"path"}) for n in _PATH_NAMES},
     **{n: frozenset({"xss"}) for n in _HTML_ESCAPES},
     **{n: frozenset({"command"}) for n in ("shlex.quote", "pipes.quote", "shlex.join")},
+    # percent-encoding leaves no CR or LF: the text stays one header value or request line
+    **{n: frozenset({"xss", "header"}) for n in ("urllib.parse.quote", "urllib.parse.quote_plus")},
+    # a query string: `k=v&…`, every value percent-encoded ("/" included), so it names no scheme or host
+    **{n: frozenset({"xss", "header", "redirect", "ssrf"}) for n in ("urllib.parse.urlencode", "urlencode")},
     **{n: frozenset({"ldap"}) for n in ("ldap.filter.escape_filter_chars", "ldap3.utils.conv.escape_filter_chars",
                                          "escape_filter_chars", "ldap.dn.escape_dn_chars", "escape_dn_chars")},
     **{n: frozenset({"sql"}) for n in ("psycopg2.sql.Literal", "psycopg2.sql.Identifier", "psycopg.sql.Literal",

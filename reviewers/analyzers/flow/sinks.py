@@ -56,6 +56,11 @@ CALL_SINKS: dict[str, ArgSink] = {
                     ("get", "post", "put", "patch", "delete", "head", "request", "stream")),
            ArgSink("ssrf", (0,), ("url",))),
     **_all("urllib.request.urlopen urlopen urllib.request.Request", ArgSink("ssrf", (0,), ("url",))),
+    **_all("aiohttp.request urllib3.request", ArgSink("ssrf", (1,), ("url",))),
+    **_all("http.client.HTTPConnection http.client.HTTPSConnection httplib.HTTPConnection httplib.HTTPSConnection",
+           ArgSink("ssrf", (0,), ("host",))),
+    # JavaScript evaluated from Python: the text runs as code in an engine embedded in the process
+    **_all("js2py.eval_js js2py.eval_js6 execjs.eval execjs.exec_ execjs.compile", ArgSink("code", (0,), ("source",))),
     **_all("lxml.etree.XPath lxml.etree.ETXPath", ArgSink("xpath", (0,), ("path",))),
     **_all("make_response flask.make_response django.http.HttpResponse HttpResponse HTMLResponse "
            "starlette.responses.HTMLResponse fastapi.responses.HTMLResponse",

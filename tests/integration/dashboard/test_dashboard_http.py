@@ -48,13 +48,15 @@ def vote(client: httpx.Client, finding_id: int, value: str, csrf: str | None) ->
 
 
 def test_without_credentials_a_browser_is_sent_to_login_and_a_script_gets_401(client: httpx.Client) -> None:
-    for path in ("/dashboard", "/dashboard/reviews/1", "/dashboard/quality?weeks=4", "/dashboard/models"):
+    pages = ("/dashboard", "/dashboard/reviews/1", "/dashboard/quality?weeks=4", "/dashboard/models")
+    for path in (*pages, "/dashboard/suppressions"):
         page = client.get(path, headers=HTML)
         assert page.status_code == 303
         assert page.headers["location"] == f"/dashboard/login?next={quote(path, safe='/')}"
         assert client.get(path).status_code == 401
-    # a vote without a session leaks nothing and writes nothing
+    # a vote without a session leaks nothing and writes nothing, nor does a lift
     assert client.post("/dashboard/findings/1/vote", data={"value": "-1"}).status_code == 401
+    assert client.post("/dashboard/suppressions/lift", data={"project": "p", "rule": "r"}).status_code == 401
 
 
 def test_a_wrong_token_is_refused_everywhere(db_dsn: str, client: httpx.Client) -> None:
@@ -92,6 +94,7 @@ def test_the_right_token_opens_every_page(db_dsn: str, client: httpx.Client) -> 
     assert "SQL statement built from request data" in detail.text
     assert client.get("/dashboard/quality", headers=HTML).status_code == 200
     assert client.get("/dashboard/models", headers=HTML).status_code == 200
+    assert client.get("/dashboard/suppressions", headers=HTML).status_code == 200
     assert client.get("/dashboard/reviews/999999", headers=HTML).status_code == 404
 
 
@@ -189,12 +192,20 @@ def test_quality_page_charts_acceptance_and_counts_comments(db_dsn: str, client:
     login(client, ENV_TOKEN)
     page = client.get("/dashboard/quality?weeks=4", headers=HTML)
     assert page.status_code == 200
-    # one dot per (series, week with votes): security 100 %, code_quality 0 %, in both charts
+    # one dot per (series, week with votes): by reviewer security 100 %, code_quality 0 %; by project 50 %
     notes = re.findall(r"<circle [^>]*><title>([^<]*)</title>", page.text)
-    assert sorted(n.split(",")[0] for n in notes) == ["code_quality", "code_quality", "security", "security"]
+    assert sorted(n.split(",")[0] for n in notes) == ["code_quality", "security", "shop/api"]
     assert any("1 accepted, 0 rejected (100%)" in n for n in notes)
     assert any("0 accepted, 1 rejected (0%)" in n for n in notes)
+    assert any(n.startswith("shop/api") and "1 accepted, 1 rejected (50%)" in n for n in notes)
     assert re.search(r"<td>security · security</td><td class=\"num\">1</td><td class=\"num\">0</td>", page.text)
+    # per rule: the rejected rule is marked, with its counts
+    [voted_rule] = [r["rule"] for r in rows(db_dsn, "SELECT rule FROM findings WHERE id = %s", tests)]
+    assert re.search(
+        rf"<tr class=\"rejected-rule\"><td><code>{re.escape(voted_rule)}</code></td><td>code quality</td>"
+        r"<td class=\"num\">0</td><td class=\"num\">1</td>",
+        page.text,
+    )
     # comment volume: both MRs, each with its two REAL findings
     for label in ("shop/api !12", "shop/api !13"):
         assert re.search(
@@ -372,4 +383,4 @@ def test_quality_window_bounds_the_data(db_dsn: str, client: httpx.Client) -> No
     recent = client.get("/dashboard/quality?weeks=12", headers=HTML).text
     assert "<circle" not in recent and "No votes in this window yet." in recent and "shop/api !12" not in recent
     wide = client.get("/dashboard/quality?weeks=52", headers=HTML).text
-    assert wide.count("<circle") == 4 and "shop/api !12" in wide
+    assert wide.count("<circle") == 3 and "shop/api !12" in wide  # two reviewers, one project

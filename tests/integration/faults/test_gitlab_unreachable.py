@@ -21,7 +21,7 @@ from fakes.gitlab_hooks import hook_headers, merge_request_hook
 from fakes.gitlab_server import BOT_TOKEN, FakeGitLab
 from fault_harness import FINDING_LINES, IID, PID, TcpGate, positioned_lines, posted_fingerprints, summary_notes
 from pydantic import SecretStr
-from service_harness import SECRET, BackgroundWorker, LiveServer, post_hook, rows, scalar, wait_for
+from service_harness import METRICS, SECRET, BackgroundWorker, LiveServer, post_hook, rows, scalar, wait_for
 
 from agent.gitlab.client import GitLabPlatform
 from agent.gitlab.review import build_deps
@@ -137,7 +137,7 @@ def test_gitlab_down_for_good_fails_the_job_visibly_after_its_retries(
     status, reason = event_state(queue_dsn, queued["event_id"])
     assert status == "failed"
     assert reason is not None and "GitLab could not be reached" in reason and BOT_TOKEN not in reason
-    metrics = httpx.get(f"{service.url}/metrics", timeout=30).text
+    metrics = httpx.get(f"{service.url}/metrics", headers=METRICS, timeout=30).text
     assert 'reviewloop_queue_jobs{status="failed"} 1.0' in metrics
     assert gitlab.requests == [] and gitlab.discussions(PID, IID) == []
     assert scalar(queue_dsn, "SELECT count(*) FROM reviews WHERE status = 'done'") == 0

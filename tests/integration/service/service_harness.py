@@ -17,10 +17,12 @@ from pydantic import SecretStr
 
 from agent.service_settings import Settings
 from api.db import make_pool
-from api.worker import QueueConfig, ReviewFunction, WorkerRuntime, create_queue_app, run_worker
+from api.worker import AnswerFunction, QueueConfig, ReviewFunction, WorkerRuntime, create_queue_app, run_worker
 
 SECRET = "hook-secret-for-tests"  # noqa: S105 - loopback test credential
 API_TOKEN = "api-token-for-tests"  # noqa: S105
+METRICS_TOKEN = "metrics-token-for-tests"  # noqa: S105
+METRICS = {"Authorization": f"Bearer {METRICS_TOKEN}"}  # the headers Prometheus scrapes /metrics with
 PID, IID = 42, 7
 PATH = "team/service"
 BASE = {"app.py": "def f():\n    return 1\n"}
@@ -34,6 +36,8 @@ def make_settings(dsn: str, **overrides: Any) -> Settings:
         "database_url": dsn,
         "webhook_secret": SecretStr(SECRET),
         "api_tokens": f"ci:{API_TOKEN}",
+        "metrics_token": SecretStr(METRICS_TOKEN),
+        "metrics_cache_s": 0,  # the tests read counts right after they change them
         "gitlab_bot_user_id": BOT_USER_ID,
         "db_pool_size": 12,
     }
@@ -81,7 +85,9 @@ class RecordingReview:
         return int(row[0])
 
 
-def drain_queue(dsn: str, review: ReviewFunction, *, config: QueueConfig = FAST_QUEUE) -> None:
+def drain_queue(
+    dsn: str, review: ReviewFunction, *, config: QueueConfig = FAST_QUEUE, answer: AnswerFunction | None = None
+) -> None:
     """Run a real worker until no job is ready (procrastinate's `wait=False`)."""
 
     async def main() -> None:
@@ -92,7 +98,7 @@ def drain_queue(dsn: str, review: ReviewFunction, *, config: QueueConfig = FAST_
         queue = create_queue_app(config)
         await queue.open_async(pool)
         try:
-            runtime = WorkerRuntime(pool=runtime_pool, review=review, config=config)
+            runtime = WorkerRuntime(pool=runtime_pool, review=review, config=config, answer=answer)
             await run_worker(queue, runtime, concurrency=2, install_signal_handlers=False, wait=False)
         finally:
             await queue.close_async()

@@ -49,8 +49,9 @@ FIRST_HEAD = {
         "def load_f(path):\n    try:\n        return open(path).read()\n    except BaseException:\n        pass\n"
     )
 }
+# the next merge request's file sits in the same directory: people's votes act on a rule where they gave them
 NEXT_HEAD = {
-    "tools/two.py": (
+    "calc/two.py": (
         "from flask import request\n\n"
         f'GITHUB_TOKEN = "ghp_4fJ9kQ2mZx7LpR8vT3nW6yB1cD5hG0{base62_crc32("4fJ9kQ2mZx7LpR8vT3nW6yB1cD5hG0")}"\n\n\n'
         'def compute():\n    return eval(request.args["expression"])\n\n\n'
@@ -68,7 +69,7 @@ def gitlab() -> Iterator[FakeGitLab]:
             PID, FIRST, files_base={"calc/one.py": "X = 1\n"}, files_head=FIRST_HEAD, author=MALLORY, title="calc"
         )
         server.add_merge_request(
-            PID, NEXT, files_base={"tools/two.py": "X = 1\n"}, files_head=NEXT_HEAD, author=DAN, title="tools"
+            PID, NEXT, files_base={"calc/two.py": "X = 1\n"}, files_head=NEXT_HEAD, author=DAN, title="tools"
         )
         yield server
 
@@ -210,13 +211,13 @@ def test_three_people_drop_a_medium_rule_but_a_high_security_finding_goes_to_a_h
     eval_verdict, eval_reason, eval_thread = judged[EVAL]
     assert (eval_verdict, eval_thread) == ("NEEDS_HUMAN_REVIEW", False), eval_reason  # at 9e7f37b: FALSE_POSITIVE
     assert eval_reason == (
-        f"3 people rejected this rule before ({EVAL} on this project; nobody accepted it);"
+        f"3 people rejected this rule before ({EVAL} in calc/** on this project; nobody accepted it);"
         " a high security finding is not dropped on votes alone: a human decides"
     )
     quiet_verdict, quiet_reason, _ = judged[QUIET]
     assert (quiet_verdict, quiet_reason) == (
         "FALSE_POSITIVE",
-        f"3 people rejected this rule before ({QUIET} on this project; nobody accepted it)",
+        f"3 people rejected this rule before ({QUIET} in calc/** on this project; nobody accepted it)",
     )
     assert judged[TOKEN][0] == "REAL"  # three rejected findings are too few to judge a reviewer
     assert "3 people rejected this rule before" in summary_of(gitlab, NEXT)  # where the human sees it

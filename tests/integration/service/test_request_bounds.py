@@ -108,14 +108,17 @@ def test_deeply_nested_json_is_refused_not_a_server_error(service: LiveServer, s
     assert rows(service_dsn, "SELECT count(*) FROM webhook_events") == [(0,)]
 
 
-def test_api_docs_are_off_in_production_unless_asked_for() -> None:
+def test_api_docs_are_off_unless_asked_for() -> None:
+    """Off for a bare `serve` too (development is the default environment; issue 40)."""
     base = {"database_url": "postgresql://unused@127.0.0.1:1/unused", "webhook_secret": SecretStr("s" * 32)}
     for environment, asked, served in (
-        ("development", None, True),
+        ("development", None, False),
         ("production", None, False),
+        ("development", True, True),
         ("production", True, True),
     ):
-        app = create_app(Settings(environment=environment, api_docs=asked, **base))
+        extra = {} if asked is None else {"api_docs": asked}
+        app = create_app(Settings(environment=environment, **extra, **base))
         client = TestClient(app)  # no lifespan: these pages need no database
         for path in ("/docs", "/redoc", "/openapi.json"):
             assert (client.get(path).status_code == 200) is served, (environment, asked, path)

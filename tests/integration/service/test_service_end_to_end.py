@@ -26,6 +26,7 @@ from service_harness import (
     API_TOKEN,
     FAST_QUEUE,
     IID,
+    METRICS,
     PID,
     SECRET,
     LiveServer,
@@ -280,7 +281,7 @@ def test_gitlab_failing_past_the_retry_budget_fails_the_job_visibly(
     )
     status, reason = rows(service_dsn, "SELECT status, reason FROM webhook_events WHERE id = %s", queued["event_id"])[0]
     assert status == "failed" and reason
-    metrics = httpx.get(f"{service.url}/metrics", timeout=30).text
+    metrics = httpx.get(f"{service.url}/metrics", headers=METRICS, timeout=30).text
     assert 'reviewloop_queue_jobs{status="failed"} 1.0' in metrics
     # every thread that reached GitLab has its record, and none was posted twice by the retries
     threads = positioned(gitlab)

@@ -11,7 +11,7 @@ import httpx
 import psycopg
 from fakes.gitlab_hooks import hook_headers, merge_request_hook
 from fakes.gitlab_server import FakeGitLab
-from service_harness import IID, PID, SECRET, LiveServer, RecordingReview, drain_queue, post_hook
+from service_harness import IID, METRICS, PID, SECRET, LiveServer, RecordingReview, drain_queue, post_hook
 
 from api.worker import ensure_queue_schema
 
@@ -57,7 +57,7 @@ def test_metrics_exposition(service: LiveServer, service_dsn: str, fake: FakeGit
     )
     assert queued.status_code == 202
     assert post_hook(service.url, b"{}", hook_headers("Merge Request Hook", token="bad")).status_code == 401
-    before = httpx.get(f"{service.url}/metrics", timeout=10)
+    before = httpx.get(f"{service.url}/metrics", headers=METRICS, timeout=10)
     assert before.status_code == 200 and before.headers["content-type"].startswith("text/plain")
     text = before.text
     assert 'reviewloop_webhook_outcomes_total{status="queued"}' in text
@@ -76,7 +76,7 @@ def test_metrics_exposition(service: LiveServer, service_dsn: str, fake: FakeGit
             " 'security', 'NEEDS_HUMAN_REVIEW', 'low acceptance')",
             (review_id[0],),
         )
-    after = httpx.get(f"{service.url}/metrics", timeout=10).text
+    after = httpx.get(f"{service.url}/metrics", headers=METRICS, timeout=10).text
     assert 'reviewloop_queue_jobs{status="todo"} 0.0' in after
     assert 'reviewloop_queue_jobs{status="succeeded"}' in after
     assert "reviewloop_llm_tokens_total 1234.0" in after

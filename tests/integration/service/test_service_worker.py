@@ -18,6 +18,7 @@ from fakes.gitlab_server import FakeGitLab
 from service_harness import (
     FAST_QUEUE,
     IID,
+    METRICS,
     PID,
     SECRET,
     BackgroundWorker,
@@ -103,7 +104,7 @@ def test_errors_not_marked_retryable_fail_at_once_and_visibly(
     assert job_state(service_dsn, queued["job_id"])[:2] == ("failed", 1)  # one run, no retry
     status, reason = event_state(service_dsn, queued["event_id"])
     assert status == "failed" and "the diff does not parse" in reason
-    text = __import__("httpx").get(f"{service.url}/metrics", timeout=10).text
+    text = __import__("httpx").get(f"{service.url}/metrics", headers=METRICS, timeout=10).text
     assert 'reviewloop_queue_jobs{status="failed"} 1.0' in text
 
 
@@ -178,7 +179,7 @@ def test_stalled_job_superseded_by_a_newer_push_is_failed_not_retried(
         queue = create_queue_app(FAST_QUEUE)
         await queue.open_async(pool)
         try:
-            return await recover_stalled_jobs(queue, seconds_since_heartbeat=1)
+            return await recover_stalled_jobs(queue, seconds_since_heartbeat=1, max_attempts=FAST_QUEUE.max_attempts)
         finally:
             await queue.close_async()
             await pool.close()

@@ -20,11 +20,11 @@ import httpx
 import pytest
 from fakes.gitlab_hooks import hook_headers, merge_request_hook
 from fakes.gitlab_server import FakeGitLab
-from service_harness import IID, PID, SECRET, LiveServer, rows, wait_for
+from service_harness import IID, METRICS, PID, SECRET, LiveServer, rows, wait_for
 
 from agent.service_settings import Settings
 from api.app import create_app
-from api.http_server import KEEP_ALIVE_S, MAX_INCOMPLETE_EVENT_BYTES, uvicorn_config
+from api.http_server import KEEP_ALIVE_S, MAX_INCOMPLETE_EVENT_BYTES, RequestsInFlight, uvicorn_config
 from api.lingering import LingeringH11Protocol
 from bench.webhook_slow_senders import (
     ANSWER_TARGET_S,
@@ -39,7 +39,7 @@ from bench.webhook_slow_senders import (
 )
 
 SENDERS = 100
-MAX_CONNECTIONS = 150  # above the senders: each of them reaches the route
+MAX_REQUESTS = 150  # above the senders: each of them reaches the route
 WAIT_S = 30.0  # how long a raw socket waits for an answer; far above any deadline under test
 DEADLINE_S = 1.0
 CHUNK = 64 * 1024
@@ -94,7 +94,7 @@ def test_slow_senders_without_the_secret_get_401_at_once_and_cost_no_memory(db_d
     634 MB; one whose body never came got no answer; one trickling a byte every 10 s held its
     connection past 150 s. Every sender here is answered 401 within a second (the issue's bound),
     the server closes its connection, and its RSS stays under 256 MB."""
-    settings = {"REVIEWLOOP_MAX_CONNECTIONS": str(MAX_CONNECTIONS)}
+    settings = {"REVIEWLOOP_MAX_REQUESTS_IN_FLIGHT": str(MAX_REQUESTS)}
     with served(db_dsn, secret=SECRET, settings=settings) as (host, port, pid):
         before = rss(pid)
         head = request_head(host=host, port=port, secret="not-the-secret", declared=DECLARED_BYTES)
@@ -125,27 +125,23 @@ def test_slow_senders_without_the_secret_get_401_at_once_and_cost_no_memory(db_d
         assert status == 401 and headers["connection"] == "close"
 
         # uvicorn's limits, as `serve` sets them: a request head that grows past h11's bound without
-        # ending is refused, not buffered on ...
+        # ending is refused, not buffered on (idle connections: test_idle_connections.py)
         with connect(url) as sock:
             endless = post_head(length=2, headers={"X-Padding": "a" * (MAX_INCOMPLETE_EVENT_BYTES + 1024)})
             sock.sendall(endless.removesuffix(b"\r\n\r\n"))
             status, _, _ = read_answer(sock)
         assert status == 400
-        # ... and past REVIEWLOOP_MAX_CONNECTIONS open connections a request gets 503, not a task
-        idle = [connect(url) for _ in range(MAX_CONNECTIONS)]
-        try:
-            wait_for(lambda: httpx.get(f"{url}/healthz", timeout=10).status_code == 503, what="503 past the cap")
-        finally:
-            for sock in idle:
-                sock.close()
-        wait_for(lambda: httpx.get(f"{url}/healthz", timeout=10).status_code == 200, what="200 below the cap")
 
 
 def test_serve_runs_uvicorn_with_its_limits() -> None:
-    settings = Settings(database_url="postgresql://unused@127.0.0.1:1/unused", max_connections=77)
+    settings = Settings(
+        database_url="postgresql://unused@127.0.0.1:1/unused", max_requests_in_flight=77, request_head_timeout_s=3
+    )
     config = uvicorn_config(create_app(settings), settings, host="127.0.0.1", port=1, log_level="info")
-    assert config.http is LingeringH11Protocol  # h11's; httptools would ignore the head's bound
-    assert config.limit_concurrency == 77
+    assert isinstance(config.http, type) and issubclass(config.http, LingeringH11Protocol)  # not httptools
+    assert config.http.head_timeout_s == 3
+    assert isinstance(config.app, RequestsInFlight) and config.app.limit == 77
+    assert config.limit_concurrency is None  # it counts idle connections: see api/http_server.py
     assert config.timeout_keep_alive == KEEP_ALIVE_S
     assert config.h11_max_incomplete_event_size == MAX_INCOMPLETE_EVENT_BYTES
 
@@ -226,7 +222,7 @@ def test_a_body_over_the_limit_is_413_and_nothing_is_stored(
 
 
 def body_reads_now(url: str) -> float:
-    text = httpx.get(f"{url}/metrics", timeout=WAIT_S).text
+    text = httpx.get(f"{url}/metrics", headers=METRICS, timeout=WAIT_S).text
     found = re.search(r"^reviewloop_webhook_body_reads (\S+)$", text, re.MULTILINE)
     assert found is not None, "the gauge is not exported"
     return float(found.group(1))
@@ -242,15 +238,23 @@ def test_bodies_read_at_once_are_capped_503_with_retry_after(
         holder.sendall(post_head(length=len(body), headers=hook_headers("Merge Request Hook", token=SECRET)))
         holder.sendall(body[: len(body) // 2])
         wait_for(lambda: body_reads_now(live.url) == 1, what="the first body being read")
-        busy = httpx.post(
+        # a second sender whose body is not in with its first chunk finds no slot
+        with connect(live.url) as second:
+            second.sendall(post_head(length=len(body), headers=hook_headers("Merge Request Hook", token=SECRET)))
+            second.sendall(body[: len(body) // 2])
+            status, busy_headers, busy_body = read_answer(second)
+        assert status == 503, busy_body
+        assert busy_headers["retry-after"] == "1" and busy_headers["connection"] == "close"
+        assert "webhook bodies are being read" in json.loads(busy_body)["error"]
+        # a body that comes whole with its headers needs no slot: under load, many such requests
+        # are between headers and body at once, and nothing is slow (issue 40)
+        whole = httpx.post(
             f"{live.url}/webhooks/gitlab",
-            content=body,
+            content=body.replace(b'"action": "open"', b'"action": "reopen"'),
             headers=hook_headers("Merge Request Hook", token=SECRET),
             timeout=WAIT_S,
         )
-        assert busy.status_code == 503, busy.text
-        assert busy.headers["retry-after"] == "1" and busy.headers["connection"] == "close"
-        assert "webhook bodies are being read" in busy.json()["error"]
+        assert whole.status_code in (200, 202), whole.text
         # a sender without the secret is refused for that, not for the cap: no slot was asked for
         stranger = httpx.post(
             f"{live.url}/webhooks/gitlab",
@@ -261,9 +265,9 @@ def test_bodies_read_at_once_are_capped_503_with_retry_after(
         assert stranger.status_code == 401
         holder.sendall(body[len(body) // 2 :])
         status, _, answer = read_answer_keep_alive(holder)
-    assert status == 202, answer
+    assert status in (200, 202), answer  # 200: a duplicate of the whole one's head, already queued
     assert body_reads_now(live.url) == 0
-    assert stored(service_dsn) == (1, 1)
+    assert stored(service_dsn)[0] == 2  # the holder's and the whole one's events
 
 
 def read_answer_keep_alive(sock: socket.socket) -> tuple[int, dict[str, str], bytes]:

@@ -1,6 +1,6 @@
 import pytest
 
-from agent.repo_config import load_repo_config, parse_repo_config
+from agent.repo_config import describe_config_change, load_repo_config, parse_repo_config, target_config, with_floor
 from agent.workspaces.snapshot import SnapshotWorkspace
 from reviewers.kernel.errors import ConfigError
 
@@ -35,3 +35,16 @@ def test_missing_config_gives_defaults() -> None:
         "code_quality",
         "test_impact",
     ]
+
+
+def test_the_target_branchs_settings_keep_their_floor_and_a_change_is_described() -> None:
+    text, notes = target_config("reviewers = []\nmax_discussions = 0\n")
+    assert text is not None and with_floor(parse_repo_config(text)).reviewers == ["security"]
+    assert any("it ran anyway" in n for n in notes) and any("critical findings still post" in n for n in notes)
+    assert target_config("reviewers = [\n")[0] is None
+    assert "The review ran on the default settings." in target_config("reviewers = [\n")[1][0]
+    assert describe_config_change("a = 1\n", "a = 1\n") == []
+    lines = describe_config_change(None, 'exclude = ["*"]\n')
+    assert lines[1:] == ['- set `exclude` from `[]` to `["*"]`']
+    assert "make the file invalid" in describe_config_change(None, "x = [")[1]
+    assert "remove the file" in describe_config_change("min_severity = 'high'\n", None)[1]

@@ -10,7 +10,7 @@ from agent.diff import DiffIndex, parse_unified_diff
 from agent.verdicts.claims import HeadTree, claimed_symbols
 from agent.verdicts.duplicates import family_of
 from agent.verdicts.evidence import Anchor, Unanchored, anchor_evidence
-from agent.verdicts.feedback import PeopleVotes, rejected_by_people
+from agent.verdicts.feedback import PeopleVotes, in_scope, path_scope, rejected_by_people
 from agent.verdicts.sinks import sink_gets_constants
 from agent.verifier import VerifierInputs, verify_findings
 from agent.workspaces.snapshot import SnapshotWorkspace
@@ -239,31 +239,39 @@ def test_ruff_s110_and_bandit_b110_across_reviewers_and_a_model_echo_fold() -> N
 # --- people's votes, confidence, agreement ----------------------------------------------------------
 
 
-def test_rules_and_paths_people_rejected_are_false_positives_with_the_count() -> None:
-    finding = sql_at("WHERE name").model_copy(update={"severity": "medium"})
-    votes = PeopleVotes(by_rule={"python:sql-interpolation": (4, 0)})
+def test_a_rule_people_rejected_in_a_scope_is_a_false_positive_there_only_with_the_count() -> None:
+    finding = sql_at("WHERE name").model_copy(update={"severity": "medium"})  # at db.py: scope "*"
+    votes = PeopleVotes(suppressions={("python:sql-interpolation", "*"): 4})
     assert rejected_by_people(finding, votes) == (
         "FALSE_POSITIVE",
-        "4 people rejected this rule before (python:sql-interpolation on this project; nobody accepted it)",
+        "4 people rejected this rule before (python:sql-interpolation in * on this project; nobody accepted it)",
     )
-    assert rejected_by_people(finding, PeopleVotes(by_rule={"python:sql-interpolation": (5, 1)})) is None
-    assert rejected_by_people(finding, PeopleVotes(by_rule={"python:sql-interpolation": (2, 0)})) is None
+    # the rule's votes by themselves, or by path, silence nothing (issue 40: votes counted by path
+    # silenced another rule's finding in the same file)
+    assert rejected_by_people(finding, PeopleVotes(by_rule={"python:sql-interpolation": (5, 0)})) is None
+    assert rejected_by_people(finding, PeopleVotes(by_path={"db.py": (3, 0)})) is None
+    # another rule in the same scope, the same rule in another directory, fewer than three people: untouched
+    assert rejected_by_people(finding, PeopleVotes(suppressions={("ruff:E722", "*"): 3})) is None
+    nested = finding.model_copy(update={"path": "shop/db.py"})
+    assert rejected_by_people(nested, votes) is None
+    assert rejected_by_people(nested, PeopleVotes(suppressions={("python:sql-interpolation", "shop/**"): 3}))
+    assert rejected_by_people(finding, PeopleVotes(suppressions={("python:sql-interpolation", "*"): 2})) is None
     model = finding.model_copy(update={"rule": "llm"})
-    assert rejected_by_people(model, PeopleVotes(by_rule={"llm": (9, 0)})) is None  # calibration's job
-    by_path = rejected_by_people(model, PeopleVotes(by_path={"db.py": (3, 0)}))
-    assert by_path is not None and by_path[1].startswith("3 people rejected findings in db.py before")
+    assert rejected_by_people(model, PeopleVotes(suppressions={("llm", "*"): 9})) is None  # calibration's job
+    assert (path_scope("a/b/c.py"), path_scope("c.py")) == ("a/b/**", "*")
+    assert in_scope("a/b/c/d.py", "a/b/**") and not in_scope("a/bc/d.py", "a/b/**") and not in_scope("a/x.py", "*")
     [v] = verify_findings([finding], inputs(people_votes=votes))
     assert v.verdict == "FALSE_POSITIVE" and v.reason.startswith("4 people rejected this rule before")
 
 
 def test_votes_alone_never_drop_a_high_or_critical_security_finding() -> None:
-    votes = PeopleVotes(by_rule={"python:sql-interpolation": (3, 0)})
+    votes = PeopleVotes(suppressions={("python:sql-interpolation", "*"): 3})
     for severity in ("high", "critical"):
         severe = sql_at("WHERE name").model_copy(update={"severity": severity})
         [v] = verify_findings([severe], inputs(people_votes=votes))
         assert v.verdict == "NEEDS_HUMAN_REVIEW", severity
         assert v.reason == (
-            "3 people rejected this rule before (python:sql-interpolation on this project; nobody accepted it);"
+            "3 people rejected this rule before (python:sql-interpolation in * on this project; nobody accepted it);"
             f" a {severity} security finding is not dropped on votes alone: a human decides"
         )
     quality = sql_at("WHERE name").model_copy(update={"severity": "high", "category": "code_quality"})
@@ -336,3 +344,28 @@ def test_lines_that_address_ai_reviewers_never_reach_the_judge() -> None:
     )  # fmt: skip
     clean, attacked = hunk_around(f, added(code)), hunk_around(f, added([*code, *planted]))
     assert attacked == clean == "@@ -0 +1 @@\n+def run(cmd):\n+    os.system(cmd)"
+
+
+def test_a_judge_that_is_gone_is_asked_once_not_once_per_finding() -> None:
+    from agent.verifier import _judge, _ModelGone
+    from reviewers.kernel.errors import LLMOutputError, LLMUnavailableError
+
+    class Failing:
+        model_name = "gone"
+
+        def __init__(self, error: Exception) -> None:
+            self.error, self.calls = error, 0
+
+        def complete_json(self, messages: Sequence[ChatMessage], schema: Any, *, purpose: str) -> Any:
+            self.calls += 1
+            raise self.error
+
+    finding, index = sql_at("WHERE name"), inputs().diff_index
+    unreachable, gone = Failing(LLMUnavailableError("no answer")), _ModelGone()
+    for _ in range(3):
+        assert _judge(finding, unreachable, index, gone) == ("REAL", "model judgment unavailable (LLMUnavailableError)")  # type: ignore[arg-type]
+    assert unreachable.calls == 1
+    garbled, fresh = Failing(LLMOutputError("not JSON")), _ModelGone()
+    for _ in range(2):
+        _judge(finding, garbled, index, fresh)  # type: ignore[arg-type]
+    assert garbled.calls == 2 and fresh.failure is None  # one bad answer is not a gone model

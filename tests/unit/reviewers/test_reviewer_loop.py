@@ -63,8 +63,10 @@ def test_focus_on_nothing_reviewable_and_config_exclusions(build_context: Any, c
     assert lines(nothing) == [("app/a.py", 4), ("app/b.py", 4)]
     assert nothing.error == "no focus path is a changed file the security reviewer reads: app/missing.py"
     excluded = build_context({}, {"app/a.py": A, "app/b.py": B}, config=RepoConfig(exclude=["app/a.py"]))
-    assert lines(security(excluded)) == [("app/b.py", 4)]  # the team's own exclusion: not named
-    assert security(excluded).not_reviewed == []
+    assert lines(security(excluded)) == [("app/b.py", 4)]  # the team's own exclusion: not analysed ...
+    # ... but named, and still scanned for secrets: no configuration turns those off (issue 40)
+    assert [(n.path, n.reason) for n in security(excluded).not_reviewed] == [("app/a.py", "excluded")]
+    assert "secrets scanned only" in security(excluded).not_reviewed[0].detail
     # code_quality does not read markdown: the readme is not one of its files at all.
     quality = run_reviewer("code_quality", context, PlanItem(reviewer="code_quality"), None)
     assert [s.args["path"] for s in quality.steps] == ["app/a.py", "app/b.py"]

@@ -10,7 +10,7 @@ from reviewers.analyzers.symbols import is_new, public_definitions, removed_defi
 from reviewers.analyzers.tests_lookup import TestIndex, distinctive, list_test_functions, module_tokens
 from reviewers.kernel.contracts import DiffLine, FileChange, Hunk, LayerRule
 from reviewers.paths import is_test_path
-from reviewers.reviewer import MAX_FINDINGS_PER_FILE, findings_from_issues, merge_issues
+from reviewers.reviewer import findings_from_issues, merge_issues
 
 
 def changed(path: str, text: str, *, added: set[int], removed: tuple[str, ...] = ()) -> ChangedFile:
@@ -147,7 +147,7 @@ def test_test_lookup() -> None:
     assert not distinctive("is_new")  # too short to be sure
 
 
-def test_merge_and_cap() -> None:
+def test_merge_names_every_member_and_nothing_is_capped() -> None:
     issues = [
         Issue(4, "patterns:tls", "high", "TLS off", "b", kind="tls-verify"),
         Issue(3, "bandit:B501", "medium", "TLS (bandit)", "b", kind="tls-verify"),  # same problem, a line apart
@@ -166,6 +166,34 @@ def test_merge_and_cap() -> None:
     file = changed("f.py", text, added=set(range(1, 12)))
     many = [Issue(n, f"r{n}", "low" if n < 9 else "high", f"t{n}", "b") for n in range(1, 12)]
     findings = findings_from_issues("code_quality", file, many)
-    assert len(findings) == MAX_FINDINGS_PER_FILE
-    assert {f.line for f in findings} >= {9, 10, 11}  # the strongest are kept
+    assert [f.line for f in findings] == list(range(1, 12))  # every one: the comment budget picks threads
     assert all(f.evidence == f"line {f.line}" and len(f.fingerprint) == 16 for f in findings)
+
+
+def test_merged_fixes_become_one_suggestion_that_applies_each() -> None:
+    from reviewers.kernel.contracts import Suggestion
+    from reviewers.reviewer import combined_suggestion
+
+    lines = ["import os", "import sys", "import re", "x = 1"]
+    drop_os = Suggestion(start_line=1, end_line=1, original="import os", replacement="")
+    drop_re = Suggestion(start_line=3, end_line=3, original="import re", replacement="")
+    both = combined_suggestion([drop_re, drop_os], lines)
+    assert both == Suggestion(
+        start_line=1, end_line=3, original="import os\nimport sys\nimport re", replacement="import sys"
+    )
+    rename = Suggestion(start_line=4, end_line=4, original="x = 1", replacement="y = 1")
+    assert combined_suggestion([drop_re, rename], lines) == Suggestion(
+        start_line=3, end_line=4, original="import re\nx = 1", replacement="y = 1"
+    )
+    assert combined_suggestion([drop_os, drop_os], lines) == drop_os  # one fix reported twice
+    clash = Suggestion(start_line=1, end_line=2, original="import os\nimport sys", replacement="import os, sys")
+    assert combined_suggestion([drop_os, clash], lines) is None  # overlapping fixes: none is offered as one
+    assert combined_suggestion([drop_os, drop_re], None) is None  # the lines between are not known
+
+    issues = [
+        Issue(1, "ruff:F401", "low", "`os` imported but unused", "b", kind="unused-import", suggestion=drop_os),
+        Issue(3, "ruff:F401", "low", "`re` imported but unused", "b", kind="unused-import", suggestion=drop_re),
+    ]
+    [merged] = merge_issues(issues, lines)
+    assert merged.suggestion == both
+    assert "Also here: line 3: `re` imported but unused (ruff:F401)." in merged.body

@@ -885,7 +885,9 @@ def test_style_rules_are_info_below_every_minimum_and_defects_still_post(build_c
     assert all(below_min_severity(f, RepoConfig().min_severity) for f in found)  # dropped before the verifier
     defect = "def add(x, seen=[]):\n    seen.append(x)\n    return seen\n"
     found = review("code_quality", build_context({}, {"lib/defect.py": defect})).findings
-    assert [(f.rule, f.severity) for f in found] == [("ruff:B006", "medium")]
+    # a default the body mutates is the precise slip (issue 39), with ruff's B006 folded into it
+    assert [(f.rule, f.severity) for f in found] == [("slips:mutated-default", "medium")]
+    assert "ruff:B006" in found[0].body
 
 
 def test_a_type_stub_is_never_imported_so_it_closes_no_cycle(build_context: Any) -> None:
@@ -935,7 +937,7 @@ def test_a_list_default_a_command_line_framework_supplies_is_not_shared_state(bu
         "def keep(x, into: Annotated[list[int], 'sink'] = []):\n    into.append(x)\n    return into\n"
     )
     found = review("code_quality", build_context({}, {"lib/plain.py": plain})).findings
-    assert [(f.rule, f.line) for f in found] == [("ruff:B006", 4), ("ruff:B006", 9)]
+    assert [(f.rule, f.line) for f in found] == [("slips:mutated-default", 4), ("slips:mutated-default", 9)]
 
 
 def test_a_test_suite_login_to_a_local_database_goes_to_a_person(build_context: Any) -> None:

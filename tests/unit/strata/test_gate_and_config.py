@@ -8,7 +8,13 @@ from pathlib import Path
 import pytest
 
 from agent.strategy import Strategy
-from learning.gate import PolicyEvaluation, evaluate_strategies, gate_decision, rule_strategies
+from learning.gate import (
+    PolicyEvaluation,
+    best_fixed_rule_evaluation,
+    evaluate_strategies,
+    gate_decision,
+    rule_strategies,
+)
 from learning.replay import ReplayEnv, ReplayEnvConfig
 from learning.replay_reward import ReplayRewardConfig
 from learning.strata.synthetic import SyntheticConfig, generate_replay_set, problem_paths
@@ -17,26 +23,56 @@ from reviewers.kernel.contracts import PlanItem
 from reviewers.kernel.errors import ConfigError, InputError
 
 
-def numbers(reward: float, f1: float = 0.5, valid: float = 1.0) -> PolicyEvaluation:
+def numbers(per_case: list[float], f1: float = 0.5, valid: float = 1.0) -> PolicyEvaluation:
     return PolicyEvaluation(
-        cases=10, strategies=10, mean_reward=reward, precision=f1, recall=f1, f1=f1, mean_steps=1.0, valid_share=valid
+        cases=len(per_case),
+        strategies=len(per_case),
+        mean_reward=sum(per_case) / len(per_case),
+        precision=f1,
+        recall=f1,
+        f1=f1,
+        mean_steps=1.0,
+        valid_share=valid,
+        per_case=tuple(per_case),
     )
 
 
-def test_gate_decision_rule() -> None:
-    base = numbers(0.50)
-    better = gate_decision(numbers(0.53), base, margin=0.02)
-    assert better.promote and better.reward_delta == pytest.approx(0.03)
-    assert "beats 0.500 by 0.030" in better.reason
-    assert not gate_decision(numbers(0.515), base, margin=0.02).promote  # better, but not by the margin
-    assert not gate_decision(numbers(0.40), base, margin=0.02).promote
-    worse_f1 = gate_decision(numbers(0.60, f1=0.40), base, margin=0.02)
+RULES_PER_MR = [0.2, 0.5, -0.1, 0.4, 0.0, 0.3, 0.6, 0.1, 0.2, 0.5, 0.0, 0.4]
+
+
+def test_gate_promotes_only_when_the_paired_lower_bound_is_above_zero() -> None:
+    base = numbers(RULES_PER_MR)
+    # better on every MR, by a little or a lot: the paired interval sits above zero
+    better = gate_decision(numbers([r + 0.05 + 0.02 * (i % 3) for i, r in enumerate(RULES_PER_MR)]), base)
+    assert better.promote, better.reason
+    assert better.vs_baseline is not None and better.vs_baseline.lo > 0 and better.vs_baseline.n == 12
+    # the same mean gain carried by two lucky MRs and losses elsewhere: unpaired means would promote it
+    lucky = [r - 0.05 for r in RULES_PER_MR]
+    lucky[0] += 0.9
+    lucky[1] += 0.9
+    assert sum(lucky) / 12 > base.mean_reward + 0.02
+    refused = gate_decision(numbers(lucky), base)
+    assert not refused.promote and "lower bound is not above 0" in refused.reason
+    # a tie is not a win any more
+    assert not gate_decision(numbers(RULES_PER_MR), base).promote
+    worse_f1 = gate_decision(numbers([r + 0.3 for r in RULES_PER_MR], f1=0.40), base)
     assert not worse_f1.promote and "F1 fell" in worse_f1.reason
-    invalid = gate_decision(numbers(0.90, valid=0.5), base, margin=0.02)
+    invalid = gate_decision(numbers([r + 0.3 for r in RULES_PER_MR], valid=0.5), base)
     assert not invalid.promote and "valid strategy share fell" in invalid.reason
-    assert gate_decision(numbers(0.50), base, margin=0.0).promote  # zero margin: a tie is enough
     with pytest.raises(InputError, match="margin"):
         gate_decision(base, base, margin=-0.1)
+    with pytest.raises(InputError, match="pairs by merge request"):
+        gate_decision(numbers(RULES_PER_MR[:6]), base)
+
+
+def test_gate_refuses_a_candidate_that_beats_the_rules_but_not_the_best_fixed_rule() -> None:
+    base = numbers(RULES_PER_MR)
+    candidate = numbers([r + 0.2 for r in RULES_PER_MR])
+    fixed = numbers([r + 0.25 for r in RULES_PER_MR])
+    decision = gate_decision(candidate, base, best_fixed=fixed, best_fixed_rule="largest order")
+    assert not decision.promote and "best fixed rule (largest order)" in decision.reason
+    assert decision.vs_best_fixed is not None and decision.vs_best_fixed.hi < 0
+    assert gate_decision(candidate, base, best_fixed=numbers([r + 0.1 for r in RULES_PER_MR])).promote
 
 
 def test_evaluate_strategies_with_and_without_the_rule_fallback() -> None:
@@ -107,3 +143,29 @@ def test_rl_config_file_sections_and_ablations(tmp_path: Path) -> None:
     path.write_text("{not json", encoding="utf-8")
     with pytest.raises(ConfigError, match="not valid JSON"):
         load_rl_config(path)
+
+
+def test_the_best_fixed_rule_is_executed_as_a_plan_on_the_gates_own_cases() -> None:
+    cases = [c for c in generate_replay_set(SyntheticConfig(n_train=1, n_eval=6, seed=3)) if c.split == "eval"]
+    env = ReplayEnv(ReplayEnvConfig(step_budget_cap=2))
+    rewards = ReplayRewardConfig()
+    name, fixed = best_fixed_rule_evaluation(cases, env=env, reward_config=rewards)
+    assert "order" in name and len(fixed.per_case) == len(cases)
+    rules = evaluate_strategies(cases, rule_strategies(cases, env), env=env, reward_config=rewards)
+    # the best of the family is at least as good as any one member, the plain rules' plan included when
+    # the family holds it; and a perfect plan (the planted files, security only) is not beaten by it
+    good = [
+        [
+            Strategy(
+                change_type="feature",
+                plan=[PlanItem(reviewer="security", focus_paths=problem_paths(c)[:2], step_budget=2)],
+            )
+        ]
+        for c in cases
+    ]
+    perfect = evaluate_strategies(cases, good, env=env, reward_config=rewards)
+    assert perfect.mean_reward >= fixed.mean_reward
+    decision = gate_decision(perfect, rules, best_fixed=fixed, best_fixed_rule=name)
+    assert decision.vs_best_fixed is not None and decision.vs_best_fixed.mean == pytest.approx(
+        perfect.mean_reward - fixed.mean_reward
+    )

@@ -174,7 +174,10 @@ def test_synthetic_set_is_seeded_split_and_detectable() -> None:
         for path in [f.path for f in env.files(c)]:
             z = Strategy(change_type="feature", plan=[PlanItem(reviewer="security", focus_paths=[path])])
             found = env.execute(c, z).findings
-            # the planted line is found exactly when its file is reviewed; the decoys are clean
-            assert [(f.path, f.line) for f in found] == ([(problem, c.findings[0].line)] if path == problem else [])
+            # the planted line is found exactly when its file is reviewed (a critical one on every plan: the
+            # floor no plan lowers, agent.plan_posting); the decoys are clean
+            always = c.findings[0].severity == "critical"
+            expected = [(problem, c.findings[0].line)] if path == problem or always else []
+            assert [(f.path, f.line) for f in found] == expected
     uninformed = uninformed_strategy(cases[0], random.Random(0))
     assert sorted(uninformed.plan[0].focus_paths) == sorted(f.path for f in env.files(cases[0]))
