@@ -131,6 +131,8 @@ class ModuleScan:
         self._branches = 0  # how many `if` branches the walk is inside
         self._subtrees: dict[int, tuple[frozenset[str], tuple[ast.expr, ...]]] = {}
         self._sanitized: dict[int, Guard | None] = {}
+        self._wrappers: dict[int, tuple[str, frozenset[str], str] | None] = {}
+        self._nested: dict[str, FunctionNode] | None = None
         self._shapes: dict[int, tuple[str, tuple[int, int]]] = {}
         self.module_guards = self._module_guards()
         self.views = [f for f in info.functions.values() if self._is_view(f)]
@@ -575,7 +577,39 @@ class ModuleScan:
             return Guard(family, classes, names, node.lineno, text, key=short)
         if (judgement := judge_call(self.project, self.info, node.func)) is not None and judgement.works:
             return Guard("validator", judgement.classes, names, node.lineno, text)
+        if (inner := self._wrapped_sanitizer(node.func)) is not None:
+            return Guard(inner[0], inner[1], names, node.lineno, text, key=inner[2])
         return None
+
+    def _wrapped_sanitizer(self, func: ast.expr) -> tuple[str, frozenset[str], str] | None:
+        """(family, classes, key) of the sanitizer a repository or nested function applies to what it
+        is given: `def conditional_escape(text): return escape(text) if autoescape else text` escapes.
+        A sanitizer moved into a helper is still applied."""
+        target = repository_function(self.project, self.info, func)
+        if target is None and isinstance(func, ast.Name):
+            target = self._nested_functions().get(func.id)
+        if target is None:
+            return None
+        if id(target) not in self._wrappers:
+            found: tuple[str, frozenset[str], str] | None = None
+            for node in ast.walk(target):
+                if isinstance(node, ast.Call):
+                    name = self.qualified(node.func)
+                    short = name.rsplit(".", 1)[-1]
+                    classes = SANITISERS.get(name) or SANITISERS.get(short)
+                    if classes is not None:
+                        family = "safe-join" if short == "safe_join" else "escape" if "xss" in classes else "sanitizer"
+                        found = (family, classes, short)
+                        break
+            self._wrappers[id(target)] = found
+        return self._wrappers[id(target)]
+
+    def _nested_functions(self) -> dict[str, FunctionNode]:
+        if self._nested is None:
+            self._nested = {
+                n.name: n for n in ast.walk(self.info.tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
+            }
+        return self._nested
 
     # --- sinks ----------------------------------------------------------------------------------
 

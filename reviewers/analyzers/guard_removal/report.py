@@ -196,6 +196,13 @@ def removed_guard_issues(file: ChangedFile, base_text: str, base_path: str, proj
         return None
     out: list[Issue] = []
     said: set[tuple[str, int, str]] = set()
+    # every call of the base by (callee, arguments): a head call whose twin at the base already ran
+    # without the guard (in this function or one it moved from) is not what the change took away
+    base_calls: dict[tuple[str, str], list[Sink]] = {}
+    for sinks in base.scopes.values():
+        for sink in sinks:
+            if sink.call is not None:
+                base_calls.setdefault((sink.callee, sink.args), []).append(sink)
     for guard in base.module_guards:  # CSRF protection or a login hook for the whole app, gone
         exposed = head.unguarded_views(guard.classes)
         if exposed and not any(h.family == guard.family and h.key == guard.key for h in head.module_guards):
@@ -221,6 +228,15 @@ def removed_guard_issues(file: ChangedFile, base_text: str, base_path: str, proj
                 matched = _best_match(sink, head_sinks)
                 if matched is None or _replaced(guard, classes, matched) or not _still_fed(guard, sink, matched):
                     continue
+                if (
+                    matched.call is not None
+                    and matched.args != sink.args
+                    and any(
+                        not _replaced(guard, classes, twin)
+                        for twin in base_calls.get((matched.callee, matched.args), [])
+                    )
+                ):
+                    continue  # the same call ran without this guard before the change
                 at_head = matched
                 placed = _head_line(file, guard, at_head)
                 if placed is None:
