@@ -10,17 +10,23 @@ data's origin is known or not. Its body quotes the base line that was removed or
 Counted as removed: a check deleted, a sanitizer dropped, a hardening option switched off
 (`shell=True`, `verify=False`, `allow_pickle=True`, `resolve_entities` left to lxml's default,
 `autoescape` off, `yaml.safe_load` → `yaml.load`, `hmac.compare_digest` → `==`), an authentication
-or permission decorator or check dropped from a view, `csrf_exempt` added or `CSRFProtect` removed,
+or permission decorator, check, mixin or DRF permission class dropped from a view (a function view
+or a class-based one), `csrf_exempt` added or `CSRFProtect` removed, a sandbox's attribute check,
 a credential header no longer stripped, a size limit dropped, a pattern loosened (an anchor or
 `fullmatch` gone, a character class widened to `.*`); a check weakened (`and` → `or`) or moved after
 the call; a validator replaced by a repository function whose body does not do the job.
 
 Not counted: a guard that moved and still dominates the call at head (into a helper called first,
-a decorator, a `before_request` hook, a sanitizer applied earlier), a guard replaced by another
-that protects the same class (`secure_filename` → a containment check), and a call the change
-removed. What this does not catch: a guard moved into another file's middleware configuration, a
-function renamed together with its guard's removal (the scopes are matched by name), and guards
-in code the head reaches only through another module.
+a decorator, a `before_request` hook, a sanitizer applied earlier or inside a helper), a guard
+replaced by another that protects the same class (`secure_filename` → a containment check), a call
+the change removed or now feeds with constants only, a call whose twin already ran without the
+guard at the base, and `verify=False` inside an `if` (the caller's opt-out).
+
+What this does not catch: a guard moved into another file's middleware configuration (Django's
+`MIDDLEWARE`), a function renamed together with its guard's removal (scopes are matched by name),
+guards in code the head reaches only through another module, a guard that only an unchanged line
+held when the change touched neither it nor the call, and a change that makes the head pass a
+different value past an intact check.
 """
 
 from __future__ import annotations
