@@ -40,6 +40,9 @@ _ROUTE_DECORATORS = frozenset({"route", "get", "post", "put", "patch", "delete",
 # the class attribute that names a view's permission classes (Django REST framework)
 _PERMISSION_SETTINGS = frozenset({"permission_classes"})
 _CHECK_WORDS = (*GUARD_WORDS, "check", "validate", "ensure", "verify", "require", "assert")
+# A helper that applies a sanitizer for its caller is short; a longer function does more than clean
+# its argument, and is not read for one.
+MAX_WRAPPER_LINES = 15
 _WILD = re.compile(r"\.\*|\.\+|\\S|\[\^")
 
 
@@ -132,7 +135,7 @@ class ModuleScan:
         self._subtrees: dict[int, tuple[frozenset[str], tuple[ast.expr, ...]]] = {}
         self._sanitized: dict[int, Guard | None] = {}
         self._wrappers: dict[int, tuple[str, frozenset[str], str] | None] = {}
-        self._nested: dict[str, FunctionNode] | None = None
+        self._local_defs: dict[str, FunctionNode] = {}  # nested functions met so far, by name
         self._shapes: dict[int, tuple[str, tuple[int, int]]] = {}
         self.module_guards = self._module_guards()
         self.views = [f for f in info.functions.values() if self._is_view(f)]
@@ -334,6 +337,7 @@ class ModuleScan:
     ) -> tuple[Guard, ...]:
         self._spend(1 + len(active))
         if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
+            self._local_defs[stmt.name] = stmt
             prefix = "" if self._current == MODULE_SCOPE else f"{self._current}."
             if self._wanted(stmt):
                 self._scan(stmt.body, f"{prefix}{stmt.name}", stmt)
@@ -587,8 +591,8 @@ class ModuleScan:
         A sanitizer moved into a helper is still applied."""
         target = repository_function(self.project, self.info, func)
         if target is None and isinstance(func, ast.Name):
-            target = self._nested_functions().get(func.id)
-        if target is None:
+            target = self._local_defs.get(func.id)
+        if target is None or (target.end_lineno or target.lineno) - target.lineno > MAX_WRAPPER_LINES:
             return None
         if id(target) not in self._wrappers:
             found: tuple[str, frozenset[str], str] | None = None
@@ -603,13 +607,6 @@ class ModuleScan:
                         break
             self._wrappers[id(target)] = found
         return self._wrappers[id(target)]
-
-    def _nested_functions(self) -> dict[str, FunctionNode]:
-        if self._nested is None:
-            self._nested = {
-                n.name: n for n in ast.walk(self.info.tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
-            }
-        return self._nested
 
     # --- sinks ----------------------------------------------------------------------------------
 

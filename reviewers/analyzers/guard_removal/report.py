@@ -204,11 +204,11 @@ def removed_guard_issues(file: ChangedFile, base_text: str, base_path: str, proj
     said: set[tuple[str, int, str]] = set()
     # every call of the base by (callee, arguments): a head call whose twin at the base already ran
     # without the guard (in this function or one it moved from) is not what the change took away
-    base_calls: dict[tuple[str, str], list[Sink]] = {}
+    base_calls: dict[str, list[Sink]] = {}
     for sinks in base.scopes.values():
         for sink in sinks:
             if sink.call is not None:
-                base_calls.setdefault((sink.callee, sink.args), []).append(sink)
+                base_calls.setdefault(sink.callee, []).append(sink)
     for guard in base.module_guards:  # CSRF protection or a login hook for the whole app, gone
         exposed = head.unguarded_views(guard.classes)
         if exposed and not any(h.family == guard.family and h.key == guard.key for h in head.module_guards):
@@ -238,8 +238,8 @@ def removed_guard_issues(file: ChangedFile, base_text: str, base_path: str, proj
                     matched.call is not None
                     and matched.args != sink.args
                     and any(
-                        not _replaced(guard, classes, twin)
-                        for twin in base_calls.get((matched.callee, matched.args), [])
+                        twin.args == matched.args and not _replaced(guard, classes, twin)
+                        for twin in base_calls.get(matched.callee, [])
                     )
                 ):
                     continue  # the same call ran without this guard before the change
