@@ -30,6 +30,7 @@ from langgraph.types import RetryPolicy, Send
 from opentelemetry import trace
 
 from agent.agreement import annotate_support, diverse_strategies, execution_step_budget
+from agent.llm.deadline import model_deadline
 from agent.plan_posting import OUTSIDE_PLAN_REASON, plan_visits, split_by_plan
 from agent.repo_config import MANDATORY_REVIEWER
 from agent.strategy import (
@@ -76,6 +77,7 @@ class ReviewState(TypedDict, total=False):
     analyzer_passes: dict[str, dict[str, Any]]
     reviewer_results: Annotated[list[dict[str, Any]], operator.add]  # each with its "execution" index
     verdicts: list[dict[str, Any]]
+    below_min_severity: dict[str, Any] | None  # {"min_severity", "count"} of findings under the floor
     report: dict[str, Any]
     # The model's own plan, before serving widened it to full analyzer coverage: what decides which
     # findings are posted (agent.plan_posting; None with the rule-based strategy).
@@ -206,14 +208,15 @@ def build_review_graph(runtime: ReviewRuntime, checkpointer: BaseCheckpointSaver
             # that training prompts match serving ones; a review with neither (no model, --no-store)
             # does not render it (a tenth of a second on a 10,000-line change).
             s1 = serving_s1(runtime, context, history=history) if llm is not None or runtime.stores_reviews else ""
-            z, source, note = generate_strategy(
-                llm,
-                s1=s1,
-                files=context.files,
-                config=context.config,
-                history=history,
-                decisions_only=writer.decisions_only,
-            )
+            with model_deadline(context.seconds_left()):
+                z, source, note = generate_strategy(
+                    llm,
+                    s1=s1,
+                    files=context.files,
+                    config=context.config,
+                    history=history,
+                    decisions_only=writer.decisions_only,
+                )
             analyzers_only: list[PlanItem] = []
             model_plan = z.model_dump(mode="json") if source == "model" else None
             if source == "model":  # static findings never depend on the model's plan: coverage is kept
@@ -233,15 +236,16 @@ def build_review_graph(runtime: ReviewRuntime, checkpointer: BaseCheckpointSaver
             wanted = context.config.agreement.strategies
             if source == "model" and wanted > 1 and z.plan:
                 try:
-                    executions = diverse_strategies(
-                        z,
-                        llm=llm,
-                        s1=s1,
-                        files=context.files,
-                        config=context.config,
-                        n=wanted,
-                        embedder=runtime.embedder,
-                    )
+                    with model_deadline(context.seconds_left()):
+                        executions = diverse_strategies(
+                            z,
+                            llm=llm,
+                            s1=s1,
+                            files=context.files,
+                            config=context.config,
+                            n=wanted,
+                            embedder=runtime.embedder,
+                        )
                 except ReviewloopError as exc:  # an embedder that cannot load: one execution, said on the span
                     span.set_attribute("reviewloop.agreement_skipped", str(exc))
             span.set_attribute("reviewloop.executions", len(executions))
@@ -299,14 +303,15 @@ def build_review_graph(runtime: ReviewRuntime, checkpointer: BaseCheckpointSaver
             execution = task.get("execution", 0)
             span.set_attribute("reviewloop.execution", execution)
             prior = task.get("prior")
-            result = runtime.run_reviewer(
-                task["reviewer"],
-                context,
-                plan,
-                shared_prefix=shared_prefix(context, task["strategy_text"]),
-                model_step_budget=task.get("model_step_budget"),
-                prior=AnalyzerPass.model_validate(prior) if prior else None,
-            )
+            with model_deadline(context.seconds_left()):
+                result = runtime.run_reviewer(
+                    task["reviewer"],
+                    context,
+                    plan,
+                    shared_prefix=shared_prefix(context, task["strategy_text"]),
+                    model_step_budget=task.get("model_step_budget"),
+                    prior=AnalyzerPass.model_validate(prior) if prior else None,
+                )
             span.set_attribute("reviewloop.findings", len(result.findings))
             span.set_attribute("reviewloop.steps", len(result.steps))
             if result.error:
@@ -319,8 +324,11 @@ def build_review_graph(runtime: ReviewRuntime, checkpointer: BaseCheckpointSaver
             context = runtime.context(review_id, state["request"], state["snapshot"])
             inputs = runtime.verifier_inputs(review_id, context)
             findings = findings_by_agreement(state, context.config.agreement.min_support, runtime.embedder)
-            findings = [f for f in findings if not below_min_severity(f, context.config.min_severity)]
-            verified = verify_findings(findings, inputs, runtime.llm)
+            floor = context.config.min_severity
+            below = [f for f in findings if below_min_severity(f, floor)]
+            findings = [f for f in findings if not below_min_severity(f, floor)]
+            with model_deadline(context.seconds_left()):  # the judge's calls are the model's too
+                verified = verify_findings(findings, inputs, runtime.llm)
             if state.get("model_plan"):  # train = serve: the learned plan decides what is posted
                 verified = posted_by_plan(state, verified)
                 span.set_attribute(
@@ -335,7 +343,9 @@ def build_review_graph(runtime: ReviewRuntime, checkpointer: BaseCheckpointSaver
                 "verdicts": [
                     {"finding": v.finding.model_dump(mode="json"), "verdict": v.verdict, "reason": v.reason}
                     for v in verified
-                ]
+                ],
+                # left out by the configuration's severity floor: not verified, counted so the report says so
+                "below_min_severity": {"min_severity": floor, "count": len(below)} if below else None,
             }
 
     def reporter(state: ReviewState) -> dict[str, Any]:

@@ -45,6 +45,7 @@ class ReviewOutcome:
     # under the other strategies of an agreement run, with the index of their execution
     other_executions: list[tuple[int, ReviewerResult]] = field(default_factory=list)
     strategy_note: str | None = None  # why a model's strategy was not used (source "fallback")
+    below_min_severity: dict[str, Any] | None = None  # {"min_severity", "count"}: left out by the config's floor
 
 
 def thread_id_for(request: ReviewRequest, review_id: int) -> str:
@@ -223,17 +224,25 @@ def model_not_completed(outcome: ReviewOutcome) -> list[str]:
         gaps.append(f"{reviewer} reviewer: {error}")
     unjudged = [v for v in outcome.verified if JUDGMENT_UNAVAILABLE in v.reason]
     if unjudged:
-        gaps.append(f"verifier: {unjudged[0].reason} for {len(unjudged)} finding(s); their static verdicts stand")
+        said = unjudged[0].reason
+        gaps.append(
+            f"verifier: {said[said.index(JUDGMENT_UNAVAILABLE) :]} for {len(unjudged)} finding(s);"
+            " their static verdicts stand"
+        )
     return gaps
 
 
-def model_meta(outcome: ReviewOutcome) -> dict[str, Any]:
+def outcome_meta(outcome: ReviewOutcome) -> dict[str, Any]:
     """The report's `model` entry when a model was asked (none for a review by the rules alone):
-    whether every model step completed, and each one that did not, by name."""
+    whether every model step completed, and each one that did not, by name; and how many findings
+    the configuration's severity floor left out, when it left any."""
+    meta: dict[str, Any] = {}
+    if outcome.below_min_severity:
+        meta["below_min_severity"] = outcome.below_min_severity
     if outcome.strategy_source == "rule":
-        return {}
+        return meta
     gaps = model_not_completed(outcome)
-    return {"model": {"completed": not gaps, "not_completed": gaps}}
+    return {**meta, "model": {"completed": not gaps, "not_completed": gaps}}
 
 
 def _outcome(review_id: int, state: Mapping[str, Any]) -> ReviewOutcome:
@@ -250,6 +259,7 @@ def _outcome(review_id: int, state: Mapping[str, Any]) -> ReviewOutcome:
         ],
         report=dict(state.get("report", {})),
         strategy_note=state.get("strategy_note"),
+        below_min_severity=state.get("below_min_severity"),
         other_executions=[
             (int(r["execution"]), ReviewerResult.model_validate(r))
             for r in state.get("reviewer_results", [])

@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agent.llm.backend import ChatBackend, ChatRequest
 from agent.llm.context_window import context_length_error
+from agent.llm.deadline import seconds_left
 from agent.llm.port import ProviderName
 from agent.llm.structured import check_output_size, decoding_schema
 from reviewers.kernel.contracts import ChatMessage
@@ -241,9 +242,16 @@ class OpenAICompatibleLLM(ChatBackend):
             kwargs["n"] = request.n
         if self._seed is not None:
             kwargs["seed"] = self._seed
+        client, timeout_s = self._client, self._timeout_s
+        left = seconds_left()
+        if left is not None:  # the model's deadline in a review (`agent.llm.deadline`) comes first
+            if left <= 0:
+                raise LLMUnavailableError("the model's deadline passed before this request")
+            if left < timeout_s:  # no retry after a wait that ends at the deadline
+                client, timeout_s = self._client.with_options(timeout=left, max_retries=0), left
         try:
-            with self._client.chat.completions.with_streaming_response.create(**kwargs) as response:
-                deadline = time.monotonic() + self._timeout_s
+            with client.chat.completions.with_streaming_response.create(**kwargs) as response:
+                deadline = time.monotonic() + timeout_s
                 return read_bounded(response.iter_bytes(), limit=limit, deadline=deadline)
         except LLMError:
             raise

@@ -22,9 +22,10 @@ from typing import TYPE_CHECKING, Any, Literal
 from opentelemetry.trace import Tracer
 
 from agent.llm.backend import ChatBackend, ChatRequest
+from agent.llm.deadline import seconds_left
 from agent.llm.structured import check_output_size
 from reviewers.kernel.contracts import ChatMessage
-from reviewers.kernel.errors import ConfigError, LLMContextLengthError, LLMError
+from reviewers.kernel.errors import ConfigError, LLMContextLengthError, LLMError, LLMUnavailableError
 
 if TYPE_CHECKING:
     import xgrammar as xgr
@@ -160,6 +161,11 @@ class TransformersLLM(ChatBackend):
             "eos_token_id": self._eos_token_id,
             "pad_token_id": self._pad_token_id,
         }
+        left = seconds_left()  # the model's deadline in a review (`agent.llm.deadline`): generation stops there
+        if left is not None:
+            if left <= 0:
+                raise LLMUnavailableError("the model's deadline passed before this generation")
+            common["max_time"] = left
         if temperature > 0:
             return GenerationConfig(do_sample=True, temperature=temperature, top_p=1.0, **common)  # type: ignore[no-untyped-call]
         return GenerationConfig(do_sample=False, **common)  # type: ignore[no-untyped-call]

@@ -141,7 +141,7 @@ def review(
             _start_analyzers(path, base, head)
         else:
             raise fail("give a repository PATH with --base/--head, or --diff FILE")
-        from agent.pipeline import model_meta, not_reviewed_of  # after the analyzers started: see _start_analyzers
+        from agent.pipeline import not_reviewed_of, outcome_meta  # after the analyzers started: see _start_analyzers
 
     settings = Settings()
     session = _open(settings) if _stores(store, settings) else None
@@ -156,7 +156,7 @@ def review(
         "strategy_source": outcome.strategy_source,
         "strategy_text": outcome.strategy.render(),
         "not_reviewed": [n.model_dump() for n in not_reviewed_of(outcome)],
-        **model_meta(outcome),
+        **outcome_meta(outcome),
     }
     _emit(render_report(outcome.verified, fmt=report_format, meta=meta, include_all=all_verdicts), output)
     for extra_format, extra_path in extra_reports:

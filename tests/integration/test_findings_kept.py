@@ -153,3 +153,15 @@ def test_an_aws_key_id_beside_a_placeholder_secret_is_posted_not_only_listed(rev
     [key] = [f for f in doc["findings"] if f["line"] == 3 and f["rule"] == "secrets:known-prefix"]
     assert key["severity"] == "critical"
     assert key["verdict"] == "REAL", key["verdict_reason"]
+
+
+STYLE_ONLY = (
+    "def keys(items):\n    out = []\n    for i, k, v in items:\n        out.append(v)\n    return out\n\n\n"
+    "def label():\n    return f'none'\n"
+)
+
+
+def test_findings_under_the_severity_floor_are_counted_not_silently_dropped(review: Any) -> None:
+    doc = review("lib/style.py", STYLE_ONLY, "--all")
+    assert doc["findings"] == []  # info findings are under the default floor ("low")...
+    assert doc["below_min_severity"] == {"min_severity": "low", "count": 2}  # ...and the report says how many

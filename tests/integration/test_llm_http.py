@@ -318,3 +318,25 @@ def test_unreachable_server_is_unavailable() -> None:
             llm.complete_text(MESSAGES, purpose="summary")
     finally:
         llm.close()
+
+
+def test_no_call_waits_past_the_models_deadline(openai_server: FakeOpenAIServer, make: Any) -> None:
+    """In a review, the model's deadline (`agent.llm.deadline`) bounds one call, retries included:
+    a server that would answer after 8 s is given what is left of a 1 s deadline, not its 5 s
+    timeout three times; past the deadline no request is sent at all (issue 40)."""
+    from agent.llm.deadline import model_deadline
+
+    openai_server.enqueue(FakeReply.json(VALID, delay_s=8.0))
+    llm = make(timeout_s=5.0, max_retries=2)
+    started = time.monotonic()
+    with model_deadline(1.0), pytest.raises(LLMUnavailableError):
+        llm.complete_json(MESSAGES, Verdict, purpose="verify")
+    assert time.monotonic() - started < 4.0
+    assert len(openai_server.chat_requests) == 1  # no retry after a wait that ended at the deadline
+
+    with model_deadline(0.0), pytest.raises(LLMUnavailableError, match="deadline passed"):
+        llm.complete_json(MESSAGES, Verdict, purpose="verify")
+    assert len(openai_server.chat_requests) == 1
+    # outside a review's deadline the backend's own timeout is all there is
+    openai_server.enqueue(FakeReply.json(VALID))
+    assert llm.complete_json(MESSAGES, Verdict, purpose="verify").verdict == "REAL"

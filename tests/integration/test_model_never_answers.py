@@ -2,14 +2,16 @@
 address on loopback that accepts the connection and never answers still reports every analyzer
 finding, and names the model steps that did not complete.
 
-The review's deadline here is shorter than one model call's timeout: before the analyzers ran
+The review's deadline here is far shorter than one model call's timeout: before the analyzers ran
 first, under a deadline of their own, the strategy's unanswered call used the whole deadline and
-the review ended with no findings."""
+the review ended with no findings; and no model call waits past the model's own deadline
+(`agent.llm.deadline`), so the review ends long before one call's timeout would."""
 
 from __future__ import annotations
 
 import json
 import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,8 +22,8 @@ from api.cli import app
 from tests.integration.test_findings_kept import SEVEN_FLOWS, new_file_diff
 
 FLOW_LINES = {15, 21, 27, 33, 39, 46, 52}  # the seven request-to-sink flows of SEVEN_FLOWS
-MODEL_TIMEOUT_S = 3  # one unanswered call's wait
-DEADLINE_S = 2  # shorter than one call: a model phase cannot finish inside it
+MODEL_TIMEOUT_S = 60  # one unanswered call's wait, were it not for the model's deadline (and 2 retries)
+DEADLINE_S = 3  # the analyzers' own, then the model's own
 
 
 @pytest.fixture
@@ -41,14 +43,18 @@ def test_a_model_that_never_answers_leaves_every_analyzer_finding(
     monkeypatch.setenv("REVIEWLOOP_LLM_BASE_URL", silent_model_server)
     monkeypatch.setenv("REVIEWLOOP_LLM_MODEL", "fake-model")
     monkeypatch.setenv("REVIEWLOOP_LLM_TIMEOUT_S", str(MODEL_TIMEOUT_S))
-    monkeypatch.setenv("REVIEWLOOP_LLM_MAX_RETRIES", "0")
+    monkeypatch.setenv("REVIEWLOOP_LLM_MAX_RETRIES", "2")
+    monkeypatch.setenv("REVIEWLOOP_LLM_CONTEXT_TOKENS", "8192")  # not asked of the server, outside any deadline
     monkeypatch.setenv("REVIEWLOOP_REVIEW_DEADLINE_S", str(DEADLINE_S))
     patch = tmp_path / "change.patch"
     patch.write_text(new_file_diff("app/views.py", SEVEN_FLOWS), encoding="utf-8")
 
+    started = time.monotonic()
     result = CliRunner().invoke(app, ["review", "--diff", str(patch), "--no-store", "--format", "json"])
+    elapsed = time.monotonic() - started
 
     assert result.exit_code == 0, result.output
+    assert elapsed < MODEL_TIMEOUT_S / 2, f"{elapsed:.0f} s: a model call waited past the model's deadline"
     doc = json.loads(result.stdout)
     flows = {f["line"] for f in doc["findings"] if f["category"] == "security" and f["verdict"] == "REAL"}
     assert flows == FLOW_LINES
@@ -58,6 +64,8 @@ def test_a_model_that_never_answers_leaves_every_analyzer_finding(
     assert model["completed"] is False
     [strategy] = [gap for gap in model["not_completed"] if gap.startswith("strategy:")]
     assert "LLMUnavailableError" in strategy or "timed out" in strategy.lower(), strategy
+    named = " ".join(model["not_completed"])
+    assert "security reviewer:" in named and "verifier: model judgment unavailable" in named
 
     table = CliRunner().invoke(app, ["review", "--diff", str(patch), "--no-store", "--format", "table"])
     assert table.exit_code == 0, table.output
