@@ -406,6 +406,8 @@ class ModuleScan:
         if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
             if reach is not None and _dotted(stmt.value.func).rsplit(".", 1)[-1] in ("pop", "remove", "discard"):
                 reach += [g for a in stmt.value.args[:1] for g in self._stripped_headers(a, stmt)]
+            if top and reach is not None:  # `require_admin(request.user)` on its own line: a check that raises
+                reach += self._auth_call(stmt.value, stmt)
             return (*active, *self._checking_call(stmt.value, stmt))
         if isinstance(stmt, ast.Assign | ast.AnnAssign | ast.AugAssign) and stmt.value is not None:
             targets: list[ast.expr] = list(stmt.targets) if isinstance(stmt, ast.Assign) else [stmt.target]
@@ -515,6 +517,19 @@ class ModuleScan:
                 names = self.names(measured)
                 return [Guard("size-limit", frozenset({"dos"}), names, stmt.lineno, _text(self.lines, stmt))]
         return []
+
+    def _auth_call(self, call: ast.Call, stmt: ast.stmt) -> list[Guard]:
+        """A call that checks the user and raises, named so (`require_login`, `check_permission`) or
+        judged so by its body."""
+        judgement = judge_call(self.project, self.info, call.func)
+        family = _auth_family(_dotted(call.func).rsplit(".", 1)[-1])
+        if judgement is not None and judgement.classes & AUTH_CLASSES:
+            family = family or "login"
+        elif judgement is not None or not any(w in _dotted(call.func).lower() for w in _CHECK_WORDS):
+            family = None
+        if family is None:
+            return []
+        return [Guard(family, AUTH_CLASSES, frozenset(), stmt.lineno, _text(self.lines, stmt))]
 
     def _auth_checks(self, test: ast.expr, stmt: ast.stmt) -> list[Guard]:
         attributes = {n.attr for n in ast.walk(test) if isinstance(n, ast.Attribute)}
