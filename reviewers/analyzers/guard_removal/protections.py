@@ -21,10 +21,30 @@ from dataclasses import dataclass, field
 from reviewers.analyzers.flow import guards
 from reviewers.analyzers.flow.project import FunctionNode, ModuleInfo, Project
 from reviewers.analyzers.flow.rules import ABORTS, ALL_CLASSES, GUARD_WORDS, REDIRECT_GUARDS, SANITISERS
-from reviewers.analyzers.flow.sinks import CALL_SINKS, SUBPROCESS_CALLS, XML_PARSE_CALLS, XML_PARSER_FACTORIES
 from reviewers.analyzers.guard_removal.families import CLASS_CWE
+from reviewers.analyzers.guard_removal.model import Guard, Sink
+from reviewers.analyzers.guard_removal.model import dotted as _dotted
+from reviewers.analyzers.guard_removal.options import CONSUMER_WORDS, SIZE_KEYWORDS, call_options, callee_family
+from reviewers.analyzers.guard_removal.options import const as _const
 from reviewers.analyzers.guard_removal.validators import AUTH_CLASSES, judge_call, repository_function
 from reviewers.analyzers.python_auth import names_secret
+
+_CREDENTIAL_HEADERS = frozenset({"authorization", "cookie", "proxy-authorization"})
+_LOGIN_WORDS = ("login", "auth", "authenticated", "jwt", "token_required", "signed_in")
+_PERMISSION_WORDS = ("permission", "role", "admin", "staff", "superuser", "passes_test", "owner")
+_AUTH_ATTRIBUTES = frozenset({"is_authenticated", "is_anonymous", "is_active"})
+_PERMISSION_ATTRIBUTES = frozenset({"has_perm", "has_perms", "has_permission", "is_staff", "is_superuser",
+                                    "is_admin", "check_permission", "has_role", "can"})  # fmt: skip
+_ROUTE_DECORATORS = frozenset({"route", "get", "post", "put", "patch", "delete", "api_route", "api_view",
+                               "view_config"})  # fmt: skip
+# the class attribute that names a view's permission classes (Django REST framework)
+_PERMISSION_SETTINGS = frozenset({"permission_classes"})
+_CHECK_WORDS = (*GUARD_WORDS, "check", "validate", "ensure", "verify", "require", "assert")
+# A helper that applies a sanitizer for its caller is short; a longer function does more than clean
+# its argument, and is not read for one.
+MAX_WRAPPER_LINES = 15
+_WILD = re.compile(r"\.\*|\.\+|\\S|\[\^")
+
 
 MODULE_SCOPE = "<module>"
 # Statements and calls one version of a file may cost (steps, not seconds: the same change gives the
@@ -37,96 +57,6 @@ class ScanBudgetExceeded(Exception):
     """A version of a file cost more than `MAX_SCAN_STEPS`."""
 
 
-@dataclass(frozen=True, slots=True)
-class Guard:
-    family: str  # a key of `families.FAMILIES`
-    classes: frozenset[str]  # the sink classes it protects
-    names: frozenset[str]  # the names it constrains; empty: everything in its scope
-    line: int  # where it is, in the version of the file it was read from
-    text: str  # its code, stripped
-    key: str = ""  # which option of a strict family (`resolve_entities`, `no_network`)
-    strength: tuple[int, int] = (0, 0)  # within a family, larger is stricter (a regex's anchors)
-
-
-@dataclass(frozen=True, slots=True)
-class Sink:
-    """A call (or a comparison, or a view's reach) and the guards that dominate it."""
-
-    classes: frozenset[str]
-    callee: str  # the call's family: `yaml.safe_load` and `yaml.load` are one
-    call: ast.Call | None  # the call itself (its positional arguments tell two calls of one callee apart)
-    names: frozenset[str]  # the names its arguments are made of, with their origins
-    line: int
-    guards: tuple[Guard, ...]
-    end_line: int = 0  # the last line of the call (of a view, its `def` line; it starts at its decorators)
-    start_line: int = 0
-
-    @property
-    def args(self) -> str:
-        if self.call is None:
-            return ""
-        try:
-            return ", ".join(ast.unparse(a) for a in self.call.args)
-        except (RecursionError, ValueError, AttributeError):  # a tree too deep (or too new) to print
-            return f"<{len(self.call.args)} arguments>"
-
-    @property
-    def span(self) -> tuple[int, int]:
-        return (self.start_line or self.line, max(self.end_line, self.line))
-
-
-# --- what calls are -------------------------------------------------------------------------------
-
-_SHORT_SINKS = {"send_file": "path", "send_from_directory": "path", "redirect": "redirect", "urlopen": "ssrf",
-                "FileResponse": "path", "RedirectResponse": "redirect", "HttpResponseRedirect": "redirect"}  # fmt: skip
-_METHOD_SINKS = {"execute": "sql", "executemany": "sql", "executescript": "sql", "redirect": "redirect",
-                 "extractall": "path", "extract": "path", "read_text": "path", "read_bytes": "path",
-                 "write_text": "path", "write_bytes": "path", "send_file": "path",
-                 "send_static_file": "path"}  # fmt: skip
-_YAML = frozenset({"yaml.load", "yaml.safe_load", "yaml.full_load", "yaml.unsafe_load", "yaml.load_all",
-                   "yaml.safe_load_all", "yaml.full_load_all", "yaml.unsafe_load_all"})  # fmt: skip
-_SAFE_LOADERS = frozenset({"SafeLoader", "CSafeLoader", "BaseLoader", "CBaseLoader"})
-_HTTP_LIBRARIES = ("requests.", "httpx.", "aiohttp.", "urllib3.", "urllib.request.")
-_HTTP_METHODS = frozenset({"get", "post", "put", "patch", "delete", "head", "options", "request", "send", "stream"})
-_TEMPLATES = frozenset({"jinja2.Environment", "jinja2.Template", "jinja2.sandbox.SandboxedEnvironment"})
-_XML_CALLS = (
-    XML_PARSE_CALLS | XML_PARSER_FACTORIES | {"xml.etree.ElementTree.fromstring", "xml.etree.ElementTree.parse"}
-)
-SIZE_KEYWORDS = frozenset({"max_size", "max_length", "max_content_length", "max_bytes", "max_body_size",
-                           "max_num_fields", "max_fields", "max_files", "max_count", "max_entries", "max_depth",
-                           "max_form_memory_size", "max_form_parts", "max_items", "max_line_length"})  # fmt: skip
-# What reads a whole value into memory or hands it to a parser: where a size limit protects.
-_CONSUMER_WORDS = ("load", "parse", "decode", "decompress", "read", "unpack", "fromstring", "literal_eval",
-                   "match", "search", "findall", "sub", "split", "form", "multipart", "upload", "json",
-                   "body")  # fmt: skip
-_CREDENTIAL_HEADERS = frozenset({"authorization", "cookie", "proxy-authorization"})
-_LOGIN_WORDS = ("login", "auth", "authenticated", "jwt", "token_required", "signed_in")
-_PERMISSION_WORDS = ("permission", "role", "admin", "staff", "superuser", "passes_test", "owner")
-_AUTH_ATTRIBUTES = frozenset({"is_authenticated", "is_anonymous", "is_active"})
-_PERMISSION_ATTRIBUTES = frozenset({"has_perm", "has_perms", "has_permission", "is_staff", "is_superuser",
-                                    "is_admin", "check_permission", "has_role", "can"})  # fmt: skip
-_ROUTE_DECORATORS = frozenset({"route", "get", "post", "put", "patch", "delete", "api_route", "api_view",
-                               "view_config"})  # fmt: skip
-_CHECK_WORDS = (*GUARD_WORDS, "check", "validate", "ensure", "verify", "require", "assert")
-_WILD = re.compile(r"\.\*|\.\+|\\S|\[\^")
-
-
-def callee_family(qualified: str) -> str:
-    """The name two versions of a call share: the safe variant and the unsafe one are one call."""
-    if qualified in _YAML:
-        return "yaml.load_all" if qualified.endswith("_all") else "yaml.load"
-    if qualified.startswith("defusedxml."):
-        rest = qualified.removeprefix("defusedxml.")
-        return {"lxml": "lxml.etree"}.get(rest.split(".")[0], "xml.etree." + rest.split(".")[0]) + (
-            "." + rest.split(".", 1)[1] if "." in rest else ""
-        )
-    if qualified in ("hmac.compare_digest", "secrets.compare_digest"):
-        return "=="
-    if qualified == "ast.literal_eval":
-        return "eval"
-    return qualified
-
-
 def _text(lines: list[str], node: ast.AST) -> str:
     line = getattr(node, "lineno", 0)
     return lines[line - 1].strip() if 1 <= line <= len(lines) else ""
@@ -134,10 +64,6 @@ def _text(lines: list[str], node: ast.AST) -> str:
 
 _NOTHING: frozenset[str] = frozenset()
 _NESTED = (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-
-
-def _const(expr: ast.expr | None) -> object:
-    return expr.value if isinstance(expr, ast.Constant) else ...
 
 
 def _exits(stmts: list[ast.stmt], qualified_of: Callable[[ast.expr], str]) -> bool:
@@ -208,6 +134,8 @@ class ModuleScan:
         self._branches = 0  # how many `if` branches the walk is inside
         self._subtrees: dict[int, tuple[frozenset[str], tuple[ast.expr, ...]]] = {}
         self._sanitized: dict[int, Guard | None] = {}
+        self._wrappers: dict[int, tuple[str, frozenset[str], str] | None] = {}
+        self._local_defs: dict[str, FunctionNode] = {}  # nested functions met so far, by name
         self._shapes: dict[int, tuple[str, tuple[int, int]]] = {}
         self.module_guards = self._module_guards()
         self.views = [f for f in info.functions.values() if self._is_view(f)]
@@ -244,12 +172,14 @@ class ModuleScan:
 
     # --- scopes ---------------------------------------------------------------------------------
 
-    def _scan(self, body: list[ast.stmt], qualname: str, func: FunctionNode | None) -> None:
+    def _scan(
+        self, body: list[ast.stmt], qualname: str, func: FunctionNode | None, inherited: tuple[Guard, ...] = ()
+    ) -> None:
         outer, self._current = self._current, qualname
         sinks: list[Sink] = []
         self.scopes[qualname] = sinks
         state = _State()
-        reach = self._decorator_guards(func) if func is not None else []
+        reach = [*inherited, *self._decorator_guards(func)] if func is not None else []
         self._block(body, (), state, sinks, top=func is not None, reach=reach)
         self._current = outer
         if func is not None and self._is_view(func):
@@ -273,12 +203,16 @@ class ModuleScan:
         return [v for v in self.views if not any(g.classes & classes for g in self._decorator_guards(v))]
 
     def _wanted(self, node: ast.stmt) -> bool:
+        return self._wanted_span(node, node.end_lineno or node.lineno)
+
+    def _wanted_span(self, node: ast.stmt, last: int) -> bool:
+        """Whether the change touched the node's lines (its decorators included) up to `last`."""
         if self.touched is None:
             return True
         decorators = getattr(node, "decorator_list", [])
         first = min([node.lineno, *(d.lineno for d in decorators)])
         at = bisect.bisect_left(self.touched, first)
-        return at < len(self.touched) and self.touched[at] <= (node.end_lineno or node.lineno)
+        return at < len(self.touched) and self.touched[at] <= last
 
     def _is_view(self, func: FunctionNode) -> bool:
         if any(_decorator_name(d) in _ROUTE_DECORATORS | {"csrf_exempt"} for d in func.decorator_list):
@@ -286,10 +220,31 @@ class ModuleScan:
         params = [a.arg for a in func.args.args]
         return bool(params) and params[0] == "request" or (len(params) > 1 and params[:2] == ["self", "request"])
 
-    def _decorator_guards(self, func: FunctionNode) -> list[Guard]:
+    def _class_guards(self, cls: ast.ClassDef) -> tuple[Guard, ...]:
+        """What protects every method of a class-based view: an authentication mixin among its bases
+        (`LoginRequiredMixin`), a decorator on the class (`method_decorator(login_required, ...)`), or
+        its `permission_classes` (`IsAuthenticated`; `AllowAny` protects nothing)."""
+        out = self._decorator_guards(cls)
+        for base in cls.bases:
+            if (family := _auth_family(_dotted(base).rsplit(".", 1)[-1])) is not None:
+                out.append(Guard(family, AUTH_CLASSES, frozenset(), base.lineno, _text(self.lines, base)))
+        for item in cls.body:
+            if isinstance(item, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id in _PERMISSION_SETTINGS for t in item.targets
+            ):
+                elements = item.value.elts if isinstance(item.value, ast.List | ast.Tuple) else [item.value]
+                for element in elements:
+                    if (family := _auth_family(_dotted(element).rsplit(".", 1)[-1])) is not None:
+                        text = _text(self.lines, item)
+                        out.append(Guard(family, AUTH_CLASSES, frozenset(), item.lineno, text, key=_dotted(element)))
+        return tuple(out)
+
+    def _decorator_guards(self, func: FunctionNode | ast.ClassDef) -> list[Guard]:
         out: list[Guard] = []
         for decorator in func.decorator_list:
             name = _decorator_name(decorator)
+            if name == "method_decorator" and isinstance(decorator, ast.Call) and decorator.args:
+                name = _dotted(decorator.args[0]).rsplit(".", 1)[-1]
             family = _auth_family(name)
             target = decorator.func if isinstance(decorator, ast.Call) else decorator
             judgement = judge_call(self.project, self.info, target)
@@ -382,14 +337,19 @@ class ModuleScan:
     ) -> tuple[Guard, ...]:
         self._spend(1 + len(active))
         if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
+            self._local_defs[stmt.name] = stmt
             prefix = "" if self._current == MODULE_SCOPE else f"{self._current}."
             if self._wanted(stmt):
                 self._scan(stmt.body, f"{prefix}{stmt.name}", stmt)
             return active
         if isinstance(stmt, ast.ClassDef):
-            for item in stmt.body:
-                if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef) and self._wanted(item):
-                    self._scan(item.body, f"{stmt.name}.{item.name}", item)
+            inherited = self._class_guards(stmt)
+            methods = [i for i in stmt.body if isinstance(i, ast.FunctionDef | ast.AsyncFunctionDef)]
+            header_end = (methods[0].lineno - 1) if methods else (stmt.end_lineno or stmt.lineno)
+            header_touched = self._wanted_span(stmt, header_end)
+            for item in methods:
+                if header_touched or self._wanted(item):
+                    self._scan(item.body, f"{stmt.name}.{item.name}", item, inherited)
             return active
         if self._current == MODULE_SCOPE and not self._wanted(stmt):
             return active
@@ -446,6 +406,8 @@ class ModuleScan:
         if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
             if reach is not None and _dotted(stmt.value.func).rsplit(".", 1)[-1] in ("pop", "remove", "discard"):
                 reach += [g for a in stmt.value.args[:1] for g in self._stripped_headers(a, stmt)]
+            if top and reach is not None:  # `require_admin(request.user)` on its own line: a check that raises
+                reach += self._auth_call(stmt.value, stmt)
             return (*active, *self._checking_call(stmt.value, stmt))
         if isinstance(stmt, ast.Assign | ast.AnnAssign | ast.AugAssign) and stmt.value is not None:
             targets: list[ast.expr] = list(stmt.targets) if isinstance(stmt, ast.Assign) else [stmt.target]
@@ -556,6 +518,19 @@ class ModuleScan:
                 return [Guard("size-limit", frozenset({"dos"}), names, stmt.lineno, _text(self.lines, stmt))]
         return []
 
+    def _auth_call(self, call: ast.Call, stmt: ast.stmt) -> list[Guard]:
+        """A call that checks the user and raises, named so (`require_login`, `check_permission`) or
+        judged so by its body."""
+        judgement = judge_call(self.project, self.info, call.func)
+        family = _auth_family(_dotted(call.func).rsplit(".", 1)[-1])
+        if judgement is not None and judgement.classes & AUTH_CLASSES:
+            family = family or "login"
+        elif judgement is not None or not any(w in _dotted(call.func).lower() for w in _CHECK_WORDS):
+            family = None
+        if family is None:
+            return []
+        return [Guard(family, AUTH_CLASSES, frozenset(), stmt.lineno, _text(self.lines, stmt))]
+
     def _auth_checks(self, test: ast.expr, stmt: ast.stmt) -> list[Guard]:
         attributes = {n.attr for n in ast.walk(test) if isinstance(n, ast.Attribute)}
         calls = " ".join(_dotted(n.func) for n in ast.walk(test) if isinstance(n, ast.Call))
@@ -621,7 +596,32 @@ class ModuleScan:
             return Guard(family, classes, names, node.lineno, text, key=short)
         if (judgement := judge_call(self.project, self.info, node.func)) is not None and judgement.works:
             return Guard("validator", judgement.classes, names, node.lineno, text)
+        if (inner := self._wrapped_sanitizer(node.func)) is not None:
+            return Guard(inner[0], inner[1], names, node.lineno, text, key=inner[2])
         return None
+
+    def _wrapped_sanitizer(self, func: ast.expr) -> tuple[str, frozenset[str], str] | None:
+        """(family, classes, key) of the sanitizer a repository or nested function applies to what it
+        is given: `def conditional_escape(text): return escape(text) if autoescape else text` escapes.
+        A sanitizer moved into a helper is still applied."""
+        target = repository_function(self.project, self.info, func)
+        if target is None and isinstance(func, ast.Name):
+            target = self._local_defs.get(func.id)
+        if target is None or (target.end_lineno or target.lineno) - target.lineno > MAX_WRAPPER_LINES:
+            return None
+        if id(target) not in self._wrappers:
+            found: tuple[str, frozenset[str], str] | None = None
+            for node in ast.walk(target):
+                if isinstance(node, ast.Call):
+                    name = self.qualified(node.func)
+                    short = name.rsplit(".", 1)[-1]
+                    classes = SANITISERS.get(name) or SANITISERS.get(short)
+                    if classes is not None:
+                        family = "safe-join" if short == "safe_join" else "escape" if "xss" in classes else "sanitizer"
+                        found = (family, classes, short)
+                        break
+            self._wrappers[id(target)] = found
+        return self._wrappers[id(target)]
 
     # --- sinks ----------------------------------------------------------------------------------
 
@@ -652,67 +652,9 @@ class ModuleScan:
         name = self.qualified_of.get(id(call)) or self.qualified(call.func)
         short = name.rsplit(".", 1)[-1]
         family = callee_family(name)
-        text = _text(self.lines, call)
-        classes: set[str] = set()
-        own: list[Guard] = []
         keywords = {k.arg: k.value for k in call.keywords if k.arg}
-        if name in CALL_SINKS:
-            classes.add(CALL_SINKS[name].cls)
-        elif short in _SHORT_SINKS:
-            classes.add(_SHORT_SINKS[short])
-        if isinstance(call.func, ast.Attribute) and short in _METHOD_SINKS:
-            classes.add(_METHOD_SINKS[short])
-        if family == "==":
-            classes.add("compare")
-            own.append(Guard("constant-time", frozenset({"compare"}), frozenset(), call.lineno, text))
-        if name in SUBPROCESS_CALLS:
-            classes.add("command")
-            if _const(keywords.get("shell")) is not True:
-                own.append(Guard("no-shell", frozenset({"command"}), frozenset(), call.lineno, text))
-        if name.startswith(_HTTP_LIBRARIES) or (short in _HTTP_METHODS and {"verify", "verify_ssl"} & set(keywords)):
-            classes.add("tls")
-            # inside an `if`, `verify=False` is a user's opt-out the code implements, not a decision made here
-            if self._branches or not any(_const(keywords.get(k)) is False for k in ("verify", "verify_ssl", "ssl")):
-                own.append(Guard("tls-verify", frozenset({"tls"}), frozenset(), call.lineno, text))
-        if family in ("yaml.load", "yaml.load_all"):
-            classes.add("deserialization")
-            loader = keywords.get("Loader") or (call.args[1] if len(call.args) > 1 else None)
-            if "safe" in name or (loader is not None and _dotted(loader).rsplit(".", 1)[-1] in _SAFE_LOADERS):
-                own.append(Guard("safe-loader", frozenset({"deserialization"}), frozenset(), call.lineno, text))
-        if name in ("numpy.load", "np.load"):
-            classes.add("deserialization")
-            if _const(keywords.get("allow_pickle")) is not True:
-                own.append(Guard("allow-pickle", frozenset({"deserialization"}), frozenset(), call.lineno, text))
-        if name == "torch.load":
-            classes.add("deserialization")
-            if _const(keywords.get("weights_only")) is True:
-                own.append(Guard("weights-only", frozenset({"deserialization"}), frozenset(), call.lineno, text))
-        if name in ("getattr", "setattr", "delattr") and len(call.args) > 1 and not self.is_const(call.args[1]):
-            classes.add("code")  # an attribute named by data: what a sandbox's attribute check stands in front of
-        if name == "eval" or family == "eval":
-            classes.add("code")
-            if name == "ast.literal_eval":
-                own.append(Guard("safe-loader", frozenset({"code"}), frozenset(), call.lineno, text, key="literal"))
-        if name in _XML_CALLS or callee_family(name) in _XML_CALLS or name.startswith("defusedxml."):
-            classes.add("xxe")
-            if name.startswith("defusedxml."):
-                own.append(Guard("xml-entities", frozenset({"xxe"}), frozenset(), call.lineno, text, key="defused"))
-            if _const(keywords.get("resolve_entities")) is False:
-                own.append(Guard("xml-entities", frozenset({"xxe"}), frozenset(), call.lineno, text, key="entities"))
-            if short == "XMLParser" and _const(keywords.get("no_network")) is not False:
-                own.append(Guard("xml-entities", frozenset({"xxe"}), frozenset(), call.lineno, text, key="network"))
-        if name in _TEMPLATES or short == "Environment":
-            classes.add("xss")
-            escape = keywords.get("autoescape")
-            if escape is not None and _const(escape) is not False:
-                own.append(Guard("autoescape", frozenset({"xss"}), frozenset(), call.lineno, text))
-        if short in ("extractall", "extract") and "filter" in keywords and _const(keywords["filter"]) is not None:
-            own.append(Guard("tar-filter", frozenset({"path"}), frozenset(), call.lineno, text))
-        consumer = any(w in short.lower() for w in _CONSUMER_WORDS)
-        for keyword in SIZE_KEYWORDS & set(keywords) if consumer else ():
-            if _const(keywords[keyword]) is not None:
-                classes.add("dos")
-                own.append(Guard("size-limit", frozenset({"dos"}), frozenset(), call.lineno, text, key=keyword))
+        classes, own = call_options(call, name, keywords, _text(self.lines, call), self.is_const, self._branches > 0)
+        consumer = any(w in short.lower() for w in CONSUMER_WORDS)
         relevant = [a for a in call.args] + [v for k, v in keywords.items() if k not in SIZE_KEYWORDS]
         names = self._origins(relevant, state)
         carried = tuple(g for n in names for g in state.carried.get(n, ()))
@@ -743,14 +685,3 @@ def _copy(expr: ast.expr) -> ast.expr:
     except (SyntaxError, RecursionError, ValueError, AttributeError):
         return expr  # printed and read back it is not the same test: read it as written
     return ast.copy_location(copied, expr)
-
-
-def _dotted(expr: ast.expr) -> str:
-    if isinstance(expr, ast.Name):
-        return expr.id
-    if isinstance(expr, ast.Attribute):
-        inner = _dotted(expr.value)
-        return f"{inner}.{expr.attr}" if inner else expr.attr
-    if isinstance(expr, ast.Call):
-        return _dotted(expr.func)
-    return ""

@@ -10,17 +10,23 @@ data's origin is known or not. Its body quotes the base line that was removed or
 Counted as removed: a check deleted, a sanitizer dropped, a hardening option switched off
 (`shell=True`, `verify=False`, `allow_pickle=True`, `resolve_entities` left to lxml's default,
 `autoescape` off, `yaml.safe_load` → `yaml.load`, `hmac.compare_digest` → `==`), an authentication
-or permission decorator or check dropped from a view, `csrf_exempt` added or `CSRFProtect` removed,
+or permission decorator, check, mixin or DRF permission class dropped from a view (a function view
+or a class-based one), `csrf_exempt` added or `CSRFProtect` removed, a sandbox's attribute check,
 a credential header no longer stripped, a size limit dropped, a pattern loosened (an anchor or
 `fullmatch` gone, a character class widened to `.*`); a check weakened (`and` → `or`) or moved after
 the call; a validator replaced by a repository function whose body does not do the job.
 
 Not counted: a guard that moved and still dominates the call at head (into a helper called first,
-a decorator, a `before_request` hook, a sanitizer applied earlier), a guard replaced by another
-that protects the same class (`secure_filename` → a containment check), and a call the change
-removed. What this does not catch: a guard moved into another file's middleware configuration, a
-function renamed together with its guard's removal (the scopes are matched by name), and guards
-in code the head reaches only through another module.
+a decorator, a `before_request` hook, a sanitizer applied earlier or inside a helper), a guard
+replaced by another that protects the same class (`secure_filename` → a containment check), a call
+the change removed or now feeds with constants only, a call whose twin already ran without the
+guard at the base, and `verify=False` inside an `if` (the caller's opt-out).
+
+What this does not catch: a guard moved into another file's middleware configuration (Django's
+`MIDDLEWARE`), a function renamed together with its guard's removal (scopes are matched by name),
+guards in code the head reaches only through another module, a guard that only an unchanged line
+held when the change touched neither it nor the call, and a change that makes the head pass a
+different value past an intact check.
 """
 
 from __future__ import annotations
@@ -31,7 +37,8 @@ from reviewers.analyzers.changed_file import ChangedFile, Issue
 from reviewers.analyzers.flow.project import Project, build_module
 from reviewers.analyzers.flow.rules import SINKS
 from reviewers.analyzers.guard_removal.families import CLASS_CWE, CLASS_WORDS, FAMILIES
-from reviewers.analyzers.guard_removal.protections import Guard, ModuleScan, ScanBudgetExceeded, Sink
+from reviewers.analyzers.guard_removal.model import Guard, Sink
+from reviewers.analyzers.guard_removal.protections import ModuleScan, ScanBudgetExceeded
 from reviewers.kernel.contracts import Severity
 
 RULE = "python:removed-guard"
@@ -195,6 +202,13 @@ def removed_guard_issues(file: ChangedFile, base_text: str, base_path: str, proj
         return None
     out: list[Issue] = []
     said: set[tuple[str, int, str]] = set()
+    # every call of the base by (callee, arguments): a head call whose twin at the base already ran
+    # without the guard (in this function or one it moved from) is not what the change took away
+    base_calls: dict[str, list[Sink]] = {}
+    for sinks in base.scopes.values():
+        for sink in sinks:
+            if sink.call is not None:
+                base_calls.setdefault(sink.callee, []).append(sink)
     for guard in base.module_guards:  # CSRF protection or a login hook for the whole app, gone
         exposed = head.unguarded_views(guard.classes)
         if exposed and not any(h.family == guard.family and h.key == guard.key for h in head.module_guards):
@@ -220,6 +234,15 @@ def removed_guard_issues(file: ChangedFile, base_text: str, base_path: str, proj
                 matched = _best_match(sink, head_sinks)
                 if matched is None or _replaced(guard, classes, matched) or not _still_fed(guard, sink, matched):
                     continue
+                if (
+                    matched.call is not None
+                    and matched.args != sink.args
+                    and any(
+                        twin.args == matched.args and not _replaced(guard, classes, twin)
+                        for twin in base_calls.get(matched.callee, [])
+                    )
+                ):
+                    continue  # the same call ran without this guard before the change
                 at_head = matched
                 placed = _head_line(file, guard, at_head)
                 if placed is None:
