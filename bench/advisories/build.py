@@ -164,16 +164,19 @@ def fix_commits(advisory: dict[str, Any]) -> list[tuple[str, str, str]]:
     return found
 
 
-def build_case(advisory: dict[str, Any], repo: str, sha: str, url: str, gitdir: Path) -> Case | str:
-    """The case of one fix commit, or why there is none."""
+def build_case(
+    advisory: dict[str, Any], repo: str, sha: str, url: str, gitdir: Path, *, before: str | None = None
+) -> Case | str:
+    """The case of one fix commit, or why there is none. `before`: the commit the fix is compared
+    with (its first parent when None)."""
     try:
         full = _git(gitdir, "rev-parse", "--verify", "--quiet", f"{sha}^{{commit}}").strip()
     except subprocess.CalledProcessError:
         return "commit not in the mirror"
     try:
-        parent = _git(gitdir, "rev-parse", "--verify", "--quiet", f"{full}^1").strip()
+        parent = _git(gitdir, "rev-parse", "--verify", "--quiet", f"{before or full + '^1'}^{{commit}}").strip()
     except subprocess.CalledProcessError:
-        return "root commit"
+        return "root commit" if before is None else "commit before the fix not in the mirror"
     names = _git(gitdir, "diff", "--no-renames", "--name-only", parent, full, "--", "*.py").split("\n")
     names = [n for n in names if n.endswith(".py")]
     if not any(not is_test_path(n) for n in names):
@@ -228,7 +231,7 @@ def build_case(advisory: dict[str, Any], repo: str, sha: str, url: str, gitdir: 
     if spdx == "unknown":  # no licence file we can read: its code is not stored
         return "no licence file read at the fix"
     details = str(advisory.get("details", "") or advisory.get("summary", ""))
-    family, cwe = classify(f"{advisory.get('summary', '')} {details}")
+    family, cwe = advisory.get("_family") or classify(f"{advisory.get('summary', '')} {details}")
     affected = advisory.get("affected") or [{}]
     package = str(((affected[0] or {}).get("package") or {}).get("name", ""))
     return Case(

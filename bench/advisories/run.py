@@ -292,25 +292,78 @@ def run_semgrep(
     return ToolRun(hits, f"errors on {len(unread)} files" if unread else "", time.perf_counter() - started)
 
 
-def run_reviewloop(root: Path, shas: dict[str, str], timeout_s: float = REVIEW_TIMEOUT_S) -> dict[str, ToolRun]:
-    """Both reviews of one case, in a child process (`--review-worker`) bounded by `timeout_s`."""
+class ReviewServer:
+    """One long-lived child process (`--review-server`) that reviews case after case: the review
+    runtime is imported once, not once per case. A case it does not answer within its limit, or
+    that kills it, is recorded as such and the child is started afresh for the next case."""
+
+    def __init__(self, log: Path | None = None) -> None:
+        self.log = log
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def _start(self) -> subprocess.Popen[bytes]:
+        if self.proc is None or self.proc.poll() is not None:
+            stderr = self.log.open("ab") if self.log else subprocess.DEVNULL
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "bench.advisories.run", "--review-server"],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, cwd=HERE.parents[1],
+            )  # fmt: skip
+        return self.proc
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc = None
+
+    def ask(self, request: dict[str, str], timeout_s: float) -> dict[str, Any] | str:
+        """The child's answer, or why there is none ("timeout", "crashed: ...")."""
+        import select
+
+        proc = self._start()
+        assert proc.stdin is not None and proc.stdout is not None
+        try:
+            proc.stdin.write((json.dumps(request) + "\n").encode())
+            proc.stdin.flush()
+        except OSError as exc:
+            self.stop()
+            return f"crashed: {exc}"
+        deadline = time.monotonic() + timeout_s
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.stop()
+                return "timeout"
+            ready, _, _ = select.select([proc.stdout], [], [], min(left, 5.0))
+            if ready:
+                line = proc.stdout.readline()
+                if not line:
+                    code = proc.wait()
+                    self.stop()
+                    return f"crashed: exit {code}"
+                try:
+                    answer = json.loads(line)
+                except json.JSONDecodeError:
+                    continue  # something else the child printed
+                if isinstance(answer, dict) and "revert" in answer:
+                    return answer
+
+
+def run_reviewloop(
+    root: Path, shas: dict[str, str], timeout_s: float = REVIEW_TIMEOUT_S, server: ReviewServer | None = None
+) -> dict[str, ToolRun]:
+    """Both reviews of one case in a child process, bounded by `timeout_s`."""
     started = time.perf_counter()
-    command = [sys.executable, "-m", "bench.advisories.run", "--review-worker", str(root),
-               shas["fix"], shas["revert"], shas["vulnerable"]]  # fmt: skip
+    own = server is None
+    server = server or ReviewServer()
     try:
-        done = subprocess.run(command, capture_output=True, timeout=timeout_s, check=False, cwd=HERE.parents[1])
-    except subprocess.TimeoutExpired:
-        failed = ToolRun(error="timeout", seconds=time.perf_counter() - started)
-        return {"revert": failed, "fix": failed}
-    lines = done.stdout.decode("utf-8", errors="replace").strip().splitlines()
-    try:
-        answer = json.loads(lines[-1]) if lines else None
-    except json.JSONDecodeError:
-        answer = None
-    if done.returncode != 0 or not isinstance(answer, dict):
-        tail = done.stderr.decode("utf-8", errors="replace").strip().splitlines()[-1:]
-        failed = ToolRun(error=f"crashed: {tail[0] if tail else done.returncode}"[:300],
-                         seconds=time.perf_counter() - started)  # fmt: skip
+        request = {"root": str(root), "fix": shas["fix"], "revert": shas["revert"], "vulnerable": shas["vulnerable"]}
+        answer = server.ask(request, timeout_s)
+    finally:
+        if own:
+            server.stop()
+    if isinstance(answer, str):
+        failed = ToolRun(error=answer[:300], seconds=time.perf_counter() - started)
         return {"revert": failed, "fix": failed}
     return {
         direction: ToolRun(
@@ -318,6 +371,21 @@ def run_reviewloop(root: Path, shas: dict[str, str], timeout_s: float = REVIEW_T
         )  # fmt: skip
         for direction in ("revert", "fix")
     }
+
+
+def review_server() -> None:
+    """In the child: one JSON request a line on stdin, one JSON answer a line on stdout."""
+    out = sys.stdout
+    sys.stdout = sys.stderr  # whatever the review prints stays out of the answers
+    for line in sys.stdin:
+        request = json.loads(line)
+        try:
+            answer = review_worker(request["root"], request["fix"], request["revert"], request["vulnerable"])
+        except Exception as exc:  # noqa: BLE001 - the parent records it as this case's crash
+            failed = {"hits": [], "error": f"crashed: {type(exc).__name__}: {exc}"[:300], "seconds": 0.0}
+            answer = {"revert": failed, "fix": failed}
+        out.write(json.dumps(answer) + "\n")
+        out.flush()
 
 
 def review_worker(root: str, fix: str, revert: str, vulnerable: str) -> dict[str, Any]:
@@ -367,6 +435,7 @@ class CaseResult:
     fix_posted: int = 0
     matched: list[dict[str, Any]] = field(default_factory=list)  # the findings at the location
     seconds: float = 0.0
+    tool_seconds: dict[str, float] = field(default_factory=dict)
 
 
 def score(case: Case, hunks: dict[str, list[Hunk]], runs: dict[str, ToolRun], fix_run: ToolRun) -> CaseResult:
@@ -380,6 +449,7 @@ def score(case: Case, hunks: dict[str, list[Hunk]], runs: dict[str, ToolRun], fi
         return bool(lines) and at_location(hit.line, hit.end_line, lines or [], spans.get(hit.path, []))
 
     for tool, run in runs.items():
+        result.tool_seconds[tool] = round(run.seconds, 2)
         if run.error:
             result.errors[tool] = run.error
         near_change = [h for h in run.hits if on_changed(h.line - 2, h.end_line + 2, changed.get(h.path, set()))]
@@ -399,7 +469,14 @@ def score(case: Case, hunks: dict[str, list[Hunk]], runs: dict[str, ToolRun], fi
     return result
 
 
-def run_case(case: Case, rules_file: Path | None, review_timeout_s: float) -> CaseResult:
+def run_case(
+    case: Case,
+    rules_file: Path | None,
+    review_timeout_s: float,
+    server: ReviewServer | None = None,
+    *,
+    baselines: bool = True,
+) -> CaseResult:
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench-advisory-") as tmp:
         root = Path(tmp)
@@ -408,8 +485,12 @@ def run_case(case: Case, rules_file: Path | None, review_timeout_s: float) -> Ca
         hunks = fix_hunks(root, shas, paths)
         scanned = [p for p in paths if not is_test_path(p)] or paths
         _git(root, "checkout", "-q", shas["revert"])
-        runs = {"bandit": run_bandit(root, scanned), "semgrep": run_semgrep(root, scanned, rules_file)}
-        reviews = run_reviewloop(root, shas, review_timeout_s)
+        runs = (
+            {"bandit": run_bandit(root, scanned), "semgrep": run_semgrep(root, scanned, rules_file)}
+            if baselines
+            else {}
+        )
+        reviews = run_reviewloop(root, shas, review_timeout_s, server)
         runs["reviewloop"] = reviews["revert"]
         result = score(case, hunks, runs, reviews["fix"])
     result.seconds = time.perf_counter() - started
@@ -428,7 +509,7 @@ def _save(path: Path, result: CaseResult) -> None:
 
 def run(
     cases: Sequence[Case], work: Path, rules_file: Path | None, *, jobs: int = 1, fresh: bool = False,
-    review_timeout_s: float = REVIEW_TIMEOUT_S,
+    review_timeout_s: float = REVIEW_TIMEOUT_S, baselines: bool = True,
 ) -> list[CaseResult]:  # fmt: skip
     results: dict[str, CaseResult] = {}
     todo: list[Case] = []
@@ -439,9 +520,17 @@ def run(
         else:
             todo.append(case)
 
+    import threading
+
+    local = threading.local()
+    servers: list[ReviewServer] = []
+
     def one(case: Case) -> CaseResult:
+        if not hasattr(local, "server"):
+            local.server = ReviewServer(work / "review-server.log")
+            servers.append(local.server)
         try:
-            done = run_case(case, rules_file, review_timeout_s)
+            done = run_case(case, rules_file, review_timeout_s, local.server, baselines=baselines)
         except Exception as exc:  # noqa: BLE001 - a case that breaks the harness is recorded, not lost
             done = CaseResult(case.id, case.project, case.part, case.family, case.shape,
                               errors={"harness": f"{type(exc).__name__}: {exc}"[:300]})  # fmt: skip
@@ -451,19 +540,27 @@ def run(
               f"{'  ' + str(done.errors) if done.errors else ''}", file=sys.stderr, flush=True)  # fmt: skip
         return done
 
-    with ThreadPoolExecutor(max_workers=max(jobs, 1)) as pool:
-        for done in pool.map(one, todo):
-            results[done.id] = done
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        with ThreadPoolExecutor(max_workers=max(jobs, 1)) as pool:
+            for done in pool.map(one, todo):
+                results[done.id] = done
+    finally:
+        for server in servers:
+            server.stop()
     return [results[c.id] for c in cases if c.id in results]
 
 
 # --- the report (pure) -------------------------------------------------------------------------------
 
 TOOLS = ("reviewloop-posted", "reviewloop-listed", "reviewloop-any", "bandit", "semgrep")
+HEADINGS = {"reviewloop-posted": "reviewloop posted", "reviewloop-listed": "listed or posted",
+            "reviewloop-any": "any verdict", "bandit": "bandit", "semgrep": "semgrep"}  # fmt: skip
 
 
 def summarize(results: Sequence[CaseResult]) -> dict[str, Any]:
     n = len(results)
+    tools = [t for t in TOOLS if any(t in r.found for r in results)] or list(TOOLS[:3])
 
     def rate(rows: Sequence[CaseResult], key: str) -> dict[str, Any]:
         hit = sum(r.found.get(key, False) for r in rows)
@@ -473,7 +570,7 @@ def summarize(results: Sequence[CaseResult]) -> dict[str, Any]:
         groups: dict[str, list[CaseResult]] = defaultdict(list)
         for r in results:
             groups[getattr(r, attr)].append(r)
-        return {g: {t: rate(rows, t) for t in TOOLS} for g, rows in sorted(groups.items(), key=lambda x: -len(x[1]))}
+        return {g: {t: rate(rows, t) for t in tools} for g, rows in sorted(groups.items(), key=lambda x: -len(x[1]))}
 
     errors: Counter[str] = Counter()
     for r in results:
@@ -482,17 +579,21 @@ def summarize(results: Sequence[CaseResult]) -> dict[str, Any]:
     return {
         "cases": n,
         "projects": len({r.project for r in results}),
-        "recall": {t: rate(results, t) for t in TOOLS},
+        "tools": tools,
+        "recall": {t: rate(results, t) for t in tools},
         "by_family": table("family"),
         "by_shape": table("shape"),
         "fix_direction": {
             "cases_with_security_thread": sum(r.fix_security_posted > 0 for r in results),
+            "cases_with_thread": sum(r.fix_posted > 0 for r in results),
             "security_threads": sum(r.fix_security_posted for r in results),
             "threads": sum(r.fix_posted for r in results),
             "share_of_cases": round(sum(r.fix_security_posted > 0 for r in results) / n, 3) if n else None,
         },
         "on_changed_lines": {
-            t: sum(r.on_changed.get(t, 0) for r in results) for t in ("reviewloop", "bandit", "semgrep")
+            t: sum(r.on_changed.get(t, 0) for r in results)
+            for t in ("reviewloop", "bandit", "semgrep")
+            if any(t in r.on_changed for r in results)
         },
         "errors": dict(errors),
         "seconds": round(sum(r.seconds for r in results), 1),
@@ -504,28 +605,41 @@ def _pct(cell: dict[str, Any]) -> str:
 
 
 def render(summary: dict[str, Any], *, title: str) -> str:
+    tools = summary.get("tools", TOOLS)
     out = [f"### {title}", "",
            f"{summary['cases']} cases from {summary['projects']} projects.", "",
-           "| | reviewloop posted | listed or posted | any verdict | bandit | semgrep |", "|---|---|---|---|---|---|",
-           "| all | " + " | ".join(_pct(summary["recall"][t]) for t in TOOLS) + " |"]  # fmt: skip
+           "| | " + " | ".join(HEADINGS[t] for t in tools) + " |", "|---|" + "---|" * len(tools),
+           "| all | " + " | ".join(_pct(summary["recall"][t]) for t in tools) + " |"]  # fmt: skip
     for name, key in (("shape", "by_shape"), ("family", "by_family")):
         for group, cells in summary[key].items():
-            out.append(f"| {name} {group} | " + " | ".join(_pct(cells[t]) for t in TOOLS) + " |")
+            out.append(f"| {name} {group} | " + " | ".join(_pct(cells[t]) for t in tools) + " |")
     fx = summary["fix_direction"]
     out += ["",
             f"Fix direction (the original fix reviewed): {fx['cases_with_security_thread']} of {summary['cases']} "
             f"cases ({100 * (fx['share_of_cases'] or 0):.0f} %) got a posted security thread "
-            f"({fx['security_threads']} security threads, {fx['threads']} threads in all).",
+            f"({fx['security_threads']} security threads); {fx.get('cases_with_thread', '?')} cases got a posted "
+            f"thread of any kind ({fx['threads']} threads in all).",
             f"Findings near changed lines: {summary['on_changed_lines']}. Tool errors (cases): "
             f"{summary['errors'] or 'none'}. Time: {summary['seconds']:.0f} s."]  # fmt: skip
     return "\n".join(out) + "\n"
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.advisories", description=__doc__.split("\n")[0])
+def main(
+    argv: list[str] | None = None,
+    *,
+    bench: str = "advisories",
+    cases_file: Path = CASES_FILE,
+    heldout_log: Path = HELDOUT_LOG,
+    work: Path = DEFAULT_WORK,
+    baselines: bool = True,
+) -> int:
+    """`bench`, `cases_file`, `heldout_log`, `work`, `baselines`: what bench.bugs changes."""
+    parser = argparse.ArgumentParser(prog=f"python -m bench.{bench}", description=__doc__.split("\n")[0])
     parser.add_argument("--part", choices=("dev", "heldout", "all"), default="dev")
-    parser.add_argument("--cases", type=Path, default=CASES_FILE)
-    parser.add_argument("--work", type=Path, default=DEFAULT_WORK, help="per-case results (resumable)")
+    parser.add_argument("--cases", type=Path, default=cases_file)
+    parser.add_argument("--work", type=Path, default=work, help="per-case results (resumable)")
+    parser.add_argument("--baselines", action=argparse.BooleanOptionalAction, default=baselines,
+                        help="run bandit and semgrep beside reviewloop")  # fmt: skip
     parser.add_argument("--semgrep-rules", type=Path, default=DEFAULT_RULES, help="a semgrep-rules git mirror")
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--limit", type=int, default=0, help="only the first N cases of the part")
@@ -536,16 +650,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--render", type=Path, help="print the report of a --json file and stop")
     parser.add_argument("--review-worker", nargs=4, metavar=("ROOT", "FIX", "REVERT", "VULNERABLE"),
                         help=argparse.SUPPRESS)  # fmt: skip
+    parser.add_argument("--review-server", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.review_worker:
         print(json.dumps(review_worker(*args.review_worker)))
+        return 0
+    if args.review_server:
+        review_server()
         return 0
     if args.render:
         data = json.loads(args.render.read_text(encoding="utf-8"))
         sys.stdout.write(render(data["summary"], title=data.get("title", str(args.render))))
         return 0
     if not args.cases.is_file():
-        print(f"[advisories] no cases at {args.cases}: build them with python -m bench.advisories.build",
+        print(f"[{bench}] no cases at {args.cases}: build them with python -m bench.{bench}.build",
               file=sys.stderr)  # fmt: skip
         return 2
     cases = list(iter_parts(read_cases(args.cases), args.part))
@@ -553,23 +671,23 @@ def main(argv: list[str] | None = None) -> int:
         cases = [c for c in cases if c.id in set(args.only)]
     if args.limit:
         cases = cases[: args.limit]
-    rules = semgrep_rules(args.semgrep_rules, args.work / "cache")
+    rules = semgrep_rules(args.semgrep_rules, args.work / "cache") if args.baselines else "not asked"
     rules_file, rules_commit = (None, rules) if isinstance(rules, str) else rules
-    if rules_file is None:
+    if rules_file is None and args.baselines:
         print(f"[advisories] semgrep not run: {rules_commit}", file=sys.stderr)
     started = datetime.now(UTC)
     code = _code_commit()
     if args.part == "heldout" and not args.only and not args.limit:
-        earlier = HELDOUT_LOG.read_text(encoding="utf-8").splitlines() if HELDOUT_LOG.is_file() else []
+        earlier = heldout_log.read_text(encoding="utf-8").splitlines() if heldout_log.is_file() else []
         if earlier:
-            print(f"[advisories] the held-out part was measured {len(earlier)} time(s) before: {earlier[-1]}",
+            print(f"[{bench}] the held-out part was measured {len(earlier)} time(s) before: {earlier[-1]}",
                   file=sys.stderr)  # fmt: skip
-        with HELDOUT_LOG.open("a", encoding="utf-8") as log:
+        with heldout_log.open("a", encoding="utf-8") as log:
             log.write(f"{started:%Y-%m-%dT%H:%M:%SZ} code {code} cases {len(cases)} (measurement {len(earlier) + 1})\n")
     results = run(cases, args.work / args.part, rules_file, jobs=args.jobs, fresh=args.fresh,
-                  review_timeout_s=args.review_timeout)  # fmt: skip
+                  review_timeout_s=args.review_timeout, baselines=args.baselines)  # fmt: skip
     summary = summarize(results)
-    title = f"bench.advisories, {args.part} part, code {code}, {started:%Y-%m-%d}"
+    title = f"bench.{bench}, {args.part} part, code {code}, {started:%Y-%m-%d}"
     sys.stdout.write(render(summary, title=title))
     if args.json:
         data = {"title": title, "part": args.part, "code_commit": code, "started": f"{started:%Y-%m-%dT%H:%M:%SZ}",
