@@ -252,3 +252,18 @@ def test_a_commit_without_a_non_test_python_change_is_no_case(tmp_path: Path) ->
     sha = _git(repo, "rev-parse", "HEAD").strip()
     made = build_case({"id": "X"}, "acme/pkg", sha, "u", repo / ".git")
     assert made == "no non-test Python file changed"
+
+
+def test_bugsinpy_info_fields_with_crlf_and_spaces() -> None:
+    from bench.bugs.build import info_fields, repo_of
+
+    text = 'python_version="3.7.0"\r\nbuggy_commit_id="99036a1"\r\nfixed_commit_id ="1cc47c6"\r\ntest_file="t.py"'
+    assert info_fields(text) == {
+        "python_version": "3.7.0",
+        "buggy_commit_id": "99036a1",
+        "fixed_commit_id": "1cc47c6",
+        "test_file": "t.py",
+    }
+    assert repo_of("https://github.com/jakubroztocil/httpie/") == "jakubroztocil/httpie"
+    with pytest.raises(ValueError, match="not a GitHub repository URL"):
+        repo_of("https://gitlab.com/a/b")
