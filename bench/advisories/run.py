@@ -558,7 +558,24 @@ HEADINGS = {"reviewloop-posted": "reviewloop posted", "reviewloop-listed": "list
             "reviewloop-any": "any verdict", "bandit": "bandit", "semgrep": "semgrep"}  # fmt: skip
 
 
-def summarize(results: Sequence[CaseResult]) -> dict[str, Any]:
+def rescored(result: CaseResult, *, security_only: bool) -> CaseResult:
+    """The case's reviewloop flags from its findings at the location, counting only security findings
+    when `security_only` (bench.advisories: a finding of another kind at a vulnerable line, an unused
+    import or a weakened test, did not find the vulnerability)."""
+    mine = [
+        m for m in result.matched
+        if m.get("tool") == "reviewloop" and (not security_only or m.get("category") == "security")
+    ]  # fmt: skip
+    found = dict(result.found)
+    if "reviewloop-any" in found:
+        found["reviewloop-any"] = bool(mine)
+        found["reviewloop-listed"] = any(m.get("verdict") in ("REAL", "NEEDS_HUMAN_REVIEW") for m in mine)
+        found["reviewloop-posted"] = any(m.get("verdict") == "REAL" for m in mine)
+    return CaseResult(**{**result.__dict__, "found": found})
+
+
+def summarize(results: Sequence[CaseResult], *, security_only: bool = True) -> dict[str, Any]:
+    results = [rescored(r, security_only=security_only) for r in results]
     n = len(results)
     tools = [t for t in TOOLS if any(t in r.found for r in results)] or list(TOOLS[:3])
 
@@ -632,8 +649,10 @@ def main(
     heldout_log: Path = HELDOUT_LOG,
     work: Path = DEFAULT_WORK,
     baselines: bool = True,
+    security_only: bool = True,
 ) -> int:
-    """`bench`, `cases_file`, `heldout_log`, `work`, `baselines`: what bench.bugs changes."""
+    """`bench`, `cases_file`, `heldout_log`, `work`, `baselines`, `security_only` (count only
+    reviewloop's security findings as finding the case): what bench.bugs changes."""
     parser = argparse.ArgumentParser(prog=f"python -m bench.{bench}", description=__doc__.split("\n")[0])
     parser.add_argument("--part", choices=("dev", "heldout", "all"), default="dev")
     parser.add_argument("--cases", type=Path, default=cases_file)
@@ -660,7 +679,8 @@ def main(
         return 0
     if args.render:
         data = json.loads(args.render.read_text(encoding="utf-8"))
-        sys.stdout.write(render(data["summary"], title=data.get("title", str(args.render))))
+        results = [CaseResult(**c) for c in data["cases"]]
+        sys.stdout.write(render(summarize(results, security_only=security_only), title=data.get("title", "")))
         return 0
     if not args.cases.is_file():
         print(f"[{bench}] no cases at {args.cases}: build them with python -m bench.{bench}.build",
@@ -686,7 +706,7 @@ def main(
             log.write(f"{started:%Y-%m-%dT%H:%M:%SZ} code {code} cases {len(cases)} (measurement {len(earlier) + 1})\n")
     results = run(cases, args.work / args.part, rules_file, jobs=args.jobs, fresh=args.fresh,
                   review_timeout_s=args.review_timeout, baselines=args.baselines)  # fmt: skip
-    summary = summarize(results)
+    summary = summarize(results, security_only=security_only)
     title = f"bench.{bench}, {args.part} part, code {code}, {started:%Y-%m-%d}"
     sys.stdout.write(render(summary, title=title))
     if args.json:

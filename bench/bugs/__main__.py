@@ -21,5 +21,6 @@ sys.exit(
         heldout_log=HERE / "heldout_runs.log",
         work=HERE / ".runs",
         baselines=False,
+        security_only=False,  # a bug is found by a finding of any kind
     )
 )

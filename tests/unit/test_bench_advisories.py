@@ -222,7 +222,9 @@ def test_a_case_built_from_a_fix_commit_and_scored(tmp_path: Path) -> None:
 
     hunks = {"pkg/files.py": parse_hunks(_git(repo, "diff", "-U0", f"{sha}~1", sha))}
     runs = {
-        "reviewloop": ToolRun([Hit("reviewloop", "r", "pkg/files.py", 6, 6, verdict="NEEDS_HUMAN_REVIEW")]),
+        "reviewloop": ToolRun(
+            [Hit("reviewloop", "r", "pkg/files.py", 6, 6, verdict="NEEDS_HUMAN_REVIEW", category="security")]
+        ),
         "bandit": ToolRun([Hit("bandit", "B101", "pkg/files.py", 1, 1)]),  # far from the change
         "semgrep": ToolRun(error="timeout"),
     }
@@ -234,6 +236,12 @@ def test_a_case_built_from_a_fix_commit_and_scored(tmp_path: Path) -> None:
     assert result.fix_security_posted == 1
     summary = summarize([result])
     assert summary["recall"]["reviewloop-any"] == {"found": 1, "of": 1, "share": 1.0}
+    # a finding of another kind at the vulnerable line finds a bug, not the vulnerability
+    other = score(case, hunks, {"reviewloop": ToolRun([Hit("reviewloop", "ruff:F401", "pkg/files.py", 5, 5, "REAL")])},
+                  ToolRun())  # fmt: skip
+    assert other.found["reviewloop-posted"]
+    assert summarize([other])["recall"]["reviewloop-posted"]["found"] == 0
+    assert summarize([other], security_only=False)["recall"]["reviewloop-posted"]["found"] == 1
     assert summary["fix_direction"]["cases_with_security_thread"] == 1
     assert "| shape removes-guard | 0/1 (0 %) | 1/1 (100 %) | 1/1 (100 %) | 0/1 (0 %) | 0/1 (0 %) |" in render(
         summary, title="t"
