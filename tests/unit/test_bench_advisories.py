@@ -275,3 +275,20 @@ def test_bugsinpy_info_fields_with_crlf_and_spaces() -> None:
     assert repo_of("https://github.com/jakubroztocil/httpie/") == "jakubroztocil/httpie"
     with pytest.raises(ValueError, match="not a GitHub repository URL"):
         repo_of("https://gitlab.com/a/b")
+
+
+def test_record_headline_names_both_parts_and_the_baselines() -> None:
+    from bench.advisories.record import headline
+
+    cell = {"found": 1, "of": 4, "share": 0.25}
+    summary = {
+        "cases": 4,
+        "projects": 3,
+        "recall": {k: cell for k in ("reviewloop-posted", "reviewloop-listed", "reviewloop-any", "bandit", "semgrep")},
+        "fix_direction": {"cases_with_security_thread": 0, "cases_with_thread": 1},
+    }
+    text = headline("advisories", summary, summary)
+    assert text.startswith("held-out 4 cases / 3 projects: reviewloop posted 25 %")
+    assert "bandit 25 %, semgrep 25 %" in text and "security threads on 0 of 4" in text
+    assert "(development 4 cases: any verdict 25 %)" in text
+    assert "threads on 1 of 4" in headline("bugs", summary, None)
