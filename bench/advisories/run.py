@@ -19,7 +19,8 @@ a line the fix touched, or on the same statement). reviewloop's recall is counte
 
 Bounded and parallel-safe: every tool runs in its own process with a wall-clock limit, and a case
 whose tool crashed or timed out is recorded as such. Each case's result is written atomically under
-`--work` as it finishes, so an interrupted run resumes where it stopped (`--fresh` starts over). The
+`--work`/COMMIT/PART as it finishes, so an interrupted run on the same code resumes where it stopped
+(`--fresh` starts over), and a run on other code starts afresh. The
 held-out part is logged in `heldout_runs.log` each time it is measured, so a second measurement shows.
 """
 
@@ -704,7 +705,8 @@ def main(
                   file=sys.stderr)  # fmt: skip
         with heldout_log.open("a", encoding="utf-8") as log:
             log.write(f"{started:%Y-%m-%dT%H:%M:%SZ} code {code} cases {len(cases)} (measurement {len(earlier) + 1})\n")
-    results = run(cases, args.work / args.part, rules_file, jobs=args.jobs, fresh=args.fresh,
+    # per-case results are kept per code commit: a run on other code never reuses them
+    results = run(cases, args.work / code / args.part, rules_file, jobs=args.jobs, fresh=args.fresh,
                   review_timeout_s=args.review_timeout, baselines=args.baselines)  # fmt: skip
     summary = summarize(results, security_only=security_only)
     title = f"bench.{bench}, {args.part} part, code {code}, {started:%Y-%m-%d}"
@@ -718,11 +720,15 @@ def main(
 
 
 def _code_commit() -> str:
+    """The short commit of the code measured, with "-dirty" when the work tree has changes."""
     try:
-        return subprocess.run(["git", "-C", str(HERE), "rev-parse", "--short", "HEAD"], capture_output=True,
-                              check=True, timeout=30).stdout.decode().strip()  # fmt: skip
+        commit = subprocess.run(["git", "-C", str(HERE), "rev-parse", "--short", "HEAD"], capture_output=True,
+                                check=True, timeout=30).stdout.decode().strip()  # fmt: skip
+        status = subprocess.run(["git", "-C", str(HERE), "status", "--porcelain", "--untracked-files=no"],
+                                capture_output=True, check=True, timeout=30).stdout.strip()  # fmt: skip
     except (subprocess.CalledProcessError, OSError, subprocess.TimeoutExpired):
         return "unknown"
+    return f"{commit}-dirty" if status else commit
 
 
 if __name__ == "__main__":
