@@ -6,10 +6,12 @@ rest are listed in the summary for a person (never dropped), except a floor the 
 The replay environment (`learning.replay`) and serving (`agent.graph`'s verifier node) both call
 `plan_visits` and `split_by_plan`, so what RL optimises is what production posts (issue 41).
 
-The floor, each with its reason:
+The floor, each with its reason (the rule sets are `agent.verdicts.posting`'s):
 - critical findings (a live key, a removed authentication check): never the plan's to hide;
 - the project's own rules (its `[[layers]]` architecture rules): the team wrote them to be told;
-- regressions that remove or weaken a guard (the change itself is the evidence).
+- regressions that remove or weaken a guard (the change itself is the evidence);
+- request data reaching an injection sink (SQL, command, code, deserialization), the shape that
+  posts whatever a rule's record says: a learned plan that did not look there must not hide it.
 
 A rule-based strategy (no model in service) plans every reviewer over every file it reads, so it
 posts what the verifier keeps, as before.
@@ -21,14 +23,12 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from agent.strategy import Strategy
+from agent.verdicts.posting import PROJECT_RULES, injection_taint, removed_guard
 from reviewers.kernel.contracts import Finding
 from reviewers.loop import plan_targets
 
 Visit = tuple[str, str]  # (reviewer, file path)
 
-# Rule prefixes whose findings post whatever the plan says (see the module docstring).
-PROJECT_RULE_PREFIXES = ("layers:",)
-GUARD_REMOVAL_RULE = "removed-guard"  # python:removed-guard (reviewers/analyzers), and any language's
 OUTSIDE_PLAN_REASON = "outside the strategy's plan (this reviewer did not visit this file): listed for a person"
 
 
@@ -54,10 +54,12 @@ def floor_reason(finding: Finding) -> str | None:
     """Why this finding posts whatever the plan says, or None."""
     if finding.severity == "critical":
         return "critical"
-    if finding.rule.startswith(PROJECT_RULE_PREFIXES):
+    if finding.rule in PROJECT_RULES:
         return "the project's own rule"
-    if finding.rule.partition(":")[2] == GUARD_REMOVAL_RULE:
+    if removed_guard(finding):
         return "the change removes a guard"
+    if injection_taint(finding):
+        return "request data reaches an injection sink"
     return None
 
 

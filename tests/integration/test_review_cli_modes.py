@@ -79,7 +79,7 @@ def test_a_one_off_local_review_stores_nothing_and_starts_no_database(no_model: 
     build_demo_repository(repo)
     result = CliRunner().invoke(app, ["review", str(repo), "--base", "demo-base", "--head", "demo-head"])
     assert result.exit_code == 0, result.output
-    assert "inventory/db.py" in result.stdout
+    assert "inventory/api.py" in result.stdout  # the injection, where request data enters it
     # at 2a83aab the review started an embedded Postgres under the data directory, left running
     assert not (no_model / "postgres").exists()
 

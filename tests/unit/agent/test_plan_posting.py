@@ -7,10 +7,12 @@ from agent.strategy import Strategy
 from reviewers.kernel.contracts import Finding, PlanItem
 
 
-def finding(path: str, *, reviewer: str = "security", severity: str = "high", rule: str = "taint:sql") -> Finding:
+def finding(
+    path: str, *, reviewer: str = "security", severity: str = "high", rule: str = "python:open-redirect", **more: str
+) -> Finding:
     return Finding.model_validate(
-        {"path": path, "line": 3, "end_line": 3, "category": reviewer,
-         "severity": severity, "title": "t", "body": "b", "reviewer": reviewer, "rule": rule}
+        {"path": path, "line": 3, "end_line": 3, "category": reviewer, "confidence": "high",
+         "severity": severity, "title": "t", "body": "b", "reviewer": reviewer, "rule": rule, **more}
     )  # fmt: skip
 
 
@@ -23,9 +25,10 @@ def test_visited_findings_post_the_rest_are_listed_except_the_floor() -> None:
         finding("c.py", severity="critical", rule="secrets:aws"),  # the floor: critical
         finding("d.py", reviewer="architecture", rule="layers:forbidden-import"),  # the project's own rule
         finding("e.py", rule="python:removed-guard"),  # a removed guard
+        finding("f.py", rule="python:sql-interpolation", cwe="CWE-89"),  # request data into SQL
     ]
     split = split_by_plan(found, visits)
-    assert [f.path for f in split.posted] == ["a.py", "c.py", "d.py", "e.py"]
+    assert [f.path for f in split.posted] == ["a.py", "c.py", "d.py", "e.py", "f.py"]
     assert [(f.path, f.reviewer) for f in split.listed] == [("b.py", "security"), ("a.py", "code_quality")]
     assert floor_reason(found[3]) == "critical" and floor_reason(found[1]) is None
 
