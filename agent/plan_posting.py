@@ -9,9 +9,11 @@ The replay environment (`learning.replay`) and serving (`agent.graph`'s verifier
 The floor, each with its reason (the rule sets are `agent.verdicts.posting`'s):
 - critical findings (a live key, a removed authentication check): never the plan's to hide;
 - the project's own rules (its `[[layers]]` architecture rules): the team wrote them to be told;
-- regressions that remove or weaken a guard (the change itself is the evidence);
-- request data reaching an injection sink (SQL, command, code, deserialization), the shape that
-  posts whatever a rule's record says: a learned plan that did not look there must not hide it.
+- regressions that remove or weaken a guard (the change itself is the evidence).
+
+Request data reaching an injection sink is deliberately not in the floor: it is what the learning
+environment's planted defects are, so a floor there would leave the plan nothing to decide about them;
+the gate (`learning.gate`) refuses a plan that finds fewer of them than the best fixed rule.
 
 A rule-based strategy (no model in service) plans every reviewer over every file it reads, so it
 posts what the verifier keeps, as before.
@@ -23,7 +25,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from agent.strategy import Strategy
-from agent.verdicts.posting import PROJECT_RULES, injection_taint, removed_guard
+from agent.verdicts.posting import PROJECT_RULES, removed_guard
 from reviewers.kernel.contracts import Finding
 from reviewers.loop import plan_targets
 
@@ -58,8 +60,6 @@ def floor_reason(finding: Finding) -> str | None:
         return "the project's own rule"
     if removed_guard(finding):
         return "the change removes a guard"
-    if injection_taint(finding):
-        return "request data reaches an injection sink"
     return None
 
 

@@ -78,9 +78,17 @@ def test_review_findings_and_spans_are_rows(db_dsn: str, demo_repo: Path, openai
     )  # the exact prompt state, for training
     findings = rows(db_dsn, "SELECT * FROM findings WHERE review_id = %s", outcome.review_id)
     real = [f for f in findings if f["verdict"] == "REAL"]
-    # the endpoint's request data reaches the SQL spliced in db.py: REAL at the call; the splice itself,
-    # reached only by a parameter as far as db.py shows, goes to a person
-    assert any(f["path"] == "inventory/api.py" and f["category"] == "security" and f["line"] == 12 for f in real)
+    # the endpoint's request data reaches the SQL spliced in db.py, found at the call in api.py; the model's
+    # plan (security on db.py and export.py) did not visit api.py, so the plan lists it for a person rather
+    # than posting it (train = serve, agent.plan_posting); the splice itself, reached only by a parameter
+    # as far as db.py shows, goes to a person too
+    from agent.plan_posting import OUTSIDE_PLAN_REASON
+
+    assert not any(f["path"] == "inventory/api.py" for f in real)
+    assert any(
+        f["path"] == "inventory/api.py" and f["line"] == 12 and f["verdict_reason"] == OUTSIDE_PLAN_REASON
+        for f in findings
+    )
     assert any(
         f["path"] == "inventory/db.py" and f["line"] == 17 and f["verdict"] == "NEEDS_HUMAN_REVIEW" for f in findings
     )
