@@ -154,13 +154,16 @@ def unproven_rule(finding: Finding, votes: PeopleVotes, record: Mapping[str, Rec
 # than half of its judged ones on held-out history (`MIN_WORTH_A_LOOK`) is no longer listed finding by
 # finding: its findings collapse into one counted line of the summary ("12 more from 3 rules that are
 # usually wrong here; `--all` shows them"), never dropped — `reviewloop review --all` and the JSON
-# report's `folded` entry show them. Not folded: a critical finding (as above), a rule this project's
-# people accepted, and request data reaching a sink as the taint engine found it (high confidence):
+# report's `folded` entry show them. Not folded: a critical or high finding (issue 40, H2: a high shell
+# injection held for a person stays named in the merge request's summary, which no `--all` reaches),
+# a rule this project's people accepted, and request data reaching a sink as the taint engine found
+# it (high confidence):
 # a listed zip slip or SSRF from a request is what a security reviewer reads first, and its record
 # is mostly other shapes (data of unknown origin, a segment the router keeps to one component) that
 # the engine now tells apart.
 MIN_WORTH_A_LOOK = 0.5
 USUALLY_WRONG = "usually wrong here"  # in the reason of every finding folded into the summary's count
+NEVER_FOLDED = frozenset({"critical", "high"})  # severities always listed by name
 
 
 @cache
@@ -177,7 +180,7 @@ def worth_a_look(record: Record) -> bool:
 def usually_wrong(finding: Finding, votes: PeopleVotes, record: Mapping[str, Record] | None = None) -> str | None:
     """Why a listed finding is folded into the summary's count rather than listed on its own, or None.
     `record`: rule → held-out record (None: the shipped one; empty: folding is off)."""
-    if finding.severity == "critical" or accepted_by_people(finding.rule, votes):
+    if finding.severity in NEVER_FOLDED or accepted_by_people(finding.rule, votes):
         return None
     if finding.confidence == "high" and finding.rule in taint_sink_rules():
         return None  # request data reaching a sink (`reviewers.analyzers.flow`)

@@ -63,6 +63,19 @@ def test_a_rule_mostly_wrong_on_held_out_history_goes_to_a_person_with_its_recor
     )
 
 
+def test_a_high_or_critical_finding_of_a_usually_wrong_rule_is_listed_by_name_not_folded() -> None:
+    """Issue 40, H2: a high finding held for a person (a shell injection among them) stays named in the
+    merge request's summary, where no `--all` reaches; only lower severities fold into the count."""
+    from agent.verdicts.track_record import folded
+
+    record = {"ruff:BLE001": Record(right=1, debatable=1, wrong=6, commits=3)}
+    verdict, reason = verdict_of(blind_except().model_copy(update={"severity": "high"}), record)
+    assert verdict == "NEEDS_HUMAN_REVIEW" and not folded(reason), reason
+    assert not folded(verdict_of(blind_except().model_copy(update={"severity": "critical"}), record)[1])
+    for severity in ("medium", "low"):
+        assert folded(verdict_of(blind_except().model_copy(update={"severity": severity}), record)[1]), severity
+
+
 def test_a_rule_right_often_enough_or_judged_too_seldom_still_posts() -> None:
     assert verdict_of(blind_except(), {"ruff:BLE001": Record(right=7, debatable=0, wrong=3, commits=3)})[0] == "REAL"
     # the bar is the product's promise for what it posts (70 % right): a rule just under it is listed
