@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING
 from reviewers.analyzers.flow import sinks as S
 from reviewers.analyzers.flow.project import FunctionNode, ModuleInfo, Project
 from reviewers.analyzers.flow.rules import ALL_CLASSES
+from reviewers.analyzers.flow.syntax import dotted
 from reviewers.analyzers.flow.values import CONSTANT, Origin, Value, of
 
 if TYPE_CHECKING:
@@ -127,7 +128,7 @@ def handler_kind(project: Project | None, info: ModuleInfo, class_name: str | No
         return found if isinstance(found, str) else None
     kind: str | None = None
     for base in cls.bases:
-        name = _dotted(base)
+        name = dotted(base)
         head, _, rest = name.partition(".")
         qualified = f"{info.aliases.get(head, head)}.{rest}" if rest else info.aliases.get(head, head)
         if qualified in HANDLER_BASES:
@@ -143,17 +144,6 @@ def handler_kind(project: Project | None, info: ModuleInfo, class_name: str | No
     if project is not None:
         project.facts[key] = kind
     return kind
-
-
-def _dotted(expr: ast.expr) -> str:
-    parts: list[str] = []
-    while isinstance(expr, ast.Attribute):
-        parts.append(expr.attr)
-        expr = expr.value
-    if not isinstance(expr, ast.Name):
-        return ""
-    parts.append(expr.id)
-    return ".".join(reversed(parts))
 
 
 def _on_self(interp: Interpreter, expr: ast.expr) -> bool:
@@ -224,7 +214,7 @@ def ui_handlers(info: ModuleInfo) -> frozenset[str]:
 
 def _gradio_functions(info: ModuleInfo, call: ast.Call) -> list[str]:
     func = call.func
-    name = _dotted(func)
+    name = dotted(func)
     head, _, rest = name.partition(".")
     qualified = f"{info.aliases.get(head, head)}.{rest}" if rest else info.aliases.get(head, head)
     listener = isinstance(func, ast.Attribute) and func.attr in GRADIO_LISTENERS
@@ -312,7 +302,7 @@ def check_sinks(
         return False
     if _on_self(interp, func.value):
         return _handler_sinks(interp, call, attr, args, kwargs)
-    owner = _dotted(func.value)
+    owner = dotted(func.value)
     if receiver.cls == HTTP_CLIENT or (
         attr in HTTP_VERBS | HTTP_URL_SECOND
         and owner.rsplit(".", 1)[-1].lower() in CLIENT_WORDS
@@ -347,7 +337,7 @@ def check_sinks(
         interp.sink(call, "header", args[1], f"{owner or '…'}.putrequest (the request line)")
         return True
     if attr == "setopt" and len(call.args) == 2 and _imports(interp.module, ("pycurl",)):
-        option = _dotted(call.args[0]).rsplit(".", 1)[-1]
+        option = dotted(call.args[0]).rsplit(".", 1)[-1]
         if option in ("URL", "PROXY", "CURLOPT_URL"):
             interp.sink(call, "ssrf", args[1], f"{owner or '…'}.setopt({option})")
         elif option in ("HTTPHEADER", "PROXYHEADER", "COOKIE", "USERAGENT", "REFERER"):
