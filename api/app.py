@@ -21,6 +21,7 @@ from api.auth import parse_env_tokens
 from api.body_limit import BodyLimitMiddleware, BodyReadSlots, limit_by_path
 from api.db import DbPool, make_pool
 from api.deps import ServiceState
+from api.intake_batch import ReviewIntake
 from api.project_check import project_check
 from api.routes import dashboard, feedback, front_door, health, metrics, reviews, webhooks
 from api.triage import Scope
@@ -80,9 +81,11 @@ def create_app(
             await jobs.open_async(db)
         app.state.pool = db
         app.state.queue = jobs
+        app.state.intake = intake = ReviewIntake(db)
         try:
             yield
         finally:
+            await intake.drain()
             if own_queue:
                 await jobs.close_async()
             if own_pool:

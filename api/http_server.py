@@ -17,9 +17,11 @@ body-limit middleware's.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import resource
+from collections.abc import Callable
 
 import uvicorn
 from fastapi import FastAPI
@@ -86,6 +88,18 @@ def raise_open_files_limit() -> int:
         except (ValueError, OSError) as exc:  # a container may forbid it; the soft limit then stands
             logger.warning("could not raise the open-files limit", extra={"soft": soft, "error": str(exc)})
     return soft
+
+
+def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop's event loop where it is installed (a dependency on Linux and macOS), else asyncio's.
+
+    The same protocol and application code runs on either; uvloop's transports and scheduling are in
+    C, which took the API's CPU per webhook delivery from 0.59 to MEASURED ms (bench.webhook_both)."""
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop
 
 
 def with_head_timeout(seconds: float) -> type[LingeringH11Protocol]:

@@ -4,7 +4,8 @@ A reviewable event is stored and its job deferred in ONE statement, `reviewloop_
 (agent/store/migrations/0002_webhook_intake.sql), run in autocommit: the event row and the job
 (inserted through procrastinate's own SQL API, `procrastinate_defer_jobs_v1`) commit together or
 not at all, and we answer 202 only after that commit. One round trip, not eleven: the webhook
-path's cost at 200 events/s was its round trips (bench/RESULTS.md).
+path's cost at 200 events/s was its round trips (bench/RESULTS.md). Under load, deliveries share
+that statement and its commit (api/intake_batch.py: group commit).
 
 Deduplication, in the same statement:
 - `Idempotency-Key` (GitLab keeps it across retries of one delivery): a stored key answers
@@ -27,6 +28,7 @@ import procrastinate
 from psycopg.types.json import Jsonb
 
 from api.db import DbConnection, DbPool
+from api.intake_batch import ReviewIntake, delivery_params
 from api.project_check import ProjectCheck
 from api.triage import Decision, Ignore, ReplyInDiscussion, ReviewRequest, VoteOnNote
 from api.worker import ANSWER_TASK, REVIEW_TASK
@@ -129,48 +131,41 @@ async def record_event(
     return IntakeResult(status, event_id, reason=reason)
 
 
-ENQUEUE_REVIEW_SQL = """
-SELECT status, event_id, job_id, reason, superseded
-  FROM reviewloop_enqueue_review(
-        %(kind)s::text, %(key)s::text, %(uuid)s::text, %(project_id)s::bigint, %(path)s::text, %(iid)s::bigint,
-        %(head)s::text, %(action)s::text, %(payload)s::jsonb, %(lock)s::text, %(queue)s::text, %(task)s::text,
-        %(priority)s::integer, %(args)s::jsonb)
-"""
-
-
 async def enqueue_review(
-    pool: DbPool, queue: procrastinate.App, delivery: Delivery, request: ReviewRequest
+    pool: DbPool,
+    queue: procrastinate.App,
+    delivery: Delivery,
+    request: ReviewRequest,
+    *,
+    intake: ReviewIntake | None = None,
 ) -> IntakeResult:
     """Store the event and defer its review atomically, or report why it is a duplicate.
 
-    One statement, `reviewloop_enqueue_review` (migration 0002): the per-MR lock, both dedupe
-    checks, superseding a pending job, the job insert through procrastinate's SQL API and the event
-    row, committed together.
+    One call of `reviewloop_enqueue_review` (migration 0002): the per-MR lock, both dedupe checks,
+    superseding a pending job, the job insert through procrastinate's SQL API and the event row,
+    committed together. With `intake` (the app's group commit, api/intake_batch.py) the call shares
+    its statement and commit with the other deliveries waiting; without, it is a statement alone.
     """
     task = queue.tasks[REVIEW_TASK]
-    args = {"project": str(request.project_id), "mr_iid": request.mr_iid, "head_sha": request.head_sha}
-    async with autocommit(pool) as conn:
-        cur = await conn.execute(
-            ENQUEUE_REVIEW_SQL,
-            {
-                "kind": delivery.event_kind,
-                "key": delivery.idempotency_key,
-                "uuid": delivery.webhook_uuid,
-                "project_id": request.project_id,
-                "path": request.project_path,
-                "iid": request.mr_iid,
-                "head": request.head_sha,
-                "action": request.trigger,
-                "payload": Jsonb(delivery.payload),
-                "lock": request.lock_key,
-                "queue": task.queue,
-                "task": task.name,
-                "priority": task.priority,
-                "args": Jsonb(args),
-            },
-        )
-        row = await cur.fetchone()
-    assert row is not None
+    params = delivery_params(
+        kind=delivery.event_kind,
+        key=delivery.idempotency_key,
+        uuid=delivery.webhook_uuid,
+        project_id=request.project_id,
+        path=request.project_path,
+        iid=request.mr_iid,
+        head=request.head_sha,
+        action=request.trigger,
+        payload=delivery.payload,
+        lock=request.lock_key,
+        queue=task.queue,
+        task=task.name,
+        priority=task.priority,
+        args={"project": str(request.project_id), "mr_iid": request.mr_iid, "head_sha": request.head_sha},
+    )
+    if intake is None:
+        intake = ReviewIntake(pool, max_batch=1)
+    row = await intake.enqueue(params)
     event_id = int(row["event_id"]) if row["event_id"] is not None else None
     job_id = int(row["job_id"]) if row["job_id"] is not None else None
     if row["superseded"]:
@@ -180,11 +175,6 @@ async def enqueue_review(
     return IntakeResult("duplicate", event_id, job_id, reason=row["reason"])
 
 
-# Every vote joins through its finding's review to the project the hook came from (its id, which
-# the hook's secret vouched for): note and discussion ids are guessable, and a hook of one project
-# must not vote on another project's findings (issue 11). Reviews of GitLab MRs are stored under the
-# numeric project id (agent.gitlab.review), with the MR's author as GitLab answered it: an author's
-# vote on their own review is marked, and counts for that merge request only (agent.store.rejections).
 FINDING_BY_NOTE_SQL = """
 SELECT f.id, r.mr_author_id FROM findings f JOIN reviews r ON r.id = f.review_id
  WHERE r.source = 'gitlab' AND r.project = %(project)s
@@ -331,6 +321,7 @@ async def accept(
     *,
     bot_user_id: int | None,
     projects: ProjectCheck | None = None,
+    intake: ReviewIntake | None = None,
 ) -> IntakeResult:
     """Persist what the triage decided; the one entry point of the webhook route.
 
@@ -340,7 +331,7 @@ async def accept(
     if isinstance(decision, Ignore):
         return await record_event(pool, delivery, status="ignored", reason=decision.reason)
     if isinstance(decision, ReviewRequest):
-        return await enqueue_review(pool, queue, delivery, decision)
+        return await enqueue_review(pool, queue, delivery, decision, intake=intake)
     if projects is not None:
         # raises PlatformUnavailableError when GitLab cannot answer: nothing is stored, the route
         # answers 503, and GitLab's retry of the delivery (same Idempotency-Key) is counted then

@@ -37,6 +37,12 @@ WEBHOOK_SECONDS = Histogram(
     buckets=(0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0),
     registry=REGISTRY,
 )
+WEBHOOK_INTAKE_BATCH = Histogram(
+    "reviewloop_webhook_intake_batch_deliveries",
+    "Reviewable webhook deliveries written per statement and commit (group commit, api/intake_batch.py)",
+    buckets=(1, 2, 4, 8, 16, 32, 48),
+    registry=REGISTRY,
+)
 
 # Review wall time in seconds: reviews range from seconds (no model) to many minutes (large MRs).
 REVIEW_LATENCY_BUCKETS = (1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0)

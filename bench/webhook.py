@@ -81,10 +81,12 @@ def postmaster_pid(dsn: str) -> int | None:
     """The local Postgres server's postmaster (the parent of our backend), or None when it is remote."""
     with psycopg.connect(dsn) as conn:
         row = conn.execute("SELECT pg_backend_pid()").fetchone()
-    try:
-        return int(_stat_fields(int(row[0]))[1]) if row else None
-    except OSError:
-        return None
+        # read while the backend lives: it exits when the connection closes (this read came after the
+        # close until 2026-11-29, so every "Postgres CPU" column of the webhook benches since was empty)
+        try:
+            return int(_stat_fields(int(row[0]))[1]) if row else None
+        except OSError:
+            return None
 
 
 def postgres_cpu_s(postmaster: int) -> float:

@@ -84,8 +84,8 @@ def load_rows(dsn: str, repo: Path, seconds: float) -> list[dict[str, Any]]:
 def render(results: list[dict[str, Any]]) -> str:
     lines = [
         "| checkout | rate/s | queued before | sent | 202 | 503 | sustained/s | p50 ms | p99 ms | max ms "
-        "| server CPU ms/event | machine busy |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| server CPU ms/event | Postgres CPU ms/event | load generator CPU ms/event | machine busy |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for result in results:
         for r in result["load"]:
@@ -93,7 +93,8 @@ def render(results: list[dict[str, Any]]) -> str:
             lines.append(
                 f"| {result['label']} | {r['rate']:.0f} | {r['queued_before']:,} | {r['sent']:,} | {r['accepted']:,} "
                 f"| {statuses.get('503', 0):,} | {r['sustained_per_s']:.0f} | {r['p50_ms']:.1f} | {r['p99_ms']:.1f} "
-                f"| {r['max_ms']:.0f} | {r['server_cpu_ms_per_event']:.2f} | {r['machine_busy_share']:.2f} |"
+                f"| {r['max_ms']:.0f} | {r['server_cpu_ms_per_event']:.2f} | {r['postgres_cpu_ms_per_event']:.2f} "
+                f"| {r['load_generator_cpu_ms_per_event']:.2f} | {r['machine_busy_share']:.2f} |"
             )
     lines += [
         "",

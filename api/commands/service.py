@@ -138,6 +138,7 @@ def serve(
     log_level: Annotated[str, typer.Option(help="debug|info|warning|error")] = "info",
 ) -> None:
     """Serve the webhook, feedback and read API, with a worker beside it."""
+    from api.http_server import event_loop_factory
     from api.worker_process import WorkerChild, worker_command
 
     with clear_errors():
@@ -155,7 +156,10 @@ def serve(
             child = WorkerChild(command, env={**os.environ, "REVIEWLOOP_DATABASE_URL": settings.database_url})
             child.start()
         try:
-            asyncio.run(serve_async(settings, host=host, port=port, worker=child, config=config, log_level=log_level))
+            with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
+                runner.run(
+                    serve_async(settings, host=host, port=port, worker=child, config=config, log_level=log_level)
+                )
         finally:
             if child is not None:
                 child.stop()
