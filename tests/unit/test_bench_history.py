@@ -297,3 +297,22 @@ def test_a_snapshot_missing_a_blob_is_read_commit_by_commit(tmp_path: Path) -> N
     chosen, too_large = code_commits(tmp_path, per_repo=10)
     # the merge needs the missing blob (passed over); the commit that first added the data does not
     assert [c.subject for c in chosen] == ["code 2", "code 1", "code 0", "add the data"] and too_large == 0
+
+
+def test_items_listed_for_a_person_are_kept_one_by_one_and_judged_against_half() -> None:
+    results = _results()
+    shown = [
+        Posted("o/lib", "1" * 40, "tests:untested-new", "low", f"src/m{i}.py", i, "New code without tests", "def f():")
+        for i in range(1, 5)
+    ]
+    results[0].shown = shown
+    judgements = {
+        judgement_key(shown[0]): Judgement("right", "a helper nobody tests"),
+        judgement_key(shown[1]): Judgement("debatable", "covered through its caller"),
+        judgement_key(shown[2]): Judgement("wrong", "tested by URL"),
+    }
+    text = render(results, judgements)
+    assert "Listed one by one for a person: 4 — right 1, debatable 1, wrong 1, not yet judged 1." in text
+    assert "Right or debatable: **67%** of judged (target ≥ 50%)." in text
+    again, _ = from_json(to_json(results, {}))
+    assert again[0].shown == shown
