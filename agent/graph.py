@@ -330,7 +330,7 @@ def build_review_graph(runtime: ReviewRuntime, checkpointer: BaseCheckpointSaver
             with model_deadline(context.seconds_left()):  # the judge's calls are the model's too
                 verified = verify_findings(findings, inputs, runtime.llm)
             if state.get("model_plan"):  # train = serve: the learned plan decides what is posted
-                verified = posted_by_plan(state, verified)
+                verified = posted_by_plan(state, verified, review_budget=context.config.review_budget)
                 span.set_attribute(
                     "reviewloop.listed_outside_plan", sum(v.reason == OUTSIDE_PLAN_REASON for v in verified)
                 )
@@ -377,7 +377,8 @@ class HistorySource(Protocol):
 
 def serving_s1(runtime: HistorySource, context: ReviewContext, *, history: Mapping[str, float] | None = None) -> str:
     """The strategy prompt serving renders (the strategy node and the shadows): the one renderer, fed
-    the project's feedback history. Serving sets no review-wide budget."""
+    the project's feedback history (team votes keyed by kind of finding, as the learning environment
+    keys them) and the repository's review budget."""
     return render_s1(
         title=context.title,
         description=context.description,
@@ -385,6 +386,7 @@ def serving_s1(runtime: HistorySource, context: ReviewContext, *, history: Mappi
         config=context.config,
         history=runtime.history(context) if history is None else history,
         rule_votes=runtime.rule_votes(context),
+        review_budget=context.config.review_budget,
     )
 
 
@@ -442,11 +444,14 @@ def readable_by_reviewer(state: Mapping[str, Any]) -> dict[str, list[str]]:
     return readable
 
 
-def posted_by_plan(state: Mapping[str, Any], verified: Sequence[VerifiedFinding]) -> list[VerifiedFinding]:
-    """The model's plan decides which REAL findings become threads (`agent.plan_posting`): those outside
-    it, and above no floor, go to the summary's list with the reason — never dropped."""
+def posted_by_plan(
+    state: Mapping[str, Any], verified: Sequence[VerifiedFinding], *, review_budget: int | None
+) -> list[VerifiedFinding]:
+    """The model's plan decides which REAL findings become threads (`agent.plan_posting`), its steps
+    within the repository's review budget: those outside it, and above no floor, go to the summary's
+    list with the reason — never dropped."""
     z = Strategy.model_validate(state["model_plan"])
-    visits = plan_visits(z, readable_by_reviewer(state), review_budget=None)
+    visits = plan_visits(z, readable_by_reviewer(state), review_budget=review_budget)
     posted = {id(f) for f in split_by_plan([v.finding for v in verified], visits).posted}
     return [
         v

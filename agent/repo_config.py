@@ -8,6 +8,7 @@ Example::
     min_severity = "low"
     resolve_outdated = true
     max_discussions = 10
+    review_budget = 12   # reviewer steps a learned strategy's plan spends on the whole review (none: no cap)
 
     [[layers]]
     name = "core"

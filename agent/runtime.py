@@ -197,11 +197,13 @@ class Runtime:
         )
 
     def rule_votes(self, context: ReviewContext) -> Mapping[str, tuple[int, int]]:
-        """The project's votes by rule, (people up, people down): the strategy prompt's team history."""
+        """The project's votes by kind of finding (`agent.finding_kinds`: the defect kind, else the rule
+        id), (people up, people down): the strategy prompt's team history, keyed as the learning
+        environment keys its teams' votes."""
         if self.pool is None or not context.project:
             return {}
-        by_rule, _ = store_rejections.people_by_rule_and_path(self.pool, project=context.project)
-        return {rule: (up, down) for rule, (down, up) in by_rule.items() if rule}
+        by_kind = store_rejections.people_by_kind(self.pool, project=context.project)
+        return {kind: (up, down) for kind, (down, up) in by_kind.items()}
 
     # --- stages --------------------------------------------------------------------------------
 

@@ -225,6 +225,12 @@ def mandatory_reviewers(files: Sequence[FileChange], config: RepoConfig) -> list
     return safety_net_reviewers(Strategy(change_type="mixed"), files, config)
 
 
+def focus_path_cap(review_budget: int | None) -> int:
+    """The most focus paths a decisions-only plan item may name: no more files than the review has
+    steps (one file per step), the one rule for serving and RL."""
+    return MAX_FOCUS_PATHS if review_budget is None else max(1, min(MAX_FOCUS_PATHS, review_budget))
+
+
 def plan_schema(
     files: Sequence[FileChange], config: RepoConfig, *, decisions_only: bool, max_focus_paths: int | None = None
 ) -> dict[str, Any]:
@@ -365,7 +371,14 @@ def generate_strategy(
     # Decoding is held to this merge request's files and the enabled reviewers; the answer still
     # goes through `constrain_strategy`, since a server may ignore the schema.
     try:
-        z = model_strategy(llm, s1=s1, files=files, config=config, decisions_only=decisions_only)
+        z = model_strategy(
+            llm,
+            s1=s1,
+            files=files,
+            config=config,
+            decisions_only=decisions_only,
+            max_focus_paths=focus_path_cap(config.review_budget),
+        )
     except LLMError as exc:
         return rule_based_strategy(files, config, history), "fallback", f"strategy model failed: {exc}"
     return constrain_strategy(z, files, config), "model", None

@@ -98,8 +98,9 @@ def render_s1(
     """The state s1 the strategy is conditioned on: compact, deterministic, no secrets added.
 
     `history` is the project's accepted share per changed path; `rule_votes` maps a kind of finding
-    (an analyzer rule) to the people who voted it up and down on this project; `review_budget` is the
-    review's total reviewer steps (one file per step), None when the review sets none. The merge
+    (`agent.finding_kinds.vote_key`: the kind of defect, else the analyzer rule) to the people who
+    voted it up and down on this project; `review_budget` is the review's total reviewer steps (one
+    file per step; serving: the repository's `review_budget`), None when the review sets none. The merge
     request's own words and diff are fenced as data: text in the change that says "plan nothing"
     must not plan the review.
     """

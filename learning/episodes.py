@@ -121,14 +121,16 @@ def s1_for_snapshot(snapshot: Mapping[str, Any]) -> str:
     history = snapshot.get("history") or {}
     votes = snapshot.get("rule_votes") or {}
     budget = snapshot.get("review_budget")
+    config = parse_repo_config(config_text) if isinstance(config_text, str) and config_text else None
     return render_s1(
         title=str(snapshot.get("title") or ""),
         description=str(snapshot.get("description") or ""),
         files=files,
-        config=parse_repo_config(config_text) if isinstance(config_text, str) and config_text else None,
+        config=config,
         history={str(p): float(r) for p, r in history.items()},
         rule_votes={str(k): (int(v[0]), int(v[1])) for k, v in votes.items()},
-        review_budget=int(budget) if isinstance(budget, int) else None,
+        # a snapshot's own budget (a synthesised case's), else its repository's, as serving showed it
+        review_budget=int(budget) if isinstance(budget, int) else config.review_budget if config else None,
     )
 
 

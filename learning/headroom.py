@@ -114,7 +114,7 @@ def case_table(env: ReplayEnv, case: ReplayCase, config: ReplayRewardConfig) -> 
         for r, paths in readable.items()
         for p in paths
     }
-    budget = case.review_budget or sum(len(p) for p in readable.values())
+    budget = case.budget or sum(len(p) for p in readable.values())
     return CaseTable(case, budget, required, readable, values, {f.path: f for f in files}, floor)
 
 

@@ -124,11 +124,17 @@ class ReplayCase(BaseModel):
             "s1": self.s1,
             "history": self.history,
             "rule_votes": self.rule_votes,
-            "review_budget": self.review_budget,
+            "review_budget": self.budget,
         }
 
     def repo_config(self) -> RepoConfig:
         return parse_repo_config(self.config_text) if self.config_text else RepoConfig()
+
+    @property
+    def budget(self) -> int | None:
+        """The review budget s1 shows and the plan's steps spend: the case's own (a synthesised case's),
+        else its repository config's `review_budget`, as serving reads it."""
+        return self.review_budget if self.review_budget is not None else self.repo_config().review_budget
 
 
 def case_from_dataset_row(row: Mapping[str, Any], *, split: ReplaySplit | None = None) -> ReplayCase:
@@ -386,7 +392,7 @@ class ReplayEnv:
         shared `review_budget` (first come, first served): `agent.plan_posting.plan_visits`, as serving
         computes them."""
         readable: dict[str, list[str]] = {item.reviewer: self.readable(case, item.reviewer) for item in z.plan}
-        return plan_visits(z, readable, review_budget=case.review_budget)
+        return plan_visits(z, readable, review_budget=case.budget)
 
     def execute_visits(self, case: ReplayCase, visits: Sequence[tuple[str, str]]) -> Execution:
         """The fixed executor on explicit visits (each a step): what serving posts under that plan
@@ -421,7 +427,7 @@ class ReplayEnv:
     ) -> tuple[ReviewerResult, ...]:
         """Production's review with a model: every analyzer on every file; the case's `review_budget`
         is shared by the reviewers' model steps, first come first served."""
-        left = case.review_budget
+        left = case.budget
         results: list[ReviewerResult] = []
         for item in z.plan:
             budget = item.step_budget if left is None else min(item.step_budget, left)

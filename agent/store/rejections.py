@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from agent.finding_kinds import vote_key
 from agent.store.db import Database, connection
 
 # A vote that speaks for the project: not an author's 👎 on their own merge request.
@@ -47,6 +48,26 @@ def people_by_rule_and_path(
         else:
             by_rule[str(rule)] = (int(down), int(up))
     return by_rule, by_path
+
+
+def people_by_kind(db: Database, *, project: str) -> dict[str, tuple[int, int]]:
+    """Kind of finding (`agent.finding_kinds.vote_key`) → (people who voted 👎, people who voted 👍) on
+    this project's findings: the team votes the strategy prompt shows. A person counts once per kind
+    and side, however many findings of that kind they voted on."""
+    with connection(db) as conn:
+        rows = conn.execute(
+            "SELECT DISTINCT f.rule, f.title, fb.user_key, fb.value > 0"
+            " FROM findings f JOIN reviews r ON r.id = f.review_id JOIN feedback fb ON fb.finding_id = f.id"
+            f" WHERE r.project = %s AND fb.value <> 0 AND {INDEPENDENT}",
+            (project,),
+        ).fetchall()
+    people: dict[str, tuple[set[str], set[str]]] = {}
+    for rule, title, user_key, up in rows:
+        if not rule:
+            continue
+        down_people, up_people = people.setdefault(vote_key(rule=str(rule), title=str(title or "")), (set(), set()))
+        (up_people if up else down_people).add(str(user_key))
+    return {kind: (len(down_people), len(up_people)) for kind, (down_people, up_people) in people.items()}
 
 
 def rejected_fingerprints(db: Database, *, project: str, mr_iid: int | None = None) -> dict[str, int]:

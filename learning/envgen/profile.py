@@ -18,6 +18,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from agent.finding_kinds import finding_kind
 from learning.envgen.plants import DEFECTS, KINDS
 from reviewers.kernel.contracts import CATEGORIES, Finding
 from reviewers.kernel.errors import InputError
@@ -26,14 +27,6 @@ _CATEGORY_OF_KIND = {t.kind: t.category for t in DEFECTS}
 Vote = Literal["accepted", "rejected"]
 # Paths a team commonly asks reviews to leave alone (generated, vendored, compatibility shims).
 _PATH_HABITS = ("*/compat*", "*/_vendor/*", "*/tests/*", "*/testing/*", "*/_internal/*", "*/utils/*")
-# A finding's rule, as the analyzers write it, to the planted kind it reports.
-_KIND_BY_RULE_WORD = {
-    "sql": "sql-injection", "B608": "sql-injection", "shell": "shell-injection", "B602": "shell-injection",
-    "B605": "shell-injection", "yaml": "unsafe-yaml", "B506": "unsafe-yaml", "pickle": "unsafe-pickle",
-    "B301": "unsafe-pickle", "deserial": "unsafe-pickle", "eval": "code-exec", "B307": "code-exec",
-    "code-exec": "code-exec", "secret": "hardcoded-secret", "token": "hardcoded-secret", "B006": "mutable-default",
-    "E722": "bare-except",
-}  # fmt: skip
 
 
 class TeamProfile(BaseModel):
@@ -103,12 +96,6 @@ class TeamProfile(BaseModel):
             reject_kinds=rng.sample([k for k in KINDS if k not in ("sql-injection", "shell-injection")], 1),
             reject_paths=rng.sample(_PATH_HABITS, rng.randint(0, 2)),
         )
-
-
-def finding_kind(*, rule: str, title: str) -> str | None:
-    """The planted kind a reported finding is about, read from its rule and title (None: none known)."""
-    text = f"{rule} {title}".lower()
-    return next((kind for word, kind in _KIND_BY_RULE_WORD.items() if word.lower() in text), None)
 
 
 def load_profile(path: Path) -> TeamProfile:

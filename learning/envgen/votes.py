@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from agent.finding_kinds import finding_kind
 from agent.store.db import Database, connection
 from agent.store.feedback import record_vote
-from learning.envgen.profile import TeamProfile, finding_kind
+from learning.envgen.profile import TeamProfile
 
 PROFILE_USER_KEY = "envgen:team-profile"
 

@@ -23,8 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from agent.strategy import plan_schema
-from agent.strategy_schema import MAX_FOCUS_PATHS
+from agent.strategy import focus_path_cap, plan_schema
 from learning.replay import ReplayCase, ReplayEnv
 from reviewers.kernel.errors import LLMSchemaError, TrainingError
 
@@ -39,7 +38,7 @@ if TYPE_CHECKING:
 def case_schema(case: ReplayCase, env: ReplayEnv, *, decisions_only: bool) -> dict[str, Any]:
     """The strategy schema of one replayed merge request: its changed files, its enabled reviewers, and
     (decisions only) focus paths capped at its review budget."""
-    cap = min(MAX_FOCUS_PATHS, case.review_budget) if case.review_budget is not None else MAX_FOCUS_PATHS
+    cap = focus_path_cap(case.budget)
     return plan_schema(env.files(case), case.repo_config(), decisions_only=decisions_only, max_focus_paths=cap)
 
 

@@ -133,6 +133,10 @@ class RepoConfig(BaseModel):
     # A merge request gets at most this many threads; the rest are counted in the summary note,
     # because a wall of comments gets skimmed or muted.
     max_discussions: int = Field(default=10, ge=0, le=100)
+    # Reviewer steps for the whole review, one file per step, spent by the strategy's plan items first
+    # come first served: the strategy model is told it (s1) and a model's plan posts what its steps
+    # visit within it (`agent.plan_posting`). None: each planned reviewer's own step budget.
+    review_budget: int | None = Field(default=None, ge=1, le=1000)
     agreement: AgreementConfig = Field(default_factory=AgreementConfig)
 
     def wants(self, path: str) -> bool:

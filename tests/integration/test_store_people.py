@@ -86,6 +86,44 @@ def test_rules_paths_fingerprints_and_standing_count_people(pool: Pool) -> None:
     assert found[0].fingerprint not in rejections.rejected_fingerprints(pool, project=PROJECT, mr_iid=2)
 
 
+def flagged(path: str, line: int, *, rule: str, title: str) -> Finding:
+    evidence = f"run({line})"
+    return Finding(
+        path=path, line=line, end_line=line, category="security", severity="high", title=title, body="b",
+        evidence=evidence, reviewer="security", rule=rule,
+        fingerprint=make_fingerprint(path=path, category="security", rule=rule, evidence=evidence),
+    )  # fmt: skip
+
+
+def test_votes_by_kind_count_each_person_once_per_kind_and_side(pool: Pool) -> None:
+    """The strategy prompt's team votes (issue 41): two rules that report one kind of defect count
+    together, a person once however many of its findings they voted on; a rule of no known kind keeps
+    its id; an author's 👎 on their own merge request counts nowhere."""
+    sql_a, sql_b, bare, untested = reviewed(
+        pool,
+        mr_iid=3,
+        findings=[
+            flagged("a.py", 1, rule="python:sql-interpolation", title="SQL statement built from request data"),
+            flagged("b.py", 2, rule="bandit:B608", title="Possible SQL injection vector"),
+            flagged("a.py", 3, rule="ruff:E722", title="Do not use bare `except`"),
+            flagged("c.py", 4, rule="tests:untested-new", title="New code without tests: run"),
+        ],
+    )
+    assert rejections.people_by_kind(pool, project=PROJECT) == {}
+    for finding_id in (sql_a, sql_b):
+        feedback.record_vote(pool, finding_id, user_key="gitlab:1", source="emoji", value=1)
+    feedback.record_vote(pool, sql_b, user_key="gitlab:2", source="emoji", value=-1)
+    feedback.record_vote(pool, bare, user_key="gitlab:1", source="emoji", value=-1)
+    feedback.record_vote(pool, bare, user_key="gitlab:3", source="emoji", value=-1)
+    feedback.record_vote(pool, untested, user_key="gitlab:2", source="emoji", value=1)
+    feedback.record_vote(pool, untested, user_key=f"gitlab:{AUTHOR}", source="emoji", value=-1, voter_is_author=True)
+    assert rejections.people_by_kind(pool, project=PROJECT) == {
+        "sql-injection": (1, 1),  # (people 👎, people 👍)
+        "bare-except": (2, 0),
+        "tests:untested-new": (0, 1),
+    }
+
+
 def _database(admin_dsn: str, name: str) -> str:
     with psycopg.connect(admin_dsn, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')

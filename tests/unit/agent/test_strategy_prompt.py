@@ -17,9 +17,9 @@ from learning.replay import ReplayCase, ReplayEnv
 from learning.strata.synthetic import file_diff
 from reviewers.kernel.contracts import ReviewContext
 
-CONFIG_TEXT = 'reviewers = ["security", "code_quality"]\nmin_severity = "medium"\n'
+CONFIG_TEXT = 'reviewers = ["security", "code_quality"]\nmin_severity = "medium"\nreview_budget = 5\n'
 HISTORY = {"app/db.py": 0.25, "app/util.py": 1.0}
-VOTES = {"B608": (4, 0), "B110": (0, 3)}
+VOTES = {"sql-injection": (4, 0), "ruff:S110": (0, 3)}  # keyed by kind (`agent.finding_kinds.vote_key`)
 
 
 def _lines(name: str, n: int, risky_at: int | None = None) -> list[str]:
@@ -86,7 +86,9 @@ def test_training_the_gate_and_serving_render_the_same_prompt() -> None:
     )
     built = episodes_from_rows(ReviewRows([review], [], []), config=FeedbackRewardConfig())
     assert served == gate_and_rl == training == built.episodes[0].prompt_s1
-    assert "app/db.py 25%" in served and "B608 +4/-0" in served and "min severity medium" in served
+    assert "app/db.py 25%" in served and "sql-injection +4/-0" in served and "min severity medium" in served
+    # the repository's review budget, which serving's plan posting spends (agent.plan_posting)
+    assert "review budget: 5 reviewer steps in all, one file per step" in served
     # a serving review stores its s1 and training takes it as it is
     assert s1_for_snapshot({**case.snapshot(), "s1": served}) == served
 
