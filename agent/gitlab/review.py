@@ -225,7 +225,7 @@ def make_publisher(deps: ReviewDeps, request: ReviewRequest, *, since_head: str 
         )
         not_reviewed = merged_not_reviewed(this_push, carried)
         # what the local report says beside the findings, the note says too
-        meta = outcome_meta(outcome_from_state(review_id, state))
+        meta = outcome_meta(outcome_from_state(review_id, state)) if state.get("strategy") else {}
         model_gaps = model_gaps_in(meta)
         below = meta.get("below_min_severity")
         below_floor = BelowFloor(str(below["min_severity"]), int(below["count"])) if below else None
