@@ -20,8 +20,8 @@ from agent.diff import parse_unified_diff
 from agent.workspaces.text_cache import DEFAULT_WORKSPACE_CACHE_BYTES, TextCache
 from reviewers.kernel.budget import SearchBudget
 from reviewers.kernel.contracts import CoverageReason, FileChange, SearchHit
-from reviewers.kernel.errors import InputError, RepositoryError
-from reviewers.pattern_search import SEARCH_TIME_BUDGET_S
+from reviewers.kernel.errors import RepositoryError
+from reviewers.pattern_search import PatternSearch, search_files
 
 __all__ = ["GitRepository", "GitWorkspace", "open_repository"]
 
@@ -31,6 +31,8 @@ GIT_TIMEOUT_S = 60.0
 MAX_READ_BYTES = 1 << 20
 # git's own heuristic: a NUL byte among the first 8000 bytes makes a file binary.
 BINARY_SNIFF_BYTES = 8000
+# Files read in one `git cat-file --batch` while a model's search walks its candidates in path order.
+SEARCH_READ_AHEAD = 50
 # Longest matched line returned by a search; a minified line would crowd out every other hit.
 MAX_HIT_CHARS = 400
 SYMLINK_MODE = "120000"
@@ -260,38 +262,54 @@ class GitWorkspace:
         return sorted(path for path, entry in self._entries().items() if entry.kind == "blob")
 
     def search(self, pattern: str, *, max_hits: int = 50, budget: SearchBudget | None = None) -> list[SearchHit]:
-        """Lines matching an extended regular expression in the text files at head, at most
-        `max_hits`, in path order. A pattern git rejects as a regex is searched as a literal string.
+        """Lines matching a regular expression in the text files at head, at most `max_hits`, in path order.
 
-        The pattern is the model's (a prompt injection can write it), and git's regex engine has
-        backreferences: `(.*)(.*)(.*)(.*)\\4\\3\\2\\1c` takes seconds on forty short lines and grows
-        with every group. So a regex search gets the same budget as the other workspaces' searches
-        (`reviewers.pattern_search`) and one that runs out is an `InputError`, an invalid step. With a
-        call `budget` (the model's search tool), git gets what is left of it, and is charged its time.
+        The analyzers' patterns (no `budget`: escaped names, linear to match) go to `git grep -E`; a
+        pattern git rejects as a regex is searched as a literal string. A pattern with the search tool's
+        call `budget` is the model's, and a prompt injection can write it: git's engine has
+        backreferences (`(.*)(.*)(.*)(.*)\\4\\3\\2\\1c` takes seconds on forty short lines), and
+        only a clock could stop it. So it runs on RE2 like every other workspace's model searches
+        (`reviewers.pattern_search`), each line charged to the budget: over the files that hold its
+        required literal (`git grep -F -l`, a linear scan), or every file when it has none, in path order.
         """
         if max_hits <= 0:
             return []
-        budget_s = SEARCH_TIME_BUDGET_S if budget is None else min(SEARCH_TIME_BUDGET_S, budget.timeout_s(pattern))
-        started = budget.clock() if budget is not None else 0.0
-        try:
-            hits, bad_regex = self._grep(pattern, max_hits=max_hits, mode="-E", budget_s=budget_s)
-        finally:
-            if budget is not None:
-                budget.charge(started)
+        if budget is not None:
+            return self._search_counted(pattern, max_hits=max_hits, budget=budget)
+        hits, bad_regex = self._grep(pattern, max_hits=max_hits, mode="-E")
         if bad_regex:
             hits, failed = self._grep(pattern, max_hits=max_hits, mode="-F")
             if failed:
                 raise RepositoryError(f"git grep failed for {pattern!r} in {self.repo.root}")
         return hits
 
-    def _grep(
-        self, pattern: str, *, max_hits: int, mode: str, budget_s: float | None = None
-    ) -> tuple[list[SearchHit], bool]:
-        """Streams `git grep` and stops it once `max_hits` lines came back; the flag says git refused.
+    def _search_counted(self, pattern: str, *, max_hits: int, budget: SearchBudget) -> list[SearchHit]:
+        search = PatternSearch(pattern, literal_on_error=True, budget=budget)
+        if "\n" in search.literal:
+            return []  # no line holds a newline
+        # argv cannot carry a NUL byte: such a literal is looked for in every file, as one with none
+        literal = search.literal if "\0" not in search.literal else ""
+        paths = sorted(self._paths_containing(literal) if literal else self.list_paths())
+        position = {path: index for index, path in enumerate(paths)}
 
-        With `budget_s`, a grep still running after that many seconds is the pattern's fault
-        (`InputError`); without it, only one stuck for GIT_TIMEOUT_S is stopped (`RepositoryError`).
-        """
+        def text_of(path: str) -> str | None:
+            if not self.cache.lookup(path)[0]:  # read ahead in one `git cat-file --batch`
+                self.read_files(paths[position[path] : position[path] + SEARCH_READ_AHEAD])
+            return self.read_file(path)
+
+        return search_files(search, paths, text_of, max_hits=max_hits)
+
+    def _paths_containing(self, literal: str) -> list[str]:
+        """The text files at head that hold `literal` somewhere (`git grep -F -l`: no regex engine)."""
+        result = self.repo._git("grep", "-l", "-I", "-z", "-F", "-e", literal, self.head_sha, "--", check=False)
+        if result.returncode not in (0, 1):
+            raise RepositoryError(f"git grep failed for {literal!r} in {self.repo.root}")
+        prefix = self.head_sha + ":"
+        return [raw.decode("utf-8", errors="replace").removeprefix(prefix) for raw in result.stdout.split(b"\0") if raw]
+
+    def _grep(self, pattern: str, *, max_hits: int, mode: str) -> tuple[list[SearchHit], bool]:
+        """Streams `git grep` and stops it once `max_hits` lines came back; the flag says git refused.
+        One stuck for GIT_TIMEOUT_S is stopped (`RepositoryError`)."""
         command = ["git", "--no-pager", *_SAFE_CONFIG, "grep", "-n", "-I", "-z", "--no-color", mode]
         command += ["-e", pattern, self.head_sha, "--"]
         prefix = self.head_sha + ":"
@@ -309,7 +327,7 @@ class GitWorkspace:
                 timed_out.set()
                 proc.kill()
 
-            timer = threading.Timer(GIT_TIMEOUT_S if budget_s is None else budget_s, stop_stuck_grep)
+            timer = threading.Timer(GIT_TIMEOUT_S, stop_stuck_grep)
             timer.start()
             try:
                 for raw in proc.stdout or ():
@@ -325,8 +343,6 @@ class GitWorkspace:
             finally:
                 timer.cancel()
             returncode = proc.wait()
-        if timed_out.is_set() and budget_s is not None:
-            raise InputError(f"search pattern {pattern!r} ran out of its {budget_s:g} s budget; use a simpler one")
         if timed_out.is_set():
             raise RepositoryError(f"git grep timed out after {GIT_TIMEOUT_S:.0f}s in {self.repo.root}")
         # 0: matches, 1: none, killed by us: enough matches; 128 (or anything else): git refused.

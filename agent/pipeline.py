@@ -129,7 +129,7 @@ def run_review(
             raise
         finally:
             runtime.forget(review_id)
-        outcome = _outcome(review_id, state)
+        outcome = outcome_from_state(review_id, state)
         if pool is not None and runtime.shadow_strategies > 0 and not is_shadow:
             _run_shadows(runtime, pool, request, outcome)
         if pool is not None:
@@ -215,7 +215,8 @@ def not_reviewed_of(outcome: ReviewOutcome) -> list[NotReviewed]:
 def model_not_completed(outcome: ReviewOutcome) -> list[str]:
     """Each model step of the review that did not complete, with why: the strategy, a reviewer's steps,
     the verifier's judgment. Empty when no model was asked or every step completed. The analyzers'
-    findings are in the review either way (they ran first, `agent.graph`)."""
+    findings are in the review either way (they ran first, `agent.graph`). Each entry starts with the
+    step's name and a colon (the summary note counts them by step, `agent.summary`)."""
     gaps: list[str] = []
     if outcome.strategy_source == "fallback":
         gaps.append(f"strategy: {outcome.strategy_note or 'the model gave no usable strategy'}; the rules planned")
@@ -245,7 +246,8 @@ def outcome_meta(outcome: ReviewOutcome) -> dict[str, Any]:
     return {**meta, "model": {"completed": not gaps, "not_completed": gaps}}
 
 
-def _outcome(review_id: int, state: Mapping[str, Any]) -> ReviewOutcome:
+def outcome_from_state(review_id: int, state: Mapping[str, Any]) -> ReviewOutcome:
+    """The review as the graph's state holds it (after the verifier: the reporter reads it too)."""
     from agent.graph import verified_from_state
 
     return ReviewOutcome(

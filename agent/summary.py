@@ -55,6 +55,14 @@ class Standing:
     fixed: int | None = None
 
 
+@dataclass(frozen=True)
+class BelowFloor:
+    """How many of this review's findings fell under the project's `min_severity` (never verified or shown)."""
+
+    min_severity: str
+    count: int
+
+
 def _code(text: str) -> str:
     body = text.replace("`", "'")
     return f"`{body}`"
@@ -71,10 +79,16 @@ def summary_opening(
     standing: Standing | None = None,
     config_notes: Sequence[str] = (),
     since_head: str | None = None,
+    model_steps_not_completed: Sequence[str] = (),
+    below_floor: BelowFloor | None = None,
 ) -> str:
     """Four short paragraphs: the change, the checks, the gaps, the findings; then what changed since
     the last push and what the settings say. `not_reviewed` and `standing` describe the merge request
-    as it stands across all its pushes; without `standing`, the findings are this review's alone."""
+    as it stands across all its pushes; without `standing`, the findings are this review's alone.
+
+    `model_steps_not_completed` names this review's model steps that did not complete, by step (the
+    publisher lists each with why); `below_floor` counts the findings the project's `min_severity`
+    left out — both as the local report says them (`agent.pipeline.outcome_meta`)."""
     added = sum(f.additions for f in files)
     removed = sum(f.deletions for f in files)
     what = CHANGE_WORDS.get(strategy.change_type, strategy.change_type)
@@ -102,6 +116,12 @@ def summary_opening(
         lines.append(f"**Not checked in full:** {len(not_reviewed)} file(s) ({why}); they are listed below.")
     else:
         lines.append("**Not checked:** nothing; every changed file was analyzed in full.")
+    if model_steps_not_completed:
+        steps = ", ".join(dict.fromkeys(_step(gap) for gap in model_steps_not_completed))
+        lines.append(
+            f"**Model steps not completed:** {len(model_steps_not_completed)} ({steps}), listed below; "
+            "the analyzers' findings do not wait for them."
+        )
 
     real = [v for v in verified if v.verdict == "REAL"]
     human = [v for v in verified if v.verdict == "NEEDS_HUMAN_REVIEW"]
@@ -109,7 +129,7 @@ def summary_opening(
     if standing is None:  # this push alone: the budget's share estimated before posting
         threads = min(len(real), max_discussions)
         standing = Standing(Counter(v.finding.severity for v in real), threads, len(real) - threads, len(human))
-    lines.append(_found(standing, dropped))
+    lines.append(_found(standing, dropped, below_floor))
     if standing.new is not None and standing.fixed is not None:
         lines.append(
             f"**Since the last push:** {standing.new} new, {standing.fixed} fixed or gone"
@@ -120,7 +140,12 @@ def summary_opening(
     return "\n\n".join(lines)
 
 
-def _found(standing: Standing, dropped: int) -> str:
+def _step(gap: str) -> str:
+    """The step a model gap names (`agent.pipeline.model_not_completed`: "strategy: why ...")."""
+    return gap.split(":", 1)[0].strip()
+
+
+def _found(standing: Standing, dropped: int, below_floor: BelowFloor | None = None) -> str:
     """The findings open on the merge request, by severity, and where they are."""
     by_severity = standing.severities
     if sum(by_severity.values()):
@@ -132,5 +157,8 @@ def _found(standing: Standing, dropped: int) -> str:
     else:
         found = "**Found:** nothing worth a thread"
     found += f"; {standing.held} for a human to judge" if standing.held else ""
+    if below_floor is not None and below_floor.count:
+        floor = _code(below_floor.min_severity)
+        found += f"; {below_floor.count} below this project's severity floor ({floor}; not shown)"
     found += f"; {dropped} dropped by the verifier (not shown)." if dropped else "."
     return found

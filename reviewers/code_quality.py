@@ -76,8 +76,8 @@ def without_reexports(file: ChangedFile, issues: list[Issue], context: ReviewCon
     try:
         imported = names_imported_from(context.workspace, file.path)
     except InputError:
-        # the search ran out of its budget (a loaded machine, a huge repository): which names other
-        # modules import is unknown, so the unused imports go to a person rather than failing the review
+        # the search engine refused the pattern (`reviewers.pattern_search`): which names other modules
+        # import is unknown, so the unused imports go to a person rather than failing the review
         unsure = {id(i) for i in unused}
         return [replace(i, confidence="low") if id(i) in unsure else i for i in issues]
     reexported = {id(i) for i in unused if unused_import_binding(file.python_tree, i.line, i.title) in imported}

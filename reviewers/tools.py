@@ -1,10 +1,11 @@
 """The tools a reviewer calls, and the one pydantic model a model uses to call them.
 
 Every call is validated here, not trusted: a path must be in the workspace (and, to run the analyzer
-or report, be a changed file this reviewer reads), a search pattern must compile and be simple
-enough not to hang the regex engine, a reported finding must carry a path, a line and its evidence.
-A call that fails these checks is an invalid step — recorded, observed by the model, and costing
-its step. The toolbox also holds the findings of the run, deduplicated by fingerprint.
+or report, be a changed file this reviewer reads), a search pattern must compile on the linear-time
+engine (`reviewers.pattern_search`) and its call stays within a budget of work, a reported finding
+must carry a path, a line and its evidence. A call that fails these checks is an invalid step —
+recorded, observed by the model, and costing its step. The toolbox also holds the findings of the
+run, deduplicated by fingerprint.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from reviewers.fingerprint import make_fingerprint
 from reviewers.kernel.budget import SearchBudget
 from reviewers.kernel.contracts import Finding, NotReviewed, ReviewContext, Severity, ToolName, one_line
 from reviewers.kernel.errors import InputError
-from reviewers.pattern_search import SEARCH_CALL_BUDGET_S
 from reviewers.reviewer import MAX_MODEL_REPORTS_PER_FILE, Analyzer, ReviewerSpec, findings_from_issues
 
 MAX_READ_LINES = 80  # one read shows a screenful; longer reads crowd out the rest of the prompt
@@ -29,8 +29,6 @@ MAX_SEARCH_HITS = 20
 MAX_PATTERN_CHARS = 200
 MAX_OBSERVATION_CHARS = 1500  # what the model sees of one tool result
 MAX_SUMMARY_CHARS = 240  # what a Step keeps for the self-judgment and the traces
-# A group with a quantifier, itself quantified — `(a+)+` — can take exponential time on a crafted line.
-_NESTED_QUANTIFIER = re.compile(r"\([^)]*[+*}][^)]*\)\s*[+*{]")
 
 
 class ToolCall(BaseModel):
@@ -144,22 +142,24 @@ class Toolbox:
     def search(self, pattern: str | None) -> ToolOutcome:
         if not pattern:
             return _invalid("search needs a pattern")
-        if len(pattern) > MAX_PATTERN_CHARS or _NESTED_QUANTIFIER.search(pattern):
-            return _invalid("pattern too long or with nested quantifiers; use a simpler one")
-        # One budget for the whole call, and never past the review's deadline: the match loop spends it
-        # line by line, so a pattern slow on every line is stopped as surely as one slow on a single line.
-        left = self.context.seconds_left()
-        if left is not None and left <= 0:
+        if len(pattern) > MAX_PATTERN_CHARS:
+            return _invalid(f"pattern over {MAX_PATTERN_CHARS} characters; use a simpler one")
+        if self.context.past_deadline():
             return _invalid("the review deadline has passed; no more searches")
-        budget = SearchBudget(
-            SEARCH_CALL_BUDGET_S if left is None else min(SEARCH_CALL_BUDGET_S, left), self.context.clock
-        )
+        # One budget for the whole call, counted in characters matched and files fetched, never in
+        # seconds (reviewers/kernel/budget.py): the same search gives the same answer on a busy machine.
+        budget = SearchBudget()
         try:
             hits = self.context.workspace.search(pattern, max_hits=MAX_SEARCH_HITS, budget=budget)
         except (InputError, re.error) as exc:
             return _invalid(f"bad pattern: {exc}")
         unread = f" ({budget.unread} files of the search scope not read: over the call's read budget)"
         unread = unread if budget.unread else ""
+        if budget.unsearched:
+            unread += (
+                f" ({budget.unsearched} files of the search scope not searched in full: over the call's budget "
+                f"of {budget.max_chars:,} characters matched)"
+            )
         if not hits:
             return ToolOutcome(f"no match for {pattern!r}{unread}")
         shown = "\n".join(f"{one_line(h.path)}:{h.line}: {h.text.strip()[:160]}" for h in hits)

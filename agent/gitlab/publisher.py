@@ -272,6 +272,7 @@ def summary_body(
     max_discussions: int = DEFAULT_MAX_DISCUSSIONS,
     not_reviewed: Sequence[NotReviewed] = (),
     allowed_urls: Collection[str] = frozenset(),
+    model_steps_not_completed: Sequence[str] = (),
 ) -> str:
     parts = [neutralise(summary, allowed_urls=allowed_urls, max_chars=MAX_SUMMARY_CHARS)]
     if over_budget:
@@ -299,6 +300,14 @@ def summary_body(
         if len(not_reviewed) > MAX_NOT_REVIEWED_LISTED:
             lines.append(f"- … and {len(not_reviewed) - MAX_NOT_REVIEWED_LISTED} more")
         parts.append("\n".join(lines))
+    if model_steps_not_completed:
+        # our own words, though an error may quote a server's (an address, a body): neutralised all the same
+        lines = [f"**Model steps not completed** ({len(model_steps_not_completed)}):"]
+        lines += [
+            f"- {neutralise(gap.replace(chr(10), ' '), allowed_urls=allowed_urls, max_chars=300)}"
+            for gap in model_steps_not_completed
+        ]
+        parts.append("\n".join(lines))
     parts.append(SUMMARY_MARKER)
     return "\n\n".join(p for p in parts if p)
 
@@ -319,6 +328,7 @@ def publish_review(
     max_discussions: int = DEFAULT_MAX_DISCUSSIONS,
     earlier_listed: Sequence[FindingToPublish] = (),
     earlier_held: Sequence[FindingToPublish] = (),
+    model_steps_not_completed: Sequence[str] = (),
 ) -> PublishResult:
     """Post what is not on the merge request yet: one thread per REAL finding (deduplicated by
     fingerprint against `existing` from the store and the markers in our own threads) up to the
@@ -326,7 +336,8 @@ def publish_review(
 
     `summary` may be a function of the result (the opening counts what was posted); `earlier_listed`
     and `earlier_held` are findings of earlier pushes that still stand (`agent.gitlab.mr_state`):
-    listed in the summary beside this push's, never posted again."""
+    listed in the summary beside this push's, never posted again. `model_steps_not_completed`: this
+    review's model steps that did not complete, each listed with why."""
     items = [FindingToPublish(*f) for f in findings]
     bot_id = platform.bot_user_id()
     discussions = platform.discussions(project, mr_iid)
@@ -373,6 +384,7 @@ def publish_review(
         max_discussions=max_discussions,
         not_reviewed=not_reviewed,
         allowed_urls=allowed_urls,
+        model_steps_not_completed=model_steps_not_completed,
     )
     _publish_summary(platform, project, mr_iid, body, _ours(discussions, bot_id), result)
     return result

@@ -40,8 +40,9 @@ from agent.gitlab.publisher import (
 )
 from agent.graph import ReviewState
 from agent.loaders import not_reviewed_files
-from agent.pipeline import run_review, unreached_files
+from agent.pipeline import outcome_from_state, outcome_meta, run_review, unreached_files
 from agent.repo_config import CONFIG_FILE, describe_config_change, target_config
+from agent.reporter import model_gaps_in
 from agent.runtime import Runtime
 from agent.service_settings import Settings
 from agent.store import reviews as store_reviews
@@ -53,7 +54,7 @@ from agent.store.mr_state import (
 )
 from agent.strategy import Strategy
 from agent.strategy_model import StrategyModelSource
-from agent.summary import summary_opening
+from agent.summary import BelowFloor, summary_opening
 from agent.verdicts.posting import Posting
 from agent.verifier import VerifiedFinding
 from reviewers.kernel.contracts import FileChange, LLMPort, ReviewerResult, Workspace, merge_not_reviewed
@@ -223,6 +224,11 @@ def make_publisher(deps: ReviewDeps, request: ReviewRequest, *, since_head: str 
             workspace=context.workspace,
         )
         not_reviewed = merged_not_reviewed(this_push, carried)
+        # what the local report says beside the findings, the note says too
+        meta = outcome_meta(outcome_from_state(review_id, state)) if state.get("strategy") else {}
+        model_gaps = model_gaps_in(meta)
+        below = meta.get("below_min_severity")
+        below_floor = BelowFloor(str(below["min_severity"]), int(below["count"])) if below else None
         state_left: list[MergeRequestState] = []
 
         def opening(result: PublishResult) -> str:
@@ -239,6 +245,8 @@ def make_publisher(deps: ReviewDeps, request: ReviewRequest, *, since_head: str 
                 standing=standing,
                 config_notes=snapshot.config_notes,
                 since_head=since_head,
+                model_steps_not_completed=model_gaps,
+                below_floor=below_floor,
             )
 
         result = publish_review(
@@ -256,6 +264,7 @@ def make_publisher(deps: ReviewDeps, request: ReviewRequest, *, since_head: str 
             max_discussions=context.config.max_discussions,
             earlier_listed=carried.listed,
             earlier_held=carried.held,
+            model_steps_not_completed=model_gaps,
         )
         if result.summary_note_id is not None:
             store_reviews.record_summary_note(deps.pool, review_id, note_id=result.summary_note_id)

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Protocol
 
 from agent.gitlab.models import ProjectRef
-from agent.workspaces.snapshot import MAX_SEARCH_LINE_CHARS
 from agent.workspaces.text_cache import DEFAULT_WORKSPACE_CACHE_BYTES, TextCache
 from reviewers.kernel.budget import SearchBudget
 from reviewers.kernel.contracts import CoverageReason, SearchHit
-from reviewers.pattern_search import PatternSearch
+from reviewers.pattern_search import PatternSearch, search_files
 
 MAX_SEARCH_FILES = 200
 
@@ -83,17 +82,14 @@ class GitLabWorkspace:
 
     def search(self, pattern: str, *, max_hits: int = 50, budget: SearchBudget | None = None) -> list[SearchHit]:
         search = PatternSearch(pattern, budget=budget)
-        hits: list[SearchHit] = []
-        for path in self.search_scope():
+
+        def text_of(path: str) -> str | None:
             # a file not read yet is an HTTP read, counted by the call's budget (reviewers/kernel/budget.py)
             if budget is not None and not self.cache.holds(path) and not budget.may_read():
-                continue
-            text = self.read_file(path)
-            if text is None or not search.may_match(text):
-                continue  # the prefilter: a file without the pattern's required literal has no match
-            for number, line in enumerate(text.split("\n"), start=1):
-                if len(line) <= MAX_SEARCH_LINE_CHARS and search.matches(line):
-                    hits.append(SearchHit(path=path, line=number, text=line))
-                    if len(hits) >= max_hits:
-                        return hits
-        return hits
+                return None
+            return self.read_file(path)
+
+        def lines_of(_path: str, text: str) -> Iterable[tuple[int, str]]:
+            return enumerate(text.split("\n"), start=1)
+
+        return search_files(search, self.search_scope(), text_of, max_hits=max_hits, lines_of=lines_of)

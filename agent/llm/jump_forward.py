@@ -26,7 +26,7 @@ import contextlib
 import copy
 import functools
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -46,6 +46,7 @@ class JumpForwardResult:
     forward_passes: int  # model calls after the prompt's: one per decided token
     decided: int  # tokens the model chose under the mask
     forced: int  # tokens appended from jump-forward strings without a forward pass of their own
+    stopped: bool = False  # `should_stop` said so between two steps: the tokens are unfinished
 
 
 class JumpForwardDecoder:
@@ -79,12 +80,16 @@ class JumpForwardDecoder:
         seed: int = 0,
         prefilled: Prefilled | None = None,
         bounds: StringBoundsGuard | None = None,
+        should_stop: Callable[[], bool] | None = None,
     ) -> JumpForwardResult:
         """One completion of `prompt` under `grammar`: greedy at temperature 0, else sampled (seeded).
 
         `prefilled` is `prefill(prompt)` (or the caller's own reading of it), copied here so it
         serves the next completion too. `bounds` holds strings to the `maxLength` the compiled
-        grammar leaves out (`JsonSchemaGrammar.bounds_guard`, fresh per completion)."""
+        grammar leaves out (`JsonSchemaGrammar.bounds_guard`, fresh per completion). `should_stop`
+        is asked before every step (each choice and its forward pass; the serving backend: whether
+        the model's deadline passed, `agent.llm.deadline`): when it says so the decode ends there,
+        unfinished, with `stopped` set — a step at most past it, however long the answer would be."""
         import torch
         import xgrammar as xgr
 
@@ -93,9 +98,13 @@ class JumpForwardDecoder:
         generator = torch.Generator(device="cpu").manual_seed(seed)
         tokens: list[int] = []
         decided = forced = passes = 0
+        stopped = False
         with torch.no_grad():
             cache, logits = copy.deepcopy(prefilled) if prefilled is not None else self.prefill(prompt)
             while len(tokens) < max_new_tokens and not matcher.is_terminated():
+                if should_stop is not None and should_stop():
+                    stopped = True
+                    break
                 matcher.fill_next_token_bitmask(bitmask, 0)
                 xgr.apply_token_bitmask_inplace(logits, bitmask.to(logits.device), vocab_size=self.vocab_size)
                 if bounds is not None:
@@ -128,7 +137,7 @@ class JumpForwardDecoder:
                 passes += 1
                 cache = step.cache
                 logits = step.logits[0, -1:].float()
-        return JumpForwardResult(tokens=tokens, forward_passes=passes, decided=decided, forced=forced)
+        return JumpForwardResult(tokens=tokens, forward_passes=passes, decided=decided, forced=forced, stopped=stopped)
 
     def decode_batch(
         self,

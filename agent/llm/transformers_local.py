@@ -6,7 +6,11 @@ LoRA adapter from peft. A structured call is decoded under its JSON schema with 
 (`agent.llm.grammar`), the engine vLLM uses, so a local model and the same model on vLLM are held to
 the same schema; the answer is then validated like any other. By default a structured answer is
 decoded by jump-forward (`agent.llm.jump_forward`): the text the grammar forces is appended without
-a forward pass of its own, so the model is called once per choice, not once per token. torch,
+a forward pass of its own, so the model is called once per choice, not once per token. Every path
+(plain, constrained token by token, jump-forward) asks between two decoding steps whether the
+model's deadline in a review has passed (`agent.llm.deadline`) and ends the call there with an
+`LLMUnavailableError`, so the step that asked is reported not completed instead of holding the
+review for as many steps as the answer would take. torch,
 transformers and xgrammar are imported when the class is constructed, never when this module is
 imported, so `api/` can import the factory cheaply.
 """
@@ -14,6 +18,7 @@ imported, so `api/` can import the factory cheaply.
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 import warnings
 from pathlib import Path
@@ -22,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from opentelemetry.trace import Tracer
 
 from agent.llm.backend import ChatBackend, ChatRequest
-from agent.llm.deadline import seconds_left
+from agent.llm.deadline import deadline_passed
 from agent.llm.structured import check_output_size
 from reviewers.kernel.contracts import ChatMessage
 from reviewers.kernel.errors import ConfigError, LLMContextLengthError, LLMError, LLMUnavailableError
@@ -161,11 +166,6 @@ class TransformersLLM(ChatBackend):
             "eos_token_id": self._eos_token_id,
             "pad_token_id": self._pad_token_id,
         }
-        left = seconds_left()  # the model's deadline in a review (`agent.llm.deadline`): generation stops there
-        if left is not None:
-            if left <= 0:
-                raise LLMUnavailableError("the model's deadline passed before this generation")
-            common["max_time"] = left
         if temperature > 0:
             return GenerationConfig(do_sample=True, temperature=temperature, top_p=1.0, **common)  # type: ignore[no-untyped-call]
         return GenerationConfig(do_sample=False, **common)  # type: ignore[no-untyped-call]
@@ -177,7 +177,7 @@ class TransformersLLM(ChatBackend):
         return self._chat(messages, request)
 
     def _chat(self, messages: list[ChatMessage], request: ChatRequest) -> list[str]:
-        from transformers import LogitsProcessorList
+        from transformers import LogitsProcessorList, StoppingCriteriaList
 
         max_tokens = request.max_tokens
         schema = request.json_schema if self._grammar is not None else None
@@ -195,6 +195,8 @@ class TransformersLLM(ChatBackend):
             self._span(request) as call,
             self._lock,
         ):
+            if deadline_passed():  # waiting for the lock counts too
+                raise LLMUnavailableError("the model's deadline passed before this generation")
             encoded = self._tokenizer.apply_chat_template(
                 [dict(m) for m in messages], add_generation_prompt=True, return_tensors="pt", return_dict=True
             )
@@ -219,6 +221,7 @@ class TransformersLLM(ChatBackend):
                 if self._seed is not None:
                     devices = [self._device.index or 0] if self._device.type == "cuda" else []
                     rng = torch.random.fork_rng(devices=devices)
+                at_deadline = _stop_at_deadline()()
                 with rng, torch.inference_mode():
                     if self._seed is not None:
                         torch.manual_seed(self._seed)
@@ -227,8 +230,11 @@ class TransformersLLM(ChatBackend):
                         attention_mask=attention_mask,
                         generation_config=config,
                         logits_processor=LogitsProcessorList(processors),
+                        stopping_criteria=StoppingCriteriaList([at_deadline]),
                     )
                 rows = output[:, prompt_tokens:].tolist()
+                if at_deadline.fired and not all(self._ended(row) for row in rows):
+                    raise _stopped_at_deadline(max(len(row) for row in rows), max_tokens)
             call.response_model = self._model_name
             call.input_tokens = prompt_tokens
             call.output_tokens = sum(1 for row in rows for token in row if token != self._pad_token_id)
@@ -260,7 +266,10 @@ class TransformersLLM(ChatBackend):
                 seed=base * SEED_STRIDE + j,
                 prefilled=read,
                 bounds=grammar.bounds_guard(schema),
+                should_stop=deadline_passed,
             )
+            if result.stopped:
+                raise _stopped_at_deadline(len(result.tokens), request.max_tokens)
             rows.append(result.tokens)
         return rows * request.n if greedy else rows
 
@@ -271,3 +280,28 @@ class TransformersLLM(ChatBackend):
     def _ended(self, row: list[int]) -> bool:
         eos = set(self._eos_ids())
         return any(token in eos for token in row)
+
+
+def _stopped_at_deadline(tokens: int, max_tokens: int) -> LLMUnavailableError:
+    return LLMUnavailableError(
+        f"the model's deadline passed during this generation, after {tokens} of at most {max_tokens} token(s)"
+    )
+
+
+@functools.cache
+def _stop_at_deadline() -> Any:
+    """A `generate` stopping criterion that ends every sequence once `deadline_passed`, and remembers
+    that it did (`fired`). transformers calls it after each generated token: a step at most past the
+    deadline. Built on first use: transformers loads late."""
+    import torch
+    from transformers import StoppingCriteria
+
+    class StopAtDeadline(StoppingCriteria):
+        def __init__(self) -> None:
+            self.fired = False
+
+        def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+            self.fired = self.fired or deadline_passed()
+            return torch.full((input_ids.shape[0],), self.fired, device=input_ids.device, dtype=torch.bool)
+
+    return StopAtDeadline

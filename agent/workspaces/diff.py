@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from agent.workspaces.snapshot import MAX_SEARCH_LINE_CHARS, reconstruct_new_side
+from agent.workspaces.snapshot import reconstruct_new_side
 from reviewers.kernel.budget import SearchBudget
 from reviewers.kernel.contracts import CoverageReason, FileChange, SearchHit
-from reviewers.pattern_search import PatternSearch
+from reviewers.pattern_search import PatternSearch, search_files
 
 
 class DiffWorkspace:
@@ -41,24 +41,12 @@ class DiffWorkspace:
         return sorted(self._changes)
 
     def search(self, pattern: str, *, max_hits: int = 50, budget: SearchBudget | None = None) -> list[SearchHit]:
-        """Known new-side lines matching a Python regular expression (a pattern that does not compile
-        is searched as a literal), in path and line order."""
+        """Known new-side lines matching a regular expression (RE2, `reviewers.pattern_search`; a pattern
+        that is no regular expression at all is searched as a literal), in path and line order."""
         search = PatternSearch(pattern, literal_on_error=True, budget=budget)
-        hits: list[SearchHit] = []
-        if max_hits <= 0:
-            return hits
-        for path in sorted(self._texts):
-            if not search.may_match(self._texts[path] or ""):
-                continue
-            known = sorted(
-                (line.new_line, line.text)
-                for hunk in self._changes[path].hunks
-                for line in hunk.lines
-                if line.new_line is not None
-            )
-            for number, text in known:
-                if len(text) <= MAX_SEARCH_LINE_CHARS and search.matches(text):
-                    hits.append(SearchHit(path=path, line=number, text=text))
-                    if len(hits) >= max_hits:
-                        return hits
-        return hits
+
+        def known_lines(path: str, _text: str) -> list[tuple[int, str]]:
+            hunks = self._changes[path].hunks
+            return sorted((line.new_line, line.text) for h in hunks for line in h.lines if line.new_line is not None)
+
+        return search_files(search, sorted(self._texts), self._texts.get, max_hits=max_hits, lines_of=known_lines)

@@ -14,9 +14,7 @@ from collections.abc import Mapping, Sequence
 from reviewers.analyzers.changed_file import new_side_text
 from reviewers.kernel.budget import SearchBudget
 from reviewers.kernel.contracts import CoverageReason, FileChange, SearchHit
-from reviewers.pattern_search import PatternSearch
-
-MAX_SEARCH_LINE_CHARS = 400  # a minified line is not worth matching, and long lines slow the regex engine
+from reviewers.pattern_search import PatternSearch, search_files
 
 
 class SnapshotWorkspace:
@@ -52,16 +50,7 @@ class SnapshotWorkspace:
 
     def search(self, pattern: str, *, max_hits: int = 50, budget: SearchBudget | None = None) -> list[SearchHit]:
         search = PatternSearch(pattern, budget=budget)
-        hits: list[SearchHit] = []
-        for path in sorted(self._files):
-            if not search.may_match(self._files[path]):
-                continue
-            for number, text in enumerate(self._files[path].splitlines(), start=1):
-                if len(text) <= MAX_SEARCH_LINE_CHARS and search.matches(text):
-                    hits.append(SearchHit(path=path, line=number, text=text))
-                    if len(hits) >= max_hits:
-                        return hits
-        return hits
+        return search_files(search, sorted(self._files), self._files.get, max_hits=max_hits)
 
 
 def reconstruct_new_side(change: FileChange) -> str:

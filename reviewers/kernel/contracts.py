@@ -176,8 +176,9 @@ class Workspace(Protocol):
         ...
 
     def search(self, pattern: str, *, max_hits: int = 50, budget: SearchBudget | None = None) -> list[SearchHit]:
-        """Lines matching a regular expression, across the files at head. With `budget`, matching stops
-        with `BudgetExhaustedError` (an `InputError`) once the call has spent it."""
+        """Lines matching a regular expression, across the files at head. With `budget` (a model's
+        search), the pattern runs on RE2 and each line matched is charged its characters: past the
+        budget the search ends with the hits it has and counts what it left (`SearchBudget`)."""
         ...
 
 

@@ -35,14 +35,14 @@ def test_search_counts_its_http_reads_and_says_what_it_left_unread() -> None:
         platform = GitLabPlatform(gitlab.url, BOT_TOKEN)
         workspace = platform.workspace(42, mr.latest.head_sha, changed_paths=["pkg/changed.py"])
         before = file_reads(gitlab)
-        budget = SearchBudget(60.0, max_reads=MAX_READS)
+        budget = SearchBudget(max_reads=MAX_READS)
         hits = workspace.search(r"VALUE_\d+ = ", budget=budget)
         assert file_reads(gitlab) - before <= MAX_READS + 1  # the changed file, and the budget's reads
         assert budget.reads == MAX_READS
         assert budget.unread == FOLDER + 1 - MAX_READS
         assert 0 < len(hits) <= MAX_READS
         # the files already read cost no read a second time
-        again = SearchBudget(60.0, max_reads=0)
+        again = SearchBudget(max_reads=0)
         assert {h.path for h in workspace.search(r"VALUE_\d+ = ", budget=again)} == {h.path for h in hits}
         assert again.reads == 0
 
@@ -63,7 +63,7 @@ def test_the_prefilter_skips_files_without_the_required_literal() -> None:
 
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(PatternSearch, "matches", counting)
-            hits = workspace.search(r"eval\(", budget=SearchBudget(60.0))
+            hits = workspace.search(r"eval\(", budget=SearchBudget())
         assert [(h.path, h.line) for h in hits] == [("a/changed.py", 2)]
         assert len(matched) == 3  # the changed file's lines only: other.py lacks "eval("
 

@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 from agent.llm.transformers_local import TransformersLLM
 from agent.strategy_schema import strategy_json_schema
 from reviewers.kernel.contracts import ChatMessage
-from reviewers.kernel.errors import LLMOutputError, LLMSchemaError
+from reviewers.kernel.errors import LLMOutputError, LLMSchemaError, LLMUnavailableError
 from reviewers.tool_schema import tool_call_json_schema
 
 MESSAGES: list[ChatMessage] = [{"role": "user", "content": "Pick a reviewer and the files it should read."}]
@@ -207,3 +207,71 @@ def test_answers_follow_the_schemas_property_order(tiny_model_dir: Path) -> None
     assert xgr.GrammarMatcher(grammar.compile(backwards)).accept_string(
         '{"budget":3,"paths":["app/a.py"],"reviewer":"security"}'
     )
+
+
+class ClockAtForwardPasses:
+    """The model's deadline clock (`agent.llm.deadline`), one second per forward pass of the model: a
+    deadline of 5.5 s has passed after the sixth pass, however fast or busy this machine is."""
+
+    def __init__(self, llm: TransformersLLM) -> None:
+        self.passes = 0
+        llm.model.register_forward_hook(lambda *_: self._tick())
+
+    def _tick(self) -> None:
+        self.passes += 1
+
+    def monotonic(self) -> float:
+        return float(self.passes)
+
+
+LONG_NOTE: dict[str, Any] = {  # a random model writes every string to its bound: hundreds of choices
+    "type": "object",
+    "properties": {"title": {"type": "string", "maxLength": 500}, "body": {"type": "string", "maxLength": 500}},
+    "required": ["title", "body"],
+    "additionalProperties": False,
+}
+
+
+@pytest.mark.parametrize("jump_forward", [True, False])
+def test_a_constrained_answer_stops_at_the_models_deadline_between_steps(
+    tiny_model_dir: Path, jump_forward: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agent.llm import deadline
+
+    llm, spans = _llm(tiny_model_dir, max_output_tokens=400, jump_forward=jump_forward)
+    clock = ClockAtForwardPasses(llm)
+    monkeypatch.setattr(deadline, "time", clock)
+    with deadline.model_deadline(5.5), pytest.raises(LLMUnavailableError, match="deadline passed during"):
+        llm.complete_json(MESSAGES, Note, purpose="note", json_schema=LONG_NOTE)
+    assert clock.passes == 6  # stopped at the first step past the deadline, not at the answer's end
+    assert len(spans.get_finished_spans()) == 1  # not retried: the deadline has passed for the retry too
+    # a deadline already past: no model call at all
+    with deadline.model_deadline(0.0), pytest.raises(LLMUnavailableError, match="deadline passed before"):
+        llm.complete_json(MESSAGES, Note, purpose="note", json_schema=LONG_NOTE)
+    assert clock.passes == 6
+    # outside a review (no deadline) the same call runs to the answer's end, many more steps
+    note = llm.complete_json(MESSAGES, Note, purpose="note", json_schema=LONG_NOTE)
+    jsonschema.validate(note.model_dump(), LONG_NOTE)
+    assert clock.passes > 2 * 6, clock.passes
+
+
+def test_a_strategy_cut_at_the_deadline_is_a_step_not_completed(
+    tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The step that asked ends with the rules' plan and says why, rather than waiting for the model."""
+    from agent.diff import parse_unified_diff
+    from agent.llm import deadline
+    from agent.strategy import generate_strategy
+    from reviewers.kernel.contracts import RepoConfig
+
+    llm, _ = _llm(tiny_model_dir, max_output_tokens=400)
+    clock = ClockAtForwardPasses(llm)
+    monkeypatch.setattr(deadline, "time", clock)
+    files = parse_unified_diff(
+        "diff --git a/app/a.py b/app/a.py\n--- a/app/a.py\n+++ b/app/a.py\n@@ -1 +1,2 @@\n x = 1\n+y = 2\n"
+    )
+    with deadline.model_deadline(3.5):
+        z, source, note = generate_strategy(llm, s1="a change", files=files, config=RepoConfig())
+    assert source == "fallback" and z.plan, note
+    assert note is not None and "deadline passed during this generation" in note
+    assert clock.passes == 4

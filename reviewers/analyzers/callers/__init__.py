@@ -339,7 +339,7 @@ def find_broken_callers(context: ReviewContext, *, in_scope: frozenset[str] | No
         wanted.setdefault(d.name, []).append(d)
     # A caller in another file imports the changed module (or its package, or a name from it), so one
     # search for the import lines naming the modules finds them all: a search for the definitions' names
-    # drowns in a common one (`run`), and each search spends a time budget a loaded machine can exhaust.
+    # drowns in a common one (`run`), and each search reads the repository's files once more.
     stems = sorted({parts[-1] for d in definitions if (parts := module_parts(d.path)) and parts[-1].isidentifier()})
     pattern = rf"^ *(from|import) .*\b({'|'.join(stems)})\b"
     try:

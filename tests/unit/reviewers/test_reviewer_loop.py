@@ -263,7 +263,7 @@ def test_invalid_calls_are_recorded_and_cost_their_step(context: ReviewContext, 
             {"tool": "read_file", "path": "nowhere.py"},
             {"tool": "run_analyzer", "path": "docs/other.md"},
             {"tool": "report", "path": "app/a.py", "line": 4, "title": "no evidence"},
-            {"tool": "search", "pattern": "(a+)+$"},
+            {"tool": "search", "pattern": "(a)\\1"},  # a backreference: refused by the search engine
             {"tool": "read_file", "path": "app/a.py", "start": 3, "end": 1},
             {"tool": "search", "pattern": "os\\.system"},
         ]
