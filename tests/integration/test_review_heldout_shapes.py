@@ -1,0 +1,212 @@
+"""`reviewloop review`: the wrong shapes a held-out history batch showed, fixed at their cause
+(issue 39, item 6), each beside a near miss the rule must still report.
+
+- Taint: a template the developer wrote, loaded or rendered by a name the request chose, is not
+  request data (its YAML is not deserialised attacker data, its HTML is not reflected input), and
+  the name, once `get_template` accepted it, steers no path out of the template directories; a
+  management command's `request` is one it built itself (`RequestFactory().get("/")`), not a
+  request. Request data deserialised, opened as a path or written into HTML is still reported.
+
+Every test here failed before its fix (main at dadacc2).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from api.cli import app
+
+
+@pytest.fixture
+def env(db_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REVIEWLOOP_DATABASE_URL", db_dsn)
+    monkeypatch.setenv("REVIEWLOOP_DATA_DIR", str(tmp_path / "data"))
+    for name in ("REVIEWLOOP_LLM_BASE_URL", "REVIEWLOOP_LLM_MODEL", "REVIEWLOOP_LLM_MODEL_PATH"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def _git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
+
+
+def _write(repo: Path, files: dict[str, str]) -> None:
+    for path, text in files.items():
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
+        (repo / path).write_text(text)
+
+
+def _repo(repo: Path, base: dict[str, str], head: dict[str, str]) -> Path:
+    repo.mkdir(parents=True)
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "config", "user.email", "dev@example.invalid")
+    _git(repo, "config", "user.name", "dev")
+    _write(repo, {"README.md": "demo\n", **base})
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "base")
+    _git(repo, "tag", "base")
+    _write(repo, head)
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "head")
+    return repo
+
+
+def _review(repo: Path, *extra: str) -> dict[str, Any]:
+    args = ["review", str(repo), "--base", "base", "--head", "HEAD", "--format", "json", *extra]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    report: dict[str, Any] = json.loads(result.stdout)
+    return report
+
+
+def _at(report: dict[str, Any], rule: str, path: str | None = None) -> list[int]:
+    return sorted(f["line"] for f in report["findings"] if f["rule"] == rule and path in (None, f["path"]))
+
+
+def _line(text: str, needle: str) -> int:
+    return next(i for i, line in enumerate(text.splitlines(), 1) if needle in line)
+
+
+# --- taint: the developer's templates, an offline command's own request ------------------------------
+
+TEMPLATES = """import os
+
+import yaml
+from django.template import TemplateDoesNotExist
+from django.template.loader import get_template, render_to_string
+
+NOTES_DIR = os.path.join(os.path.dirname(__file__), "templates")
+
+
+def page_settings_text(name):
+    try:
+        settings_file = get_template(name + ".yaml")
+    except TemplateDoesNotExist:
+        return ""
+    return settings_file.render()
+
+
+def page_settings(name):
+    text = page_settings_text(name)
+    if text:
+        return yaml.load(text, Loader=yaml.FullLoader)
+    return {}
+
+
+def page_notes(name):
+    get_template(name)
+    with open(os.path.join(NOTES_DIR, name + ".md")) as notes:
+        return notes.read()
+
+
+def render_page(request, name):
+    context = page_settings(name)
+    return render_to_string(name, request=request, context=context)
+"""
+PAGE_VIEWS = """from django.http import HttpResponse
+from django.utils.safestring import mark_safe
+
+from shop.pages.templates_io import page_notes, render_page
+
+
+def show_page(request, name):
+    notes = page_notes(name)
+    html = render_page(request, name)
+    return HttpResponse(mark_safe(html) + notes)
+"""
+COMMAND = """from pathlib import Path
+
+from django.core.management.base import BaseCommand
+from django.test.client import RequestFactory
+
+from shop.pages.templates_io import page_settings, render_page
+
+
+class Command(BaseCommand):
+    def handle(self, **options):
+        request = RequestFactory().get("/")
+        self.build(request, Path(options["output"]), options["names"])
+
+    def build(self, request, out, names):
+        for group, members in names.items():
+            group_dir = out.joinpath(group)
+            group_dir.mkdir(exist_ok=True)
+            for name in members:
+                html = render_page(request, name)
+                extra = page_settings(name)
+                (group_dir / name).write_text(html + str(extra))
+"""
+# Near misses: request data itself deserialised (directly and through a helper of the repository),
+# opened as a path, written into a page; a class-based view's `request` is still a request.
+REQUEST_VIEWS = """import os
+
+import yaml
+from django.http import FileResponse, HttpResponse
+from django.views import View
+
+DOCS = "/srv/docs"
+
+
+def parse_settings(text):
+    return yaml.load(text, Loader=yaml.Loader)
+
+
+def import_settings(request):
+    data = yaml.load(request.body, Loader=yaml.FullLoader)
+    return HttpResponse(str(len(data)))
+
+
+def import_form(request):
+    data = parse_settings(request.POST["settings"])
+    return HttpResponse(str(len(data)))
+
+
+def download(request):
+    name = request.GET["name"]
+    return FileResponse(open(os.path.join(DOCS, name), "rb"))
+
+
+def greet(request):
+    return HttpResponse("<p>Hello " + request.GET["who"] + "</p>")
+
+
+class SettingsView(View):
+    def post(self, request):
+        data = yaml.load(request.body, Loader=yaml.Loader)
+        return HttpResponse(str(len(data)))
+"""
+
+
+def test_templates_and_offline_commands_are_no_request_data(env: None, tmp_path: Path) -> None:
+    repo = _repo(
+        tmp_path / "repo",
+        {"shop/__init__.py": "", "shop/pages/__init__.py": ""},
+        {
+            "shop/pages/templates_io.py": TEMPLATES,
+            "shop/pages/views.py": PAGE_VIEWS,
+            "shop/pages/management/__init__.py": "",
+            "shop/pages/management/commands/__init__.py": "",
+            "shop/pages/management/commands/build_pages.py": COMMAND,
+            "shop/pages/request_views.py": REQUEST_VIEWS,
+        },
+    )
+    report = _review(repo, "--all")
+    for rule in ("python:unsafe-deserialization", "python:path-traversal", "python:reflected-xss"):
+        for path in (
+            "shop/pages/templates_io.py",
+            "shop/pages/views.py",
+            "shop/pages/management/commands/build_pages.py",
+        ):
+            assert _at(report, rule, path) == [], (rule, path)  # dadacc2: reported
+    views = "shop/pages/request_views.py"
+    deserialised = _at(report, "python:unsafe-deserialization", views)
+    assert _line(REQUEST_VIEWS, "yaml.load(request.body, Loader=yaml.FullLoader)") in deserialised
+    assert _line(REQUEST_VIEWS, 'parse_settings(request.POST["settings"])') in deserialised
+    assert _line(REQUEST_VIEWS, "yaml.load(request.body, Loader=yaml.Loader)") in deserialised
+    assert _line(REQUEST_VIEWS, "FileResponse(open(") in _at(report, "python:path-traversal", views)
+    assert _line(REQUEST_VIEWS, "Hello") in _at(report, "python:reflected-xss", views)
