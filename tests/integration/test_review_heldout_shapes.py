@@ -210,3 +210,111 @@ def test_templates_and_offline_commands_are_no_request_data(env: None, tmp_path:
     assert _line(REQUEST_VIEWS, "yaml.load(request.body, Loader=yaml.Loader)") in deserialised
     assert _line(REQUEST_VIEWS, "FileResponse(open(") in _at(report, "python:path-traversal", views)
     assert _line(REQUEST_VIEWS, "Hello") in _at(report, "python:reflected-xss", views)
+
+
+# --- tests:test-weakened: checks moved into a loop, checks of a deleted property, a version branch ----
+
+REPORT_BASE = """class Report:
+    def __init__(self, rows, legacy_kind="csv"):
+        self.rows = rows
+        self.legacy_kind = legacy_kind
+
+    @property
+    def kind(self):
+        return "csv"
+
+
+def summary(failed):
+    if failed:
+        return {"status": "failed", "count": None, "total": None, "mean": None}
+    return {"status": "ok", "count": 1, "total": 2, "mean": 2.0}
+"""
+REPORT_HEAD = """class Report:
+    def __init__(self, rows):
+        self.rows = rows
+
+    @property
+    def kind(self):
+        return "csv"
+
+
+def summary(failed):
+    if failed:
+        return {"status": "failed", "count": None, "total": None, "mean": None}
+    return {"status": "ok", "count": 1, "total": 2, "mean": 2.0}
+"""
+TESTS_BASE = """import unittest
+
+from reports import VERSION
+from reports.core import Report, summary
+
+
+class TestReport(unittest.TestCase):
+    def test_failed_summary(self):
+        result = summary(True)
+        self.assertEqual(result["status"], "failed")
+        self.assertIsNone(result["count"])
+        self.assertIsNone(result["total"])
+
+    def test_kind(self):
+        report = Report([])
+        self.assertEqual(report.kind, "csv")
+        self.assertEqual(report.legacy_kind, "csv")
+
+    def test_layout(self):
+        result = summary(False)
+        self.assertEqual(result["status"], "ok")
+        if VERSION >= (2, 0):
+            self.assertIn("mean", result)
+        else:
+            self.assertNotIn("mean", result)
+
+    def test_ok_summary(self):
+        result = summary(False)
+        self.assertEqual(result["status"], "ok")
+        self.assertEqual(result["count"], 1)
+        self.assertEqual(result["total"], 2)
+"""
+TESTS_HEAD = """import unittest
+
+from reports.core import Report, summary
+
+
+class TestReport(unittest.TestCase):
+    def test_failed_summary(self):
+        result = summary(True)
+        self.assertEqual(result["status"], "failed")
+        for field in ("count", "total", "mean"):
+            with self.subTest(field=field):
+                self.assertIsNone(result[field])
+
+    def test_kind(self):
+        report = Report([])
+        self.assertEqual(report.kind, "csv")
+
+    def test_layout(self):
+        result = summary(False)
+        self.assertEqual(result["status"], "ok")
+        self.assertIn("mean", result)
+
+    def test_ok_summary(self):
+        result = summary(False)
+        self.assertEqual(result["status"], "ok")
+"""
+
+
+def test_test_weakened_counts_loops_deleted_properties_and_version_branches(env: None, tmp_path: Path) -> None:
+    repo = _repo(
+        tmp_path / "repo",
+        {
+            "reports/__init__.py": "VERSION = (2, 1)\n",
+            "reports/core.py": REPORT_BASE,
+            "tests/__init__.py": "",
+            "tests/test_report.py": TESTS_BASE,
+        },
+        {"reports/core.py": REPORT_HEAD, "tests/test_report.py": TESTS_HEAD},
+    )
+    report = _review(repo, "--all")
+    weakened = [f["title"] for f in report["findings"] if f["rule"] == "tests:test-weakened"]
+    # dadacc2: test_failed_summary, test_kind and test_layout were reported too
+    assert weakened == ["Test test_ok_summary lost assertions"]
