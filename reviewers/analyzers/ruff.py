@@ -1121,6 +1121,19 @@ def used_in_quoted_type(tree: ast.Module | None, line: int, message: str) -> boo
     return False
 
 
+def star_imports_tests(tree: ast.Module | None, line: int) -> bool:
+    """Whether the star import on `line` imports a test module (`from tests.test_io import *`): a
+    test runner script collects the test modules' TestCase classes so that `unittest.main()` finds
+    them in its namespace; every name is wanted, none is used by hand."""
+    if tree is None:
+        return False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.lineno == line and node.module:
+            last = node.module.rsplit(".", 1)[-1]
+            return last.startswith("test_") or last.endswith("_test") or last in ("tests", "test")
+    return False
+
+
 def availability_check(tree: ast.Module | None, line: int, message: str) -> bool:
     """Whether the import an F401 is about is a feature test: an import in a `try:` whose handler
     catches ImportError (or everything), none of whose names the module uses (`try: import
@@ -1299,6 +1312,8 @@ def ruff_issues(file: ChangedFile) -> list[Issue]:
             continue  # the echo of an earlier error, one the change may not have written (on a line it kept)
         if code in ("F401", "F403") and file.path.endswith("__init__.py"):
             continue  # imports in a package's __init__ are usually deliberate re-exports
+        if code == "F403" and star_imports_tests(file.python_tree, line):
+            continue  # a runner gathering test modules' TestCase classes into its namespace
         if code == "F401" and PurePosixPath(file.path).name in SITE_HOOK_MODULES:
             continue  # Python imports these at start-up: what they import, they import for its effect
         if code == "F401" and (

@@ -318,3 +318,41 @@ def test_test_weakened_counts_loops_deleted_properties_and_version_branches(env:
     weakened = [f["title"] for f in report["findings"] if f["rule"] == "tests:test-weakened"]
     # dadacc2: test_failed_summary, test_kind and test_layout were reported too
     assert weakened == ["Test test_ok_summary lost assertions"]
+
+
+# --- ruff:F403: a runner script star-importing test modules ------------------------------------------
+
+RUNNER_BASE = """import unittest
+
+from tests.test_parsing import *
+"""
+RUNNER_HEAD = """import unittest
+
+from tests.test_parsing import *
+from tests.test_rendering import *
+from shapes.geometry import *
+
+if __name__ == "__main__":
+    unittest.main()
+"""
+
+
+def test_star_imports_of_test_modules_in_a_runner_are_no_finding(env: None, tmp_path: Path) -> None:
+    test_module = (
+        "import unittest\n\n\nclass T(unittest.TestCase):\n    def test_it(self):\n        self.assertTrue(1)\n"
+    )
+    repo = _repo(
+        tmp_path / "repo",
+        {
+            "shapes/__init__.py": "",
+            "shapes/geometry.py": "def area(w, h):\n    return w * h\n",
+            "tests/__init__.py": "",
+            "tests/test_parsing.py": test_module,
+            "tests/test_rendering.py": test_module,
+            "runtests.py": RUNNER_BASE,
+        },
+        {"runtests.py": RUNNER_HEAD},
+    )
+    report = _review(repo, "--all")
+    # dadacc2: the test module's line was reported too; a product module's star import still is
+    assert _at(report, "ruff:F403", "runtests.py") == [_line(RUNNER_HEAD, "shapes.geometry")]
