@@ -356,3 +356,68 @@ def test_star_imports_of_test_modules_in_a_runner_are_no_finding(env: None, tmp_
     report = _review(repo, "--all")
     # dadacc2: the test module's line was reported too; a product module's star import still is
     assert _at(report, "ruff:F403", "runtests.py") == [_line(RUNNER_HEAD, "shapes.geometry")]
+
+
+# --- imports:new-cycle: a TypeScript import of types only is erased -----------------------------------
+
+EDITOR_INDEX_BASE = """import Footer from './footer';
+
+export interface EditorProps {
+  title: string;
+}
+
+export const DEFAULT_TITLE = 'untitled';
+
+export default function Editor(props: EditorProps) {
+  return Footer(props);
+}
+"""
+EDITOR_INDEX_HEAD = """import Footer from './footer';
+import LegacyFooter from './legacy-footer';
+import Toolbar from './toolbar';
+
+export interface EditorProps {
+  title: string;
+}
+
+export const DEFAULT_TITLE = 'untitled';
+
+export default function Editor(props: EditorProps) {
+  return [Footer(props), LegacyFooter(props), Toolbar(props)];
+}
+"""
+FOOTER = """import { EditorProps } from '.';
+
+export default function Footer(props: EditorProps) {
+  return props.title;
+}
+"""
+TOOLBAR = """import { EditorProps, DEFAULT_TITLE } from '.';
+
+export default function Toolbar(props: EditorProps) {
+  return props.title || DEFAULT_TITLE;
+}
+"""
+
+
+def test_a_typescript_import_of_types_only_closes_no_cycle(env: None, tmp_path: Path) -> None:
+    editor = "src/editor"
+    repo = _repo(
+        tmp_path / "repo",
+        {f"{editor}/index.tsx": EDITOR_INDEX_BASE, f"{editor}/footer.tsx": FOOTER},
+        {
+            f"{editor}/index.tsx": EDITOR_INDEX_HEAD,
+            f"{editor}/legacy-footer.tsx": FOOTER.replace("Footer", "LegacyFooter"),
+            f"{editor}/toolbar.tsx": TOOLBAR,
+        },
+    )
+    report = _review(repo, "--all")
+    cycles = sorted((f["path"], f["line"]) for f in report["findings"] if f["rule"] == "imports:new-cycle")
+    # dadacc2: the legacy footer's cycle (an interface only) was reported too; the toolbar's import
+    # takes a value (DEFAULT_TITLE), so it loads the index at run time and its cycle is real
+    assert (f"{editor}/legacy-footer.tsx", 1) not in cycles
+    assert (f"{editor}/index.tsx", _line(EDITOR_INDEX_HEAD, "./legacy-footer")) not in cycles
+    assert (f"{editor}/toolbar.tsx", 1) in cycles or (
+        f"{editor}/index.tsx",
+        _line(EDITOR_INDEX_HEAD, "./toolbar"),
+    ) in cycles
