@@ -421,3 +421,43 @@ def test_a_typescript_import_of_types_only_closes_no_cycle(env: None, tmp_path: 
         f"{editor}/index.tsx",
         _line(EDITOR_INDEX_HEAD, "./toolbar"),
     ) in cycles
+
+
+# --- a loader the change made safer: no news of this change --------------------------------------------
+
+CONFIG_BASE = """import yaml
+
+
+def read_config(text):
+    return yaml.load(text)
+
+
+def read_strict(text):
+    return yaml.load(text, Loader=yaml.SafeLoader)
+"""
+CONFIG_HEAD = """import yaml
+
+
+def read_config(text):
+    return yaml.load(text, Loader=yaml.FullLoader)
+
+
+def read_strict(text):
+    return yaml.load(text, Loader=yaml.UnsafeLoader)
+
+
+def read_plugin(blob):
+    return yaml.load(blob, Loader=yaml.Loader)
+"""
+
+
+def test_a_loader_the_change_made_safer_is_no_finding(env: None, tmp_path: Path) -> None:
+    repo = _repo(
+        tmp_path / "repo", {"conf/__init__.py": "", "conf/load.py": CONFIG_BASE}, {"conf/load.py": CONFIG_HEAD}
+    )
+    report = _review(repo, "--all")
+    lines = {f["line"] for f in report["findings"] if f["path"] == "conf/load.py"}
+    deserialised = _at(report, "python:unsafe-deserialization", "conf/load.py")
+    assert _line(CONFIG_HEAD, "FullLoader") not in deserialised  # dadacc2: listed, as of unknown origin
+    assert _line(CONFIG_HEAD, "UnsafeLoader") in lines  # a safe loader taken away
+    assert _line(CONFIG_HEAD, "yaml.load(blob") in deserialised
