@@ -461,3 +461,52 @@ def test_a_loader_the_change_made_safer_is_no_finding(env: None, tmp_path: Path)
     assert _line(CONFIG_HEAD, "FullLoader") not in deserialised  # dadacc2: listed, as of unknown origin
     assert _line(CONFIG_HEAD, "UnsafeLoader") in lines  # a safe loader taken away
     assert _line(CONFIG_HEAD, "yaml.load(blob") in deserialised
+
+
+# --- ruff:F821 on a kept line, made undefined by the function's changed decorator ---------------------
+
+RENDERER_BASE = """class Renderer:
+    @classmethod
+    def ancestors(cls, name, seen=None):
+        seen = seen or [name]
+        parent = cls.parent_of(name)
+        if parent:
+            cls.ancestors(parent, seen)
+        return seen
+
+    @classmethod
+    def parent_of(cls, name):
+        return name.rpartition("/")[0]
+
+    def describe(self, name):
+        return undefined_helper(name)
+"""
+RENDERER_HEAD = """class Renderer:
+    @staticmethod
+    def ancestors(name, seen=None):
+        seen = seen or [name]
+        parent = cls.parent_of(name)
+        if parent:
+            cls.ancestors(parent, seen)
+        return seen
+
+    @staticmethod
+    def parent_of(name):
+        return name.rpartition("/")[0]
+
+    def describe(self, name, short=False):
+        return undefined_helper(name)
+"""
+
+
+def test_a_name_a_changed_decorator_took_away_is_reported(env: None, tmp_path: Path) -> None:
+    repo = _repo(
+        tmp_path / "repo",
+        {"render/__init__.py": "", "render/core.py": RENDERER_BASE},
+        {"render/core.py": RENDERER_HEAD},
+    )
+    report = _review(repo, "--all")
+    undefined = [(f["line"], f["title"]) for f in report["findings"] if f["rule"] == "ruff:F821"]
+    # dadacc2: nothing (the uses of `cls` are on lines the change kept); a name undefined before the
+    # change too (`undefined_helper`, in a function whose signature changed) is no news of it
+    assert undefined == [(_line(RENDERER_HEAD, "@staticmethod"), "Undefined name `cls`")]
