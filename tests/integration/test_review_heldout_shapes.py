@@ -425,7 +425,13 @@ def test_a_typescript_import_of_types_only_closes_no_cycle(env: None, tmp_path: 
 
 # --- a loader the change made safer: no news of this change --------------------------------------------
 
-CONFIG_BASE = """import yaml
+CONFIG_BASE = """import hashlib
+
+import yaml
+
+
+def fingerprint(text):
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def read_config(text):
@@ -435,7 +441,13 @@ def read_config(text):
 def read_strict(text):
     return yaml.load(text, Loader=yaml.SafeLoader)
 """
-CONFIG_HEAD = """import yaml
+CONFIG_HEAD = """import hashlib
+
+import yaml
+
+
+def fingerprint(text):
+    return hashlib.md5(text.encode()).hexdigest()
 
 
 def read_config(text):
@@ -459,8 +471,10 @@ def test_a_loader_the_change_made_safer_is_no_finding(env: None, tmp_path: Path)
     lines = {f["line"] for f in report["findings"] if f["path"] == "conf/load.py"}
     deserialised = _at(report, "python:unsafe-deserialization", "conf/load.py")
     assert _line(CONFIG_HEAD, "FullLoader") not in deserialised  # dadacc2: listed, as of unknown origin
+    assert _line(CONFIG_HEAD, "FullLoader") not in _at(report, "bandit:B506", "conf/load.py")  # said of the base too
     assert _line(CONFIG_HEAD, "UnsafeLoader") in lines  # a safe loader taken away
     assert _line(CONFIG_HEAD, "yaml.load(blob") in deserialised
+    assert [f["rule"] for f in report["findings"] if f["line"] == _line(CONFIG_HEAD, "md5")] == ["bandit:B324"]
 
 
 # --- ruff:F821 on a kept line, made undefined by the function's changed decorator ---------------------
