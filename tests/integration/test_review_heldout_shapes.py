@@ -6,6 +6,14 @@
   the name, once `get_template` accepted it, steers no path out of the template directories; a
   management command's `request` is one it built itself (`RequestFactory().get("/")`), not a
   request. Request data deserialised, opened as a path or written into HTML is still reported.
+- `tests:test-weakened`: an assertion moved into a loop over a literal counts once per item; a check
+  of a property the change deletes, and the other branch of a version `if`/`else`, are not lost.
+- `ruff:F403`: a runner star-importing test modules; a product module's star import still counts.
+- `imports:new-cycle`: a TypeScript import of interfaces only is erased; one taking a value is not.
+- A call the base already made with the same arguments, given a safer loader: no unknown-origin
+  deserialization, no bandit finding; a loader made unsafe, a new risky call, still are.
+- A miss: `@classmethod` made `@staticmethod` while the kept body still uses `cls` (ruff's F821 on an
+  unchanged line) is said on the changed decorator.
 
 Every test here failed before its fix (main at dadacc2).
 """
