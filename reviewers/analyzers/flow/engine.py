@@ -31,7 +31,7 @@ from typing import Literal
 
 from reviewers.analyzers.flow import guards
 from reviewers.analyzers.flow import handlers as H
-from reviewers.analyzers.flow.calls import CallHandling, attribute
+from reviewers.analyzers.flow.calls import TEMPLATE_LOADER_METHODS, CallHandling, attribute
 from reviewers.analyzers.flow.project import FunctionNode, ModuleInfo, ParamSink, Project, Summary, statements
 from reviewers.analyzers.flow.rules import (
     ABORTS,
@@ -310,7 +310,8 @@ class Interpreter(CallHandling):
         if not isinstance(expr, ast.Call) or not expr.args or not isinstance(expr.args[0], ast.Name):
             return
         func = expr.func
-        receiver = self.eval(func.value, env) if isinstance(func, ast.Attribute) else None
+        loader_method = isinstance(func, ast.Attribute) and func.attr in TEMPLATE_LOADER_METHODS
+        receiver = self.eval(func.value, env) if loader_method and isinstance(func, ast.Attribute) else None
         if self.template_loader(func, self.qualified(func), receiver):
             name = expr.args[0].id
             env[name] = clear(env.get(name) or self.lookup(name, env), {"path"})
