@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from reviewers.analyzers import ruff
+from reviewers.analyzers.base_tree import reverse_patch
 from reviewers.analyzers.changed_file import ChangedFile, Issue
 from reviewers.kernel.contracts import Confidence, Severity
 
@@ -256,11 +257,41 @@ def suppressed_by_nosec(file: ChangedFile, test_id: str, line: int, span: Sequen
     return not tests or test_id in tests
 
 
+def _call_key(call: ast.Call) -> tuple[str, tuple[str, ...]]:
+    return ast.unparse(call.func), tuple(ast.unparse(a) for a in call.args)
+
+
+def said_at_base(file: ChangedFile) -> frozenset[tuple[str, tuple[str, tuple[str, ...]]]]:
+    """(bandit test, call by callee and positional arguments) of what bandit said of the file before
+    the change: a call that was there with the same arguments and the same finding is no news of the
+    change, which only set its options (`yaml.load(text)` given `Loader=yaml.FullLoader`). An option
+    the change made unsafe is a finding at head only, and `guard_removal`'s."""
+    if file.change.status not in ("modified", "renamed") or not file.change.hunks:
+        return frozenset()
+    base_text = reverse_patch(file.text, file.change)
+    if base_text is None:
+        return frozenset()
+    try:
+        tree = ast.parse(base_text)
+    except (SyntaxError, ValueError):
+        return frozenset()
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)]
+    out: set[tuple[str, tuple[str, tuple[str, ...]]]] = set()
+    for diag in ruff.run_ruff_json(base_text, path=file.change.old_path or file.path, rules=BANDIT_RULES):
+        test_id = BANDIT_ID.get(str(diag.get("code") or ""))
+        row = int((diag.get("location") or {}).get("row") or 0)
+        if test_id is not None:
+            out.update((test_id, _call_key(c)) for c in calls if c.lineno <= row <= (c.end_lineno or c.lineno))
+    return frozenset(out)
+
+
 def bandit_issues(file: ChangedFile) -> list[Issue]:
-    """bandit's findings on the lines this change added (any line of a multi-line call)."""
+    """bandit's findings on the lines this change added (any line of a multi-line call), less those
+    it said of the same call before the change (`said_at_base`)."""
     if file.language != "python":
         return []
     issues: list[Issue] = []
+    at_base: list[frozenset[tuple[str, tuple[str, tuple[str, ...]]]]] = []  # read once, when first needed
     for diag in ruff.run_ruff_json(file.text, path=file.path, rules=BANDIT_RULES):
         test_id = BANDIT_ID.get(str(diag.get("code") or ""))
         location, end_location = diag.get("location") or {}, diag.get("end_location") or {}
@@ -284,6 +315,10 @@ def bandit_issues(file: ChangedFile) -> list[Issue]:
             continue  # `host not in {"0.0.0.0", "[::]"}` asks about an address, it binds nothing
         if suppressed_by_nosec(file, test_id, line, span) or suppressed_as_ruff_code(file, test_id, span):
             continue  # the project's own decision, with bandit's comment or ruff's
+        if call is not None and test_id not in NOT_ON_A_CALL:
+            at_base = at_base or [said_at_base(file)]
+            if (test_id, _call_key(call)) in at_base[0]:
+                continue
         if not file.is_changed(line):
             line = min(n for n in file.changed_lines if min(span) <= n <= max(span))
         severity, confidence = _graded(test_id, str(diag.get("message") or ""), call)

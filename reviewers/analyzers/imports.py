@@ -23,6 +23,8 @@ _PY_FROM = re.compile(r"^(?P<indent>\s*)from\s+(?P<dots>\.*)(?P<module>[\w.]*)\s
 _JS_IMPORT = re.compile(
     r"""(?:^\s*import\s+(?P<type>type\s+)?(?:[^'"]*?\s+from\s+)?|\brequire\s*\(\s*|\bimport\s*\(\s*)['"](?P<spec>[^'"]+)['"]"""
 )
+# `import { A, type B, C as D } from "..."`: the names a TypeScript import takes (no default import).
+_TS_NAMED = re.compile(r"""^\s*import\s+\{(?P<names>[^}]*)\}\s*from\s*['"]""")
 JS_SUFFIXES = ("", ".ts", ".tsx", ".js", ".jsx", ".mjs", ".cjs", "/index.ts", "/index.tsx", "/index.js")
 
 
@@ -135,8 +137,36 @@ def js_imports(text: str, path: str) -> list[ImportRef]:
         for match in _JS_IMPORT.finditer(line):
             spec = match.group("spec")
             if spec.startswith("."):
-                refs.append(ImportRef(number, spec, type_only=bool(match.group("type"))))
+                named = _TS_NAMED.match(line) if typescript_file(path) else None
+                names = [n.strip() for n in named.group("names").split(",") if n.strip()] if named else []
+                each_typed = bool(names) and all(n.startswith("type ") for n in names)
+                names = [n.removeprefix("type ").split(" as ")[0].strip() for n in names]
+                refs.append(ImportRef(number, spec, tuple(names), type_only=bool(match.group("type")) or each_typed))
     return refs
+
+
+def typescript_file(path: str) -> bool:
+    return path.endswith((".ts", ".tsx", ".mts", ".cts"))
+
+
+def erased_by_typescript(importer: str, ref: ImportRef, target_text: str | None) -> bool:
+    """Whether TypeScript drops this import when it compiles: a named import of a `.ts`/`.tsx` file
+    all of whose names the target exports as types only (`export interface Props`, `export type
+    Id = ...`). An erased import loads nothing at run time, so it closes no cycle."""
+    if not ref.names or target_text is None or not typescript_file(importer):
+        return False
+    for name in ref.names:
+        word = re.escape(name)
+        typed = re.search(rf"^\s*export\s+(?:declare\s+)?(?:interface|type)\s+{word}\b", target_text, re.M)
+        value = re.search(
+            rf"^\s*export\s+(?:default\s+)?(?:declare\s+)?(?:const|let|var|function\*?|class|enum|abstract\s+class)\s+{word}\b"
+            rf"|^\s*export\s*\{{[^}}]*\b{word}\b",
+            target_text,
+            re.M,
+        )
+        if typed is None or value is not None:
+            return False
+    return True
 
 
 def imports_of(text: str, path: str, tree: ast.Module | None = None) -> list[ImportRef]:

@@ -31,12 +31,20 @@ from __future__ import annotations
 
 import fnmatch
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from reviewers.analyzers.base_tree import BaseTree
 from reviewers.analyzers.changed_file import ChangedFile, Issue
-from reviewers.analyzers.imports import ImportRef, ModuleIndex, find_cycle, imports_of, python_module_name
+from reviewers.analyzers.imports import (
+    ImportRef,
+    ModuleIndex,
+    erased_by_typescript,
+    find_cycle,
+    imports_of,
+    python_module_name,
+    typescript_file,
+)
 from reviewers.kernel.contracts import SEVERITY_RANK, FileChange, LayerRule, Workspace
 from reviewers.paths import language_of
 
@@ -66,7 +74,9 @@ def is_type_stub(path: str) -> bool:
     return path.endswith(".pyi")
 
 
-def _load_time_imports(path: str, text: str | None, index: ModuleIndex) -> list[str]:
+def _load_time_imports(
+    path: str, text: str | None, index: ModuleIndex, read: Callable[[str], str | None] | None = None
+) -> list[str]:
     refs = imports_of(text, path) if text is not None and not is_type_stub(path) else []
     targets: list[str] = []
     for ref in refs:
@@ -74,7 +84,10 @@ def _load_time_imports(path: str, text: str | None, index: ModuleIndex) -> list[
             targets.extend(
                 t
                 for t in index.resolve(path, ref)
-                if t != path and not is_type_stub(t) and not _own_package(path, ref, t)
+                if t != path
+                and not is_type_stub(t)
+                and not _own_package(path, ref, t)
+                and not (read is not None and typescript_file(path) and erased_by_typescript(path, ref, read(t)))
             )
     return targets
 
@@ -107,7 +120,9 @@ class ArchitectureAnalyzer:
     def edges(self, path: str) -> list[str]:
         """Files `path` imports at module load time."""
         if path not in self._edges:
-            self._edges[path] = _load_time_imports(path, self.workspace.read_file(path), self.index)
+            self._edges[path] = _load_time_imports(
+                path, self.workspace.read_file(path), self.index, self.workspace.read_file
+            )
         return self._edges[path]
 
     def base_edges(self, path: str) -> list[str]:
@@ -116,7 +131,7 @@ class ArchitectureAnalyzer:
         if self._base_index is None:
             self._base_index = ModuleIndex(self._base.list_paths())
         if path not in self._base_edges:
-            self._base_edges[path] = _load_time_imports(path, self._base.text(path), self._base_index)
+            self._base_edges[path] = _load_time_imports(path, self._base.text(path), self._base_index, self._base.text)
         return self._base_edges[path]
 
     def cycle_existed(self, importer: str, target: str) -> bool:
@@ -194,6 +209,8 @@ class ArchitectureAnalyzer:
             return None
         if _own_package(importer, ref, target):  # no edge in the graph, so none on the line either
             return None
+        if typescript_file(importer) and erased_by_typescript(importer, ref, self.workspace.read_file(target)):
+            return None  # types only: the compiler drops the import
         chain = find_cycle(target, importer, self.edges, max_nodes=MAX_CYCLE_FILES)
         if chain is None or self.cycle_existed(importer, target) or self.joins_old_cycle([importer, *chain]):
             return None

@@ -50,6 +50,7 @@ from difflib import SequenceMatcher
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from reviewers.analyzers.base_tree import reverse_patch
 from reviewers.analyzers.batch_answers import BatchAnswers
 from reviewers.analyzers.changed_file import ChangedFile, Issue
 from reviewers.kernel.contracts import Confidence, Severity, Suggestion
@@ -1121,6 +1122,59 @@ def used_in_quoted_type(tree: ast.Module | None, line: int, message: str) -> boo
     return False
 
 
+def enclosing_function(tree: ast.Module | None, line: int) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    """The innermost function whose body holds `line`."""
+    found: ast.FunctionDef | ast.AsyncFunctionDef | None = None
+    for node in ast.walk(tree) if tree is not None else ():
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.body:
+            if node.body[0].lineno <= line <= (node.end_lineno or node.lineno):
+                if found is None or node.lineno > found.lineno:
+                    found = node
+    return found
+
+
+def changed_header(file: ChangedFile, line: int) -> int | None:
+    """A changed line of the decorators or signature of the function holding `line` (`@classmethod`
+    made `@staticmethod`, a parameter renamed): a name its kept body uses may be gone with it."""
+    function = enclosing_function(file.python_tree, line)
+    if function is None:
+        return None
+    first = min([function.lineno, *(d.lineno for d in function.decorator_list)])
+    return next((n for n in range(first, function.body[0].lineno) if file.is_changed(n)), None)
+
+
+def undefined_at_base(file: ChangedFile) -> frozenset[tuple[str | None, str]] | None:
+    """ruff's undefined names in the file before the change, with the function each is in (None for
+    the function when the base does not parse), or None when the base cannot be rebuilt: a name
+    undefined there too is no news of the change."""
+    base_text = reverse_patch(file.text, file.change) if file.change.hunks else None
+    if base_text is None:
+        return None
+    try:
+        tree: ast.Module | None = ast.parse(base_text)
+    except (SyntaxError, ValueError):
+        tree = None
+    out: set[tuple[str | None, str]] = set()
+    for diag in run_ruff_json(base_text, path=file.change.old_path or file.path):
+        if str(diag.get("code") or "") == "F821":
+            function = enclosing_function(tree, int((diag.get("location") or {}).get("row") or 0))
+            out.add((function.name if function is not None else None, str(diag.get("message") or "")))
+    return frozenset(out)
+
+
+def star_imports_tests(tree: ast.Module | None, line: int) -> bool:
+    """Whether the star import on `line` imports a test module (`from tests.test_io import *`): a
+    test runner script collects the test modules' TestCase classes so that `unittest.main()` finds
+    them in its namespace; every name is wanted, none is used by hand."""
+    if tree is None:
+        return False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.lineno == line and node.module:
+            last = node.module.rsplit(".", 1)[-1]
+            return last.startswith("test_") or last.endswith("_test") or last in ("tests", "test")
+    return False
+
+
 def availability_check(tree: ast.Module | None, line: int, message: str) -> bool:
     """Whether the import an F401 is about is a feature test: an import in a `try:` whose handler
     catches ImportError (or everything), none of whose names the module uses (`try: import
@@ -1287,18 +1341,30 @@ def ruff_issues(file: ChangedFile) -> list[Issue]:
     facade: bool | None = None  # decided once per file, on its first unused import
     diagnostics = run_ruff_json(file.text, path=file.path)
     first_syntax_error = first_syntax_error_line(diagnostics)
+    base_undefined: list[frozenset[tuple[str | None, str]] | None] = []  # read once, when first needed
     for diag in diagnostics:
         code = str(diag.get("code") or diag.get("name") or "")
         said = str(diag.get("message") or "")
         location = diag.get("location") or {}
         end_location = diag.get("end_location") or {}
         line = int(location.get("row") or 0)
-        if not code or not file.is_changed(line) or (file.partial and code in WHOLE_FILE_RULES):
+        anchor = line  # where the finding is said: its own line, or the changed header that caused it
+        if code == "F821" and not file.is_changed(line) and not file.partial:
+            header = changed_header(file, line)
+            if header is not None:
+                base_undefined = base_undefined or [undefined_at_base(file)]
+                function = enclosing_function(file.python_tree, line)
+                name = function.name if function is not None else None
+                known = base_undefined[0]
+                anchor = header if known is not None and not ({(name, said), (None, said)} & known) else line
+        if not code or not file.is_changed(anchor) or (file.partial and code in WHOLE_FILE_RULES):
             continue
         if code == "invalid-syntax" and line != first_syntax_error:
             continue  # the echo of an earlier error, one the change may not have written (on a line it kept)
         if code in ("F401", "F403") and file.path.endswith("__init__.py"):
             continue  # imports in a package's __init__ are usually deliberate re-exports
+        if code == "F403" and star_imports_tests(file.python_tree, line):
+            continue  # a runner gathering test modules' TestCase classes into its namespace
         if code == "F401" and PurePosixPath(file.path).name in SITE_HOOK_MODULES:
             continue  # Python imports these at start-up: what they import, they import for its effect
         if code == "F401" and (
@@ -1373,10 +1439,15 @@ def ruff_issues(file: ChangedFile) -> list[Issue]:
             confidence = "medium"  # the module may receive the name in a way ruff does not follow
         if code == "invalid-syntax" and project_template_path(file.path):
             confidence = "low"  # Jinja that renders to Python: a person may look, no thread
+        if anchor != line:
+            why = (
+                f"The name is used on line {line}, which this change kept, in a function whose decorator or "
+                f"signature it changed: the use was fine before and fails now. {why}"
+            ).strip()
         issues.append(
             Issue(
-                line=line,
-                end_line=max(line, int(end_location.get("row") or line)),
+                line=anchor,
+                end_line=max(anchor, int(end_location.get("row") or line)) if anchor == line else anchor,
                 rule=f"ruff:{code}",
                 severity=severity_of(code),
                 title=message if code != "invalid-syntax" else f"Syntax error: {message}",

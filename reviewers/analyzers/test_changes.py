@@ -48,7 +48,7 @@ import tokenize
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from reviewers.analyzers.base_tree import BaseTree
+from reviewers.analyzers.base_tree import BaseTree, reverse_patch
 from reviewers.analyzers.changed_file import ChangedFile, Issue
 from reviewers.analyzers.folded_tests import folded_tests
 from reviewers.analyzers.parsing import parse_module
@@ -146,10 +146,59 @@ def removed_tests(file: ChangedFile, *, defined_elsewhere: frozenset[str] = froz
     return out
 
 
-def weakened_tests(file: ChangedFile) -> list[tuple[str, int, int, int]]:
+def _assertion_calls(nodes: Iterable[ast.stmt]) -> bool:
+    return any(
+        isinstance(n, ast.Assert)
+        or (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr.startswith("assert"))
+        for stmt in nodes
+        for n in ast.walk(stmt)
+    )
+
+
+def alternative_assertions(text: str | None, path: str) -> frozenset[int]:
+    """Lines of assertions in the `else` of an `if` whose body asserts too (`if VERSION >= (5, 1):
+    assert A` / `else: assert B`): one of the two runs, so removing the pair for the branch that
+    runs loses one check, not two."""
+    tree = parse_module(text, filename=path) if text is not None else None
+    if tree is None:
+        return frozenset()
+    out: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and node.orelse and _assertion_calls(node.body) and _assertion_calls(node.orelse):
+            out.update(range(node.orelse[0].lineno, (node.orelse[-1].end_lineno or node.orelse[-1].lineno) + 1))
+    return frozenset(out)
+
+
+def looped_weights(text: str, path: str) -> dict[int, int]:
+    """Head lines inside a `for` over a literal tuple, list or set, with how many items it runs over:
+    an assertion there (`for field in ("a", "b", "c"): self.assertIsNone(r[field])`) is that many
+    checks, one per item."""
+    tree = parse_module(text, filename=path)
+    if tree is None:
+        return {}
+    out: dict[int, int] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.For | ast.AsyncFor) and isinstance(node.iter, ast.Tuple | ast.List | ast.Set):
+            items = len(node.iter.elts)
+            for line in range(node.body[0].lineno, (node.body[-1].end_lineno or node.body[-1].lineno) + 1):
+                out[line] = max(out.get(line, 1), items)
+    return out
+
+
+def weakened_tests(file: ChangedFile, taken_out: frozenset[str] = frozenset()) -> list[tuple[str, int, int, int]]:
     """(test name, anchor line, assertions removed, assertions added) of tests at head that lost
-    assertions. A removed line is placed at the diff's new-side line that follows it in its hunk."""
+    assertions. A removed line is placed at the diff's new-side line that follows it in its hunk.
+    Not counted as lost: an assertion on a name the change takes out of the product (`taken_out`: a
+    property it deletes), or one of two alternatives of an `if`/`else` (`alternative_assertions`).
+    An added assertion inside a loop over a literal counts once per item (`looped_weights`)."""
     spans = list_test_functions(file.text, file.path)
+    has_removed = any(ln.kind == "del" and _ASSERTION.match(ln.text) for h in file.change.hunks for ln in h.lines)
+    alternatives = (
+        alternative_assertions(reverse_patch(file.text, file.change), file.change.old_path or file.path)
+        if has_removed
+        else frozenset()
+    )
+    weights = looped_weights(file.text, file.path) if has_removed else {}
     removed: dict[str, int] = {}
     added: dict[str, int] = {}
     anchors: dict[str, int] = {}
@@ -170,8 +219,11 @@ def weakened_tests(file: ChangedFile) -> list[tuple[str, int, int, int]]:
             if diff_line.kind == "add" and diff_line.new_line is not None:
                 if (name := owner(diff_line.new_line)) is not None:
                     # `pytest.raises(X, match=...)` checks what `raises(X)` and an assert on the message did
-                    added[name] = added.get(name, 0) + 1 + bool(_CHECKS_MESSAGE.search(diff_line.text))
+                    weight = weights.get(diff_line.new_line, 1) + bool(_CHECKS_MESSAGE.search(diff_line.text))
+                    added[name] = added.get(name, 0) + weight
             elif diff_line.kind == "del":
+                if diff_line.old_line in alternatives or taken_out & code_identifiers(diff_line.text):
+                    continue  # the other branch of a version check, or a check of what the change deletes
                 # the line just above a removed assertion is in its test far more often than the one below
                 nearby = [ln.new_line for ln in reversed(lines[:i]) if ln.new_line is not None]
                 nearby += [ln.new_line for ln in lines[i:] if ln.new_line is not None]
@@ -409,7 +461,7 @@ def test_change_issues(
                 confidence="medium",
             )  # fmt: skip
         )
-    for name, line, lost, gained in weakened_tests(file):
+    for name, line, lost, gained in weakened_tests(file, taken_out):
         issues.append(
             Issue(
                 line,

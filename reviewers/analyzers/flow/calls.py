@@ -81,6 +81,18 @@ _PROCESS_RUNNERS = frozenset(
 )  # fmt: skip
 
 
+# Template engines' loaders: a template the developer wrote, found by its name. What it renders is
+# the developer's text and the context it is given, not the name that chose it; the loader refuses a
+# name outside its template directories (Django's safe_join, Jinja's split_template_path), so the
+# name is no path to a file of the requester's choosing either (`names_checked_template`).
+_TEMPLATE_LOADERS = frozenset({"django.template.loader.get_template", "django.template.loader.select_template"})
+TEMPLATE_LOADER_METHODS = frozenset({"get_template", "select_template", "get_or_select_template"})
+# Renderers that take a template's name first: the result carries the context, not the name.
+_TEMPLATE_RENDERERS = frozenset(
+    {"django.template.loader.render_to_string", "django.shortcuts.render_to_string", "render_to_string"}
+)
+
+
 def _statement_base(call: ast.Call, name: str, receiver: Value | None, args: list[Value]) -> Value | None:
     """What a query-builder call's statement starts from, or None when the call builds none: nothing
     from a builder function or a database handle (`select(User)`, `db.select(User)`), the statement
@@ -231,6 +243,11 @@ class CallHandling(SinkChecks):
             return args[0] if args[0].seq is not None else flat(args[0])
         if name in ("compile", "builtins.compile"):
             return args[0] if args else kwargs.get("source", CONSTANT)  # the code carries its source, not its file name
+        if self.template_loader(func, name, receiver):
+            return CONSTANT  # the developer's template, whatever name chose it
+        if name in _TEMPLATE_RENDERERS and args:
+            context = [v for k, v in kwargs.items() if k not in ("template_name", "request", "using")]
+            return flat(CONSTANT, *args[1:2], *context)  # the context, rendered into the developer's text
         if name in _FILE_OPENERS:
             return UNKNOWN  # what a file holds is not the data that named it (a script path on a command line)
         if name in _PROCESS_RUNNERS:
@@ -251,6 +268,19 @@ class CallHandling(SinkChecks):
             if listed is not None:
                 return listed
         return without_segment(self.call_result(call, func, name, receiver, callee, args, kwargs, env))
+
+    def template_loader(self, func: ast.expr, name: str, receiver: Value | None) -> bool:
+        """Whether the call loads a template by its name: Django's loader functions, or a template
+        engine's `get_template` (a Jinja environment, Django's `engines[...]`) on a library object."""
+        if name in _TEMPLATE_LOADERS:
+            return True
+        return (
+            isinstance(func, ast.Attribute)
+            and func.attr in TEMPLATE_LOADER_METHODS
+            and receiver is not None
+            and receiver.callable_ref is None
+            and not (receiver.cls and "::" in receiver.cls)
+        )
 
     def orm_statement(
         self, call: ast.Call, name: str, receiver: Value | None, args: list[Value], kwargs: dict[str, Value]

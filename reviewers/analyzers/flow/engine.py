@@ -31,7 +31,7 @@ from typing import Literal
 
 from reviewers.analyzers.flow import guards
 from reviewers.analyzers.flow import handlers as H
-from reviewers.analyzers.flow.calls import CallHandling, attribute
+from reviewers.analyzers.flow.calls import TEMPLATE_LOADER_METHODS, CallHandling, attribute
 from reviewers.analyzers.flow.project import FunctionNode, ModuleInfo, ParamSink, Project, Summary, statements
 from reviewers.analyzers.flow.rules import (
     ABORTS,
@@ -209,6 +209,7 @@ class Interpreter(CallHandling):
             value = self.eval(stmt.value, env)
             for target in stmt.targets:
                 self.assign(target, value, env, stmt.value)
+            self.names_checked_template(stmt.value, env)
         elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
             self.assign(stmt.target, self.eval(stmt.value, env), env, stmt.value)
         elif isinstance(stmt, ast.AugAssign):
@@ -221,6 +222,7 @@ class Interpreter(CallHandling):
             self.assign(stmt.target, value, env, None if current.seq is not None else stmt.value)
         elif isinstance(stmt, ast.Expr):
             self.eval(stmt.value, env)
+            self.names_checked_template(stmt.value, env)
             call = stmt.value.value if isinstance(stmt.value, ast.Await) else stmt.value
             if isinstance(call, ast.Call) and self.qualified(call.func) in ABORTS:
                 return env, True
@@ -300,6 +302,19 @@ class Interpreter(CallHandling):
         elif isinstance(stmt, ast.Delete | ast.Pass | ast.Global | ast.Nonlocal | ast.Import | ast.ImportFrom):
             pass
         return env, False
+
+    def names_checked_template(self, expr: ast.expr, env: Env) -> None:
+        """After `get_template(name)` returned, `name` names a template inside the template directories
+        (the loader refuses any other: Django's safe_join, Jinja's split_template_path), so it no
+        longer steers a path out of them."""
+        if not isinstance(expr, ast.Call) or not expr.args or not isinstance(expr.args[0], ast.Name):
+            return
+        func = expr.func
+        loader_method = isinstance(func, ast.Attribute) and func.attr in TEMPLATE_LOADER_METHODS
+        receiver = self.eval(func.value, env) if loader_method and isinstance(func, ast.Attribute) else None
+        if self.template_loader(func, self.qualified(func), receiver):
+            name = expr.args[0].id
+            env[name] = clear(env.get(name) or self.lookup(name, env), {"path"})
 
     def branch(
         self, test: ast.expr, body: Sequence[ast.stmt], orelse: Sequence[ast.stmt], env: Env
@@ -683,7 +698,9 @@ def entry_bindings(info: ModuleInfo, func: FunctionNode, class_name: str | None,
     route = is_route(func)
     names = [p.arg for p in params]
     own = names[1:] if class_name is not None else names
-    django_view = "django" in info.frameworks and bool(own) and own[0] in ("request", "req")
+    offline = class_name is not None and H.handler_kind(project, info, class_name) == H.COMMAND
+    request_named = bool(info.frameworks) and not offline  # a parameter named `request` holds one
+    django_view = "django" in info.frameworks and bool(own) and own[0] in ("request", "req") and not offline
     defaults = dict(
         zip([p.arg for p in [*func.args.posonlyargs, *func.args.args]][::-1], func.args.defaults[::-1], strict=False)
     )
@@ -700,7 +717,7 @@ def entry_bindings(info: ModuleInfo, func: FunctionNode, class_name: str | None,
             out[p.arg] = Value(of({Origin("param", p.arg)}).origins, cls=f"{info.path}::{class_name}")
         elif (handed := H.entry_source(info, func, class_name, p.arg, project)) is not None:
             out[p.arg] = handed
-        elif (info.frameworks and p.arg in ("request", "req")) or annotation.rsplit(".", 1)[-1] in REQUEST_ANNOTATIONS:
+        elif (request_named and p.arg in ("request", "req")) or annotation.rsplit(".", 1)[-1] in REQUEST_ANNOTATIONS:
             out[p.arg] = of({Origin("request", p.arg, line=func.lineno)})
         elif (route or django_view) and annotation in CLEAN_ANNOTATIONS:
             out[p.arg] = CONSTANT

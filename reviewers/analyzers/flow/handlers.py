@@ -50,6 +50,9 @@ if TYPE_CHECKING:
 
 TORNADO = "tornado"
 HTTP_SERVER = "http.server"
+# An offline command (a Django management command): run by a developer, not handed a request; a
+# `request` it passes around is one it built itself (`RequestFactory().get("/")`).
+COMMAND = "command"
 HANDLER_BASES: dict[str, str] = {
     **dict.fromkeys(("tornado.web.RequestHandler", "tornado.websocket.WebSocketHandler"), TORNADO),
     **dict.fromkeys(
@@ -57,6 +60,11 @@ HANDLER_BASES: dict[str, str] = {
          "http.server.CGIHTTPRequestHandler", "BaseHTTPServer.BaseHTTPRequestHandler",
          "SimpleHTTPServer.SimpleHTTPRequestHandler"),
         HTTP_SERVER,
+    ),
+    **dict.fromkeys(
+        ("django.core.management.base.BaseCommand", "django.core.management.base.LabelCommand",
+         "django.core.management.base.AppCommand", "django.core.management.BaseCommand"),
+        COMMAND,
     ),
 }  # fmt: skip
 MAX_BASE_DEPTH = 4
@@ -116,7 +124,7 @@ DEPENDENCY_FILES = ("requirements.txt", "requirements/base.txt", "requirements/p
 
 
 def handler_kind(project: Project | None, info: ModuleInfo, class_name: str | None, depth: int = 0) -> str | None:
-    """`TORNADO`, `HTTP_SERVER`, or None: what a class derives from, through the project's own bases."""
+    """`TORNADO`, `HTTP_SERVER`, `COMMAND`, or None: what a class derives from, through the project's own bases."""
     if class_name is None or depth > MAX_BASE_DEPTH:
         return None
     cls = info.classes.get(class_name)
