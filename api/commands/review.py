@@ -273,7 +273,7 @@ def _review_gitlab(
     from agent.gitlab.client import GitLabPlatform
     from agent.gitlab.review import build_deps, load_gitlab_snapshot, review_gitlab_merge_request
     from agent.graph import verified_from_state
-    from agent.pipeline import not_reviewed_of, run_review
+    from agent.pipeline import not_reviewed_of, outcome_meta, run_review
     from agent.runtime import Runtime
     from agent.session import llm_from_settings
     from agent.store import reviews as store_reviews
@@ -284,6 +284,7 @@ def _review_gitlab(
     # a dry run is never stored: a stored review of this head would make a later --post (or the service)
     # take it as already reviewed
     session = _open(settings) if post else None
+    extra: dict[str, Any] = {}  # a dry run's own outcome: the model's steps and the severity floor's count
     try:
         llm = llm_from_settings(settings)
         if post:
@@ -316,12 +317,13 @@ def _review_gitlab(
             outcome = run_review(runtime, request, dsn=None, review_id=0)
             verified, title = list(outcome.verified), outcome.snapshot.title
             not_reviewed = not_reviewed_of(outcome)
+            extra = outcome_meta(outcome)
     except ReviewloopError as exc:
         raise fail(str(exc)) from exc
     finally:
         if session is not None:
             session.close()
-    meta = {"title": title, "not_reviewed": [n.model_dump() for n in not_reviewed]}
+    meta = {"title": title, "not_reviewed": [n.model_dump() for n in not_reviewed], **extra}
     _emit(render_report(verified, fmt=fmt, meta=meta, include_all=include_all), output)
     return list(verified), not_reviewed
 

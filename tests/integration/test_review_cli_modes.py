@@ -5,6 +5,7 @@ leaves no failed review on the dashboard. Real git, the GitLab fake over HTTP, a
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import psycopg
@@ -103,3 +104,20 @@ def test_with_a_database_reviews_are_stored_but_usage_errors_are_not(
     unkept = runner.invoke(app, ["review", str(repo), "--base", "demo-base", "--head", "demo-head", "--no-store"])
     assert unkept.exit_code == 0
     assert reviews_stored(db_dsn) == 1
+
+
+def test_a_gitlab_dry_run_reports_what_the_severity_floor_left_out(
+    no_model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("REVIEWLOOP_GITLAB_TOKEN", BOT_TOKEN)
+    floor = {".reviewloop.toml": 'min_severity = "critical"\n'}
+    with FakeGitLab() as gitlab:
+        gitlab.add_project(1, "shop/app")
+        gitlab.add_merge_request(1, 3, files_base={**BASE, **floor}, files_head={**HEAD, **floor}, title="Find users")
+        args = ["review", "--gitlab-url", gitlab.url, "--project", "1", "--mr", "3", "--format", "json"]
+        result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    # as a local review's report does; the GitLab dry run left it out until 2026-11-29 (issue 40)
+    assert report["below_min_severity"]["min_severity"] == "critical", report.keys()
+    assert report["below_min_severity"]["count"] >= 1
