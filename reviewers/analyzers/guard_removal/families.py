@@ -43,6 +43,8 @@ FAMILIES: dict[str, Family] = {
         Family("url-check", "a check of the URL's scheme and host", None),
         Family("allow-list", "an allow-list check", None),
         Family("validation", "a validation of the value", None),
+        # an early exit on a value's content that no rule reads (`checks`): it replaces only its own kind
+        Family("content-check", "a check of the value's content", None),
         Family("validator", "a call to a validator", None),
         Family("pattern", "a pattern check", None),
         Family("sanitizer", "a sanitizer", None),

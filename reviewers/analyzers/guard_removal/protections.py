@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from reviewers.analyzers.flow import guards
 from reviewers.analyzers.flow.project import FunctionNode, ModuleInfo, Project
 from reviewers.analyzers.flow.rules import ABORTS, ALL_CLASSES, GUARD_WORDS, REDIRECT_GUARDS, SANITISERS
+from reviewers.analyzers.guard_removal.checks import content_checked, raises_on_content
 from reviewers.analyzers.guard_removal.families import CLASS_CWE
 from reviewers.analyzers.guard_removal.model import Guard, Sink
 from reviewers.analyzers.guard_removal.model import dotted as _dotted
@@ -370,9 +371,9 @@ class ModuleScan:
             self._block(stmt.orelse, (*active, *negative), state, sinks, reach=reach)
             self._branches -= 1
             if body_exits and not else_exits:
-                return (*active, *negative)
+                return (*active, *negative, *self._content_check(test, negative, stmt))
             if else_exits and not body_exits:
-                return (*active, *positive)
+                return (*active, *positive, *self._content_check(test, positive, stmt))
             return active
         if isinstance(stmt, ast.Assert):
             return (*active, *self._condition(stmt.test, True, stmt))
@@ -484,6 +485,25 @@ class ModuleScan:
             return "allow-list", (0, 0)
         return "validation", (0, 0)
 
+    def _content_check(self, test: ast.expr, proven: list[Guard], stmt: ast.stmt) -> list[Guard]:
+        """An early exit decided by a value's content that no rule reads (`checks`): a check of
+        every class for the names it inspects and nothing proven here already covers."""
+        covered = {n for g in proven for n in g.names}
+        names = content_checked(test, self._is_local) - covered
+        if not names:
+            return []
+        return [Guard("content-check", ALL_CLASSES, names, stmt.lineno, _text(self.lines, stmt))]
+
+    def _is_local(self, name: str) -> bool:
+        """A name a function binds (not a module, a constant or a module-level definition)."""
+        return not (
+            name in self.info.aliases
+            or name.isupper()
+            or name in self.constants
+            or name in self.info.functions
+            or name in self.info.classes
+        )
+
     def _pattern_strength(self, call: ast.Call, short: str) -> tuple[int, int]:
         receiver = call.func.value if isinstance(call.func, ast.Attribute) else None
         pattern: object = ...
@@ -570,7 +590,8 @@ class ModuleScan:
                 self.broken.setdefault(self._current, {})[_dotted(call.func)] = judgement.why
             return [Guard("validator", judgement.classes, names, stmt.lineno, text)] if judgement.works else []
         short = _dotted(call.func).rsplit(".", 1)[-1].lower()
-        if names and any(w in short for w in _CHECK_WORDS) and repository_function(self.project, self.info, call.func):
+        target = repository_function(self.project, self.info, call.func) if names else None
+        if target is not None and (any(w in short for w in _CHECK_WORDS) or raises_on_content(target)):
             return [Guard("validator", ALL_CLASSES | {"dos"}, names, stmt.lineno, text)]
         return []
 
@@ -596,6 +617,9 @@ class ModuleScan:
             return Guard(family, classes, names, node.lineno, text, key=short)
         if (judgement := judge_call(self.project, self.info, node.func)) is not None and judgement.works:
             return Guard("validator", judgement.classes, names, node.lineno, text)
+        target = repository_function(self.project, self.info, node.func) if names else None
+        if judgement is None and target is not None and raises_on_content(target):
+            return Guard("validator", ALL_CLASSES, names, node.lineno, text)  # a check moved into a helper
         if (inner := self._wrapped_sanitizer(node.func)) is not None:
             return Guard(inner[0], inner[1], names, node.lineno, text, key=inner[2])
         return None

@@ -49,6 +49,8 @@ KIND = "removed-guard"
 # classes whose damage is a nuisance or a phishing page rather than the server's: medium
 _MEDIUM = frozenset({"redirect", "ssrf", "compare", "dos", "csrf"})
 # a permission check is replaced only by another permission check: a login check lets every user in
+# a check known only by its shape (`checks`)
+_GENERIC = "content-check"
 _REPLACES: dict[str, frozenset[str]] = {"permission": frozenset({"permission", "validator"})}
 
 
@@ -78,6 +80,8 @@ def _replaced(guard: Guard, classes: frozenset[str], at_head: Sink) -> bool:
             continue
         if family.strict or FAMILIES[other.family].strict:
             continue
+        if other.family == _GENERIC and guard.family != _GENERIC:
+            continue  # a check no rule reads does not stand in for one whose job is known
         if other.family not in _REPLACES.get(guard.family, frozenset({other.family})):
             continue
         return True

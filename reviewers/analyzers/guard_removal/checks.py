@@ -1,0 +1,127 @@
+"""Checks known by their shape, not their name: an early exit (`raise`, `abort`, `return`,
+`continue`) decided by what a value *contains*.
+
+`if not os.path.abspath(member).startswith(os.getcwd()): continue`, `if "*" in serial: raise`,
+`if not valid_file_type(name): raise StorageError(...)`: whatever the check's family, the function
+leaves unless the value passed it, so the check stands in front of every call that later consumes
+that value. When a change deletes such a check and keeps the call, that deletion is the evidence
+(issue 39), even where no rule knows what the check proves.
+
+Only a check of the value's content counts: a comparison with something other than None, an empty
+literal or a boolean, or a call on the value (a method of it, or a function given it). A check of
+presence or type (`x is None`, `not x`, `isinstance`, `hasattr`, `os.path.exists`) decides nothing
+about what the value can reach, and a bound on its size (`len(x) > N`) is a size limit
+(`protections._limits`).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable
+
+# Calls whose result says what a value is, or whether it exists, not what it contains.
+_PRESENCE_CALLS = frozenset({"isinstance", "issubclass", "hasattr", "callable", "len", "bool", "type", "id",
+                             "exists", "isfile", "isdir", "lexists", "getattr", "get", "iscoroutinefunction",
+                             "isclass", "isfunction", "ismethod", "is_dir", "is_file", "any", "all"})  # fmt: skip
+# A call decides about a value when it is named as a predicate (`is_safe(x)`, `valid_file_type(x)`)
+# or is the value's own test (`x.startswith(...)`); any other call given the value does something
+# with it (`self.update(x)`), and its result says how that went, not what the value is.
+_PREDICATE_WORDS = ("is_", "has_", "can_", "valid", "allow", "safe", "check", "match", "verify", "permit",
+                    "contains", "startswith", "endswith", "fullmatch", "search", "isalnum", "isdigit",
+                    "isidentifier", "isascii", "is_relative_to")  # fmt: skip
+_VALUE_METHODS = frozenset({"startswith", "endswith", "isalnum", "isdigit", "isidentifier", "isascii",
+                            "isdecimal", "isnumeric", "isalpha", "is_relative_to", "match", "fullmatch",
+                            "search", "issubset", "issuperset"})  # fmt: skip
+_EMPTY = (None, "", b"", 0, True, False)
+# names that are the object itself, not a value given to it
+_RECEIVERS = frozenset({"self", "cls"})
+
+
+def _is_empty_literal(expr: ast.expr) -> bool:
+    if isinstance(expr, ast.Constant):
+        return any(expr.value is e or (type(expr.value) is type(e) and expr.value == e) for e in _EMPTY)
+    if isinstance(expr, ast.List | ast.Tuple | ast.Set | ast.Dict):
+        return not (expr.elts if not isinstance(expr, ast.Dict) else expr.keys)
+    return False
+
+
+def _callee_short(call: ast.Call) -> str:
+    func = call.func
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    return func.id if isinstance(func, ast.Name) else ""
+
+
+def _read(expr: ast.AST) -> set[str]:
+    """The local names an expression reads (calls' callees left out: `os` in `os.path.x(a)`)."""
+    out: set[str] = set()
+    stack: list[ast.AST] = [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Lambda | ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            continue
+        if isinstance(node, ast.Name):
+            out.add(node.id)
+            continue
+        if isinstance(node, ast.Call):
+            func = node.func
+            # a method's receiver is read (`name.startswith(...)`); a module path is not
+            if isinstance(func, ast.Attribute) and not isinstance(func.value, ast.Name | ast.Attribute):
+                stack.append(func.value)
+            elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+                stack.append(func.value)
+            stack.extend(node.args)
+            stack.extend(k.value for k in node.keywords)
+            continue
+        stack.extend(ast.iter_child_nodes(node))
+    return out
+
+
+def content_checked(test: ast.expr, is_local: Callable[[str], bool]) -> frozenset[str]:
+    """The local names whose content the condition inspects (see the module's docstring)."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return content_checked(test.operand, is_local)
+    if isinstance(test, ast.BoolOp):
+        return frozenset().union(*(content_checked(v, is_local) for v in test.values))
+    found: set[str] = set()
+    if isinstance(test, ast.Compare):
+        sides = [test.left, *test.comparators]
+        if any(isinstance(op, ast.Is | ast.IsNot) for op in test.ops):
+            return frozenset()
+        if any(_is_empty_literal(s) for s in sides):
+            return frozenset()
+        for side in sides:
+            if isinstance(side, ast.Call) and _callee_short(side) == "len":
+                continue  # `len(x) > N` is a size limit, `len(x) == 0` a presence check
+            found |= _read(side)
+    elif isinstance(test, ast.Call):
+        short = _callee_short(test)
+        if short in _PRESENCE_CALLS:
+            return frozenset()
+        func = test.func
+        if short.lower().startswith(_PREDICATE_WORDS):  # `is_safe(name)`, `self.allowed(name)`
+            for arg in [*test.args, *(k.value for k in test.keywords)]:
+                found |= _read(arg)
+        if isinstance(func, ast.Attribute) and short in _VALUE_METHODS:
+            found |= _read(func.value)  # `os.path.abspath(name).startswith(...)`: the value's own test
+    return frozenset(n for n in found if n not in _RECEIVERS and is_local(n))
+
+
+# A helper read for its checks is short: a longer function does more than check its argument.
+MAX_CHECKER_LINES = 30
+
+
+def raises_on_content(func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """Whether a function raises (or aborts) when a check of its parameters' content fails:
+    `def ensure_inside(base, path): if not realpath(path).startswith(base): raise PermissionError`.
+    A check moved into such a helper, called before the sink, still stands in front of it."""
+    if (func.end_lineno or func.lineno) - func.lineno > MAX_CHECKER_LINES:
+        return False
+    params = {a.arg for a in [*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs]} - _RECEIVERS
+    if not params:
+        return False
+    for node in ast.walk(func):
+        if isinstance(node, ast.If) and any(isinstance(s, ast.Raise) for s in [*node.body, *node.orelse]):
+            if content_checked(node.test, lambda n: n in params):
+                return True
+    return False
