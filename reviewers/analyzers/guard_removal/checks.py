@@ -107,21 +107,58 @@ def content_checked(test: ast.expr, is_local: Callable[[str], bool]) -> frozense
     return frozenset(n for n in found if n not in _RECEIVERS and is_local(n))
 
 
+# What a value can go through and still be that value, cleaned or taken apart: the result of
+# anything else (`requests.get(url)`, `db.load(key)`) is what an operation returned, and a check of
+# it says how the operation went, not what its argument was.
+_PURE_CALLS = frozenset({"unquote", "unquote_plus", "normpath", "abspath", "realpath", "join", "split", "rsplit",
+                         "splitlines", "strip", "lstrip", "rstrip", "lower", "upper", "casefold", "basename",
+                         "dirname", "str", "resolve", "Path", "PurePath", "PurePosixPath", "splitext", "replace",
+                         "encode", "decode", "urlparse", "urlsplit", "partition", "rpartition",
+                         "expanduser"})  # fmt: skip
+
+
+def _pure(expr: ast.expr) -> bool:
+    return all(_callee_short(n) in _PURE_CALLS for n in ast.walk(expr) if isinstance(n, ast.Call))
+
+
 # A helper read for its checks is short: a longer function does more than check its argument.
 MAX_CHECKER_LINES = 30
 
 
-def raises_on_content(func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-    """Whether a function raises (or aborts) when a check of its parameters' content fails:
-    `def ensure_inside(base, path): if not realpath(path).startswith(base): raise PermissionError`.
-    A check moved into such a helper, called before the sink, still stands in front of it."""
+def checked_parameters(func: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str]:
+    """The parameters whose content decides whether a function raises: `def ensure_inside(base, path):
+    if not realpath(path).startswith(base): raise PermissionError` checks `path` and `base`. A check
+    moved into such a helper, called before the sink on the value, still stands in front of it."""
     if (func.end_lineno or func.lineno) - func.lineno > MAX_CHECKER_LINES:
-        return False
+        return frozenset()
     params = {a.arg for a in [*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs]} - _RECEIVERS
-    if not params:
-        return False
+    # each name the body computes from parameters by pure steps, with the parameters it comes from
+    derived: dict[str, frozenset[str]] = {p: frozenset({p}) for p in params}
+    for node in ast.walk(func):
+        if isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign | ast.For):
+            source = node.iter if isinstance(node, ast.For) else node.value
+            if source is None or not _pure(source):
+                continue
+            origins = frozenset().union(*(derived[n] for n in _read(source) if n in derived))
+            if origins:
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for name in (n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)):
+                    derived[name] = derived.get(name, frozenset()) | origins
+    out: set[str] = set()
     for node in ast.walk(func):
         if isinstance(node, ast.If) and any(isinstance(s, ast.Raise) for s in [*node.body, *node.orelse]):
-            if content_checked(node.test, lambda n: n in params):
-                return True
-    return False
+            for name in content_checked(node.test, lambda n: n in derived):
+                out |= derived[name]
+    return frozenset(out)
+
+
+def argument_names(
+    call: ast.Call, func: ast.FunctionDef | ast.AsyncFunctionDef, wanted: frozenset[str]
+) -> list[ast.expr]:
+    """The arguments of a call that fill the `wanted` parameters of the function it calls."""
+    positional = [a.arg for a in [*func.args.posonlyargs, *func.args.args]]
+    if positional and positional[0] in _RECEIVERS and isinstance(call.func, ast.Attribute):
+        positional = positional[1:]
+    out = [arg for name, arg in zip(positional, call.args, strict=False) if name in wanted]
+    out += [k.value for k in call.keywords if k.arg in wanted]
+    return out

@@ -43,6 +43,8 @@ def callee_family(qualified: str) -> str:
     """The name two versions of a call share: the safe variant and the unsafe one are one call."""
     if qualified in _YAML:
         return "yaml.load_all" if qualified.endswith("_all") else "yaml.load"
+    if qualified.startswith(("xml.etree.cElementTree.", "defusedxml.cElementTree.")):  # one module, two builds
+        qualified = qualified.replace(".cElementTree.", ".ElementTree.", 1)
     if qualified.startswith("defusedxml."):
         rest = qualified.removeprefix("defusedxml.")
         return {"lxml": "lxml.etree"}.get(rest.split(".")[0], "xml.etree." + rest.split(".")[0]) + (

@@ -16,12 +16,12 @@ import ast
 import bisect
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from reviewers.analyzers.flow import guards
 from reviewers.analyzers.flow.project import FunctionNode, ModuleInfo, Project
 from reviewers.analyzers.flow.rules import ABORTS, ALL_CLASSES, GUARD_WORDS, REDIRECT_GUARDS, SANITISERS
-from reviewers.analyzers.guard_removal.checks import content_checked, raises_on_content
+from reviewers.analyzers.guard_removal.checks import argument_names, checked_parameters, content_checked
 from reviewers.analyzers.guard_removal.families import CLASS_CWE
 from reviewers.analyzers.guard_removal.model import Guard, Sink
 from reviewers.analyzers.guard_removal.model import dotted as _dotted
@@ -82,6 +82,13 @@ def _exits(stmts: list[ast.stmt], qualified_of: Callable[[ast.expr], str]) -> bo
     return False
 
 
+def _leaving(found: list[Guard], branch: list[ast.stmt]) -> list[Guard]:
+    """The guards of an `if` whose exiting branch leaves the function rather than a loop's turn."""
+    if any(isinstance(n, ast.Continue | ast.Break) for s in branch for n in ast.walk(s)):
+        return found
+    return [replace(g, leaves=True) for g in found]
+
+
 def _decorator_name(decorator: ast.expr) -> str:
     target = decorator.func if isinstance(decorator, ast.Call) else decorator
     if isinstance(target, ast.Attribute):
@@ -137,6 +144,7 @@ class ModuleScan:
         self._sanitized: dict[int, Guard | None] = {}
         self._wrappers: dict[int, tuple[str, frozenset[str], str] | None] = {}
         self._local_defs: dict[str, FunctionNode] = {}  # nested functions met so far, by name
+        self._checked: dict[int, frozenset[str]] = {}  # repository helpers → the parameters they raise on
         self._shapes: dict[int, tuple[str, tuple[int, int]]] = {}
         self.module_guards = self._module_guards()
         self.views = [f for f in info.functions.values() if self._is_view(f)]
@@ -371,9 +379,11 @@ class ModuleScan:
             self._block(stmt.orelse, (*active, *negative), state, sinks, reach=reach)
             self._branches -= 1
             if body_exits and not else_exits:
-                return (*active, *negative, *self._content_check(test, negative, stmt))
+                after = [*negative, *self._content_check(test, negative, stmt)]
+                return (*active, *_leaving(after, stmt.body))
             if else_exits and not body_exits:
-                return (*active, *positive, *self._content_check(test, positive, stmt))
+                after = [*positive, *self._content_check(test, positive, stmt)]
+                return (*active, *_leaving(after, stmt.orelse))
             return active
         if isinstance(stmt, ast.Assert):
             return (*active, *self._condition(stmt.test, True, stmt))
@@ -385,9 +395,12 @@ class ModuleScan:
             inner = active
             if isinstance(stmt, ast.While):  # a loop's bound is no limit on input
                 inner = (*active, *(g for g in self._condition(stmt.test, True, stmt) if g.family != "size-limit"))
-            self._block(stmt.body, inner, state, sinks, reach=reach)
+            done = self._block(stmt.body, inner, state, sinks, reach=reach)
             self._block(stmt.orelse, active, state, sinks, reach=reach)
-            return active
+            # a check in the loop that leaves the function when one element fails stands in front of
+            # what runs after the loop: `for m in members: validate(m)` then `extractall(...)`
+            before = {id(g) for g in inner}
+            return (*active, *(g for g in done if g.leaves and id(g) not in before))
         if isinstance(stmt, ast.With | ast.AsyncWith):
             for context in stmt.items:
                 self._calls(context.context_expr, active, state, sinks)
@@ -588,12 +601,22 @@ class ModuleScan:
         if judgement is not None:
             if not judgement.works:
                 self.broken.setdefault(self._current, {})[_dotted(call.func)] = judgement.why
-            return [Guard("validator", judgement.classes, names, stmt.lineno, text)] if judgement.works else []
+            works = judgement.works
+            return [Guard("validator", judgement.classes, names, stmt.lineno, text, leaves=True)] if works else []
         short = _dotted(call.func).rsplit(".", 1)[-1].lower()
         target = repository_function(self.project, self.info, call.func) if names else None
-        if target is not None and (any(w in short for w in _CHECK_WORDS) or raises_on_content(target)):
-            return [Guard("validator", ALL_CLASSES | {"dos"}, names, stmt.lineno, text)]
+        if target is not None and any(w in short for w in _CHECK_WORDS):
+            return [Guard("validator", ALL_CLASSES | {"dos"}, names, stmt.lineno, text, leaves=True)]
+        if target is not None and (checked := self._checked_arguments(call, target)):
+            return [Guard("validator", ALL_CLASSES | {"dos"}, checked, stmt.lineno, text, leaves=True)]
         return []
+
+    def _checked_arguments(self, call: ast.Call, target: FunctionNode) -> frozenset[str]:
+        """The names of the arguments a repository helper raises on unless their content passes."""
+        if id(target) not in self._checked:
+            self._checked[id(target)] = checked_parameters(target)
+        wanted = self._checked[id(target)]
+        return frozenset(n for a in argument_names(call, target, wanted) for n in self.names(a)) if wanted else _NOTHING
 
     def _sanitizers(self, expr: ast.expr) -> list[Guard]:
         """The sanitizers (and repository validators that return the cleaned value) in an expression."""
@@ -618,8 +641,8 @@ class ModuleScan:
         if (judgement := judge_call(self.project, self.info, node.func)) is not None and judgement.works:
             return Guard("validator", judgement.classes, names, node.lineno, text)
         target = repository_function(self.project, self.info, node.func) if names else None
-        if judgement is None and target is not None and raises_on_content(target):
-            return Guard("validator", ALL_CLASSES, names, node.lineno, text)  # a check moved into a helper
+        if judgement is None and target is not None and (checked := self._checked_arguments(node, target)):
+            return Guard("validator", ALL_CLASSES, checked, node.lineno, text)  # a check moved into a helper
         if (inner := self._wrapped_sanitizer(node.func)) is not None:
             return Guard(inner[0], inner[1], names, node.lineno, text, key=inner[2])
         return None
