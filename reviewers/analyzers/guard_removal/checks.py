@@ -125,11 +125,12 @@ def _pure(expr: ast.expr) -> bool:
 MAX_CHECKER_LINES = 30
 
 
-def checked_parameters(func: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str]:
+def checked_parameters(func: ast.FunctionDef | ast.AsyncFunctionDef, *, any_exit: bool = False) -> frozenset[str]:
     """The parameters whose content decides whether a function raises: `def ensure_inside(base, path):
     if not realpath(path).startswith(base): raise PermissionError` checks `path` and `base`. A check
-    moved into such a helper, called before the sink on the value, still stands in front of it."""
-    if (func.end_lineno or func.lineno) - func.lineno > MAX_CHECKER_LINES:
+    moved into such a helper, called before the sink on the value, still stands in front of it.
+    `any_exit`: a `return` counts too, at any length (a sink helper that refuses what it is given)."""
+    if not any_exit and (func.end_lineno or func.lineno) - func.lineno > MAX_CHECKER_LINES:
         return frozenset()
     params = {a.arg for a in [*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs]} - _RECEIVERS
     # each name the body computes from parameters by pure steps, with the parameters it comes from
@@ -146,7 +147,8 @@ def checked_parameters(func: ast.FunctionDef | ast.AsyncFunctionDef) -> frozense
                     derived[name] = derived.get(name, frozenset()) | origins
     out: set[str] = set()
     for node in ast.walk(func):
-        if isinstance(node, ast.If) and any(isinstance(s, ast.Raise) for s in [*node.body, *node.orelse]):
+        exits = (ast.Raise, ast.Return) if any_exit else (ast.Raise,)
+        if isinstance(node, ast.If) and any(isinstance(s, exits) for s in [*node.body, *node.orelse]):
             for name in content_checked(node.test, lambda n: n in derived):
                 out |= derived[name]
     return frozenset(out)

@@ -23,6 +23,7 @@ from reviewers.analyzers.flow.project import FunctionNode, ModuleInfo, Project
 from reviewers.analyzers.flow.rules import ABORTS, ALL_CLASSES, GUARD_WORDS, REDIRECT_GUARDS, SANITISERS
 from reviewers.analyzers.guard_removal.checks import argument_names, checked_parameters, content_checked
 from reviewers.analyzers.guard_removal.families import CLASS_CWE
+from reviewers.analyzers.guard_removal.helpers import helper_sink_classes
 from reviewers.analyzers.guard_removal.model import Guard, Sink
 from reviewers.analyzers.guard_removal.model import dotted as _dotted
 from reviewers.analyzers.guard_removal.options import CONSUMER_WORDS, SIZE_KEYWORDS, call_options, callee_family
@@ -701,6 +702,8 @@ class ModuleScan:
         family = callee_family(name)
         keywords = {k.arg: k.value for k in call.keywords if k.arg}
         classes, own = call_options(call, name, keywords, _text(self.lines, call), self.is_const, self._branches > 0)
+        if not classes and (call.args or call.keywords):
+            classes |= helper_sink_classes(self.project, self.info, call, self._current, self.is_const)
         consumer = any(w in short.lower() for w in CONSUMER_WORDS)
         relevant = [a for a in call.args] + [v for k, v in keywords.items() if k not in SIZE_KEYWORDS]
         names = self._origins(relevant, state)
