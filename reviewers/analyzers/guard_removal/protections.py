@@ -39,8 +39,15 @@ _PERMISSION_ATTRIBUTES = frozenset({"has_perm", "has_perms", "has_permission", "
                                     "is_admin", "check_permission", "has_role", "can"})  # fmt: skip
 _ROUTE_DECORATORS = frozenset({"route", "get", "post", "put", "patch", "delete", "api_route", "api_view",
                                "view_config"})  # fmt: skip
+# A method named for an HTTP verb in a class of one of these kinds handles requests (Flask-RESTful's
+# `Resource`, Flask's `MethodView`, Django's `View`, tornado's `RequestHandler`, DRF's `APIView`)
+_VIEW_BASES = ("Resource", "View", "Handler", "ViewSet", "Endpoint")
+_HTTP_VERBS = frozenset({"get", "post", "put", "patch", "delete", "head", "options"})
 # the class attribute that names a view's permission classes (Django REST framework)
 _PERMISSION_SETTINGS = frozenset({"permission_classes"})
+# the class attributes that wrap every method of a view (Flask's `View.decorators`, Flask-RESTful's
+# `Resource.method_decorators`)
+_DECORATOR_SETTINGS = frozenset({"decorators", "method_decorators"})
 _CHECK_WORDS = (*GUARD_WORDS, "check", "validate", "ensure", "verify", "require", "assert")
 # A helper that applies a sanitizer for its caller is short; a longer function does more than clean
 # its argument, and is not read for one.
@@ -148,6 +155,13 @@ class ModuleScan:
         self._checked: dict[int, frozenset[str]] = {}  # repository helpers → the parameters they raise on
         self._shapes: dict[int, tuple[str, tuple[int, int]]] = {}
         self.module_guards = self._module_guards()
+        self._verb_methods = {
+            id(item)
+            for cls in info.classes.values()
+            if any(_dotted(b).rsplit(".", 1)[-1].endswith(_VIEW_BASES) for b in cls.bases)
+            for item in cls.body
+            if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef) and item.name in _HTTP_VERBS
+        }
         self.views = [f for f in info.functions.values() if self._is_view(f)]
         self.scopes: dict[str, list[Sink]] = {}
         self._current = MODULE_SCOPE
@@ -225,6 +239,8 @@ class ModuleScan:
         return at < len(self.touched) and self.touched[at] <= last
 
     def _is_view(self, func: FunctionNode) -> bool:
+        if id(func) in self._verb_methods:  # `class History(Resource): def get(self, uuid)`
+            return True
         if any(_decorator_name(d) in _ROUTE_DECORATORS | {"csrf_exempt"} for d in func.decorator_list):
             return True
         params = [a.arg for a in func.args.args]
@@ -247,6 +263,12 @@ class ModuleScan:
                     if (family := _auth_family(_dotted(element).rsplit(".", 1)[-1])) is not None:
                         text = _text(self.lines, item)
                         out.append(Guard(family, AUTH_CLASSES, frozenset(), item.lineno, text, key=_dotted(element)))
+            if isinstance(item, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id in _DECORATOR_SETTINGS for t in item.targets
+            ):  # `method_decorators = [auth.check_token]`: every method of the view is wrapped
+                holder = ast.FunctionDef(name="", decorator_list=list(getattr(item.value, "elts", [item.value])))
+                for guard in self._decorator_guards(holder):
+                    out.append(replace(guard, line=item.lineno, text=_text(self.lines, item)))
         return tuple(out)
 
     def _decorator_guards(self, func: FunctionNode | ast.ClassDef) -> list[Guard]:
