@@ -55,6 +55,7 @@ FAMILIES: dict[str, Family] = {
         Family("weights-only", "`weights_only=True`", "CWE-502", strict=True),
         Family("xml-entities", "the XML parser's protection against external entities", "CWE-611", strict=True),
         Family("no-shell", "running the command without a shell", "CWE-78", strict=True),
+        Family("end-of-options", "the `--` that ends the command's options before its values", "CWE-88", strict=True),
         Family("tls-verify", "TLS certificate verification", "CWE-295", strict=True),
         Family("tar-filter", "tarfile's extraction filter", "CWE-22", strict=True),
         Family("constant-time", "a constant-time comparison (`hmac.compare_digest`)", "CWE-208", strict=True),

@@ -26,7 +26,13 @@ from reviewers.analyzers.guard_removal.families import CLASS_CWE
 from reviewers.analyzers.guard_removal.helpers import helper_sink_classes
 from reviewers.analyzers.guard_removal.model import Guard, Sink
 from reviewers.analyzers.guard_removal.model import dotted as _dotted
-from reviewers.analyzers.guard_removal.options import CONSUMER_WORDS, SIZE_KEYWORDS, call_options, callee_family
+from reviewers.analyzers.guard_removal.options import (
+    CONSUMER_WORDS,
+    SIZE_KEYWORDS,
+    call_options,
+    callee_family,
+    ends_options,
+)
 from reviewers.analyzers.guard_removal.options import const as _const
 from reviewers.analyzers.guard_removal.validators import AUTH_CLASSES, judge_call, repository_function
 from reviewers.analyzers.python_auth import names_secret
@@ -118,6 +124,7 @@ class _State:
     origins: dict[str, frozenset[str]] = field(default_factory=dict)
     carried: dict[str, tuple[Guard, ...]] = field(default_factory=dict)  # sanitizers a name's value went through
     parsed: dict[str, ast.expr] = field(default_factory=dict)  # names bound to `urlparse(x)`
+    ended: dict[str, int] = field(default_factory=dict)  # names bound to a command whose options `--` ends
 
 
 class ModuleScan:
@@ -217,6 +224,11 @@ class ModuleScan:
             first = min([func.lineno, *(d.lineno for d in func.decorator_list)])
             sinks.append(Sink(frozenset({"auth", "csrf"}), "<view>", None, frozenset(), func.lineno,
                               (*auth, *csrf), end_line=func.lineno, start_line=first))  # fmt: skip
+        elif func is not None:  # a function that checked its caller's rights is an entry point, view or not
+            auth = [g for g in reach if g.classes & {"auth"}]
+            first = min([func.lineno, *(d.lineno for d in func.decorator_list)])
+            sinks.append(Sink(frozenset({"auth"}), "<view>", None, frozenset(), func.lineno, tuple(auth),
+                              end_line=func.lineno, start_line=first))  # fmt: skip
         headers = [g for g in reach if g.family == "header-strip"]
         if headers or func is not None:
             sinks.append(Sink(frozenset({"credentials"}), "<function>", None, frozenset(), getattr(func, "lineno", 1),
@@ -463,6 +475,12 @@ class ModuleScan:
         return out
 
     def _assign(self, targets: list[ast.expr], value: ast.expr, state: _State, stmt: ast.AST) -> None:
+        for target in targets:
+            if isinstance(target, ast.Name):
+                if ends_options(value, self.is_const):
+                    state.ended[target.id] = getattr(stmt, "lineno", 0)
+                else:
+                    state.ended.pop(target.id, None)
         if isinstance(value, ast.Call) and self.qualified(value.func).rsplit(".", 1)[-1] in ("urlparse", "urlsplit"):
             for target in targets:
                 if isinstance(target, ast.Name):
@@ -726,6 +744,14 @@ class ModuleScan:
         classes, own = call_options(call, name, keywords, _text(self.lines, call), self.is_const, self._branches > 0)
         if not classes and (call.args or call.keywords):
             classes |= helper_sink_classes(self.project, self.info, call, self._current, self.is_const)
+        if "command" in classes and call.args:
+            command = call.args[0]
+            where = call.lineno if ends_options(command, self.is_const) else 0
+            if isinstance(command, ast.Name):
+                where = state.ended.get(command.id, 0)  # the line that wrote the `--`
+            if where:
+                text = self.lines[where - 1].strip() if where <= len(self.lines) else ""
+                own.append(Guard("end-of-options", frozenset({"command"}), frozenset(), where, text))
         consumer = any(w in short.lower() for w in CONSUMER_WORDS)
         relevant = [a for a in call.args] + [v for k, v in keywords.items() if k not in SIZE_KEYWORDS]
         names = self._origins(relevant, state)
