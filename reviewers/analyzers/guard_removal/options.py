@@ -26,6 +26,10 @@ _YAML = frozenset({"yaml.load", "yaml.safe_load", "yaml.full_load", "yaml.unsafe
 SAFE_LOADERS = frozenset({"SafeLoader", "CSafeLoader", "BaseLoader", "CBaseLoader"})
 _HTTP_LIBRARIES = ("requests.", "httpx.", "aiohttp.", "urllib3.", "urllib.request.")
 _HTTP_METHODS = frozenset({"get", "post", "put", "patch", "delete", "head", "options", "request", "send", "stream"})
+# Parsers that build plain data, and deserialisers whose payload can run code: a change that swaps
+# the first for the second on the same input takes away a safe loader.
+_DATA_ONLY = frozenset({"json", "simplejson", "ujson", "orjson", "rapidjson"})
+_CODE_LOADERS = frozenset({"pickle", "_pickle", "cPickle", "dill", "marshal", "cloudpickle"})
 # Standard-library TLS clients (and upgrades) that skip certificate checks without an SSL context.
 _TLS_CLIENTS = frozenset({"SMTP_SSL", "IMAP4_SSL", "POP3_SSL", "FTP_TLS", "HTTPSConnection", "starttls", "stls"})
 _TEMPLATES = frozenset({"jinja2.Environment", "jinja2.Template", "jinja2.sandbox.SandboxedEnvironment"})
@@ -52,6 +56,9 @@ def callee_family(qualified: str) -> str:
         return {"lxml": "lxml.etree"}.get(rest.split(".")[0], "xml.etree." + rest.split(".")[0]) + (
             "." + rest.split(".", 1)[1] if "." in rest else ""
         )
+    module, _, function = qualified.rpartition(".")
+    if function in ("loads", "load") and module in _DATA_ONLY | _CODE_LOADERS:
+        return f"<deserialise>.{function}"  # `json.loads` and `pickle.loads` read one payload, one runs code
     if qualified in ("hmac.compare_digest", "secrets.compare_digest"):
         return "=="
     if qualified == "ast.literal_eval":
@@ -120,6 +127,11 @@ def call_options(
         classes.add("tls")  # these verify the server's certificate only when given a context that does
         if keywords.get("context") is not None and const(keywords["context"]) is not None:
             own.append(Guard("tls-verify", frozenset({"tls"}), frozenset(), call.lineno, text, key="context"))
+    if family.startswith("<deserialise>."):
+        if name.rpartition(".")[0] in _CODE_LOADERS:
+            classes.add("deserialization")
+        else:  # no sink itself: what a change may take away in front of the code loader it becomes
+            own.append(Guard("safe-loader", frozenset({"deserialization"}), frozenset(), call.lineno, text, key="data"))
     if name in ("numpy.load", "np.load"):
         classes.add("deserialization")
         if const(keywords.get("allow_pickle")) is not True:

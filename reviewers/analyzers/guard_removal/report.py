@@ -228,8 +228,8 @@ def removed_guard_issues(file: ChangedFile, base_text: str, base_path: str, proj
             continue
         for sink in base_sinks:
             for guard in sink.guards:
-                if guard.family == "size-limit" and guard.names:
-                    classes = guard.classes  # a bound on a value protects whatever consumes it
+                if (guard.family == "size-limit" and guard.names) or FAMILIES[guard.family].strict:
+                    classes = guard.classes  # a bound on a value protects whatever consumes it; an option, its call
                 else:
                     classes = guard.classes & sink.classes
                 said_key = (guard.family, guard.line, guard.key)
