@@ -124,6 +124,7 @@ class _State:
     origins: dict[str, frozenset[str]] = field(default_factory=dict)
     carried: dict[str, tuple[Guard, ...]] = field(default_factory=dict)  # sanitizers a name's value went through
     parsed: dict[str, ast.expr] = field(default_factory=dict)  # names bound to `urlparse(x)`
+    options: dict[str, tuple[int, dict[str, ast.expr]]] = field(default_factory=dict)  # `x = {"key": value}`
     ended: dict[str, int] = field(default_factory=dict)  # names bound to a command whose options `--` ends
 
 
@@ -477,6 +478,12 @@ class ModuleScan:
     def _assign(self, targets: list[ast.expr], value: ast.expr, state: _State, stmt: ast.AST) -> None:
         for target in targets:
             if isinstance(target, ast.Name):
+                state.options.pop(target.id, None)
+                if isinstance(value, ast.Dict):
+                    state.options[target.id] = (getattr(stmt, "lineno", 0), {
+                        k.value: v for k, v in zip(value.keys, value.values, strict=True)
+                        if isinstance(k, ast.Constant) and isinstance(k.value, str)
+                    })  # fmt: skip
                 if ends_options(value, self.is_const):
                     state.ended[target.id] = getattr(stmt, "lineno", 0)
                 else:
@@ -741,7 +748,19 @@ class ModuleScan:
         short = name.rsplit(".", 1)[-1]
         family = callee_family(name)
         keywords = {k.arg: k.value for k in call.keywords if k.arg}
-        classes, own = call_options(call, name, keywords, _text(self.lines, call), self.is_const, self._branches > 0)
+        explicit = dict(keywords)
+        spread_at = 0
+        for spread in (k.value for k in call.keywords if k.arg is None and isinstance(k.value, ast.Name)):
+            line, options = state.options.get(spread.id, (0, {}))
+            for key, value in options.items():  # `Environment(**options)`
+                keywords.setdefault(key, value)
+                spread_at = line
+        text, in_branch = _text(self.lines, call), self._branches > 0
+        classes, own = call_options(call, name, keywords, text, self.is_const, in_branch)
+        if spread_at:  # an option set in a dict the call spreads is said where the dict was written
+            plain = {(g.family, g.key) for g in call_options(call, name, explicit, text, self.is_const, in_branch)[1]}
+            dict_text = self.lines[spread_at - 1].strip() if spread_at <= len(self.lines) else text
+            own = [g if (g.family, g.key) in plain else replace(g, line=spread_at, text=dict_text) for g in own]
         if not classes and (call.args or call.keywords):
             classes |= helper_sink_classes(self.project, self.info, call, self._current, self.is_const)
         if "command" in classes and call.args:
