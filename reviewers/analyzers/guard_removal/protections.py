@@ -33,7 +33,7 @@ from reviewers.analyzers.guard_removal.options import (
 from reviewers.analyzers.guard_removal.options import const as _const
 from reviewers.analyzers.guard_removal.sanitizers import SanitizerGuards
 from reviewers.analyzers.guard_removal.scan_base import _text
-from reviewers.analyzers.guard_removal.views import CREDENTIAL_HEADERS, ViewGuards, decorator_name
+from reviewers.analyzers.guard_removal.views import CREDENTIAL_HEADERS, ViewGuards, decorator_name, denies
 from reviewers.analyzers.python_auth import names_secret
 
 MODULE_SCOPE = "<module>"
@@ -220,8 +220,9 @@ class ModuleScan(ViewGuards, ConditionGuards, SanitizerGuards):
             if replaced:  # `if bad(x): x = "/"`: after the `if`, x is the safe constant or passed the check
                 self._block(stmt.body, active, state, sinks, reach=reach)
                 return (*active, *(g for g in negative if g.names and g.names <= replaced))
-            if top and reach is not None and (body_exits or else_exits):
-                reach += self._auth_checks(stmt.test, stmt)
+            denial = (body_exits and denies(stmt.body)) or (else_exits and denies(stmt.orelse))
+            if top and reach is not None and denial and not (body_exits and else_exits):
+                reach += self._auth_checks(stmt.test, stmt)  # `if is_staff: return all()` is a choice, no check
             self._branches += 1
             self._block(stmt.body, (*active, *positive), state, sinks, reach=reach)
             self._block(stmt.orelse, (*active, *negative), state, sinks, reach=reach)

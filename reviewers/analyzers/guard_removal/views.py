@@ -34,6 +34,33 @@ _DECORATOR_SETTINGS = frozenset({"decorators", "method_decorators"})
 CHECK_WORDS = (*GUARD_WORDS, "check", "validate", "ensure", "verify", "require", "assert")
 
 
+# What a refusal returns: an error response, a redirect to the login page, a 401 or 403.
+_REFUSALS = ("redirect", "forbidden", "denied", "unauthori", "login", "no_permission", "error", "abort", "reject")
+
+
+def denies(branch: list[ast.stmt]) -> bool:
+    """Whether a branch that leaves the function refuses (raises, aborts, returns nothing or an error)
+    rather than answers: `if not user.is_staff: raise PermissionDenied` guards what follows, `if
+    user.is_staff: return Entry.objects.all()` only chooses what to show."""
+    last = branch[-1] if branch else None
+    if isinstance(last, ast.Raise):
+        return True
+    if isinstance(last, ast.Expr) and isinstance(last.value, ast.Call):
+        return True  # `abort(403)`: `_exits` accepted it as leaving
+    if not isinstance(last, ast.Return):
+        return False
+    if last.value is None or (isinstance(last.value, ast.Constant) and last.value.value in (None, False)):
+        return True
+    for node in ast.walk(last.value):
+        if isinstance(node, ast.Constant) and node.value in (401, 403) and not isinstance(node.value, bool):
+            return True
+        if isinstance(node, ast.Call) and any(w in _dotted(node.func).lower() for w in _REFUSALS):
+            return True
+        if isinstance(node, ast.Name | ast.Attribute) and any(w in _dotted(node).lower() for w in _REFUSALS):
+            return True
+    return False
+
+
 def decorator_name(decorator: ast.expr) -> str:
     target = decorator.func if isinstance(decorator, ast.Call) else decorator
     if isinstance(target, ast.Attribute):
