@@ -8,7 +8,9 @@ that value. When a change deletes such a check and keeps the call, that deletion
 (issue 39), even where no rule knows what the check proves.
 
 Only a check of the value's content counts: a comparison with something other than None, an empty
-literal or a boolean, or a call on the value (a method of it, or a function given it). A check of
+literal or a boolean, a test the value runs on itself (`x.startswith(...)`, `pattern.match(x)`), or
+a function named as a predicate given it (`is_safe(x)`, `valid_file_type(x)`); another call given
+the value does something with it, and its result says how that went (`self.update_git(url)`). A check of
 presence or type (`x is None`, `not x`, `isinstance`, `hasattr`, `os.path.exists`) decides nothing
 about what the value can reach, and a bound on its size (`len(x) > N`) is a size limit
 (`protections._limits`).
@@ -65,10 +67,8 @@ def _read(expr: ast.AST) -> set[str]:
             continue
         if isinstance(node, ast.Call):
             func = node.func
-            # a method's receiver is read (`name.startswith(...)`); a module path is not
-            if isinstance(func, ast.Attribute) and not isinstance(func.value, ast.Name | ast.Attribute):
-                stack.append(func.value)
-            elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+            # a method's receiver is read (`name.startswith(...)`); a module path (`os.path`) is not
+            if isinstance(func, ast.Attribute) and not isinstance(func.value, ast.Attribute):
                 stack.append(func.value)
             stack.extend(node.args)
             stack.extend(k.value for k in node.keywords)

@@ -7,20 +7,29 @@ guard of the same kind — or, for a check, any guard of the sink's class — do
 finding: the change itself is the evidence, whether the sink line changed or not and whether the
 data's origin is known or not. Its body quotes the base line that was removed or weakened.
 
-Counted as removed: a check deleted, a sanitizer dropped, a hardening option switched off
-(`shell=True`, `verify=False`, `allow_pickle=True`, `resolve_entities` left to lxml's default,
-`autoescape` off, `yaml.safe_load` → `yaml.load`, `hmac.compare_digest` → `==`), an authentication
-or permission decorator, check, mixin or DRF permission class dropped from a view (a function view
-or a class-based one), `csrf_exempt` added or `CSRFProtect` removed, a sandbox's attribute check,
-a credential header no longer stripped, a size limit dropped, a pattern loosened (an anchor or
+Counted as removed: a check deleted (of a known family, or any early exit decided by a value's
+content: `checks`), a sanitizer dropped, a hardening option switched off (`shell=True`,
+`verify=False`, `allow_pickle=True`, `resolve_entities` left to lxml's default, `autoescape` off,
+also through a spread dict, `yaml.safe_load` → `yaml.load`, `hmac.compare_digest` → `==`,
+`json.loads` → `pickle`/`marshal`/`dill.loads`, an SSL context no longer given to a standard-library
+TLS client, the `--` that ended a command's options), an authentication or permission decorator,
+check, mixin or DRF permission class dropped from a view (a function view or a class-based one) or
+from any function that refused its caller, `csrf_exempt` added or `CSRFProtect` removed, a
+sandbox's attribute check, a credential header no longer stripped, a size limit dropped, a validator
+run on every member in a loop before an extraction dropped, a pattern loosened (an anchor or
 `fullmatch` gone, a character class widened to `.*`); a check weakened (`and` → `or`) or moved after
 the call; a validator replaced by a repository function whose body does not do the job.
 
+A call to a repository function whose summary sends a parameter to a sink is a sink of that class
+(`helpers`); one that refuses that parameter on a check of its own holds the guard itself.
+
 Not counted: a guard that moved and still dominates the call at head (into a helper called first,
-a decorator, a `before_request` hook, a sanitizer applied earlier or inside a helper), a guard
-replaced by another that protects the same class (`secure_filename` → a containment check), a call
-the change removed or now feeds with constants only, a call whose twin already ran without the
-guard at the base, and `verify=False` inside an `if` (the caller's opt-out).
+one that raises on the content of what it is given, a decorator, a `before_request` hook, a
+sanitizer applied earlier or inside a helper), a guard replaced by another that protects the same
+class (`secure_filename` → a containment check), a call the change removed or now feeds with
+constants only, a call whose twin already ran without the guard at the base, `verify=False` inside
+an `if` (the caller's opt-out), and an `if` on the user whose exiting branch answers rather than
+refuses (`if is_staff: return everything`).
 
 What this does not catch: a guard moved into another file's middleware configuration (Django's
 `MIDDLEWARE`), a function renamed together with its guard's removal (scopes are matched by name),
