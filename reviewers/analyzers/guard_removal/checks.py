@@ -65,6 +65,8 @@ def _read(expr: ast.AST) -> set[str]:
         if isinstance(node, ast.Name):
             out.add(node.id)
             continue
+        if isinstance(node, ast.Attribute):
+            continue  # `request.POST`, `channel.project_id`: a part of an object, not the value it passes on
         if isinstance(node, ast.Call):
             func = node.func
             # a method's receiver is read (`name.startswith(...)`); a module path (`os.path`) is not
@@ -77,12 +79,16 @@ def _read(expr: ast.AST) -> set[str]:
     return out
 
 
-def content_checked(test: ast.expr, is_local: Callable[[str], bool]) -> frozenset[str]:
-    """The local names whose content the condition inspects (see the module's docstring)."""
+def content_checked(test: ast.expr, is_local: Callable[[str], bool], holds: bool | None = None) -> frozenset[str]:
+    """The local names whose content the condition inspects (see the module's docstring); with
+    `holds`, only those it constrains where it is true (or false): past `if a(x) and b(y): return`
+    the code knows neither, past `if a(x) or b(y): return` it knows both."""
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        return content_checked(test.operand, is_local)
+        return content_checked(test.operand, is_local, None if holds is None else not holds)
     if isinstance(test, ast.BoolOp):
-        return frozenset().union(*(content_checked(v, is_local) for v in test.values))
+        if holds is not None and isinstance(test.op, ast.And) != holds and len(test.values) > 1:
+            return frozenset()
+        return frozenset().union(*(content_checked(v, is_local, holds) for v in test.values))
     found: set[str] = set()
     if isinstance(test, ast.Compare):
         sides = [test.left, *test.comparators]
@@ -146,11 +152,14 @@ def checked_parameters(func: ast.FunctionDef | ast.AsyncFunctionDef, *, any_exit
                 for name in (n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)):
                     derived[name] = derived.get(name, frozenset()) | origins
     out: set[str] = set()
+    exits = (ast.Raise, ast.Return) if any_exit else (ast.Raise,)
     for node in ast.walk(func):
-        exits = (ast.Raise, ast.Return) if any_exit else (ast.Raise,)
-        if isinstance(node, ast.If) and any(isinstance(s, exits) for s in [*node.body, *node.orelse]):
-            for name in content_checked(node.test, lambda n: n in derived):
-                out |= derived[name]
+        if not isinstance(node, ast.If):
+            continue
+        for branch, holds in ((node.body, False), (node.orelse, True)):  # past a raising body, the test failed
+            if any(isinstance(s, exits) for s in branch):
+                for name in content_checked(node.test, lambda n: n in derived, holds):
+                    out |= derived[name]
     return frozenset(out)
 
 

@@ -68,24 +68,15 @@ class ConditionGuards(ScanBase):
             return "allow-list", (0, 0)
         return "validation", (0, 0)
 
-    def _content_check(self, test: ast.expr, proven: list[Guard], stmt: ast.stmt) -> list[Guard]:
-        """An early exit decided by a value's content that no rule reads (`checks`): a check of
-        every class for the names it inspects and nothing proven here already covers."""
+    def _content_check(self, test: ast.expr, holds: bool, proven: list[Guard], stmt: ast.stmt) -> list[Guard]:
+        """An early exit decided by a value's content that no rule reads (`checks`): past it the test
+        `holds` (or not); a check of every class for the names that constrains and nothing proven
+        here already covers."""
         covered = {n for g in proven for n in g.names}
-        names = content_checked(test, self._is_local) - covered
+        names = content_checked(test, self._is_local, holds) - covered
         if not names:
             return []
         return [Guard("content-check", ALL_CLASSES, names, stmt.lineno, _text(self.lines, stmt))]
-
-    def _is_local(self, name: str) -> bool:
-        """A name a function binds (not a module, a constant or a module-level definition)."""
-        return not (
-            name in self.info.aliases
-            or name.isupper()
-            or name in self.constants
-            or name in self.info.functions
-            or name in self.info.classes
-        )
 
     def _pattern_strength(self, call: ast.Call, short: str) -> tuple[int, int]:
         receiver = call.func.value if isinstance(call.func, ast.Attribute) else None

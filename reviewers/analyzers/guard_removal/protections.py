@@ -220,18 +220,18 @@ class ModuleScan(ViewGuards, ConditionGuards, SanitizerGuards):
             if replaced:  # `if bad(x): x = "/"`: after the `if`, x is the safe constant or passed the check
                 self._block(stmt.body, active, state, sinks, reach=reach)
                 return (*active, *(g for g in negative if g.names and g.names <= replaced))
-            denial = (body_exits and denies(stmt.body)) or (else_exits and denies(stmt.orelse))
-            if top and reach is not None and denial and not (body_exits and else_exits):
-                reach += self._auth_checks(stmt.test, stmt)  # `if is_staff: return all()` is a choice, no check
+            refusal = stmt.body if body_exits else stmt.orelse  # the branch that leaves, when one does
+            if top and reach is not None and body_exits != else_exits and denies(refusal):
+                reach += self._auth_checks(stmt.test, stmt, refusal)  # `if is_staff: return all()` is no check
             self._branches += 1
             self._block(stmt.body, (*active, *positive), state, sinks, reach=reach)
             self._block(stmt.orelse, (*active, *negative), state, sinks, reach=reach)
             self._branches -= 1
             if body_exits and not else_exits:
-                found = [*negative, *self._content_check(test, negative, stmt)]
+                found = [*negative, *self._content_check(test, False, negative, stmt)]
                 return (*active, *_leaving(found, stmt.body))
             if else_exits and not body_exits:
-                found = [*positive, *self._content_check(test, positive, stmt)]
+                found = [*positive, *self._content_check(test, True, positive, stmt)]
                 return (*active, *_leaving(found, stmt.orelse))
             return active
         if isinstance(stmt, ast.Assert):

@@ -87,3 +87,13 @@ class ScanBase:
 
     def names(self, expr: ast.AST) -> frozenset[str]:
         return self.subtree(expr)[0]
+
+    def _is_local(self, name: str) -> bool:
+        """A name a function binds (not a module, a constant or a module-level definition)."""
+        return not (
+            name in self.info.aliases
+            or name.isupper()
+            or name in self.constants
+            or name in self.info.functions
+            or name in self.info.classes
+        )

@@ -125,7 +125,12 @@ def _denies(func: FunctionNode) -> bool:
     """Whether a function answers 401/403 or raises an authorization error on some path: a
     decorator's wrapper that refuses the request unless an API key matches is an authentication check
     whatever it is called."""
-    for node in ast.walk(func):
+    return refuses_access([func])
+
+
+def refuses_access(code: list[ast.stmt]) -> bool:
+    """Whether code answers 401/403 or raises an authorization error (`PermissionDenied`) somewhere."""
+    for node in (n for stmt in code for n in ast.walk(stmt)):
         if isinstance(node, ast.Raise) and node.exc is not None:
             raised = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
             if _short(raised) in _DENIALS:

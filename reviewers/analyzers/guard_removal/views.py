@@ -12,7 +12,7 @@ from reviewers.analyzers.flow.rules import GUARD_WORDS
 from reviewers.analyzers.guard_removal.model import Guard
 from reviewers.analyzers.guard_removal.model import dotted as _dotted
 from reviewers.analyzers.guard_removal.scan_base import ScanBase, _text
-from reviewers.analyzers.guard_removal.validators import AUTH_CLASSES, judge_call
+from reviewers.analyzers.guard_removal.validators import AUTH_CLASSES, judge_call, refuses_access
 
 CREDENTIAL_HEADERS = frozenset({"authorization", "cookie", "proxy-authorization"})
 _LOGIN_WORDS = ("login", "auth", "authenticated", "jwt", "token_required", "signed_in")
@@ -185,11 +185,21 @@ class ViewGuards(ScanBase):
             return []
         return [Guard(family, AUTH_CLASSES, frozenset(), stmt.lineno, _text(self.lines, stmt))]
 
-    def _auth_checks(self, test: ast.expr, stmt: ast.stmt) -> list[Guard]:
+    def _auth_checks(self, test: ast.expr, stmt: ast.stmt, refusal: list[ast.stmt]) -> list[Guard]:
+        """The check of the user an `if` is, whose `refusal` branch leaves the function: known by the
+        attributes and calls it reads, or by the refusal itself (`raise PermissionDenied`, a 403)."""
         attributes = {n.attr for n in ast.walk(test) if isinstance(n, ast.Attribute)}
         calls = " ".join(_dotted(n.func) for n in ast.walk(test) if isinstance(n, ast.Call))
         family = "permission" if attributes & _PERMISSION_ATTRIBUTES else None
         family = family or ("login" if attributes & _AUTH_ATTRIBUTES else _auth_family(calls))
+        if family is None and any(  # `not user_may_grant_token(user)`: a helper whose body checks the user
+            (j := judge_call(self.project, self.info, n.func)) is not None and j.classes & AUTH_CLASSES
+            for n in ast.walk(test)
+            if isinstance(n, ast.Call)
+        ):
+            family = "permission"
+        if family is None and refuses_access(refusal):
+            family = "permission"
         if family is None:
             return []
         return [Guard(family, AUTH_CLASSES, frozenset(), stmt.lineno, _text(self.lines, stmt))]
