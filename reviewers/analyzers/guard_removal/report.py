@@ -247,6 +247,8 @@ def removed_guard_issues(file: ChangedFile, base_text: str, base_path: str, proj
                 matched = _best_match(sink, head_sinks)
                 if matched is None or _replaced(guard, classes, matched) or not _still_fed(guard, sink, matched):
                     continue
+                if guard.family != "size-limit" and not classes & matched.classes:
+                    continue  # at head the function is no view (or the call no sink) of that class
                 if (
                     matched.call is not None
                     and matched.args != sink.args
