@@ -46,6 +46,7 @@ FAMILIES: dict[str, Family] = {
         # an early exit on a value's content that no rule reads (`checks`): it replaces only its own kind
         Family("content-check", "a check of the value's content", None),
         Family("validator", "a call to a validator", None),
+        Family("checked-by-helper", "a call to a helper that checks the value", None),  # never reported
         Family("pattern", "a pattern check", None),
         Family("sanitizer", "a sanitizer", None),
         Family("escape", "escaping", "CWE-79"),

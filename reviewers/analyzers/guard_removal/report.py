@@ -58,6 +58,8 @@ KIND = "removed-guard"
 # classes whose damage is a nuisance or a phishing page rather than the server's: medium
 _MEDIUM = frozenset({"redirect", "ssrf", "compare", "dos", "csrf"})
 # a permission check is replaced only by another permission check: a login check lets every user in
+# guards that only stand in at head for one that moved (`sanitizers.HELPER_CHECK`)
+_UNREPORTED = frozenset({"checked-by-helper"})
 # a check known only by its shape (`checks`)
 _GENERIC = "content-check"
 _REPLACES: dict[str, frozenset[str]] = {"permission": frozenset({"permission", "validator"})}
@@ -242,7 +244,7 @@ def removed_guard_issues(file: ChangedFile, base_text: str, base_path: str, proj
                 else:
                     classes = guard.classes & sink.classes
                 said_key = (guard.family, guard.line, guard.key)
-                if not classes or said_key in said:
+                if not classes or said_key in said or guard.family in _UNREPORTED:
                     continue
                 matched = _best_match(sink, head_sinks)
                 if matched is None or _replaced(guard, classes, matched) or not _still_fed(guard, sink, matched):

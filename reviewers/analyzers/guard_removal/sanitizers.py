@@ -13,8 +13,13 @@ from reviewers.analyzers.guard_removal.model import Guard
 from reviewers.analyzers.guard_removal.model import dotted as _dotted
 from reviewers.analyzers.guard_removal.scan_base import _NOTHING, ScanBase, _text
 from reviewers.analyzers.guard_removal.validators import judge_call, repository_function
-from reviewers.analyzers.guard_removal.views import CHECK_WORDS
+from reviewers.analyzers.guard_removal.views import named_for_checking
 
+# A helper whose body raises unless what it is given passes a check, named for nothing of the kind
+# (`fetch_checkout_data(info, lines)`): it stands in for a guard that moved into it, but what it checks
+# may be business rules, so its removal is not reported (`report`). Named for checking or cleaning
+# (`sanitise_url_path`), it is a validator like any other.
+HELPER_CHECK = "checked-by-helper"
 # A helper that applies a sanitizer for its caller is short; a longer function does more than clean
 # its argument, and is not read for one.
 MAX_WRAPPER_LINES = 15
@@ -42,10 +47,10 @@ class SanitizerGuards(ScanBase):
             return [Guard("validator", judgement.classes, names, stmt.lineno, text, leaves=True)] if works else []
         short = _dotted(call.func).rsplit(".", 1)[-1].lower()
         target = repository_function(self.project, self.info, call.func) if names else None
-        if target is not None and any(w in short for w in CHECK_WORDS):
+        if target is not None and named_for_checking(short):
             return [Guard("validator", ALL_CLASSES | {"dos"}, names, stmt.lineno, text, leaves=True)]
         if target is not None and (checked := self._checked_arguments(call, target)):
-            return [Guard("validator", ALL_CLASSES | {"dos"}, checked, stmt.lineno, text, leaves=True)]
+            return [Guard(HELPER_CHECK, ALL_CLASSES | {"dos"}, checked, stmt.lineno, text, leaves=True)]
         return []
 
     def _checked_arguments(self, call: ast.Call, target: FunctionNode) -> frozenset[str]:
@@ -81,7 +86,8 @@ class SanitizerGuards(ScanBase):
             return Guard("validator", judgement.classes, names, node.lineno, text)
         target = repository_function(self.project, self.info, node.func) if names else None
         if judgement is None and target is not None and (checked := self._checked_arguments(node, target)):
-            return Guard("validator", ALL_CLASSES, checked, node.lineno, text)  # a check moved into a helper
+            named = named_for_checking(short, ("sanitise", "sanitize", "clean"))
+            return Guard("validator" if named else HELPER_CHECK, ALL_CLASSES, checked, node.lineno, text)
         if (inner := self._wrapped_sanitizer(node.func)) is not None:
             return Guard(inner[0], inner[1], names, node.lineno, text, key=inner[2])
         return None

@@ -5,6 +5,7 @@ protection and login hooks for the whole app, and credential headers stripped fr
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import replace
 
 from reviewers.analyzers.flow.project import FunctionNode
@@ -32,6 +33,14 @@ _PERMISSION_SETTINGS = frozenset({"permission_classes"})
 # `Resource.method_decorators`)
 _DECORATOR_SETTINGS = frozenset({"decorators", "method_decorators"})
 CHECK_WORDS = (*GUARD_WORDS, "check", "validate", "ensure", "verify", "require", "assert")
+_ENDINGS = ("", "s", "d", "ed", "er", "ing", "ly")
+
+
+def named_for_checking(name: str, extra: tuple[str, ...] = ()) -> bool:
+    """Whether a function's name says it checks: one of its words is a check word (`validate_path`,
+    `is_safe_url`, `require_login`), not a word that merely starts like one (`fetch_checkout_data`)."""
+    words = re.split(r"[^a-z0-9]+", re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name).lower())
+    return any(word == w + end for word in words for w in (*CHECK_WORDS, *extra) for end in _ENDINGS)
 
 
 # What a refusal returns: an error response, a redirect to the login page, a 401 or 403.
@@ -179,7 +188,7 @@ class ViewGuards(ScanBase):
         family = _auth_family(_dotted(call.func).rsplit(".", 1)[-1])
         if judgement is not None and judgement.classes & AUTH_CLASSES:
             family = family or "login"
-        elif judgement is not None or not any(w in _dotted(call.func).lower() for w in CHECK_WORDS):
+        elif judgement is not None or not named_for_checking(_dotted(call.func)):
             family = None
         if family is None:
             return []
