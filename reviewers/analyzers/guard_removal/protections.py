@@ -275,6 +275,8 @@ class ModuleScan(ViewGuards, ConditionGuards, SanitizerGuards):
         if isinstance(stmt, ast.Assign | ast.AnnAssign | ast.AugAssign) and stmt.value is not None:
             targets: list[ast.expr] = list(stmt.targets) if isinstance(stmt, ast.Assign) else [stmt.target]
             self._assign(targets, stmt.value, state, stmt)
+            if top and reach is not None and isinstance(stmt.value, ast.Call):  # `x = load_or_refuse(user)`
+                reach += self._refusing_call(stmt.value, stmt)
             assigned = {n for t in targets for n in self.names(t)}
             if not isinstance(stmt, ast.AugAssign) and not assigned & self.names(stmt.value):
                 active = tuple(g for g in active if not g.names or not g.names <= assigned)
@@ -359,8 +361,10 @@ class ModuleScan(ViewGuards, ConditionGuards, SanitizerGuards):
             plain = {(g.family, g.key) for g in call_options(call, name, explicit, text, self.is_const, in_branch)[1]}
             dict_text = self.lines[spread_at - 1].strip() if spread_at <= len(self.lines) else text
             own = [g if (g.family, g.key) in plain else replace(g, line=spread_at, text=dict_text) for g in own]
+        helper = False  # a sink only through a repository function's summary
         if not classes and (call.args or call.keywords):
             classes |= helper_sink_classes(self.project, self.info, call, self._current, self.is_const)
+            helper = bool(classes)
         if "command" in classes and call.args:
             command = call.args[0]
             where = call.lineno if ends_options(command, self.is_const) else 0
@@ -373,8 +377,14 @@ class ModuleScan(ViewGuards, ConditionGuards, SanitizerGuards):
         relevant = [a for a in call.args] + [v for k, v in keywords.items() if k not in SIZE_KEYWORDS]
         names = self._origins(relevant, state)
         carried = tuple(g for n in names for g in state.carried.get(n, ()))
+        # a size limit bounds what a consumer reads, and a check no rule reads guards a call whose danger
+        # is plain; neither is read in front of a helper whose body only may reach a sink
         applying = tuple(
-            g for g in active if (not g.names or g.names & names) and (g.family != "size-limit" or consumer or classes)
+            g
+            for g in active
+            if (not g.names or g.names & names)
+            and (g.family != "size-limit" or consumer or (classes and not helper))
+            and not (helper and g.family == "content-check")
         )
         direct = tuple(g for a in relevant for g in self._sanitizers(a))
         guarded = (*own, *carried, *applying, *direct)

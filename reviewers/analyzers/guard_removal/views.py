@@ -194,6 +194,14 @@ class ViewGuards(ScanBase):
             return []
         return [Guard(family, AUTH_CLASSES, frozenset(), stmt.lineno, _text(self.lines, stmt))]
 
+    def _refusing_call(self, call: ast.Call, stmt: ast.stmt) -> list[Guard]:
+        """A repository function whose value is used and whose body refuses the caller (raises
+        `PermissionDenied`, answers 403) or checks the user: the check moved into a helper."""
+        judgement = judge_call(self.project, self.info, call.func)
+        if judgement is None or not judgement.classes & AUTH_CLASSES:
+            return []
+        return [Guard("permission", AUTH_CLASSES, frozenset(), stmt.lineno, _text(self.lines, stmt))]
+
     def _auth_checks(self, test: ast.expr, stmt: ast.stmt, refusal: list[ast.stmt]) -> list[Guard]:
         """The check of the user an `if` is, whose `refusal` branch leaves the function: known by the
         attributes and calls it reads, or by the refusal itself (`raise PermissionDenied`, a 403)."""
