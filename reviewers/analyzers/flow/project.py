@@ -101,10 +101,13 @@ def _aliases(tree: ast.Module, path: str) -> dict[str, str]:
     if not path.endswith("__init__.py"):
         package = package[:-1]
     out: dict[str, str] = {}
-    for node in statements(tree):
+    every = statements(tree)
+    fallback = _import_fallbacks(every)
+    for node in every:
+        bind = out.setdefault if id(node) in fallback else out.__setitem__
         if isinstance(node, ast.Import):
             for alias in node.names:
-                out[alias.asname or alias.name.split(".")[0]] = alias.name if alias.asname else alias.name.split(".")[0]
+                bind(alias.asname or alias.name.split(".")[0], alias.name if alias.asname else alias.name.split(".")[0])
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
@@ -112,7 +115,26 @@ def _aliases(tree: ast.Module, path: str) -> dict[str, str]:
                 base = ".".join([*keep, *([base] if base else [])])
             for alias in node.names:
                 if alias.name != "*":
-                    out[alias.asname or alias.name] = f"{base}.{alias.name}" if base else alias.name
+                    bind(alias.asname or alias.name, f"{base}.{alias.name}" if base else alias.name)
+    return out
+
+
+_IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError"})
+
+
+def _import_fallbacks(every: list[ast.stmt]) -> set[int]:
+    """The statements of `except ImportError:` handlers: `try: from xml.etree import ElementTree`
+    `except ImportError: from elementtree import ElementTree` binds the name to what the `try` imports
+    wherever that import works, so the fallback names it only where nothing else did."""
+    out: set[int] = set()
+    for node in every:
+        if not isinstance(node, ast.Try):
+            continue
+        for handler in node.handlers:
+            caught = handler.type
+            names = caught.elts if isinstance(caught, ast.Tuple) else [caught] if caught is not None else []
+            if any(isinstance(n, ast.Name) and n.id in _IMPORT_ERRORS for n in names):
+                out.update(id(s) for s in all_statements(handler.body))
     return out
 
 

@@ -43,7 +43,10 @@ FAMILIES: dict[str, Family] = {
         Family("url-check", "a check of the URL's scheme and host", None),
         Family("allow-list", "an allow-list check", None),
         Family("validation", "a validation of the value", None),
+        # an early exit on a value's content that no rule reads (`checks`): it replaces only its own kind
+        Family("content-check", "a check of the value's content", None),
         Family("validator", "a call to a validator", None),
+        Family("checked-by-helper", "a call to a helper that checks the value", None),  # never reported
         Family("pattern", "a pattern check", None),
         Family("sanitizer", "a sanitizer", None),
         Family("escape", "escaping", "CWE-79"),
@@ -53,6 +56,7 @@ FAMILIES: dict[str, Family] = {
         Family("weights-only", "`weights_only=True`", "CWE-502", strict=True),
         Family("xml-entities", "the XML parser's protection against external entities", "CWE-611", strict=True),
         Family("no-shell", "running the command without a shell", "CWE-78", strict=True),
+        Family("end-of-options", "the `--` that ends the command's options before its values", "CWE-88", strict=True),
         Family("tls-verify", "TLS certificate verification", "CWE-295", strict=True),
         Family("tar-filter", "tarfile's extraction filter", "CWE-22", strict=True),
         Family("constant-time", "a constant-time comparison (`hmac.compare_digest`)", "CWE-208", strict=True),

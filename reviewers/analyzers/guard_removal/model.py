@@ -16,6 +16,7 @@ class Guard:
     text: str  # its code, stripped
     key: str = ""  # which option of a strict family (`resolve_entities`, `no_network`)
     strength: tuple[int, int] = (0, 0)  # within a family, larger is stricter (a regex's anchors)
+    leaves: bool = False  # failing it leaves the function (`raise`, `return`), not just a loop's turn
 
 
 @dataclass(frozen=True, slots=True)

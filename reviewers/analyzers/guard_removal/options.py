@@ -26,6 +26,12 @@ _YAML = frozenset({"yaml.load", "yaml.safe_load", "yaml.full_load", "yaml.unsafe
 SAFE_LOADERS = frozenset({"SafeLoader", "CSafeLoader", "BaseLoader", "CBaseLoader"})
 _HTTP_LIBRARIES = ("requests.", "httpx.", "aiohttp.", "urllib3.", "urllib.request.")
 _HTTP_METHODS = frozenset({"get", "post", "put", "patch", "delete", "head", "options", "request", "send", "stream"})
+# Parsers that build plain data, and deserialisers whose payload can run code: a change that swaps
+# the first for the second on the same input takes away a safe loader.
+_DATA_ONLY = frozenset({"json", "simplejson", "ujson", "orjson", "rapidjson"})
+_CODE_LOADERS = frozenset({"pickle", "_pickle", "cPickle", "dill", "marshal", "cloudpickle"})
+# Standard-library TLS clients (and upgrades) that skip certificate checks without an SSL context.
+_TLS_CLIENTS = frozenset({"SMTP_SSL", "IMAP4_SSL", "POP3_SSL", "FTP_TLS", "HTTPSConnection", "starttls", "stls"})
 _TEMPLATES = frozenset({"jinja2.Environment", "jinja2.Template", "jinja2.sandbox.SandboxedEnvironment"})
 _XML_CALLS = (
     XML_PARSE_CALLS | XML_PARSER_FACTORIES | {"xml.etree.ElementTree.fromstring", "xml.etree.ElementTree.parse"}
@@ -43,16 +49,35 @@ def callee_family(qualified: str) -> str:
     """The name two versions of a call share: the safe variant and the unsafe one are one call."""
     if qualified in _YAML:
         return "yaml.load_all" if qualified.endswith("_all") else "yaml.load"
+    if qualified.startswith(("xml.etree.cElementTree.", "defusedxml.cElementTree.")):  # one module, two builds
+        qualified = qualified.replace(".cElementTree.", ".ElementTree.", 1)
     if qualified.startswith("defusedxml."):
         rest = qualified.removeprefix("defusedxml.")
         return {"lxml": "lxml.etree"}.get(rest.split(".")[0], "xml.etree." + rest.split(".")[0]) + (
             "." + rest.split(".", 1)[1] if "." in rest else ""
         )
+    module, _, function = qualified.rpartition(".")
+    if function in ("loads", "load") and module in _DATA_ONLY | _CODE_LOADERS:
+        return f"<deserialise>.{function}"  # `json.loads` and `pickle.loads` read one payload, one runs code
     if qualified in ("hmac.compare_digest", "secrets.compare_digest"):
         return "=="
     if qualified == "ast.literal_eval":
         return "eval"
     return qualified
+
+
+def ends_options(command: ast.expr, is_const: Callable[[ast.expr], bool]) -> bool:
+    """Whether a command's argument list ends its options with `--` before the first value that is
+    not a constant: `["git", "clone", "--", url]` keeps a URL such as `--upload-pack=...` from being
+    read as an option (CWE-88)."""
+    if not isinstance(command, ast.List | ast.Tuple):
+        return False
+    for element in command.elts:
+        if isinstance(element, ast.Constant) and element.value == "--":
+            return True
+        if not is_const(element):
+            return False
+    return False
 
 
 def const(expr: ast.expr | None) -> object:
@@ -95,6 +120,18 @@ def call_options(
         loader = keywords.get("Loader") or (call.args[1] if len(call.args) > 1 else None)
         if "safe" in name or (loader is not None and dotted(loader).rsplit(".", 1)[-1] in SAFE_LOADERS):
             own.append(Guard("safe-loader", frozenset({"deserialization"}), frozenset(), call.lineno, text))
+    if short in _TLS_CLIENTS and (
+        name.startswith(("smtplib.", "imaplib.", "poplib.", "ftplib.", "http.client."))
+        or (short in ("starttls", "stls") and isinstance(call.func, ast.Attribute))
+    ):
+        classes.add("tls")  # these verify the server's certificate only when given a context that does
+        if keywords.get("context") is not None and const(keywords["context"]) is not None:
+            own.append(Guard("tls-verify", frozenset({"tls"}), frozenset(), call.lineno, text, key="context"))
+    if family.startswith("<deserialise>."):
+        if name.rpartition(".")[0] in _CODE_LOADERS:
+            classes.add("deserialization")
+        else:  # no sink itself: what a change may take away in front of the code loader it becomes
+            own.append(Guard("safe-loader", frozenset({"deserialization"}), frozenset(), call.lineno, text, key="data"))
     if name in ("numpy.load", "np.load"):
         classes.add("deserialization")
         if const(keywords.get("allow_pickle")) is not True:

@@ -14,37 +14,27 @@ from __future__ import annotations
 
 import ast
 import bisect
-import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from reviewers.analyzers.flow import guards
 from reviewers.analyzers.flow.project import FunctionNode, ModuleInfo, Project
-from reviewers.analyzers.flow.rules import ABORTS, ALL_CLASSES, GUARD_WORDS, REDIRECT_GUARDS, SANITISERS
-from reviewers.analyzers.guard_removal.families import CLASS_CWE
+from reviewers.analyzers.flow.rules import ABORTS
+from reviewers.analyzers.guard_removal.conditions import ConditionGuards
+from reviewers.analyzers.guard_removal.helpers import helper_sink_classes
 from reviewers.analyzers.guard_removal.model import Guard, Sink
 from reviewers.analyzers.guard_removal.model import dotted as _dotted
-from reviewers.analyzers.guard_removal.options import CONSUMER_WORDS, SIZE_KEYWORDS, call_options, callee_family
+from reviewers.analyzers.guard_removal.options import (
+    CONSUMER_WORDS,
+    SIZE_KEYWORDS,
+    call_options,
+    callee_family,
+    ends_options,
+)
 from reviewers.analyzers.guard_removal.options import const as _const
-from reviewers.analyzers.guard_removal.validators import AUTH_CLASSES, judge_call, repository_function
+from reviewers.analyzers.guard_removal.sanitizers import SanitizerGuards
+from reviewers.analyzers.guard_removal.scan_base import _text
+from reviewers.analyzers.guard_removal.views import CREDENTIAL_HEADERS, ViewGuards, decorator_name, denies
 from reviewers.analyzers.python_auth import names_secret
-
-_CREDENTIAL_HEADERS = frozenset({"authorization", "cookie", "proxy-authorization"})
-_LOGIN_WORDS = ("login", "auth", "authenticated", "jwt", "token_required", "signed_in")
-_PERMISSION_WORDS = ("permission", "role", "admin", "staff", "superuser", "passes_test", "owner")
-_AUTH_ATTRIBUTES = frozenset({"is_authenticated", "is_anonymous", "is_active"})
-_PERMISSION_ATTRIBUTES = frozenset({"has_perm", "has_perms", "has_permission", "is_staff", "is_superuser",
-                                    "is_admin", "check_permission", "has_role", "can"})  # fmt: skip
-_ROUTE_DECORATORS = frozenset({"route", "get", "post", "put", "patch", "delete", "api_route", "api_view",
-                               "view_config"})  # fmt: skip
-# the class attribute that names a view's permission classes (Django REST framework)
-_PERMISSION_SETTINGS = frozenset({"permission_classes"})
-_CHECK_WORDS = (*GUARD_WORDS, "check", "validate", "ensure", "verify", "require", "assert")
-# A helper that applies a sanitizer for its caller is short; a longer function does more than clean
-# its argument, and is not read for one.
-MAX_WRAPPER_LINES = 15
-_WILD = re.compile(r"\.\*|\.\+|\\S|\[\^")
-
 
 MODULE_SCOPE = "<module>"
 # Statements and calls one version of a file may cost (steps, not seconds: the same change gives the
@@ -55,15 +45,6 @@ MAX_SCAN_STEPS = 100_000
 
 class ScanBudgetExceeded(Exception):
     """A version of a file cost more than `MAX_SCAN_STEPS`."""
-
-
-def _text(lines: list[str], node: ast.AST) -> str:
-    line = getattr(node, "lineno", 0)
-    return lines[line - 1].strip() if 1 <= line <= len(lines) else ""
-
-
-_NOTHING: frozenset[str] = frozenset()
-_NESTED = (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
 def _exits(stmts: list[ast.stmt], qualified_of: Callable[[ast.expr], str]) -> bool:
@@ -81,20 +62,11 @@ def _exits(stmts: list[ast.stmt], qualified_of: Callable[[ast.expr], str]) -> bo
     return False
 
 
-def _decorator_name(decorator: ast.expr) -> str:
-    target = decorator.func if isinstance(decorator, ast.Call) else decorator
-    if isinstance(target, ast.Attribute):
-        return target.attr
-    return target.id if isinstance(target, ast.Name) else ""
-
-
-def _auth_family(words: str) -> str | None:
-    lowered = words.lower()
-    if any(w in lowered for w in _PERMISSION_WORDS):
-        return "permission"
-    if any(w in lowered for w in _LOGIN_WORDS):
-        return "login"
-    return None
+def _leaving(found: list[Guard], branch: list[ast.stmt]) -> list[Guard]:
+    """The guards of an `if` whose exiting branch leaves the function rather than a loop's turn."""
+    if any(isinstance(n, ast.Continue | ast.Break) for s in branch for n in ast.walk(s)):
+        return found
+    return [replace(g, leaves=True) for g in found]
 
 
 @dataclass
@@ -102,9 +74,11 @@ class _State:
     origins: dict[str, frozenset[str]] = field(default_factory=dict)
     carried: dict[str, tuple[Guard, ...]] = field(default_factory=dict)  # sanitizers a name's value went through
     parsed: dict[str, ast.expr] = field(default_factory=dict)  # names bound to `urlparse(x)`
+    options: dict[str, tuple[int, dict[str, ast.expr]]] = field(default_factory=dict)  # `x = {"key": value}`
+    ended: dict[str, int] = field(default_factory=dict)  # names bound to a command whose options `--` ends
 
 
-class ModuleScan:
+class ModuleScan(ViewGuards, ConditionGuards, SanitizerGuards):
     """The sinks of every scope of one version of a module, by the scope's qualified name."""
 
     def __init__(self, project: Project, info: ModuleInfo, text: str, touched: frozenset[int] | None = None) -> None:
@@ -114,7 +88,7 @@ class ModuleScan:
         self.project = project
         self.touched = sorted(touched) if touched is not None else None
         lowered = text.lower()
-        self._mentions_credentials = any(h in lowered for h in _CREDENTIAL_HEADERS)
+        self._mentions_credentials = any(h in lowered for h in CREDENTIAL_HEADERS)
         self._mentions_csrf = "csrf" in lowered or "seasurf" in lowered
         self.info = info
         self.lines = text.splitlines()
@@ -136,39 +110,16 @@ class ModuleScan:
         self._sanitized: dict[int, Guard | None] = {}
         self._wrappers: dict[int, tuple[str, frozenset[str], str] | None] = {}
         self._local_defs: dict[str, FunctionNode] = {}  # nested functions met so far, by name
+        self._checked: dict[int, frozenset[str]] = {}  # repository helpers → the parameters they raise on
         self._shapes: dict[int, tuple[str, tuple[int, int]]] = {}
         self.module_guards = self._module_guards()
+        self._verb_methods = self._view_methods()
         self.views = [f for f in info.functions.values() if self._is_view(f)]
         self.scopes: dict[str, list[Sink]] = {}
         self._current = MODULE_SCOPE
         self._scan(info.tree.body, MODULE_SCOPE, None)
 
     # --- names ----------------------------------------------------------------------------------
-
-    def qualified(self, expr: ast.expr) -> str:
-        name = _dotted(expr)
-        if not name:
-            return ""
-        head, _, rest = name.partition(".")
-        resolved = self.info.aliases.get(head, head)
-        return f"{resolved}.{rest}" if rest else resolved
-
-    def is_const(self, expr: ast.expr) -> bool:
-        if isinstance(expr, ast.Constant):
-            return True
-        if isinstance(expr, ast.Name):
-            return expr.id.isupper() or expr.id in self.constants
-        if isinstance(expr, ast.Attribute):
-            return expr.attr.isupper()
-        if isinstance(expr, ast.Set | ast.List | ast.Tuple):
-            return all(isinstance(e, ast.Constant) for e in expr.elts)
-        return False
-
-    def validator(self, call: ast.Call) -> frozenset[str] | None:
-        judgement = judge_call(self.project, self.info, call.func)
-        if judgement is not None and not judgement.works:
-            self.broken.setdefault(self._current, {})[_dotted(call.func)] = judgement.why
-        return judgement.classes if judgement is not None else None
 
     # --- scopes ---------------------------------------------------------------------------------
 
@@ -183,7 +134,7 @@ class ModuleScan:
         self._block(body, (), state, sinks, top=func is not None, reach=reach)
         self._current = outer
         if func is not None and self._is_view(func):
-            exempt = any(_decorator_name(d) == "csrf_exempt" for d in func.decorator_list)
+            exempt = any(decorator_name(d) == "csrf_exempt" for d in func.decorator_list)
             csrf = [g for g in self.module_guards if g.family == "csrf"]
             if not exempt:
                 text = f"CSRF protection (no `csrf_exempt`) on `{_text(self.lines, func)}`"
@@ -193,14 +144,15 @@ class ModuleScan:
             first = min([func.lineno, *(d.lineno for d in func.decorator_list)])
             sinks.append(Sink(frozenset({"auth", "csrf"}), "<view>", None, frozenset(), func.lineno,
                               (*auth, *csrf), end_line=func.lineno, start_line=first))  # fmt: skip
+        elif func is not None:  # a function that checked its caller's rights is an entry point, view or not
+            auth = [g for g in reach if g.classes & {"auth"}]
+            first = min([func.lineno, *(d.lineno for d in func.decorator_list)])
+            sinks.append(Sink(frozenset({"auth"}), "<view>", None, frozenset(), func.lineno, tuple(auth),
+                              end_line=func.lineno, start_line=first))  # fmt: skip
         headers = [g for g in reach if g.family == "header-strip"]
         if headers or func is not None:
             sinks.append(Sink(frozenset({"credentials"}), "<function>", None, frozenset(), getattr(func, "lineno", 1),
                               tuple(headers)))  # fmt: skip
-
-    def unguarded_views(self, classes: frozenset[str]) -> list[FunctionNode]:
-        """The views whose own decorators do not protect these classes."""
-        return [v for v in self.views if not any(g.classes & classes for g in self._decorator_guards(v))]
 
     def _wanted(self, node: ast.stmt) -> bool:
         return self._wanted_span(node, node.end_lineno or node.lineno)
@@ -213,101 +165,6 @@ class ModuleScan:
         first = min([node.lineno, *(d.lineno for d in decorators)])
         at = bisect.bisect_left(self.touched, first)
         return at < len(self.touched) and self.touched[at] <= last
-
-    def _is_view(self, func: FunctionNode) -> bool:
-        if any(_decorator_name(d) in _ROUTE_DECORATORS | {"csrf_exempt"} for d in func.decorator_list):
-            return True
-        params = [a.arg for a in func.args.args]
-        return bool(params) and params[0] == "request" or (len(params) > 1 and params[:2] == ["self", "request"])
-
-    def _class_guards(self, cls: ast.ClassDef) -> tuple[Guard, ...]:
-        """What protects every method of a class-based view: an authentication mixin among its bases
-        (`LoginRequiredMixin`), a decorator on the class (`method_decorator(login_required, ...)`), or
-        its `permission_classes` (`IsAuthenticated`; `AllowAny` protects nothing)."""
-        out = self._decorator_guards(cls)
-        for base in cls.bases:
-            if (family := _auth_family(_dotted(base).rsplit(".", 1)[-1])) is not None:
-                out.append(Guard(family, AUTH_CLASSES, frozenset(), base.lineno, _text(self.lines, base)))
-        for item in cls.body:
-            if isinstance(item, ast.Assign) and any(
-                isinstance(t, ast.Name) and t.id in _PERMISSION_SETTINGS for t in item.targets
-            ):
-                elements = item.value.elts if isinstance(item.value, ast.List | ast.Tuple) else [item.value]
-                for element in elements:
-                    if (family := _auth_family(_dotted(element).rsplit(".", 1)[-1])) is not None:
-                        text = _text(self.lines, item)
-                        out.append(Guard(family, AUTH_CLASSES, frozenset(), item.lineno, text, key=_dotted(element)))
-        return tuple(out)
-
-    def _decorator_guards(self, func: FunctionNode | ast.ClassDef) -> list[Guard]:
-        out: list[Guard] = []
-        for decorator in func.decorator_list:
-            name = _decorator_name(decorator)
-            if name == "method_decorator" and isinstance(decorator, ast.Call) and decorator.args:
-                name = _dotted(decorator.args[0]).rsplit(".", 1)[-1]
-            family = _auth_family(name)
-            target = decorator.func if isinstance(decorator, ast.Call) else decorator
-            judgement = judge_call(self.project, self.info, target)
-            if judgement is not None and judgement.classes & AUTH_CLASSES:
-                family = family or "login"
-            elif judgement is not None or name in ("route", "csrf_exempt"):
-                family = None
-            if family is not None:
-                out.append(Guard(family, AUTH_CLASSES, frozenset(), decorator.lineno, _text(self.lines, decorator)))
-        return out
-
-    def subtree(self, root: ast.AST) -> tuple[frozenset[str], tuple[ast.expr, ...]]:
-        """The names under a node and its calls and comparisons (nested functions and lambdas left
-        out), each node's computed once per module: a call nested in a call is not walked again."""
-        memo = self._subtrees
-        if id(root) in memo:
-            return memo[id(root)]
-        stack: list[tuple[ast.AST, list[ast.AST] | None]] = [(root, None)]
-        while stack:
-            node, children = stack.pop()
-            if children is None:
-                if id(node) in memo:
-                    continue
-                inner = [c for c in ast.iter_child_nodes(node) if not isinstance(c, _NESTED)]
-                stack.append((node, inner))
-                stack.extend((c, None) for c in inner if id(c) not in memo)
-                continue
-            if not children:
-                memo[id(node)] = (frozenset({node.id}) if isinstance(node, ast.Name) else _NOTHING, ())
-                continue
-            names: set[str] = set()
-            found: list[ast.expr] = [node] if isinstance(node, ast.Call | ast.Compare) else []
-            for child in children:
-                child_names, child_found = memo[id(child)]
-                names |= child_names
-                found += child_found
-            if isinstance(node, ast.Name):
-                names.add(node.id)
-            memo[id(node)] = (frozenset(names), tuple(found))
-        return memo[id(root)]
-
-    def names(self, expr: ast.AST) -> frozenset[str]:
-        return self.subtree(expr)[0]
-
-    def _module_guards(self) -> list[Guard]:
-        """CSRF protection switched on for the app, and an authentication check run before every request."""
-        out: list[Guard] = []
-        for node in ast.walk(self.info.tree) if self._mentions_csrf else ():
-            if isinstance(node, ast.Call):
-                name = self.qualified(node.func)
-                if name.endswith(("CSRFProtect", "CsrfProtect", "csrf.init_app", "SeaSurf")):
-                    out.append(Guard("csrf", frozenset({"csrf"}), frozenset(), node.lineno,
-                                     _text(self.lines, node), key="app"))  # fmt: skip
-        for stmt in self.info.tree.body:
-            if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef) and any(
-                _decorator_name(d) == "before_request" for d in stmt.decorator_list
-            ):
-                judged = _auth_family(" ".join(_dotted(n) for n in ast.walk(stmt) if isinstance(n, ast.Attribute)))
-                if judged is not None or any(
-                    isinstance(n, ast.Attribute) and n.attr in _AUTH_ATTRIBUTES for n in ast.walk(stmt)
-                ):
-                    out.append(Guard(judged or "login", AUTH_CLASSES, frozenset(), stmt.lineno, f"def {stmt.name}"))
-        return out
 
     # --- statements -----------------------------------------------------------------------------
 
@@ -363,16 +220,19 @@ class ModuleScan:
             if replaced:  # `if bad(x): x = "/"`: after the `if`, x is the safe constant or passed the check
                 self._block(stmt.body, active, state, sinks, reach=reach)
                 return (*active, *(g for g in negative if g.names and g.names <= replaced))
-            if top and reach is not None and (body_exits or else_exits):
-                reach += self._auth_checks(stmt.test, stmt)
+            refusal = stmt.body if body_exits else stmt.orelse  # the branch that leaves, when one does
+            if top and reach is not None and body_exits != else_exits and denies(refusal):
+                reach += self._auth_checks(stmt.test, stmt, refusal)  # `if is_staff: return all()` is no check
             self._branches += 1
             self._block(stmt.body, (*active, *positive), state, sinks, reach=reach)
             self._block(stmt.orelse, (*active, *negative), state, sinks, reach=reach)
             self._branches -= 1
             if body_exits and not else_exits:
-                return (*active, *negative)
+                found = [*negative, *self._content_check(test, False, negative, stmt)]
+                return (*active, *_leaving(found, stmt.body))
             if else_exits and not body_exits:
-                return (*active, *positive)
+                found = [*positive, *self._content_check(test, True, positive, stmt)]
+                return (*active, *_leaving(found, stmt.orelse))
             return active
         if isinstance(stmt, ast.Assert):
             return (*active, *self._condition(stmt.test, True, stmt))
@@ -384,9 +244,12 @@ class ModuleScan:
             inner = active
             if isinstance(stmt, ast.While):  # a loop's bound is no limit on input
                 inner = (*active, *(g for g in self._condition(stmt.test, True, stmt) if g.family != "size-limit"))
-            self._block(stmt.body, inner, state, sinks, reach=reach)
+            done = self._block(stmt.body, inner, state, sinks, reach=reach)
             self._block(stmt.orelse, active, state, sinks, reach=reach)
-            return active
+            # a check in the loop that leaves the function when one element fails stands in front of
+            # what runs after the loop: `for m in members: validate(m)` then `extractall(...)`
+            before = {id(g) for g in inner}
+            return (*active, *(g for g in done if g.leaves and id(g) not in before))
         if isinstance(stmt, ast.With | ast.AsyncWith):
             for context in stmt.items:
                 self._calls(context.context_expr, active, state, sinks)
@@ -412,6 +275,8 @@ class ModuleScan:
         if isinstance(stmt, ast.Assign | ast.AnnAssign | ast.AugAssign) and stmt.value is not None:
             targets: list[ast.expr] = list(stmt.targets) if isinstance(stmt, ast.Assign) else [stmt.target]
             self._assign(targets, stmt.value, state, stmt)
+            if top and reach is not None and isinstance(stmt.value, ast.Call):  # `x = load_or_refuse(user)`
+                reach += self._refusing_call(stmt.value, stmt)
             assigned = {n for t in targets for n in self.names(t)}
             if not isinstance(stmt, ast.AugAssign) and not assigned & self.names(stmt.value):
                 active = tuple(g for g in active if not g.names or not g.names <= assigned)
@@ -426,6 +291,18 @@ class ModuleScan:
         return out
 
     def _assign(self, targets: list[ast.expr], value: ast.expr, state: _State, stmt: ast.AST) -> None:
+        for target in targets:
+            if isinstance(target, ast.Name):
+                state.options.pop(target.id, None)
+                if isinstance(value, ast.Dict):
+                    state.options[target.id] = (getattr(stmt, "lineno", 0), {
+                        k.value: v for k, v in zip(value.keys, value.values, strict=True)
+                        if isinstance(k, ast.Constant) and isinstance(k.value, str)
+                    })  # fmt: skip
+                if ends_options(value, self.is_const):
+                    state.ended[target.id] = getattr(stmt, "lineno", 0)
+                else:
+                    state.ended.pop(target.id, None)
         if isinstance(value, ast.Call) and self.qualified(value.func).rsplit(".", 1)[-1] in ("urlparse", "urlsplit"):
             for target in targets:
                 if isinstance(target, ast.Name):
@@ -440,188 +317,6 @@ class ModuleScan:
                 state.carried[name] = carried
 
     # --- guards ---------------------------------------------------------------------------------
-
-    def _condition(self, test: ast.expr, positive: bool, stmt: ast.stmt) -> list[Guard]:
-        proven = guards.facts(
-            test, positive, is_const=self.is_const, qualified=self.qualified, validator=self.validator
-        )
-        out: list[Guard] = []
-        if not proven:
-            return out + self._limits(test, positive, stmt)
-        if id(test) not in self._shapes:
-            self._shapes[id(test)] = self._shape(test)
-        family, strength = self._shapes[id(test)]
-        text = _text(self.lines, stmt)
-        for name, classes in proven.items():
-            cleared = {"path" if c == guards.PREFIX else c for c in classes} & set(CLASS_CWE)
-            shape = "url-check" if family == "containment" and "path" not in cleared else family
-            if cleared:
-                out.append(Guard(shape, frozenset(cleared), frozenset({name}), stmt.lineno, text, strength=strength))
-        out += self._limits(test, positive, stmt)
-        return out
-
-    def _shape(self, test: ast.expr) -> tuple[str, tuple[int, int]]:
-        """Which family of check a condition is, and, for a pattern, how strict it is."""
-        nodes = list(ast.walk(test))
-        calls = [n for n in nodes if isinstance(n, ast.Call)]
-        for call in calls:
-            if repository_function(self.project, self.info, call.func) is not None:
-                return "validator", (0, 0)
-        shorts = {_dotted(c.func).rsplit(".", 1)[-1] for c in calls}
-        attributes = {n.attr for n in nodes if isinstance(n, ast.Attribute)}
-        if attributes & {"netloc", "hostname", "scheme", "host"} or shorts & (REDIRECT_GUARDS | {"urlparse"}):
-            return "url-check", (0, 0)
-        for call in calls:
-            short = _dotted(call.func).rsplit(".", 1)[-1]
-            if short in ("match", "fullmatch", "search"):
-                return "pattern", self._pattern_strength(call, short)
-        if shorts & {"startswith", "is_relative_to", "commonpath", "realpath", "abspath", "resolve"} or any(
-            isinstance(n, ast.Constant) and isinstance(n.value, str) and ".." in n.value for n in nodes
-        ):
-            return "containment", (0, 0)
-        if any(isinstance(op, ast.In | ast.NotIn | ast.Eq | ast.NotEq) for n in nodes
-               if isinstance(n, ast.Compare) for op in n.ops):  # fmt: skip
-            return "allow-list", (0, 0)
-        return "validation", (0, 0)
-
-    def _pattern_strength(self, call: ast.Call, short: str) -> tuple[int, int]:
-        receiver = call.func.value if isinstance(call.func, ast.Attribute) else None
-        pattern: object = ...
-        if receiver is not None and isinstance(receiver, ast.Name) and receiver.id in self.patterns:
-            pattern = self.patterns[receiver.id]
-        elif call.args:
-            pattern = _const(call.args[0])
-        if not isinstance(pattern, str):
-            return (0, 0)
-        start = short in ("match", "fullmatch") or pattern.startswith(("^", "\\A"))
-        end = short == "fullmatch" or pattern.endswith(("$", "\\Z", "\\z"))
-        return (int(start) + int(end), -len(_WILD.findall(pattern)))
-
-    def _limits(self, test: ast.expr, positive: bool, stmt: ast.stmt) -> list[Guard]:
-        """`len(x) > LIMIT` where it fails (or `len(x) <= LIMIT` where it holds): x is bounded."""
-        if not isinstance(test, ast.Compare) or len(test.ops) != 1:
-            if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-                return self._limits(test.operand, not positive, stmt)
-            if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or) and not positive:
-                return [g for v in test.values for g in self._limits(v, positive, stmt)]
-            return []
-        op, left, right = test.ops[0], test.left, test.comparators[0]
-        for side, other, upper in ((left, right, ast.Gt | ast.GtE), (right, left, ast.Lt | ast.LtE)):
-            measured = (
-                side.args[0] if isinstance(side, ast.Call) and _dotted(side.func) == "len" and side.args else None
-            )
-            if measured is None or isinstance(other, ast.Call):
-                continue
-            bounded_here = not positive if isinstance(op, upper) else positive
-            if bounded_here:
-                names = self.names(measured)
-                return [Guard("size-limit", frozenset({"dos"}), names, stmt.lineno, _text(self.lines, stmt))]
-        return []
-
-    def _auth_call(self, call: ast.Call, stmt: ast.stmt) -> list[Guard]:
-        """A call that checks the user and raises, named so (`require_login`, `check_permission`) or
-        judged so by its body."""
-        judgement = judge_call(self.project, self.info, call.func)
-        family = _auth_family(_dotted(call.func).rsplit(".", 1)[-1])
-        if judgement is not None and judgement.classes & AUTH_CLASSES:
-            family = family or "login"
-        elif judgement is not None or not any(w in _dotted(call.func).lower() for w in _CHECK_WORDS):
-            family = None
-        if family is None:
-            return []
-        return [Guard(family, AUTH_CLASSES, frozenset(), stmt.lineno, _text(self.lines, stmt))]
-
-    def _auth_checks(self, test: ast.expr, stmt: ast.stmt) -> list[Guard]:
-        attributes = {n.attr for n in ast.walk(test) if isinstance(n, ast.Attribute)}
-        calls = " ".join(_dotted(n.func) for n in ast.walk(test) if isinstance(n, ast.Call))
-        family = "permission" if attributes & _PERMISSION_ATTRIBUTES else None
-        family = family or ("login" if attributes & _AUTH_ATTRIBUTES else _auth_family(calls))
-        if family is None:
-            return []
-        return [Guard(family, AUTH_CLASSES, frozenset(), stmt.lineno, _text(self.lines, stmt))]
-
-    def _stripped_headers(self, expr: ast.AST, stmt: ast.stmt, around: ast.stmt | None = None) -> list[Guard]:
-        """Credentials taken out of a request's headers: `del headers["Authorization"]`,
-        `headers.pop("Cookie", None)`, or a loop over such names whose body drops them."""
-        if not self._mentions_credentials:
-            return []
-        if around is not None and not any(
-            isinstance(n, ast.Delete)
-            or (isinstance(n, ast.Call) and _dotted(n.func).rsplit(".", 1)[-1] in ("pop", "remove", "discard"))
-            for n in ast.walk(around)
-        ):
-            return []
-        out: list[Guard] = []
-        for node in ast.walk(expr):
-            if isinstance(node, ast.Constant) and isinstance(node.value, str):
-                if node.value.lower() in _CREDENTIAL_HEADERS:
-                    out.append(Guard("header-strip", frozenset({"credentials"}), frozenset(), stmt.lineno,
-                                     _text(self.lines, stmt), key=node.value.lower()))  # fmt: skip
-        return out
-
-    def _checking_call(self, call: ast.Call, stmt: ast.stmt) -> list[Guard]:
-        """A call on its own line that raises unless its argument is safe: a repository validator
-        judged by its body, or, when its body says nothing, one named for checking."""
-        judgement = judge_call(self.project, self.info, call.func)
-        names = frozenset(n for a in call.args for n in self.names(a))
-        text = _text(self.lines, stmt)
-        if judgement is not None:
-            if not judgement.works:
-                self.broken.setdefault(self._current, {})[_dotted(call.func)] = judgement.why
-            return [Guard("validator", judgement.classes, names, stmt.lineno, text)] if judgement.works else []
-        short = _dotted(call.func).rsplit(".", 1)[-1].lower()
-        if names and any(w in short for w in _CHECK_WORDS) and repository_function(self.project, self.info, call.func):
-            return [Guard("validator", ALL_CLASSES | {"dos"}, names, stmt.lineno, text)]
-        return []
-
-    def _sanitizers(self, expr: ast.expr) -> list[Guard]:
-        """The sanitizers (and repository validators that return the cleaned value) in an expression."""
-        out: list[Guard] = []
-        for node in self.subtree(expr)[1]:
-            if isinstance(node, ast.Call):
-                if id(node) not in self._sanitized:
-                    self._sanitized[id(node)] = self._sanitizer(node)
-                if (guard := self._sanitized[id(node)]) is not None:
-                    out.append(guard)
-        return out
-
-    def _sanitizer(self, node: ast.Call) -> Guard | None:
-        name = self.qualified_of.get(id(node)) or self.qualified(node.func)
-        short = name.rsplit(".", 1)[-1]
-        names = frozenset(n for a in node.args for n in self.names(a))
-        text = _text(self.lines, node)
-        classes = SANITISERS.get(name) or SANITISERS.get(short)
-        if classes is not None:
-            family = "safe-join" if short == "safe_join" else "escape" if "xss" in classes else "sanitizer"
-            return Guard(family, classes, names, node.lineno, text, key=short)
-        if (judgement := judge_call(self.project, self.info, node.func)) is not None and judgement.works:
-            return Guard("validator", judgement.classes, names, node.lineno, text)
-        if (inner := self._wrapped_sanitizer(node.func)) is not None:
-            return Guard(inner[0], inner[1], names, node.lineno, text, key=inner[2])
-        return None
-
-    def _wrapped_sanitizer(self, func: ast.expr) -> tuple[str, frozenset[str], str] | None:
-        """(family, classes, key) of the sanitizer a repository or nested function applies to what it
-        is given: `def conditional_escape(text): return escape(text) if autoescape else text` escapes.
-        A sanitizer moved into a helper is still applied."""
-        target = repository_function(self.project, self.info, func)
-        if target is None and isinstance(func, ast.Name):
-            target = self._local_defs.get(func.id)
-        if target is None or (target.end_lineno or target.lineno) - target.lineno > MAX_WRAPPER_LINES:
-            return None
-        if id(target) not in self._wrappers:
-            found: tuple[str, frozenset[str], str] | None = None
-            for node in ast.walk(target):
-                if isinstance(node, ast.Call):
-                    name = self.qualified(node.func)
-                    short = name.rsplit(".", 1)[-1]
-                    classes = SANITISERS.get(name) or SANITISERS.get(short)
-                    if classes is not None:
-                        family = "safe-join" if short == "safe_join" else "escape" if "xss" in classes else "sanitizer"
-                        found = (family, classes, short)
-                        break
-            self._wrappers[id(target)] = found
-        return self._wrappers[id(target)]
 
     # --- sinks ----------------------------------------------------------------------------------
 
@@ -653,13 +348,43 @@ class ModuleScan:
         short = name.rsplit(".", 1)[-1]
         family = callee_family(name)
         keywords = {k.arg: k.value for k in call.keywords if k.arg}
-        classes, own = call_options(call, name, keywords, _text(self.lines, call), self.is_const, self._branches > 0)
+        explicit = dict(keywords)
+        spread_at = 0
+        for spread in (k.value for k in call.keywords if k.arg is None and isinstance(k.value, ast.Name)):
+            line, options = state.options.get(spread.id, (0, {}))
+            for key, value in options.items():  # `Environment(**options)`
+                keywords.setdefault(key, value)
+                spread_at = line
+        text, in_branch = _text(self.lines, call), self._branches > 0
+        classes, own = call_options(call, name, keywords, text, self.is_const, in_branch)
+        if spread_at:  # an option set in a dict the call spreads is said where the dict was written
+            plain = {(g.family, g.key) for g in call_options(call, name, explicit, text, self.is_const, in_branch)[1]}
+            dict_text = self.lines[spread_at - 1].strip() if spread_at <= len(self.lines) else text
+            own = [g if (g.family, g.key) in plain else replace(g, line=spread_at, text=dict_text) for g in own]
+        helper = False  # a sink only through a repository function's summary
+        if not classes and (call.args or call.keywords):
+            classes |= helper_sink_classes(self.project, self.info, call, self._current, self.is_const)
+            helper = bool(classes)
+        if "command" in classes and call.args:
+            command = call.args[0]
+            where = call.lineno if ends_options(command, self.is_const) else 0
+            if isinstance(command, ast.Name):
+                where = state.ended.get(command.id, 0)  # the line that wrote the `--`
+            if where:
+                text = self.lines[where - 1].strip() if where <= len(self.lines) else ""
+                own.append(Guard("end-of-options", frozenset({"command"}), frozenset(), where, text))
         consumer = any(w in short.lower() for w in CONSUMER_WORDS)
         relevant = [a for a in call.args] + [v for k, v in keywords.items() if k not in SIZE_KEYWORDS]
         names = self._origins(relevant, state)
         carried = tuple(g for n in names for g in state.carried.get(n, ()))
+        # a size limit bounds what a consumer reads, and a check no rule reads guards a call whose danger
+        # is plain; neither is read in front of a helper whose body only may reach a sink
         applying = tuple(
-            g for g in active if (not g.names or g.names & names) and (g.family != "size-limit" or consumer or classes)
+            g
+            for g in active
+            if (not g.names or g.names & names)
+            and (g.family != "size-limit" or consumer or (classes and not helper))
+            and not (helper and g.family == "content-check")
         )
         direct = tuple(g for a in relevant for g in self._sanitizers(a))
         guarded = (*own, *carried, *applying, *direct)

@@ -7,20 +7,29 @@ guard of the same kind — or, for a check, any guard of the sink's class — do
 finding: the change itself is the evidence, whether the sink line changed or not and whether the
 data's origin is known or not. Its body quotes the base line that was removed or weakened.
 
-Counted as removed: a check deleted, a sanitizer dropped, a hardening option switched off
-(`shell=True`, `verify=False`, `allow_pickle=True`, `resolve_entities` left to lxml's default,
-`autoescape` off, `yaml.safe_load` → `yaml.load`, `hmac.compare_digest` → `==`), an authentication
-or permission decorator, check, mixin or DRF permission class dropped from a view (a function view
-or a class-based one), `csrf_exempt` added or `CSRFProtect` removed, a sandbox's attribute check,
-a credential header no longer stripped, a size limit dropped, a pattern loosened (an anchor or
+Counted as removed: a check deleted (of a known family, or any early exit decided by a value's
+content: `checks`), a sanitizer dropped, a hardening option switched off (`shell=True`,
+`verify=False`, `allow_pickle=True`, `resolve_entities` left to lxml's default, `autoescape` off,
+also through a spread dict, `yaml.safe_load` → `yaml.load`, `hmac.compare_digest` → `==`,
+`json.loads` → `pickle`/`marshal`/`dill.loads`, an SSL context no longer given to a standard-library
+TLS client, the `--` that ended a command's options), an authentication or permission decorator,
+check, mixin or DRF permission class dropped from a view (a function view or a class-based one) or
+from any function that refused its caller, `csrf_exempt` added or `CSRFProtect` removed, a
+sandbox's attribute check, a credential header no longer stripped, a size limit dropped, a validator
+run on every member in a loop before an extraction dropped, a pattern loosened (an anchor or
 `fullmatch` gone, a character class widened to `.*`); a check weakened (`and` → `or`) or moved after
 the call; a validator replaced by a repository function whose body does not do the job.
 
+A call to a repository function whose summary sends a parameter to a sink is a sink of that class
+(`helpers`); one that refuses that parameter on a check of its own holds the guard itself.
+
 Not counted: a guard that moved and still dominates the call at head (into a helper called first,
-a decorator, a `before_request` hook, a sanitizer applied earlier or inside a helper), a guard
-replaced by another that protects the same class (`secure_filename` → a containment check), a call
-the change removed or now feeds with constants only, a call whose twin already ran without the
-guard at the base, and `verify=False` inside an `if` (the caller's opt-out).
+one that raises on the content of what it is given, a decorator, a `before_request` hook, a
+sanitizer applied earlier or inside a helper), a guard replaced by another that protects the same
+class (`secure_filename` → a containment check), a call the change removed or now feeds with
+constants only, a call whose twin already ran without the guard at the base, `verify=False` inside
+an `if` (the caller's opt-out), and an `if` on the user whose exiting branch answers rather than
+refuses (`if is_staff: return everything`).
 
 What this does not catch: a guard moved into another file's middleware configuration (Django's
 `MIDDLEWARE`), a function renamed together with its guard's removal (scopes are matched by name),
@@ -49,6 +58,10 @@ KIND = "removed-guard"
 # classes whose damage is a nuisance or a phishing page rather than the server's: medium
 _MEDIUM = frozenset({"redirect", "ssrf", "compare", "dos", "csrf"})
 # a permission check is replaced only by another permission check: a login check lets every user in
+# guards that only stand in at head for one that moved (`sanitizers.HELPER_CHECK`)
+_UNREPORTED = frozenset({"checked-by-helper"})
+# a check known only by its shape (`checks`)
+_GENERIC = "content-check"
 _REPLACES: dict[str, frozenset[str]] = {"permission": frozenset({"permission", "validator"})}
 
 
@@ -78,6 +91,8 @@ def _replaced(guard: Guard, classes: frozenset[str], at_head: Sink) -> bool:
             continue
         if family.strict or FAMILIES[other.family].strict:
             continue
+        if other.family == _GENERIC and guard.family != _GENERIC:
+            continue  # a check no rule reads does not stand in for one whose job is known
         if other.family not in _REPLACES.get(guard.family, frozenset({other.family})):
             continue
         return True
@@ -224,16 +239,18 @@ def removed_guard_issues(file: ChangedFile, base_text: str, base_path: str, proj
             continue
         for sink in base_sinks:
             for guard in sink.guards:
-                if guard.family == "size-limit" and guard.names:
-                    classes = guard.classes  # a bound on a value protects whatever consumes it
+                if (guard.family == "size-limit" and guard.names) or FAMILIES[guard.family].strict:
+                    classes = guard.classes  # a bound on a value protects whatever consumes it; an option, its call
                 else:
                     classes = guard.classes & sink.classes
                 said_key = (guard.family, guard.line, guard.key)
-                if not classes or said_key in said:
+                if not classes or said_key in said or guard.family in _UNREPORTED:
                     continue
                 matched = _best_match(sink, head_sinks)
                 if matched is None or _replaced(guard, classes, matched) or not _still_fed(guard, sink, matched):
                     continue
+                if guard.family != "size-limit" and not classes & matched.classes:
+                    continue  # at head the function is no view (or the call no sink) of that class
                 if (
                     matched.call is not None
                     and matched.args != sink.args

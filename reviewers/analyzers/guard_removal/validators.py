@@ -33,6 +33,11 @@ _AUTH_ATTRIBUTES = frozenset({"is_authenticated", "is_anonymous", "has_perm", "h
                               "is_staff", "is_superuser", "is_admin", "check_permission", "has_role"})  # fmt: skip
 
 
+# Exceptions that refuse a request for want of authentication or permission.
+_DENIALS = frozenset({"PermissionDenied", "Forbidden", "Unauthorized", "NotAuthenticated", "HTTPForbidden",
+                      "HTTPUnauthorized", "AuthenticationFailed", "NotAuthorized"})  # fmt: skip
+
+
 @dataclass(frozen=True, slots=True)
 class Judgement:
     """The sink classes a validator's body really protects (empty: it is known not to work), and why."""
@@ -111,7 +116,30 @@ def judge_body(func: FunctionNode) -> Judgement | None:
         )
     if attributes & _AUTH_ATTRIBUTES or calls & _AUTH_ATTRIBUTES:
         return Judgement(AUTH_CLASSES, "checks the user's authentication or permissions")
+    if _denies(func):
+        return Judgement(AUTH_CLASSES, "refuses the request with 401 or 403 unless its check passes")
     return None
+
+
+def _denies(func: FunctionNode) -> bool:
+    """Whether a function answers 401/403 or raises an authorization error on some path: a
+    decorator's wrapper that refuses the request unless an API key matches is an authentication check
+    whatever it is called."""
+    return refuses_access([func])
+
+
+def refuses_access(code: list[ast.stmt]) -> bool:
+    """Whether code answers 401/403 or raises an authorization error (`PermissionDenied`) somewhere."""
+    for node in (n for stmt in code for n in ast.walk(stmt)):
+        if isinstance(node, ast.Raise) and node.exc is not None:
+            raised = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
+            if _short(raised) in _DENIALS:
+                return True
+        elif isinstance(node, ast.Return | ast.Call):
+            if any(isinstance(c, ast.Constant) and c.value in (401, 403) and not isinstance(c.value, bool)
+                   for c in ast.walk(node)):  # fmt: skip
+                return True
+    return False
 
 
 def repository_function(project: Project, info: ModuleInfo, func: ast.expr) -> FunctionNode | None:
