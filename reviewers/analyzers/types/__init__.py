@@ -199,6 +199,8 @@ class _Plan:
                 lines += text.count("\n") + 1
         self._add_packages(context, base_tree)
         self._drop_duplicates()
+        for tree, paths in ((self.head, context.workspace.list_paths()), (self.base, base_tree.list_paths())):
+            _add_stubs(tree, set(paths))
 
     def _note(self, path: str, reason: CoverageReason, detail: str) -> None:
         self.report.notes.setdefault(path, []).append((reason, f"{CHECKER}: {detail}"))
@@ -236,6 +238,51 @@ class _Plan:
                         self._note(head_path, "analyzer-error", f"not checked: {why}")
                 else:
                     seen[name] = path
+
+
+# A module of the repository that a checked file imports and the tree does not hold: every name of it is
+# `Any`. Without it, mypy takes `from . import types` for a missing module and reports each use of it.
+STUB = "from typing import Any\n\ndef __getattr__(name: str) -> Any: ...\n"
+
+
+def _imported(tree: ast.Module, package: list[str]) -> set[tuple[str, ...]]:
+    """The dotted names a module's imports may name (a module, or a submodule imported from a package)."""
+    out: set[tuple[str, ...]] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                parts = tuple(alias.name.split("."))
+                out.update(parts[: i + 1] for i in range(len(parts)))
+        elif isinstance(node, ast.ImportFrom):
+            if node.level > len(package) + 1:
+                continue
+            anchor = package[: len(package) - node.level + 1] if node.level else []
+            base = (*anchor, *(node.module.split(".") if node.module else ()))
+            out.update(base[: i + 1] for i in range(len(base)))
+            out.update((*base, alias.name) for alias in node.names if alias.name != "*")
+    return out
+
+
+def _add_stubs(tree: _Tree, repository: set[str]) -> None:
+    """A stub whose every name is `Any` for each repository module a checked file imports that the tree
+    does not hold, at the same place under the file's root."""
+    paths = set(tree.texts)
+    for path in list(tree.sources):
+        name = _module_name(path, paths)
+        parsed = ast.parse(tree.texts[path])
+        if name is None:
+            continue
+        parts = name.split(".")
+        root = (
+            path.split("/")[: -len(parts)] if not path.endswith("/__init__.py") else path.split("/")[: -len(parts) - 1]
+        )
+        package = parts if path.endswith("/__init__.py") else parts[:-1]
+        prefix = "/".join(root) + "/" if root else ""
+        for dotted in _imported(parsed, package):
+            where = prefix + "/".join(dotted)
+            for candidate, stub in ((f"{where}.py", f"{where}.pyi"), (f"{where}/__init__.py", f"{where}/__init__.pyi")):
+                if candidate in repository and candidate not in tree.texts and stub not in tree.texts:
+                    tree.texts[stub] = STUB
 
 
 def _write(root: Path, tree: _Tree) -> None:
@@ -392,7 +439,7 @@ def _issue(rule: str, line: int, errors: list[CheckerError], *, here: bool) -> I
         body = (f"After this change mypy reports, where the diff does not show it: {named}{more}; not at the base. "
                 f"Each is {consequence}.")  # fmt: skip
     severity = "medium" if rule == "types:possibly-unbound" else "high"
-    return Issue(line, rule, severity, title, body, kind="type-error", confidence="high")
+    return Issue(line, rule, severity, title, body, kind=rule.removeprefix("types:"), confidence="high")
 
 
 def _place(plan: _Plan, new: list[tuple[CheckerError, str]]) -> None:
