@@ -1,0 +1,88 @@
+"""New type errors (`reviewers.analyzers.types`): which of mypy's errors are reported as which rule,
+the module names and stubs the trees are built with, and the shapes that must stay silent. Each
+class through the command line is in tests/integration/test_review_types.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from reviewers.analyzers.types import _module_name, check_types
+from reviewers.analyzers.types.classes import enclosing_functions, normalised, rule_of
+
+
+@pytest.mark.parametrize(
+    ("code", "message", "rule"),
+    [
+        ("call-arg", 'Too many arguments for "f"', "types:call-arity"),
+        ("call-arg", 'Missing positional argument "b" in call to "f"', "types:call-arity"),
+        ("call-arg", 'Unexpected keyword argument "c" for "f"', "types:unknown-keyword"),
+        ("attr-defined", '"str" has no attribute "upcase"', "types:unknown-attribute"),
+        ("possibly-undefined", 'Name "x" may be undefined', "types:possibly-unbound"),
+        ("misc", '"None" not callable', "types:none-call"),
+        ("unused-coroutine", 'Value of type "Coroutine[Any, Any, None]" must be used', "types:unawaited-coroutine"),
+        ("arg-type", 'Argument 1 to "f" has incompatible type "str"; expected "int"', None),
+        ("union-attr", 'Item "None" of "str | None" has no attribute "x"', None),
+        ("misc", "Cannot determine type", None),
+    ],
+)
+def test_only_the_judged_classes_are_reported(code: str, message: str, rule: str | None) -> None:
+    assert rule_of(code, message) == rule
+
+
+def test_errors_are_told_apart_by_function_not_by_line() -> None:
+    import ast
+
+    tree = ast.parse("X = 1\n\n\nclass A:\n    def f(self):\n        def g():\n            pass\n        return 1\n")
+    where = enclosing_functions(tree)
+    assert (where.get(1, ""), where[5], where[7], where[8]) == ("", "A.f", "A.f.g", "A.f")
+    assert normalised('Name "x"  already defined on line 12') == normalised('Name "x" already defined on line 40')
+
+
+def test_module_names_follow_the_packages_mypy_sees() -> None:
+    tree = {"src/pkg/__init__.py", "src/pkg/sub/__init__.py", "src/pkg/sub/m.py", "scripts/tool.py", "bad-name/x.py"}
+    assert _module_name("src/pkg/sub/m.py", tree) == "pkg.sub.m"
+    assert _module_name("src/pkg/sub/__init__.py", tree) == "pkg.sub"
+    assert _module_name("scripts/tool.py", tree) == "tool"
+    assert _module_name("bad-name/x.py", tree) == "x"  # the folder is no package: not part of the name
+    assert _module_name("my-tool.py", tree) is None
+
+
+def found(build_context: Any, base: dict[str, str], head: dict[str, str]) -> list[tuple[str, int, str]]:
+    report = check_types(build_context(base, head))
+    return sorted((path, i.line, i.rule) for path, issues in report.issues.items() for i in issues)
+
+
+def test_a_sibling_module_the_check_did_not_read_is_a_stub_not_an_error(build_context: Any) -> None:
+    # `from . import types` in a package with a module `__getattr__`: without a stub for the package's
+    # own module, mypy takes the name from `__getattr__` (an `object`) and reports every new use of it
+    # (seen on click's history)
+    base = {
+        "cli/__init__.py": "def __getattr__(name: str) -> object:\n    raise AttributeError(name)\n",
+        "cli/types.py": "class IntRange:\n    pass\n",
+        "cli/core.py": "from . import types\n\n\ndef a():\n    return types.IntRange()\n",
+    }
+    head = {**base, "cli/core.py": base["cli/core.py"] + "\n\ndef b():\n    return types.BoolParamType()\n"}
+    assert found(build_context, base, head) == []
+
+
+def test_a_name_a_module_may_get_from_a_star_import_is_not_reported(build_context: Any) -> None:
+    base = {
+        "lib/__init__.py": "from .impl import *\n",
+        "lib/impl.py": "def run():\n    pass\n",
+        "lib/use.py": "X = 1\n",
+    }
+    head = {**base, "lib/use.py": "from lib import run, nothing_here\n\nX = 1\n"}
+    assert found(build_context, base, head) == []
+
+
+def test_a_new_error_in_an_untouched_caller_naming_nothing_changed_is_not_placed(build_context: Any) -> None:
+    base = {
+        "shop/__init__.py": "",
+        "shop/a.py": "def f(x) -> str:\n    return str(x)\n",
+        "shop/b.py": "from shop import a\n\n\ndef g():\n    return a.f(1).upper()\n",
+    }
+    head = {**base, "shop/a.py": "def f(x) -> int:\n    return 1\n"}  # returns an int now: b.py's `.upper()` breaks
+    report = check_types(build_context(base, head))
+    assert report.issues == {} and report.unplaced == 1  # `"int" has no attribute "upper"` names no changed def
