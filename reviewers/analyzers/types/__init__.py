@@ -301,7 +301,7 @@ def seed_dir() -> str:
     return str(Path(user_cache_dir("reviewloop", appauthor=False)) / f"mypy-seed-{key}")
 
 
-def _run(plan: _Plan) -> tuple[list[dict[str, object]] | None, str]:
+def _run(plan: _Plan, timeout_s: float) -> tuple[list[dict[str, object]] | None, str]:
     """mypy's answer for the head tree and, when it holds anything, the base tree; or why there is none."""
     trees = [("head", plan.head)] + ([("base", plan.base)] if plan.base.sources else [])
     with tempfile.TemporaryDirectory(prefix="reviewloop-types-") as tmp:
@@ -314,10 +314,10 @@ def _run(plan: _Plan) -> tuple[list[dict[str, object]] | None, str]:
         try:
             done = subprocess.run(
                 [sys.executable, str(RUNNER)], input=request, capture_output=True, text=True,
-                timeout=TIMEOUT_S, check=False,
+                timeout=timeout_s, check=False,
             )  # fmt: skip
         except subprocess.TimeoutExpired:
-            return None, f"gave no answer within {TIMEOUT_S:.0f} s"
+            return None, f"gave no answer within {timeout_s:.0f} s"
         except OSError as exc:
             return None, f"could not start ({exc.__class__.__name__}: {exc})"
     last = (done.stderr or "").strip().splitlines()[-1:] or [f"exit status {done.returncode}"]
@@ -469,7 +469,9 @@ def check_types(context: ReviewContext, *, in_scope: frozenset[str] | None = Non
     plan = _Plan(context, in_scope)
     if not plan.head.sources:
         return plan.report
-    answers, why = _run(plan)  # [head] alone when the head has no error of a reported code
+    left = context.seconds_left()
+    timeout_s = TIMEOUT_S if left is None else min(TIMEOUT_S, max(1.0, left))  # the review's deadline first
+    answers, why = _run(plan, timeout_s)  # [head] alone when the head has no error of a reported code
     if answers is None:
         plan.report.notes.setdefault("", []).append(
             ("analyzer-error", f"{CHECKER} {why}; new type errors in {len(plan.head.sources)} files were not checked")
@@ -484,6 +486,8 @@ class TypeCheck:
 
     def __init__(self, context: ReviewContext, *, in_scope: frozenset[str] | None = None) -> None:
         self._report: TypeReport | None = None
+        left = context.seconds_left()
+        self._wait_s = TIMEOUT_S + 30 if left is None else min(TIMEOUT_S, left) + 5
         self._thread = threading.Thread(target=self._work, args=(context, in_scope), name="types", daemon=True)
         self._thread.start()
 
@@ -494,7 +498,7 @@ class TypeCheck:
             self._report = TypeReport(notes={"": [("analyzer-error", f"{CHECKER} failed: {exc}")]})
 
     def result(self) -> TypeReport:
-        self._thread.join(TIMEOUT_S + 30)
+        self._thread.join(self._wait_s)
         if self._report is None:
             return TypeReport(notes={"": [("deadline", f"{CHECKER} gave no answer in time")]})
         return self._report
