@@ -43,14 +43,12 @@ import sys
 import tempfile
 import threading
 from collections import Counter
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from concurrent.futures import Future
 from pathlib import Path
 
 from platformdirs import user_cache_dir
 
-from reviewers.analyzers.base_tree import BaseTree
-from reviewers.analyzers.changed_file import Issue, unanalyzable
+from reviewers.analyzers.changed_file import Issue
 from reviewers.analyzers.types.classes import (
     CODES,
     RULE_WORDS,
@@ -60,14 +58,10 @@ from reviewers.analyzers.types.classes import (
     normalised,
     rule_of,
 )
-from reviewers.kernel.contracts import CoverageReason, FileChange, ReviewContext
+from reviewers.analyzers.types.plan import CHECKER, Plan, Tree, TypeReport, write_tree
+from reviewers.kernel.contracts import ReviewContext
 from reviewers.kernel.errors import InputError
-from reviewers.paths import is_test_path
 
-MAX_FILES = 30  # changed Python files checked per review
-MAX_CALLER_FILES = 10  # files importing a changed module, checked beside them
-MAX_LINES = 4000  # lines in one tree (changed files first, then callers); past this files are left out
-MAX_SEARCH_HITS = 500
 TIMEOUT_S = 120.0
 RUNNER = Path(__file__).with_name("runner.py")
 FLAGS = [
@@ -83,213 +77,6 @@ FLAGS = [
     "--no-warn-no-return",
     "--allow-redefinition",  # Python rebinding a name to another type is no error of ours
 ]
-CHECKER = "type check (mypy)"
-Note = tuple[CoverageReason, str]
-
-
-@dataclass
-class TypeReport:
-    issues: dict[str, list[Issue]] = field(default_factory=dict)  # by the file they are reported in
-    notes: dict[str, list[Note]] = field(default_factory=dict)  # by file; "" for the review as a whole
-    unplaced: int = 0  # new errors that named no changed definition and stood where the diff does not show
-
-
-@dataclass
-class _Tree:
-    texts: dict[str, str] = field(default_factory=dict)  # path in the tree → text
-    sources: list[str] = field(default_factory=list)  # the paths mypy is asked to check
-
-
-def _module_name(path: str, tree_paths: set[str]) -> str | None:
-    """The module mypy will name the file: its folders count while each holds an `__init__.py`."""
-    folders = path.split("/")[:-1]
-    stem = path.rsplit("/", 1)[-1][: -len(".py")]
-    if stem == "__init__":
-        if not folders:
-            return None
-        stem = folders.pop()
-    name = [stem]
-    while folders and "/".join([*folders, "__init__.py"]) in tree_paths:
-        name.insert(0, folders.pop())
-    return ".".join(name) if all(p.isidentifier() for p in name) else None
-
-
-def _parses(text: str) -> str | None:
-    """Why this interpreter's parser (mypy's) cannot read the text, or None."""
-    try:
-        ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError) as exc:
-        return f"does not parse as Python {sys.version_info.major}.{sys.version_info.minor} ({exc.__class__.__name__})"
-    return None
-
-
-def _callers(context: ReviewContext, changes: Sequence[FileChange], skip: set[str]) -> tuple[list[str], list[Note]]:
-    """Product files importing a changed module, found with one search of the import lines."""
-    stems = sorted({p.rsplit("/", 1)[-1][: -len(".py")] for p in (c.path for c in changes)} - {"__init__"})
-    stems = [s for s in stems if s.isidentifier()]
-    if not stems:
-        return [], []
-    try:
-        hits = context.workspace.search(rf"^ *(from|import) .*\b({'|'.join(stems)})\b", max_hits=MAX_SEARCH_HITS)
-    except InputError as exc:
-        return [], [("budget", f"{CHECKER}: callers of the changed modules not searched: {exc}")]
-    found = sorted({h.path for h in hits if h.path.endswith(".py") and not is_test_path(h.path)} - skip)
-    notes: list[Note] = []
-    if len(found) > MAX_CALLER_FILES:
-        left = len(found) - MAX_CALLER_FILES
-        notes.append(("budget", f"{CHECKER}: {left} files importing a changed module not read"))
-    return found[:MAX_CALLER_FILES], notes
-
-
-class _Plan:
-    """What goes into the two trees, and what is named as not checked."""
-
-    def __init__(self, context: ReviewContext, in_scope: frozenset[str] | None) -> None:
-        self.report = TypeReport()
-        self.base, self.head = _Tree(), _Tree()
-        self.head_of_base: dict[str, str] = {}  # a base tree path → the head path it became
-        self.changes: dict[str, FileChange] = {}
-        self.head_texts: dict[str, str] = {}
-        base_tree = BaseTree(context.workspace, context.files)
-        candidates = [
-            c for c in context.files
-            if c.path.endswith(".py") and c.status != "deleted" and not c.is_binary
-            and (in_scope is None or c.path in in_scope) and not is_test_path(c.path)
-        ]  # fmt: skip
-        lines = 0
-        for n, change in enumerate(candidates):
-            if n >= MAX_FILES or lines >= MAX_LINES:
-                left = [c.path for c in candidates[n:]]
-                self._note("", "budget", f"{len(left)} changed Python files not checked (over {MAX_FILES} files "
-                           f"or {MAX_LINES} lines): {', '.join(left[:5])}{' …' if len(left) > 5 else ''}")  # fmt: skip
-                break
-            head_text = context.workspace.read_file(change.path)
-            if head_text is None or unanalyzable(change.path, head_text) is not None:
-                continue  # the review names these already
-            if (broken := _parses(head_text)) is not None:
-                self._note(change.path, "parse-error", f"not checked at head: {broken}")
-                continue
-            base_text = None
-            if change.status != "added":
-                base_text = base_tree.text(change.old_path)
-                if base_text is None or _parses(base_text) is not None:
-                    self._note(change.path, "parse-error", "not checked: its base could not be rebuilt or parsed")
-                    continue
-                self.base.texts[change.old_path] = base_text
-                self.base.sources.append(change.old_path)
-                self.head_of_base[change.old_path] = change.path
-            self.head.texts[change.path] = head_text
-            self.head.sources.append(change.path)
-            self.changes[change.path] = change
-            self.head_texts[change.path] = head_text
-            lines += head_text.count("\n") + 1
-        modified = [c for c in self.changes.values() if c.status != "added"]
-        if modified and lines < MAX_LINES:
-            callers, notes = _callers(context, modified, {c.path for c in context.files})
-            self.report.notes.setdefault("", []).extend(notes)
-            for path in callers:
-                text = context.workspace.read_file(path)
-                if text is None or unanalyzable(path, text) or _parses(text) or lines >= MAX_LINES:
-                    continue
-                for tree in (self.base, self.head):
-                    tree.texts[path] = text
-                    tree.sources.append(path)
-                self.head_of_base[path] = path
-                self.head_texts[path] = text
-                lines += text.count("\n") + 1
-        self._add_packages(context, base_tree)
-        self._drop_duplicates()
-        for tree, paths in ((self.head, context.workspace.list_paths()), (self.base, base_tree.list_paths())):
-            _add_stubs(tree, set(paths))
-
-    def _note(self, path: str, reason: CoverageReason, detail: str) -> None:
-        self.report.notes.setdefault(path, []).append((reason, f"{CHECKER}: {detail}"))
-
-    def _add_packages(self, context: ReviewContext, base_tree: BaseTree) -> None:
-        """The `__init__.py` of every folder on a checked file's path, where the repository has one."""
-        head_paths = set(context.workspace.list_paths())
-        base_paths = set(base_tree.list_paths())
-        for tree, paths, read in (
-            (self.head, head_paths, context.workspace.read_file),
-            (self.base, base_paths, base_tree.text),
-        ):
-            for path in list(tree.texts):
-                folders = path.split("/")[:-1]
-                while folders:
-                    init = "/".join([*folders, "__init__.py"])
-                    folders.pop()
-                    if init in tree.texts or init not in paths:
-                        continue
-                    text = read(init)
-                    tree.texts[init] = text if text is not None and _parses(text) is None else ""
-
-    def _drop_duplicates(self) -> None:
-        """mypy stops on two files of one module name (two `utils.py` outside packages): keep the first."""
-        for tree in (self.head, self.base):
-            paths = set(tree.texts)
-            seen: dict[str, str] = {}
-            for path in list(tree.sources):
-                name = _module_name(path, paths)
-                if name is None or name in seen:
-                    tree.sources.remove(path)
-                    head_path = self.head_of_base.get(path, path) if tree is self.base else path
-                    why = "its path is not a module name" if name is None else f"same module name as `{seen[name]}`"
-                    if tree is self.head:
-                        self._note(head_path, "analyzer-error", f"not checked: {why}")
-                else:
-                    seen[name] = path
-
-
-# A module of the repository that a checked file imports and the tree does not hold: every name of it is
-# `Any`. Without it, mypy takes `from . import types` for a missing module and reports each use of it.
-STUB = "from typing import Any\n\ndef __getattr__(name: str) -> Any: ...\n"
-
-
-def _imported(tree: ast.Module, package: list[str]) -> set[tuple[str, ...]]:
-    """The dotted names a module's imports may name (a module, or a submodule imported from a package)."""
-    out: set[tuple[str, ...]] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                parts = tuple(alias.name.split("."))
-                out.update(parts[: i + 1] for i in range(len(parts)))
-        elif isinstance(node, ast.ImportFrom):
-            if node.level > len(package) + 1:
-                continue
-            anchor = package[: len(package) - node.level + 1] if node.level else []
-            base = (*anchor, *(node.module.split(".") if node.module else ()))
-            out.update(base[: i + 1] for i in range(len(base)))
-            out.update((*base, alias.name) for alias in node.names if alias.name != "*")
-    return out
-
-
-def _add_stubs(tree: _Tree, repository: set[str]) -> None:
-    """A stub whose every name is `Any` for each repository module a checked file imports that the tree
-    does not hold, at the same place under the file's root."""
-    paths = set(tree.texts)
-    for path in list(tree.sources):
-        name = _module_name(path, paths)
-        parsed = ast.parse(tree.texts[path])
-        if name is None:
-            continue
-        parts = name.split(".")
-        root = (
-            path.split("/")[: -len(parts)] if not path.endswith("/__init__.py") else path.split("/")[: -len(parts) - 1]
-        )
-        package = parts if path.endswith("/__init__.py") else parts[:-1]
-        prefix = "/".join(root) + "/" if root else ""
-        for dotted in _imported(parsed, package):
-            where = prefix + "/".join(dotted)
-            for candidate, stub in ((f"{where}.py", f"{where}.pyi"), (f"{where}/__init__.py", f"{where}/__init__.pyi")):
-                if candidate in repository and candidate not in tree.texts and stub not in tree.texts:
-                    tree.texts[stub] = STUB
-
-
-def _write(root: Path, tree: _Tree) -> None:
-    for path, text in tree.texts.items():
-        target = root / path
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text, encoding="utf-8")
 
 
 def seed_dir() -> str:
@@ -301,14 +88,14 @@ def seed_dir() -> str:
     return str(Path(user_cache_dir("reviewloop", appauthor=False)) / f"mypy-seed-{key}")
 
 
-def _run(plan: _Plan, timeout_s: float) -> tuple[list[dict[str, object]] | None, str]:
+def _run(plan: Plan, timeout_s: float) -> tuple[list[dict[str, object]] | None, str]:
     """mypy's answer for the head tree and, when it holds anything, the base tree; or why there is none."""
     trees = [("head", plan.head)] + ([("base", plan.base)] if plan.base.sources else [])
     with tempfile.TemporaryDirectory(prefix="reviewloop-types-") as tmp:
         runs = []
         for name, tree in trees:
             root = Path(tmp) / name
-            _write(root, tree)
+            write_tree(root, tree)
             runs.append({"root": str(root), "files": tree.sources})
         request = json.dumps({"flags": FLAGS, "seed": seed_dir(), "runs": runs, "base_only_for": sorted(CODES)})
         try:
@@ -335,6 +122,54 @@ def _run(plan: _Plan, timeout_s: float) -> tuple[list[dict[str, object]] | None,
     return answers, ""
 
 
+# Runs started before the review asked (`start_early`), by the trees they read: the review that builds
+# the same trees takes the answer (once) instead of starting mypy again; trees it does not build are
+# not its business, and a few left behind are dropped wholesale.
+_EARLY: dict[str, Future[tuple[list[dict[str, object]] | None, str]]] = {}
+_EARLY_LOCK = threading.Lock()
+MAX_EARLY = 16
+
+
+def _trees_key(plan: Plan) -> str:
+    trees = [plan.head.texts, plan.head.sources, plan.base.texts, plan.base.sources]
+    return hashlib.sha256(json.dumps(trees, sort_keys=True).encode()).hexdigest()
+
+
+def _answer(plan: Plan, timeout_s: float) -> tuple[list[dict[str, object]] | None, str]:
+    with _EARLY_LOCK:
+        early = _EARLY.pop(_trees_key(plan), None)
+    if early is not None:
+        try:
+            return early.result(timeout=timeout_s + 5)
+        except TimeoutError:
+            return None, f"gave no answer within {timeout_s:.0f} s"
+    return _run(plan, timeout_s)
+
+
+def start_early(context: ReviewContext, *, in_scope: frozenset[str] | None = None) -> None:
+    """Start mypy on the trees this review will build, in the background, before the review asks
+    (`check_types` then finds the answer by the trees' contents); a failure here is the review's to meet."""
+
+    def work() -> None:
+        try:
+            plan = Plan(context, in_scope)
+            if not plan.head.sources or importlib.util.find_spec("mypy") is None:
+                return
+            future: Future[tuple[list[dict[str, object]] | None, str]] = Future()
+            with _EARLY_LOCK:
+                if len(_EARLY) >= MAX_EARLY:
+                    _EARLY.clear()
+                _EARLY[_trees_key(plan)] = future
+            try:
+                future.set_result(_run(plan, TIMEOUT_S))
+            except (OSError, ValueError) as exc:
+                future.set_result((None, f"failed: {exc}"))
+        except (OSError, ValueError, RecursionError, InputError):
+            return
+
+    threading.Thread(target=work, name="types-early", daemon=True).start()
+
+
 def _errors(answer: dict[str, object], to_head: dict[str, str]) -> list[tuple[CheckerError, str]]:
     """The answer's errors of a reported class, in head paths, with the rule of each."""
     out: list[tuple[CheckerError, str]] = []
@@ -351,7 +186,7 @@ def _errors(answer: dict[str, object], to_head: dict[str, str]) -> list[tuple[Ch
 class _Repository:
     """Which dotted module names are files of the repository, and whether the check holds one whole."""
 
-    def __init__(self, paths: list[str], head: _Tree) -> None:
+    def __init__(self, paths: list[str], head: Tree) -> None:
         self._modules: set[str] = set()
         for p in paths:
             if p.endswith(".py"):
@@ -376,7 +211,7 @@ class _Repository:
         return len(texts) == 1 and not re.search(r"^\s*from\s+\S+\s+import\s+\*|def __getattr__\b", texts[0], re.M)
 
 
-def _new_errors(plan: _Plan, answers: list[dict[str, object]], repo: _Repository) -> list[tuple[CheckerError, str]]:
+def _new_errors(plan: Plan, answers: list[dict[str, object]], repo: _Repository) -> list[tuple[CheckerError, str]]:
     head = _errors(answers[0], {p: p for p in plan.head.sources})
     base = _errors(answers[1], plan.head_of_base) if len(answers) > 1 else []
     base_texts = {plan.head_of_base[p]: t for p, t in plan.base.texts.items() if p in plan.head_of_base}
@@ -405,7 +240,7 @@ def _new_errors(plan: _Plan, answers: list[dict[str, object]], repo: _Repository
     return sorted(new, key=lambda pair: (pair[0].path, pair[0].line))
 
 
-def _definitions(plan: _Plan) -> dict[str, list[tuple[str, ast.AST]]]:
+def _definitions(plan: Plan) -> dict[str, list[tuple[str, ast.AST]]]:
     """Every function and class of the changed files at head, by name."""
     out: dict[str, list[tuple[str, ast.AST]]] = {}
     for path in plan.changes:
@@ -415,7 +250,7 @@ def _definitions(plan: _Plan) -> dict[str, list[tuple[str, ast.AST]]]:
     return out
 
 
-def _anchor(plan: _Plan, shown: dict[str, set[int]], message: str) -> tuple[str, int] | None:
+def _anchor(plan: Plan, shown: dict[str, set[int]], message: str) -> tuple[str, int] | None:
     """Where the diff shows the changed definition the message names: its first line, else its first
     line the diff shows."""
     definitions = _definitions(plan)
@@ -442,7 +277,7 @@ def _issue(rule: str, line: int, errors: list[CheckerError], *, here: bool) -> I
     return Issue(line, rule, severity, title, body, kind=rule.removeprefix("types:"), confidence="high")
 
 
-def _place(plan: _Plan, new: list[tuple[CheckerError, str]]) -> None:
+def _place(plan: Plan, new: list[tuple[CheckerError, str]]) -> None:
     shown = {
         p: {ln.new_line for h in c.hunks for ln in h.lines if ln.new_line is not None} for p, c in plan.changes.items()
     }
@@ -466,12 +301,12 @@ def check_types(context: ReviewContext, *, in_scope: frozenset[str] | None = Non
         return TypeReport(notes={"": [("unavailable", why)]} if has_python else {})
     if context.past_deadline():
         return TypeReport(notes={"": [("deadline", f"{CHECKER}: the review's deadline came first")]})
-    plan = _Plan(context, in_scope)
+    plan = Plan(context, in_scope)
     if not plan.head.sources:
         return plan.report
     left = context.seconds_left()
     timeout_s = TIMEOUT_S if left is None else min(TIMEOUT_S, max(1.0, left))  # the review's deadline first
-    answers, why = _run(plan, timeout_s)  # [head] alone when the head has no error of a reported code
+    answers, why = _answer(plan, timeout_s)  # [head] alone when the head has no error of a reported code
     if answers is None:
         plan.report.notes.setdefault("", []).append(
             ("analyzer-error", f"{CHECKER} {why}; new type errors in {len(plan.head.sources)} files were not checked")
@@ -479,26 +314,3 @@ def check_types(context: ReviewContext, *, in_scope: frozenset[str] | None = Non
         return plan.report
     _place(plan, _new_errors(plan, answers, _Repository(context.workspace.list_paths(), plan.head)))
     return plan.report
-
-
-class TypeCheck:
-    """One review's type check, started in the background so it overlaps the other analyzers."""
-
-    def __init__(self, context: ReviewContext, *, in_scope: frozenset[str] | None = None) -> None:
-        self._report: TypeReport | None = None
-        left = context.seconds_left()
-        self._wait_s = TIMEOUT_S + 30 if left is None else min(TIMEOUT_S, left) + 5
-        self._thread = threading.Thread(target=self._work, args=(context, in_scope), name="types", daemon=True)
-        self._thread.start()
-
-    def _work(self, context: ReviewContext, in_scope: frozenset[str] | None) -> None:
-        try:
-            self._report = check_types(context, in_scope=in_scope)
-        except (OSError, ValueError, RecursionError) as exc:  # a tree it could not write, an answer it could not read
-            self._report = TypeReport(notes={"": [("analyzer-error", f"{CHECKER} failed: {exc}")]})
-
-    def result(self) -> TypeReport:
-        self._thread.join(self._wait_s)
-        if self._report is None:
-            return TypeReport(notes={"": [("deadline", f"{CHECKER} gave no answer in time")]})
-        return self._report

@@ -66,7 +66,14 @@ def _ensure_seed(seed: str, flags: list[str]) -> None:
         with open(source, "w", encoding="utf-8") as out:
             out.write("".join(f"import {name}\n" for name in SEED_MODULES))
         cache = os.path.join(work, "cache")
-        _mypy(flags, cache, [source])
+        # from a folder of its own: a module in the working folder that shadows one of the standard
+        # library's (a project's `types/`, `logging.py`) would be cached in its place, stale for every run
+        here = os.getcwd()
+        os.chdir(work)
+        try:
+            _mypy(flags, cache, [os.path.basename(source)])
+        finally:
+            os.chdir(here)
         try:
             os.rename(cache, seed)  # another review may have built it meanwhile: theirs is as good
         except OSError:

@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from reviewers.analyzers.types import _module_name, check_types
+from reviewers.analyzers.types import check_types
 from reviewers.analyzers.types.classes import enclosing_functions, normalised, rule_of
+from reviewers.analyzers.types.plan import module_name
 
 
 @pytest.mark.parametrize(
@@ -42,11 +43,11 @@ def test_errors_are_told_apart_by_function_not_by_line() -> None:
 
 def test_module_names_follow_the_packages_mypy_sees() -> None:
     tree = {"src/pkg/__init__.py", "src/pkg/sub/__init__.py", "src/pkg/sub/m.py", "scripts/tool.py", "bad-name/x.py"}
-    assert _module_name("src/pkg/sub/m.py", tree) == "pkg.sub.m"
-    assert _module_name("src/pkg/sub/__init__.py", tree) == "pkg.sub"
-    assert _module_name("scripts/tool.py", tree) == "tool"
-    assert _module_name("bad-name/x.py", tree) == "x"  # the folder is no package: not part of the name
-    assert _module_name("my-tool.py", tree) is None
+    assert module_name("src/pkg/sub/m.py", tree) == "pkg.sub.m"
+    assert module_name("src/pkg/sub/__init__.py", tree) == "pkg.sub"
+    assert module_name("scripts/tool.py", tree) == "tool"
+    assert module_name("bad-name/x.py", tree) == "x"  # the folder is no package: not part of the name
+    assert module_name("my-tool.py", tree) is None
 
 
 def found(build_context: Any, base: dict[str, str], head: dict[str, str]) -> list[tuple[str, int, str]]:

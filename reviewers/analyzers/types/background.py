@@ -1,0 +1,31 @@
+"""One review's type check in the background, so that mypy's process overlaps the other analyzers."""
+
+from __future__ import annotations
+
+import threading
+
+from reviewers.analyzers.types import CHECKER, TIMEOUT_S, TypeReport, check_types
+from reviewers.kernel.contracts import ReviewContext
+
+
+class TypeCheck:
+    """One review's type check, started in the background so it overlaps the other analyzers."""
+
+    def __init__(self, context: ReviewContext, *, in_scope: frozenset[str] | None = None) -> None:
+        self._report: TypeReport | None = None
+        left = context.seconds_left()
+        self._wait_s = TIMEOUT_S + 30 if left is None else min(TIMEOUT_S, left) + 5
+        self._thread = threading.Thread(target=self._work, args=(context, in_scope), name="types", daemon=True)
+        self._thread.start()
+
+    def _work(self, context: ReviewContext, in_scope: frozenset[str] | None) -> None:
+        try:
+            self._report = check_types(context, in_scope=in_scope)
+        except (OSError, ValueError, RecursionError) as exc:  # a tree it could not write, an answer it could not read
+            self._report = TypeReport(notes={"": [("analyzer-error", f"{CHECKER} failed: {exc}")]})
+
+    def result(self) -> TypeReport:
+        self._thread.join(self._wait_s)
+        if self._report is None:
+            return TypeReport(notes={"": [("deadline", f"{CHECKER} gave no answer in time")]})
+        return self._report
