@@ -202,13 +202,43 @@ class _Repository:
         """Whether `module` lacking `name` is certain: not a repository module, or one written whole
         into the tree, with no star import or `__getattr__`, and `name` no submodule of it."""
         if not self.is_module(module):
-            return True  # the standard library's (third-party modules are unknown to the check)
+            return not _stdlib_binds(module, name)  # third-party modules are unknown to the check
         if self.is_module(f"{module}.{name}"):
             return False
         suffix = module.replace(".", "/")
         texts = [t for p, t in self._head.texts.items() if p in (f"{suffix}.py", f"{suffix}/__init__.py")
                  or p.endswith((f"/{suffix}.py", f"/{suffix}/__init__.py"))]  # fmt: skip
         return len(texts) == 1 and not re.search(r"^\s*from\s+\S+\s+import\s+\*|def __getattr__\b", texts[0], re.M)
+
+
+def _stdlib_binds(module: str, name: str) -> bool:
+    """Whether this interpreter's source of a standard library module binds `name` at module level: the
+    standard library's stubs leave out some undocumented names (`urllib.request.proxy_bypass_environment`)
+    that the module has. The source is read, never imported; a module without Python source binds nothing
+    known here."""
+    if module.split(".")[0] not in sys.stdlib_module_names:
+        return False
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return False
+    origin = spec.origin if spec is not None else None
+    if not origin or not origin.endswith(".py"):
+        return False
+    try:
+        tree = ast.parse(Path(origin).read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
+        return False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and node.name == name:
+            return True
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and node.id == name:
+            return True
+        if isinstance(node, ast.Import | ast.ImportFrom) and any((a.asname or a.name) == name for a in node.names):
+            return True
+        if isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names):
+            return True  # names from another module: not followed here
+    return False
 
 
 def _new_errors(plan: Plan, answers: list[dict[str, object]], repo: _Repository) -> list[tuple[CheckerError, str]]:

@@ -87,3 +87,12 @@ def test_a_new_error_in_an_untouched_caller_naming_nothing_changed_is_not_placed
     head = {**base, "shop/a.py": "def f(x) -> int:\n    return 1\n"}  # returns an int now: b.py's `.upper()` breaks
     report = check_types(build_context(base, head))
     assert report.issues == {} and report.unplaced == 1  # `"int" has no attribute "upper"` names no changed def
+
+
+def test_a_standard_library_name_its_stubs_leave_out_is_not_reported(build_context: Any) -> None:
+    # typeshed has no `urllib.request.proxy_bypass_environment`, the module has (seen in requests' compat.py)
+    base = {"net/__init__.py": "", "net/compat.py": "X = 1\n"}
+    head = {**base, "net/compat.py": "from urllib.request import proxy_bypass_environment, no_such_helper\n\nX = 1\n"}
+    report = check_types(build_context(base, head))
+    [issue] = report.issues["net/compat.py"]
+    assert "no_such_helper" in issue.body and "proxy_bypass_environment" not in issue.body
