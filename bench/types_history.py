@@ -5,7 +5,8 @@ Each of the last N non-merge commits that touch Python is reviewed as a merge re
 (parent → commit) by the type check alone: mypy over the changed product files and their callers at
 the parent and at the commit, the errors new at the commit kept (`check_types`). It prints JSON: the
 commits, the changed product lines, the CPU seconds of this process and its children, the coverage
-notes, how many new errors named no changed definition off the diff (`unplaced`), and every hit with
+notes, how many errors of the reported classes mypy gave at head and at the base before the delta,
+how many new errors named no changed definition off the diff (`unplaced`), and every hit with
 its commit, path, line, rule and body, for a person to judge (bench/RESULTS.md, "New type errors, on
 real history"). Nothing is run from the repository: it is read through git, and mypy only reads it.
 """
@@ -42,7 +43,7 @@ def scan(root: Path, commits: int, skip: int = 0) -> dict[str, Any]:
     shas = [line.split()[0] for line in listed.stdout.splitlines() if len(line.split()) == 2][skip:]
     hits: list[dict[str, Any]] = []
     notes: list[dict[str, str]] = []
-    lines = unplaced = 0
+    lines = unplaced = at_head = at_base = 0
     started = _cpu()
     for sha in shas:
         files = repo.diff_files(f"{sha}^", sha)
@@ -52,6 +53,7 @@ def scan(root: Path, commits: int, skip: int = 0) -> dict[str, Any]:
         lines += sum(c.additions for c in files if c.path in in_scope)
         report = check_types(context, in_scope=in_scope)
         unplaced += report.unplaced
+        at_head, at_base = at_head + report.at_head, at_base + report.at_base
         notes += [{"commit": sha[:12], "path": p, "note": f"{r}: {d}"} for p, ns in report.notes.items() for r, d in ns]
         for path, issues in report.issues.items():
             text = workspace.read_file(path) or ""
@@ -60,7 +62,8 @@ def scan(root: Path, commits: int, skip: int = 0) -> dict[str, Any]:
                 hits.append({"commit": sha[:12], "path": path, "line": i.line, "rule": i.rule,
                              "code": code.strip()[:300], "body": i.body[:700]})  # fmt: skip
     cpu = round(_cpu() - started, 1)
-    return {"commits": len(shas), "changed_lines": lines, "cpu_s": cpu, "unplaced": unplaced, "notes": notes,
+    return {"commits": len(shas), "changed_lines": lines, "cpu_s": cpu, "unplaced": unplaced,
+            "errors_of_reported_classes": {"at_head": at_head, "at_base": at_base}, "notes": notes,
             "hits": hits}  # fmt: skip
 
 

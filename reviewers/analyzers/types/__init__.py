@@ -245,6 +245,7 @@ def _new_errors(plan: Plan, answers: list[dict[str, object]], repo: _Repository)
     head = _errors(answers[0], {p: p for p in plan.head.sources})
     base = _errors(answers[1], plan.head_of_base) if len(answers) > 1 else []
     base_texts = {plan.head_of_base[p]: t for p, t in plan.base.texts.items() if p in plan.head_of_base}
+    plan.report.at_head, plan.report.at_base = len(head), len(base)
     functions: dict[tuple[str, str], dict[int, str]] = {}
 
     def key(error: CheckerError, side: str, texts: dict[str, str]) -> tuple[str, str, str, str]:

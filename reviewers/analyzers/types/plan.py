@@ -33,6 +33,8 @@ class TypeReport:
     issues: dict[str, list[Issue]] = field(default_factory=dict)  # by the file they are reported in
     notes: dict[str, list[Note]] = field(default_factory=dict)  # by file; "" for the review as a whole
     unplaced: int = 0  # new errors that named no changed definition and stood where the diff does not show
+    at_head: int = 0  # errors of the reported classes at head, new or not (what the delta starts from)
+    at_base: int = 0
 
 
 @dataclass
