@@ -123,17 +123,37 @@ def test_each_class_fires_on_the_change_and_not_on_its_near_miss(env: None, tmp_
     assert "[call-arg]" in found[("app/service.py", at("0.1, 3)"), "types:call-arity")]["body"]
 
 
-def test_a_file_that_does_not_parse_is_named_and_the_rest_still_checked(env: None, tmp_path: Path) -> None:
-    base = {"app/__init__.py": "", "app/a.py": "X = 1\n", "app/b.py": "Y = 2\n"}
-    head = {**base, "app/a.py": "X = 1\nprint 'py2'\n", "app/b.py": "import os\n\nY = os.nope\n"}
+def test_a_file_that_does_not_parse_is_named_once_and_the_rest_still_checked(env: None, tmp_path: Path) -> None:
+    base = {"app/__init__.py": "", "app/a.py": "X = 1\n", "app/b.py": "Y = 2\n", "app/c.py": "Z = 3\n"}
+    head = {
+        **base,
+        "app/a.py": "X = 1\nprint 'py2'\n",  # no Python reads it: the review names it a parse error
+        "app/b.py": "import os\n\nY = os.nope\n",
+        "app/c.py": "type Pair[T] = tuple[T, T]\n\nZ = 3\n",  # 3.12 syntax: every other analyzer reads it
+    }
     repo = tmp_path / "repo"
     commit_range(repo, base, head)
     report = review(repo)
     assert [(f["path"], f["rule"]) for f in report["findings"] if f["rule"].startswith("types:")] == [
         ("app/b.py", "types:unknown-attribute")
     ]
-    notes = [n for n in report["not_reviewed"] if "type check" in n["detail"]]
-    assert [(n["path"], n["reason"]) for n in notes] == [("app/a.py", "parse-error")]
+    named = {(n["path"], n["reason"]) for n in report["not_reviewed"]}
+    assert named == {("app/a.py", "parse-error")}, report["not_reviewed"]  # once, not again by the type check
+
+
+def test_a_script_path_and_two_modules_of_one_name_are_each_checked(env: None, tmp_path: Path) -> None:
+    base = {"bin/my-tool.py": "X = 1\n", "jobs/utils.py": "Y = 1\n", "tools/utils.py": "Z = 1\n"}
+    head = {
+        "bin/my-tool.py": "import os\n\nX = os.nope\n",
+        "jobs/utils.py": "import os\n\nY = os.gone\n",
+        "tools/utils.py": "import os\n\nZ = os.missing\n",
+    }
+    repo = tmp_path / "repo"
+    commit_range(repo, base, head)
+    report = review(repo)
+    found = sorted((f["path"], f["line"]) for f in report["findings"] if f["rule"] == "types:unknown-attribute")
+    assert found == [("bin/my-tool.py", 3), ("jobs/utils.py", 3), ("tools/utils.py", 3)]
+    assert report["not_reviewed"] == []
 
 
 @pytest.mark.parametrize(

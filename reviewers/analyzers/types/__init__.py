@@ -59,6 +59,7 @@ from reviewers.analyzers.types.classes import (
     rule_of,
 )
 from reviewers.analyzers.types.plan import CHECKER, Plan, Tree, TypeReport, write_tree
+from reviewers.analyzers.types.shapes import mypy_not_the_program
 from reviewers.kernel.contracts import ReviewContext
 from reviewers.kernel.errors import InputError
 
@@ -179,7 +180,8 @@ def _errors(answer: dict[str, object], to_head: dict[str, str]) -> list[tuple[Ch
         rule = rule_of(code, message)
         if path is None or rule is None or item.get("severity") != "error" or not isinstance(item.get("line"), int):
             continue
-        out.append((CheckerError(path, int(item["line"]), code, message), rule))
+        column = item.get("column") if isinstance(item.get("column"), int) else -1
+        out.append((CheckerError(path, int(item["line"]), code, message, int(column)), rule))
     return out
 
 
@@ -242,7 +244,7 @@ def _stdlib_binds(module: str, name: str) -> bool:
 
 
 def _new_errors(plan: Plan, answers: list[dict[str, object]], repo: _Repository) -> list[tuple[CheckerError, str]]:
-    head = _errors(answers[0], {p: p for p in plan.head.sources})
+    head = _errors(answers[0], plan.head_path)
     base = _errors(answers[1], plan.head_of_base) if len(answers) > 1 else []
     base_texts = {plan.head_of_base[p]: t for p, t in plan.base.texts.items() if p in plan.head_of_base}
     plan.report.at_head, plan.report.at_base = len(head), len(base)
@@ -255,6 +257,14 @@ def _new_errors(plan: Plan, answers: list[dict[str, object]], repo: _Repository)
         return error.path, error.code, where, normalised(error.message)
 
     before = Counter(key(e, "base", base_texts) for e, _ in base)
+    trees: dict[str, ast.Module] = {}
+    shapes: dict[str, object] = {}
+
+    def parsed(path: str) -> ast.Module:
+        if path not in trees:
+            trees[path] = ast.parse(plan.head_texts[path])
+        return trees[path]
+
     added = {p: set(c.added_lines()) for p, c in plan.changes.items()}
     # errors on untouched lines take their twins at the base first: the new one is the one the change wrote
     head.sort(key=lambda pair: pair[0].line in added.get(pair[0].path, set()))
@@ -266,6 +276,8 @@ def _new_errors(plan: Plan, answers: list[dict[str, object]], repo: _Repository)
             continue
         member = module_member(error.message) if error.code == "attr-defined" else None
         if member is not None and not repo.member_is_known(*member):
+            continue
+        if mypy_not_the_program(error, rule, parsed(error.path), plan.head.texts, shapes):
             continue
         new.append((error, rule))
     return sorted(new, key=lambda pair: (pair[0].path, pair[0].line))

@@ -49,6 +49,7 @@ class CheckerError:
     line: int
     code: str
     message: str
+    column: int = -1  # 0-based, where mypy gives one
 
 
 def rule_of(code: str, message: str) -> str | None:

@@ -1,6 +1,13 @@
 """What goes into the type check's two trees: the changed files at the base and at head, their callers,
 the packages on their paths and stubs for the repository modules they import that are not read.
 
+A file that does not parse on this interpreter is not checked (mypy reads Python with the parser of
+the Python it runs on): one that parses as no Python version is named by the review already (a parse
+error, and ruff's `invalid-syntax`); one in a newer Python's syntax (3.12 f-strings, PEP 695) is read
+by every other analyzer, and naming it would make the review incomplete for every such file, so it
+is left out without a word (docs/how-it-works.md says so). A base that cannot be rebuilt or parsed
+when the head can is named: the change cannot be compared.
+
 A text rebuilt from a bare diff (blank where the hunks show nothing, `ChangedFile.partial`) is not
 checked: names defined in the lines not shown would be missing at head and at the base alike, but a
 line the change added that uses one would read as a new error.
@@ -20,9 +27,9 @@ from reviewers.kernel.contracts import CoverageReason, FileChange, ReviewContext
 from reviewers.kernel.errors import InputError
 from reviewers.paths import is_test_path
 
-MAX_FILES = 30  # changed Python files checked per review
+MAX_FILES = 100  # changed Python files checked per review
 MAX_CALLER_FILES = 10  # files importing a changed module, checked beside them
-MAX_LINES = 2500  # lines in one tree (changed files first, then callers); past this files are left out
+MAX_LINES = 10000  # lines in one tree (changed files first, then callers); past this files are left out
 MAX_SEARCH_HITS = 500
 CHECKER = "type check (mypy)"
 Note = tuple[CoverageReason, str]
@@ -91,6 +98,7 @@ class Plan:
         self.report = TypeReport()
         self.base, self.head = Tree(), Tree()
         self.head_of_base: dict[str, str] = {}  # a base tree path → the head path it became
+        self.head_path: dict[str, str] = {}  # a head tree path → its path in the repository
         self.changes: dict[str, FileChange] = {}
         self.head_texts: dict[str, str] = {}
         base_tree = BaseTree(context.workspace, context.files)
@@ -111,9 +119,8 @@ class Plan:
                 continue  # the review names these already
             if ChangedFile(change, head_text).partial:
                 continue  # a bare diff's rebuilt text: see the module's docstring
-            if (broken := _parses(head_text)) is not None:
-                self._note(change.path, "parse-error", f"not checked at head: {broken}")
-                continue
+            if _parses(head_text) is not None:
+                continue  # see the module's docstring
             base_text = None
             if change.status != "added":
                 base_text = base_tree.text(change.old_path)
@@ -125,6 +132,7 @@ class Plan:
                 self.head_of_base[change.old_path] = change.path
             self.head.texts[change.path] = head_text
             self.head.sources.append(change.path)
+            self.head_path[change.path] = change.path
             self.changes[change.path] = change
             self.head_texts[change.path] = head_text
             lines += head_text.count("\n") + 1
@@ -140,6 +148,7 @@ class Plan:
                     tree.texts[path] = text
                     tree.sources.append(path)
                 self.head_of_base[path] = path
+                self.head_path[path] = path
                 self.head_texts[path] = text
                 lines += text.count("\n") + 1
         self._add_packages(context, base_tree)
@@ -169,20 +178,21 @@ class Plan:
                     tree.texts[init] = text if text is not None and _parses(text) is None else ""
 
     def _drop_duplicates(self) -> None:
-        """mypy stops on two files of one module name (two `utils.py` outside packages): keep the first."""
-        for tree in (self.head, self.base):
+        """A file mypy cannot name as a module (`bin/my-tool.py`) or that has the name of another (two
+        `utils.py` outside packages: mypy stops on those) is checked under a name of its own at the
+        tree's root; what it imports relatively is then unknown, as a missing module is."""
+        for tree, to_head in ((self.head, self.head_path), (self.base, self.head_of_base)):
             paths = set(tree.texts)
-            seen: dict[str, str] = {}
-            for path in list(tree.sources):
+            seen: set[str] = set()
+            for n, path in enumerate(list(tree.sources)):
                 name = module_name(path, paths)
-                if name is None or name in seen:
-                    tree.sources.remove(path)
-                    head_path = self.head_of_base.get(path, path) if tree is self.base else path
-                    why = "its path is not a module name" if name is None else f"same module name as `{seen[name]}`"
-                    if tree is self.head:
-                        self._note(head_path, "analyzer-error", f"not checked: {why}")
-                else:
-                    seen[name] = path
+                if name is not None and name not in seen:
+                    seen.add(name)
+                    continue
+                alias = f"_reviewloop_module_{n}.py"
+                tree.texts[alias] = tree.texts.pop(path)
+                tree.sources[tree.sources.index(path)] = alias
+                to_head[alias] = to_head.pop(path, path)
 
 
 # A module of the repository that a checked file imports and the tree does not hold: every name of it is

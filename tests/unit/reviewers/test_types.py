@@ -96,3 +96,64 @@ def test_a_standard_library_name_its_stubs_leave_out_is_not_reported(build_conte
     report = check_types(build_context(base, head))
     [issue] = report.issues["net/compat.py"]
     assert "no_such_helper" in issue.body and "proxy_bypass_environment" not in issue.body
+
+
+SHAPES_BASE = {"svc/__init__.py": "", "svc/run.py": "X = 1\n"}
+SHAPES_HEAD = """from collections.abc import Callable
+
+from thirdparty import Response
+
+
+class Denial(Response):
+    pass
+
+
+class Plain:
+    def __init__(self, code):
+        self.code = code
+
+
+class Worker:
+    hook: Callable[[], None] | None = None
+
+    def tested(self, ready):
+        if self.hook is not None:
+            ready()
+            self.hook()
+
+    def untested(self):
+        self.hook()
+
+
+def correlated(items):
+    found = None
+    for item in items:
+        if item:
+            found = item
+            scope = {}
+    if found is not None:
+        print(scope)
+
+
+def plain(flag):
+    if flag:
+        value = 1
+    return value
+
+
+def build():
+    return Denial(status=1), Plain(code=1, status=2)
+"""
+
+
+def test_shapes_where_mypy_cannot_follow_the_program_are_not_reported(build_context: Any) -> None:
+    report = check_types(build_context(SHAPES_BASE, {**SHAPES_BASE, "svc/run.py": SHAPES_HEAD}))
+    lines = SHAPES_HEAD.splitlines()
+    got = sorted((lines[i.line - 1].strip(), i.rule) for i in report.issues.get("svc/run.py", []))
+    assert got == [
+        ("return Denial(status=1), Plain(code=1, status=2)", "types:unknown-keyword"),  # Plain's, not Denial's
+        ("return value", "types:possibly-unbound"),  # not `print(scope)` under `if found is not None`
+        ("self.hook()", "types:none-call"),  # the untested call only
+    ]
+    [keyword] = [i for i in report.issues["svc/run.py"] if i.rule == "types:unknown-keyword"]
+    assert '"Plain"' in keyword.body and "Denial" not in keyword.body
