@@ -30,8 +30,8 @@ from reviewers.analyzers.redos import removed_code
 from reviewers.analyzers.ruff import prefetch as ruff_prefetch
 from reviewers.analyzers.ruff import ruff_issues, unused_import_binding
 from reviewers.analyzers.slips import slip_issues
-from reviewers.analyzers.types import TypeReport
 from reviewers.analyzers.types.background import TypeCheck
+from reviewers.analyzers.types.plan import TypeReport
 from reviewers.kernel.contracts import CoverageReason, ReviewContext, SearchHit
 from reviewers.kernel.errors import AnalyzerError, InputError
 from reviewers.paths import is_test_path, language_of

@@ -10,6 +10,7 @@ finding."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 from typing import Any
@@ -106,7 +107,10 @@ def test_each_class_fires_on_the_change_and_not_on_its_near_miss(env: None, tmp_
     repo = tmp_path / "repo"
     commit_range(repo, BASE, HEAD)
     found = {(f["path"], f["line"], f["rule"]): f for f in review(repo)["findings"] if f["rule"].startswith("types:")}
-    at = lambda needle: line_of(SERVICE, needle)  # noqa: E731
+
+    def at(needle: str) -> int:
+        return line_of(SERVICE, needle)
+
     assert set(found) == {
         ("app/service.py", at("    notify(user)"), "types:unawaited-coroutine"),
         ("app/service.py", at("rounding=2"), "types:unknown-keyword"),
@@ -168,10 +172,8 @@ def test_a_checker_missing_failing_or_out_of_time_is_named_and_other_findings_st
     env: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, breakage: str, said: str
 ) -> None:
     if breakage == "missing":
-        real = type_check.importlib.util.find_spec
-        monkeypatch.setattr(
-            type_check.importlib.util, "find_spec", lambda name, *a: None if name == "mypy" else real(name, *a)
-        )
+        real = importlib.util.find_spec
+        monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "mypy" else real(name, *a))
     elif breakage == "timeout":
         monkeypatch.setattr(type_check, "TIMEOUT_S", 0.01)
     else:

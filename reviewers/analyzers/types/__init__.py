@@ -60,7 +60,7 @@ from reviewers.analyzers.types.classes import (
 )
 from reviewers.analyzers.types.plan import CHECKER, Plan, Tree, TypeReport, write_tree
 from reviewers.analyzers.types.shapes import mypy_not_the_program
-from reviewers.kernel.contracts import ReviewContext
+from reviewers.kernel.contracts import ReviewContext, Severity
 from reviewers.kernel.errors import InputError
 
 TIMEOUT_S = 120.0
@@ -316,7 +316,7 @@ def _issue(rule: str, line: int, errors: list[CheckerError], *, here: bool) -> I
         more = f" and {len(errors) - 3} more" if len(errors) > 3 else ""
         body = (f"After this change mypy reports, where the diff does not show it: {named}{more}; not at the base. "
                 f"Each is {consequence}.")  # fmt: skip
-    severity = "medium" if rule == "types:possibly-unbound" else "high"
+    severity: Severity = "medium" if rule == "types:possibly-unbound" else "high"
     return Issue(line, rule, severity, title, body, kind=rule.removeprefix("types:"), confidence="high")
 
 

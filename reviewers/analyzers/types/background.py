@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import threading
 
-from reviewers.analyzers.types import CHECKER, TIMEOUT_S, TypeReport, check_types
+from reviewers.analyzers.types import TIMEOUT_S, check_types
+from reviewers.analyzers.types.plan import CHECKER, TypeReport
 from reviewers.kernel.contracts import ReviewContext
 
 

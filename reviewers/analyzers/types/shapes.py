@@ -65,7 +65,8 @@ def _unbound_use_guarded(error: CheckerError, tree: ast.Module, parents: dict[in
     name = found.group(1)
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and node.id == name and node.lineno == error.line:
-            child, up = node, parents.get(id(node))
+            child: ast.AST = node
+            up = parents.get(id(node))
             while up is not None and not isinstance(up, ast.FunctionDef | ast.AsyncFunctionDef):
                 if isinstance(up, ast.If | ast.While) and child is not up.test and not _binds(up, name):
                     return True
