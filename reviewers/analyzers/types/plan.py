@@ -16,6 +16,7 @@ line the change added that uses one would read as a new error.
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -28,7 +29,7 @@ from reviewers.kernel.errors import InputError
 from reviewers.paths import is_test_path
 
 MAX_FILES = 100  # changed Python files checked per review
-MAX_CALLER_FILES = 10  # files importing a changed module, checked beside them
+MAX_CALLER_FILES = 20  # files importing a changed module, checked beside them
 MAX_LINES = 5000  # lines in one tree (changed files first, then callers); past this files are left out
 MAX_SEARCH_HITS = 500
 CHECKER = "type check (mypy)"
@@ -73,9 +74,25 @@ def _parses(text: str) -> str | None:
     return None
 
 
+def _import_pattern(path: str) -> str:
+    """An import line that names the module at `path`: `from pkg.mod import`, `import pkg.mod`, `from
+    pkg import mod`, `from .mod import`, `from . import mod`; a module at the top: `import mod`."""
+    parts = path[: -len(".py")].split("/")
+    stem = re.escape(parts[-1])
+    if len(parts) == 1:
+        return rf"^\s*(from\s+{stem}\s+import|import\s+{stem}\b)"
+    parent = re.escape(parts[-2])
+    return (
+        rf"\b{parent}\.{stem}\b|\b{parent}\s+import\b.*\b{stem}\b"
+        rf"|from\s+\.+{stem}\b|from\s+\.+\s+import\b.*\b{stem}\b"
+    )
+
+
 def _callers(context: ReviewContext, changes: Sequence[FileChange], skip: set[str]) -> tuple[list[str], list[Note]]:
-    """Product files importing a changed module, found with one search of the import lines."""
-    stems = sorted({p.rsplit("/", 1)[-1][: -len(".py")] for p in (c.path for c in changes)} - {"__init__"})
+    """Product files importing a changed module: one search of the import lines naming the changed
+    modules' names, each line then matched to the module's package (`utils` alone names many)."""
+    modules = [c.path for c in changes if c.path.rsplit("/", 1)[-1] != "__init__.py"]
+    stems = sorted({p.rsplit("/", 1)[-1][: -len(".py")] for p in modules})
     stems = [s for s in stems if s.isidentifier()]
     if not stems:
         return [], []
@@ -83,12 +100,11 @@ def _callers(context: ReviewContext, changes: Sequence[FileChange], skip: set[st
         hits = context.workspace.search(rf"^ *(from|import) .*\b({'|'.join(stems)})\b", max_hits=MAX_SEARCH_HITS)
     except InputError as exc:
         return [], [("budget", f"{CHECKER}: callers of the changed modules not searched: {exc}")]
-    found = sorted({h.path for h in hits if h.path.endswith(".py") and not is_test_path(h.path)} - skip)
-    notes: list[Note] = []
-    if len(found) > MAX_CALLER_FILES:
-        left = len(found) - MAX_CALLER_FILES
-        notes.append(("budget", f"{CHECKER}: {left} files importing a changed module not read"))
-    return found[:MAX_CALLER_FILES], notes
+    naming = re.compile("|".join(f"(?:{_import_pattern(p)})" for p in modules))
+    found = sorted(
+        {h.path for h in hits if h.path.endswith(".py") and not is_test_path(h.path) and naming.search(h.text)} - skip
+    )
+    return found, []
 
 
 class Plan:
@@ -140,9 +156,13 @@ class Plan:
         if modified and lines < MAX_LINES:
             callers, notes = _callers(context, modified, {c.path for c in context.files})
             self.report.notes.setdefault("", []).extend(notes)
-            for path in callers:
+            for n, path in enumerate(callers):
+                if n >= MAX_CALLER_FILES or lines >= MAX_LINES:
+                    self._note("", "budget", f"{len(callers) - n} files importing a changed module not read (over "
+                               f"{MAX_CALLER_FILES} files or {MAX_LINES} lines)")  # fmt: skip
+                    break
                 text = context.workspace.read_file(path)
-                if text is None or unanalyzable(path, text) or _parses(text) or lines >= MAX_LINES:
+                if text is None or unanalyzable(path, text) or _parses(text):
                     continue
                 for tree in (self.base, self.head):
                     tree.texts[path] = text
