@@ -48,6 +48,7 @@ from pathlib import Path
 
 from platformdirs import user_cache_dir
 
+from reviewers.analyzers.callers.signature import Signature, signature_of
 from reviewers.analyzers.changed_file import Issue
 from reviewers.analyzers.types.classes import (
     CODES,
@@ -320,13 +321,47 @@ def _issue(rule: str, line: int, errors: list[CheckerError], *, here: bool) -> I
     return Issue(line, rule, severity, title, body, kind=rule.removeprefix("types:"), confidence="high")
 
 
+def _parameters_changed(plan: Plan) -> set[str]:
+    """Names of the functions and classes, at any depth of a changed file, whose parameters (not their
+    annotations) the change altered, or that it removed."""
+
+    def signatures(text: str) -> dict[str, set[Signature]]:
+        out: dict[str, set[Signature]] = {}
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                out.setdefault(node.name, set()).add(signature_of(node))
+            elif isinstance(node, ast.ClassDef):
+                inits = [s for s in node.body if isinstance(s, ast.FunctionDef) and s.name == "__init__"]
+                out.setdefault(node.name, set()).update(signature_of(i, drop_first=True) for i in inits)
+        return out
+
+    changed: set[str] = set()
+    for base_path, head_path in plan.head_of_base.items():
+        if head_path not in plan.changes or base_path not in plan.base.texts:
+            continue
+        before, after = signatures(plan.base.texts[base_path]), signatures(plan.head_texts[head_path])
+        changed |= {name for name, sigs in before.items() if after.get(name) != sigs}
+    return changed
+
+
 def _place(plan: Plan, new: list[tuple[CheckerError, str]]) -> None:
+    """At the error's line when the change added it. An error on a line the change did not write (a
+    caller, a body whose parameter gained an annotation) is the change's only through a definition
+    whose parameters it altered or that it removed, named in the message: at that line when the diff
+    shows it, else at the definition; other such errors (a type that became known) are not reported."""
     shown = {
         p: {ln.new_line for h in c.hunks for ln in h.lines if ln.new_line is not None} for p, c in plan.changes.items()
     }
+    added = {p: set(c.added_lines()) for p, c in plan.changes.items()}
+    altered = _parameters_changed(plan)
     grouped: dict[tuple[str, int, str], list[CheckerError]] = {}
     for error, rule in new:
-        if error.line in shown.get(error.path, set()):
+        if error.line in added.get(error.path, set()):
+            plan.report.issues.setdefault(error.path, []).append(_issue(rule, error.line, [error], here=True))
+            continue
+        if not altered & set(re.findall(r'"(\w+)"', error.message)):
+            plan.report.unplaced += 1
+        elif error.line in shown.get(error.path, set()):
             plan.report.issues.setdefault(error.path, []).append(_issue(rule, error.line, [error], here=True))
         elif (anchor := _anchor(plan, shown, error.message)) is not None:
             grouped.setdefault((*anchor, rule), []).append(error)

@@ -6,7 +6,9 @@ before an error is reported (each seen on released code that runs, `bench.large_
   that a call in between may change, or through a helper that tests it (`is_async_callable`);
 - a name that may be unbound, used inside an `if` or `while` that does not bind it itself: the
   condition is usually what makes the binding certain (`if partial is not None: ... partial_scope`),
-  which mypy cannot relate;
+  which mypy cannot relate (black's history: `if Preview.x in mode:` twice); or used in an `except`
+  handler of a `try` whose body binds it: which statement raised, mypy cannot tell (beets' history:
+  `response` bound by `requests.get`, the handler catching what `response.json()` raises);
 - a call to a class with a base the check does not know (a third-party class, a module not read):
   mypy takes its `__init__` from the next base it knows, whose parameters are not the class's.
 """
@@ -70,6 +72,9 @@ def _unbound_use_guarded(error: CheckerError, tree: ast.Module, parents: dict[in
             while up is not None and not isinstance(up, ast.FunctionDef | ast.AsyncFunctionDef):
                 if isinstance(up, ast.If | ast.While) and child is not up.test and not _binds(up, name):
                     return True
+                if isinstance(up, ast.Try | ast.TryStar) and child in up.handlers:
+                    if any(_binds(s, name) for s in up.body):
+                        return True
                 child, up = up, parents.get(id(up))
     return False
 

@@ -157,3 +157,22 @@ def test_shapes_where_mypy_cannot_follow_the_program_are_not_reported(build_cont
     ]
     [keyword] = [i for i in report.issues["svc/run.py"] if i.rule == "types:unknown-keyword"]
     assert '"Plain"' in keyword.body and "Denial" not in keyword.body
+
+
+def test_an_error_an_annotation_makes_visible_on_an_untouched_line_is_not_the_change(build_context: Any) -> None:
+    # beets' history: `other` gained `: object`; the body, untouched, reads `other.original`, as before
+    eq = "class T:\n    def __init__(self, x):\n        self.x = x\n\n    def __eq__(self, other{}):\n        return self.x == other.x\n"
+    base = {"m/__init__.py": "", "m/t.py": eq.format("")}
+    head = {**base, "m/t.py": eq.format(": object") + "\n\ndef new(other: object):\n    return other.y\n"}
+    assert found(build_context, base, head) == [("m/t.py", 10, "types:unknown-attribute")]  # the line it added
+
+
+def test_a_name_used_in_a_handler_of_the_try_that_binds_it_is_not_reported(build_context: Any) -> None:
+    body = (
+        "import json\n\n\ndef load(url, read):\n    try:\n        raw = read(url)\n        data = json.loads(raw)\n"
+        "    except ValueError:\n        print(raw)\n        return None\n    finally:\n        print(data)\n"
+        "    return data\n"
+    )
+    base = {"m/__init__.py": "", "m/io.py": "X = 1\n"}
+    # `raw` in the handler: which statement raised, mypy cannot tell; `data` in `finally`: unbound when read() raises
+    assert found(build_context, base, {**base, "m/io.py": body}) == [("m/io.py", 12, "types:possibly-unbound")]
