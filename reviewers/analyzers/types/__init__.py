@@ -60,6 +60,7 @@ from reviewers.analyzers.types.classes import (
     rule_of,
 )
 from reviewers.analyzers.types.plan import CHECKER, Plan, Tree, TypeReport, write_tree
+from reviewers.analyzers.types.runner import SEED_MODULES
 from reviewers.analyzers.types.shapes import mypy_not_the_program
 from reviewers.kernel.contracts import ReviewContext, Severity
 from reviewers.kernel.errors import InputError
@@ -85,7 +86,7 @@ def seed_dir() -> str:
     """Where the standard library's cache for this mypy, Python and flag set is kept."""
     from mypy.version import __version__
 
-    flags = hashlib.sha256(" ".join(FLAGS).encode()).hexdigest()[:12]
+    flags = hashlib.sha256(" ".join([*FLAGS, *SEED_MODULES]).encode()).hexdigest()[:12]
     key = f"{__version__}-py{sys.version_info.major}{sys.version_info.minor}-{flags}"
     return str(Path(user_cache_dir("reviewloop", appauthor=False)) / f"mypy-seed-{key}")
 

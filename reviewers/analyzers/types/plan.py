@@ -30,7 +30,7 @@ from reviewers.paths import is_test_path
 
 MAX_FILES = 100  # changed Python files checked per review
 MAX_CALLER_FILES = 20  # files importing a changed module, checked beside them
-MAX_LINES = 5000  # lines in one tree (changed files first, then callers); past this files are left out
+MAX_LINES = 3000  # lines in one tree (changed files first, then callers); past this files are left out
 MAX_SEARCH_HITS = 500
 CHECKER = "type check (mypy)"
 Note = tuple[CoverageReason, str]

@@ -32,11 +32,15 @@ from typing import Any
 
 # the standard library a project's modules import most (the seed's file imports each)
 SEED_MODULES = (
-    "abc argparse asyncio base64 collections collections.abc contextlib copy csv dataclasses datetime decimal "
-    "enum functools glob hashlib inspect io itertools json logging logging.handlers math operator os os.path "
-    "pathlib pickle random re shutil socket string struct subprocess sys tempfile textwrap threading time "
-    "traceback types typing typing_extensions unittest unittest.mock urllib.parse urllib.request uuid warnings "
-    "weakref"
+    "abc argparse ast asyncio base64 binascii bisect calendar codecs collections collections.abc concurrent.futures "
+    "configparser contextlib contextvars copy csv dataclasses datetime decimal difflib email email.message "
+    "email.utils enum errno fnmatch functools getpass glob gzip hashlib heapq hmac html html.parser http "
+    "http.client http.cookiejar http.cookies importlib importlib.metadata importlib.resources inspect io "
+    "ipaddress itertools json locale logging logging.handlers math mimetypes numbers operator os os.path "
+    "pathlib pickle pkgutil platform pprint queue random re secrets selectors shlex shutil signal socket "
+    "sqlite3 ssl stat string struct subprocess sys tarfile tempfile textwrap threading time traceback types "
+    "typing typing_extensions unittest unittest.mock urllib urllib.parse urllib.request uuid warnings weakref "
+    "xml.etree.ElementTree zipfile zlib"
 ).split()
 
 
