@@ -20,6 +20,7 @@ from typer.testing import CliRunner
 
 from api.cli import app
 from reviewers.analyzers import types as type_check
+from reviewers.analyzers.types import background
 from tests.integration.test_review_slips import commit_range
 
 
@@ -166,6 +167,7 @@ def test_a_script_path_and_two_modules_of_one_name_are_each_checked(env: None, t
         ("missing", "is not installed"),
         ("timeout", "gave no answer within"),
         ("failing", "failed"),
+        ("crashing", "failed (RuntimeError: a bug of ours)"),
     ],
 )
 def test_a_checker_missing_failing_or_out_of_time_is_named_and_other_findings_stay(
@@ -176,6 +178,12 @@ def test_a_checker_missing_failing_or_out_of_time_is_named_and_other_findings_st
         monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "mypy" else real(name, *a))
     elif breakage == "timeout":
         monkeypatch.setattr(type_check, "TIMEOUT_S", 0.01)
+    elif breakage == "crashing":
+
+        def crash(*args: object, **kwargs: object) -> None:
+            raise RuntimeError("a bug of ours")
+
+        monkeypatch.setattr(background, "check_types", crash)
     else:
         broken = tmp_path / "runner.py"
         broken.write_text("import sys\nsys.exit('the checker broke')\n", encoding="utf-8")

@@ -164,9 +164,10 @@ def start_early(context: ReviewContext, *, in_scope: frozenset[str] | None = Non
                     _EARLY.clear()
                 _EARLY[_trees_key(plan)] = future
             try:
-                future.set_result(_run(plan, TIMEOUT_S))
-            except (OSError, ValueError) as exc:
-                future.set_result((None, f"failed: {exc}"))
+                answer = _run(plan, TIMEOUT_S)
+            except Exception as exc:  # the review waits on this answer: it must never be left unset
+                answer = (None, f"failed: {exc.__class__.__name__}: {exc}")
+            future.set_result(answer)
         except (OSError, ValueError, RecursionError, InputError):
             return
 

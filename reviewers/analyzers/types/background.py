@@ -22,8 +22,9 @@ class TypeCheck:
     def _work(self, context: ReviewContext, in_scope: frozenset[str] | None) -> None:
         try:
             self._report = check_types(context, in_scope=in_scope)
-        except (OSError, ValueError, RecursionError) as exc:  # a tree it could not write, an answer it could not read
-            self._report = TypeReport(notes={"": [("analyzer-error", f"{CHECKER} failed: {exc}")]})
+        except Exception as exc:  # whatever went wrong, the review names it and keeps every other finding
+            why = f"{CHECKER} failed ({exc.__class__.__name__}: {exc}); new type errors were not checked"
+            self._report = TypeReport(notes={"": [("analyzer-error", why)]})
 
     def result(self) -> TypeReport:
         self._thread.join(self._wait_s)
