@@ -163,7 +163,7 @@ def test_an_error_an_annotation_makes_visible_on_an_untouched_line_is_not_the_ch
     # beets' history: `other` gained `: object`; the body, untouched, reads `other.original`, as before
     eq = "class T:\n    def __init__(self, x):\n        self.x = x\n\n    def __eq__(self, other{}):\n        return self.x == other.x\n"
     base = {"m/__init__.py": "", "m/t.py": eq.format("")}
-    head = {**base, "m/t.py": eq.format(": object") + "\n\ndef new(other: object):\n    return other.y\n"}
+    head = {**base, "m/t.py": eq.format(": object") + "\n\ndef new(other: str):\n    return other.y\n"}
     assert found(build_context, base, head) == [("m/t.py", 10, "types:unknown-attribute")]  # the line it added
 
 
@@ -176,3 +176,50 @@ def test_a_name_used_in_a_handler_of_the_try_that_binds_it_is_not_reported(build
     base = {"m/__init__.py": "", "m/io.py": "X = 1\n"}
     # `raw` in the handler: which statement raised, mypy cannot tell; `data` in `finally`: unbound when read() raises
     assert found(build_context, base, {**base, "m/io.py": body}) == [("m/io.py", 12, "types:possibly-unbound")]
+
+
+ATTRS_HEAD = """import inspect
+import json
+
+
+class Namespace:
+    def __init__(self, **kwargs):
+        self.__dict__.update(kwargs)
+
+
+class Base:
+    params = None
+
+    def __init__(self):
+        self.params = {}
+
+
+class Child(Base):
+    def debug(self):
+        return self.params.get("verbose")
+
+
+KINDS = Namespace(video=("mp4",))
+
+try:
+    required = inspect.signature
+except AttributeError:
+    required = inspect.getargspec
+
+
+def run(track):
+    first = None
+    for key in ("a", "b"):
+        first = key
+        last = key
+    return KINDS.video, "tracking". key, json.no_such_name, first, last
+"""
+
+
+def test_only_a_module_s_or_a_builtin_s_attribute_outside_compatibility_code_is_reported(build_context: Any) -> None:
+    # youtube-dl's history: a project's own class gets attributes mypy cannot see in code without
+    # annotations (`__dict__.update`, a class-level `None` set in `__init__`), and code for another
+    # Python sits in `except AttributeError:`; a loop over a literal that is not empty always binds
+    report = check_types(build_context(SHAPES_BASE, {**SHAPES_BASE, "svc/run.py": ATTRS_HEAD}))
+    said = sorted(i.body.split("`")[1] for i in report.issues.get("svc/run.py", []))
+    assert said == ['"str" has no attribute "key"', 'Module has no attribute "no_such_name"']
