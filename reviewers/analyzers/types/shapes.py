@@ -79,8 +79,9 @@ def _unbound_use_guarded(error: CheckerError, tree: ast.Module, parents: dict[in
         return False
     name = found.group(1)
     for node in ast.walk(tree):  # a loop over a literal that is not empty runs: what its body binds is bound
-        literal = isinstance(node, ast.For) and isinstance(node.iter, ast.Tuple | ast.List) and node.iter.elts
-        if literal and any(_binds(s, name) for s in node.body):
+        if not isinstance(node, ast.For) or not isinstance(node.iter, ast.Tuple | ast.List) or not node.iter.elts:
+            continue
+        if any(_binds(s, name) for s in node.body):
             return True
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and node.id == name and node.lineno == error.line:
