@@ -62,7 +62,7 @@ from reviewers.analyzers.types.classes import (
 from reviewers.analyzers.types.plan import CHECKER, Plan, Tree, TypeReport, write_tree
 from reviewers.analyzers.types.runner import SEED_MODULES
 from reviewers.analyzers.types.shapes import mypy_not_the_program
-from reviewers.kernel.contracts import ReviewContext, Severity
+from reviewers.kernel.contracts import ReviewContext, Severity, Workspace
 from reviewers.kernel.errors import InputError
 
 TIMEOUT_S = 120.0
@@ -191,7 +191,9 @@ def _errors(answer: dict[str, object], to_head: dict[str, str]) -> list[tuple[Ch
 class _Repository:
     """Which dotted module names are files of the repository, and whether the check holds one whole."""
 
-    def __init__(self, paths: list[str], head: Tree) -> None:
+    def __init__(self, workspace: Workspace, head: Tree) -> None:
+        self._workspace = workspace
+        paths = workspace.list_paths()
         self._modules: set[str] = set()
         for p in paths:
             if p.endswith(".py"):
@@ -202,6 +204,24 @@ class _Repository:
 
     def is_module(self, dotted: str) -> bool:
         return dotted in self._modules
+
+    def assigned_somewhere(self, error: CheckerError, text: str) -> bool:
+        """Whether the repository assigns the missing attribute to what the line reads it from
+        (`logging.MSG = logging.INFO - 2` in a package's `__init__`: fail2ban's history): one search."""
+        name = re.search(r'has no attribute "(\w+)"', error.message)
+        lines = text.splitlines()
+        if name is None or not 0 < error.line <= len(lines) or error.column < 0:
+            return False
+        receiver = re.match(r"[\w.]+", lines[error.line - 1][error.column :])
+        owner = receiver.group(0).rsplit(".", 1)[0] if receiver and "." in receiver.group(0) else None
+        if owner is None:
+            return False
+        attr, what = re.escape(name.group(1)), re.escape(owner)
+        pattern = rf"\b{what}\.{attr}\s*=[^=]|setattr\(\s*{what}\s*,\s*['\"]{attr}['\"]"
+        try:
+            return bool(self._workspace.search(pattern, max_hits=1))
+        except InputError:
+            return True  # not known: not reported
 
     def member_is_known(self, module: str, name: str) -> bool:
         """Whether `module` lacking `name` is certain: not a repository module, or one written whole
@@ -279,6 +299,8 @@ def _new_errors(plan: Plan, answers: list[dict[str, object]], repo: _Repository)
             continue
         member = module_member(error.message) if error.code == "attr-defined" else None
         if member is not None and not repo.member_is_known(*member):
+            continue
+        if rule == "types:unknown-attribute" and repo.assigned_somewhere(error, plan.head_texts[error.path]):
             continue
         if mypy_not_the_program(error, rule, parsed(error.path), plan.head.texts, shapes):
             continue
@@ -392,5 +414,5 @@ def check_types(context: ReviewContext, *, in_scope: frozenset[str] | None = Non
             ("analyzer-error", f"{CHECKER} {why}; new type errors in {len(plan.head.sources)} files were not checked")
         )
         return plan.report
-    _place(plan, _new_errors(plan, answers, _Repository(context.workspace.list_paths(), plan.head)))
+    _place(plan, _new_errors(plan, answers, _Repository(context.workspace, plan.head)))
     return plan.report

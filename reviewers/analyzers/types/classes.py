@@ -60,8 +60,8 @@ def rule_of(code: str, message: str) -> str | None:
         if _KEYWORD.search(message):
             return "types:unknown-keyword"
         return None
-    if code == "attr-defined":
-        return "types:unknown-attribute"
+    if code == "attr-defined":  # a name a module has but does not re-export in its stub is there at run time
+        return None if "does not explicitly export" in message else "types:unknown-attribute"
     if code == "possibly-undefined":
         return "types:possibly-unbound"
     if code in ("misc", "operator") and _NONE_CALL.search(message):

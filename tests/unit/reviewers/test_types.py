@@ -223,3 +223,17 @@ def test_only_a_module_s_or_a_builtin_s_attribute_outside_compatibility_code_is_
     report = check_types(build_context(SHAPES_BASE, {**SHAPES_BASE, "svc/run.py": ATTRS_HEAD}))
     said = sorted(i.body.split("`")[1] for i in report.issues.get("svc/run.py", []))
     assert said == ['"str" has no attribute "key"', 'Module has no attribute "no_such_name"']
+
+
+def test_a_module_attribute_the_project_assigns_or_a_stub_does_not_re_export_is_not_reported(
+    build_context: Any,
+) -> None:
+    # fail2ban's history: `logging.MSG = logging.INFO - 2` in the package's `__init__`, read elsewhere
+    base = {"app/__init__.py": "import logging\n\nlogging.MSG = logging.INFO - 2\n", "app/run.py": "X = 1\n"}
+    head = {
+        **base,
+        "app/run.py": "import logging\nimport os\n\nX = logging.MSG, os.sys, logging.NOT_SET_ANYWHERE\n",
+    }
+    report = check_types(build_context(base, head))
+    said = [i.body.split("`")[1] for i in report.issues.get("app/run.py", [])]
+    assert said == ['Module has no attribute "NOT_SET_ANYWHERE"']
