@@ -13,7 +13,7 @@ before an error is reported (each seen on released code that runs, `bench.large_
   mypy takes its `__init__` from the next base it knows, whose parameters are not the class's;
 - an attribute of anything but a module or a builtin type (`str`, `dict`, ...): in code without
   annotations mypy does not see the attributes a mixin's host class, `self.__dict__.update(kwargs)` or
-  an `__init__` after a class-level `x = None` provide (youtube-dl's history: 24 of 27 such findings
+  an `__init__` after a class-level `x = None` provide (youtube-dl's history: 24 of 26 such findings
   wrong); and a module's or builtin's attribute in compatibility code (`except AttributeError:  # Py <
   3.3`, a `try` catching ImportError), written for another Python than the stubs describe;
 - a name bound in a loop over a literal that is not empty (`for k in ("a", "b"): x = ...`).
