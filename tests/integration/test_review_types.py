@@ -126,6 +126,8 @@ def test_each_class_fires_on_the_change_and_not_on_its_near_miss(env: None, tmp_
     caller = found[("app/cart.py", 2, "types:call-arity")]["body"]
     assert '`app/checkout.py:5`: `Too many arguments for "add"`' in caller
     assert "[call-arg]" in found[("app/service.py", at("0.1, 3)"), "types:call-arity")]["body"]
+    # judged on history: no class was right often enough on held-out code to post; each is listed for a person
+    assert {f["verdict"] for f in found.values()} == {"NEEDS_HUMAN_REVIEW"}
 
 
 def test_a_file_that_does_not_parse_is_named_once_and_the_rest_still_checked(env: None, tmp_path: Path) -> None:
