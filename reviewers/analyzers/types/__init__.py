@@ -199,7 +199,10 @@ class _Repository:
             if p.endswith(".py"):
                 parts = p[: -len(".py")].split("/")
                 parts = parts[:-1] if parts[-1] == "__init__" else parts
-                self._modules.update(".".join(parts[i:]) for i in range(len(parts)))  # every suffix
+                # every suffix, of the module and of each folder above it (a folder is a namespace
+                # package to mypy, whatever else may provide that name at run time)
+                for end in range(1, len(parts) + 1):
+                    self._modules.update(".".join(parts[i:end]) for i in range(end))
         self._head = head
 
     def is_module(self, dotted: str) -> bool:

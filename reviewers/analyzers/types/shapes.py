@@ -10,7 +10,9 @@ before an error is reported (each seen on released code that runs, `bench.large_
   handler of a `try` whose body binds it: which statement raised, mypy cannot tell (beets' history:
   `response` bound by `requests.get`, the handler catching what `response.json()` raises);
 - a call to a class with a base the check does not know (a third-party class, a module not read):
-  mypy takes its `__init__` from the next base it knows, whose parameters are not the class's;
+  mypy takes its `__init__` from the next base it knows, whose parameters are not the class's; or to a
+  class a decorator or a metaclass builds (`@attrs.define`: the plugin that knows it needs attrs
+  installed where mypy runs);
 - an attribute of anything but a module or a builtin type (`str`, `dict`, ...): in code without
   annotations mypy does not see the attributes a mixin's host class, `self.__dict__.update(kwargs)` or
   an `__init__` after a class-level `x = None` provide (youtube-dl's history: 24 of 26 such findings
@@ -145,7 +147,11 @@ def _unknown_base(error: CheckerError, classes: dict[str, list[ast.ClassDef]]) -
             return all(known(b) for c in classes[base.id] for b in c.bases)
         return isinstance(base, ast.Name) and isinstance(getattr(builtins, base.id, None), type)
 
-    return any(not known(base) for c in classes[found.group(1)] for base in c.bases)
+    def built_its_own_way(c: ast.ClassDef) -> bool:  # `@attrs.define`, a metaclass: not the text's `__init__`
+        decorators = [ast.unparse(d.func if isinstance(d, ast.Call) else d) for d in c.decorator_list]
+        return bool(c.keywords) or any(d not in ("dataclass", "dataclasses.dataclass") for d in decorators)
+
+    return any(built_its_own_way(c) or not all(known(b) for b in c.bases) for c in classes[found.group(1)])
 
 
 def mypy_not_the_program(
