@@ -71,6 +71,9 @@ FLAGS = [
     "--no-site-packages",
     "--ignore-missing-imports",
     "--follow-imports=silent",
+    # a folder without `__init__.py` is no package: otherwise a file the trees hold as `views` (its
+    # folder's name lost) is found again as `web.views` through an import, and mypy stops
+    "--no-namespace-packages",
     "--check-untyped-defs",
     "--enable-error-code=possibly-undefined",
     "--no-error-summary",
