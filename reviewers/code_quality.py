@@ -10,6 +10,10 @@ Simple slips the change writes (a missing comma, logging arguments that do not m
 exception built and not raised, a comparison whose result never changes, a mutable default that is
 mutated) come from `analyzers.slips`, callers in the repository that a changed signature or a removed
 name breaks from `analyzers.callers`; where ruff reports the same line (B006, PLE1205), the slip leads.
+New type errors of a few classes (wrong arity, an unknown attribute or keyword, a possibly-unbound
+name, calling None, an unawaited coroutine) come from mypy at the base and at head (`analyzers.types`),
+started in the background when the analyzer is made; a call a broken caller already reports is not
+reported again.
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ from reviewers.analyzers.redos import removed_code
 from reviewers.analyzers.ruff import prefetch as ruff_prefetch
 from reviewers.analyzers.ruff import ruff_issues, unused_import_binding
 from reviewers.analyzers.slips import slip_issues
+from reviewers.analyzers.types.background import TypeCheck
+from reviewers.analyzers.types.plan import TypeReport
 from reviewers.kernel.contracts import CoverageReason, ReviewContext, SearchHit
 from reviewers.kernel.errors import AnalyzerError, InputError
 from reviewers.paths import is_test_path, language_of
@@ -37,6 +43,7 @@ over loop variables, resources never closed, off-by-one and wrong-comparison bug
 behind. Report only problems on lines this merge request added or changed, each with the exact code
 line as evidence. Do not report formatting or naming preferences."""
 
+CALL_RULES = frozenset({"types:call-arity", "types:unknown-keyword"})  # what a broken caller says already
 CATCH_LANGUAGES = frozenset({"javascript", "typescript", "java", "csharp", "kotlin", "php", "cpp"})
 _EMPTY_CATCH = re.compile(r"\bcatch\s*(?:\([^)]*\))?\s*\{\s*\}")
 
@@ -104,11 +111,29 @@ def _make_analyzer(context: ReviewContext) -> Analyzer:
 
     removed = removed_code(context.files)  # what the change took out anywhere: a slip moved here is old
     callers: list[CallerReport] = []  # the review's broken callers, found once, on the first Python file
+    in_scope = frozenset(p for p in changed if _supports(p))
+    # the type checker is a process of its own: started now, it runs while ruff and the rest read the files
+    types = TypeCheck(context, in_scope=in_scope) if any(p.endswith(".py") for p in in_scope) else None
+    types_noted: list[bool] = []  # whether the review-wide coverage notes were handed out
+
+    def type_errors(file: ChangedFile, already: list[Issue]) -> Analysis:
+        if types is None:
+            return Analysis()
+        report: TypeReport = types.result()
+        notes = list(report.notes.get(file.path, []))
+        if not types_noted:
+            types_noted.append(True)
+            notes += report.notes.get("", [])
+        taken = {i.line for i in already if i.rule == "calls:broken-caller"}
+        issues = [
+            i for i in report.issues.get(file.path, []) if not (i.line in taken and i.rule.startswith("types:call"))
+        ]
+        return Analysis(issues, incomplete=notes)
 
     def broken_callers(file: ChangedFile) -> Analysis:
         if callers:
             return Analysis(callers[0].issues.get(file.path, []))
-        callers.append(find_broken_callers(context, in_scope=frozenset(p for p in changed if _supports(p))))
+        callers.append(find_broken_callers(context, in_scope=in_scope))
         cut = callers[0].cut_short
         incomplete: list[tuple[CoverageReason, str]] = [("budget", f"broken callers: {why}") for why in cut]
         return Analysis(callers[0].issues.get(file.path, []), incomplete=incomplete)
@@ -122,9 +147,11 @@ def _make_analyzer(context: ReviewContext) -> Analyzer:
         own = calls.issues + slip_issues(file, removed)
         try:
             issues = without_python2_syntax(file, ruff_issues(file), is_python2_only, reads_async_as_name)
-            return Analysis(own + without_reexports(file, issues, context), incomplete=calls.incomplete)
+            found, problems = own + without_reexports(file, issues, context), []
         except AnalyzerError as exc:
-            return Analysis(own, problems=[str(exc)], incomplete=calls.incomplete)
+            found, problems = own, [str(exc)]
+        typed = type_errors(file, calls.issues)  # last: the checker had the other analyzers' time to answer
+        return Analysis(found + typed.issues, problems=problems, incomplete=calls.incomplete + typed.incomplete)
 
     return analyze
 

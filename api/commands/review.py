@@ -134,6 +134,7 @@ def review(
             except OSError as exc:
                 raise fail(f"cannot read {diff}: {exc.strerror}") from exc
             _check_diff(text)
+            _start_type_check_of_diff(text)
             request = ReviewRequest(source="diff", title=title, diff_text=text)
         elif path is not None:
             if not base or not head:
@@ -216,8 +217,9 @@ def _start_analyzers(path: Path, base: str, head: str) -> None:
     A path that is no repository or a revision that does not exist is the user's mistake: one line
     and exit 2 here, before anything is stored (it used to show as a failed review on the dashboard).
     """
+    from agent.diff import parse_unified_diff
     from agent.gitrepo import open_repository
-    from reviewers.analyzers.early import start_analyzer_processes
+    from reviewers.analyzers.early import start_analyzer_processes, start_type_check
 
     try:
         repo = open_repository(path)
@@ -231,6 +233,21 @@ def _start_analyzers(path: Path, base: str, head: str) -> None:
     except ReviewloopError:
         return  # left to the review, which says it properly
     start_analyzer_processes(files)
+    try:  # mypy reads the base too: the diff, as the review will parse it (agent.loaders.load_local)
+        start_type_check(parse_unified_diff(repo.diff(repo.resolve(base), repo.resolve(head))), workspace)
+    except ReviewloopError:
+        return
+
+
+def _start_type_check_of_diff(text: str) -> None:
+    """A bare diff's type check, started before the runtime's imports as `_start_analyzers` does (only
+    files the diff shows whole are checked: `reviewers.analyzers.types.plan`)."""
+    from agent.diff import parse_unified_diff
+    from agent.workspaces.diff import DiffWorkspace
+    from reviewers.analyzers.early import start_type_check
+
+    files = parse_unified_diff(text)
+    start_type_check(files, DiffWorkspace(files))
 
 
 def _check_diff(text: str) -> None:
