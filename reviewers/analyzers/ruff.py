@@ -53,6 +53,7 @@ from typing import Any
 from reviewers.analyzers.base_tree import reverse_patch
 from reviewers.analyzers.batch_answers import BatchAnswers
 from reviewers.analyzers.changed_file import ChangedFile, Issue
+from reviewers.analyzers.notebooks import notebook_may_define
 from reviewers.kernel.contracts import Confidence, Severity, Suggestion
 from reviewers.kernel.errors import AnalyzerError
 from reviewers.paths import is_sample_path
@@ -1393,6 +1394,7 @@ def ruff_issues(file: ChangedFile) -> list[Issue]:
             continue
         if code == "F821" and (
             name_list_module(file.python_tree)
+            or notebook_may_define(file.text, undefined_name(said) or "")
             or compat_branch_name(file.python_tree, line, said)
             or python2_except_binding(file.python_tree, file.lines, line, said)
         ):
