@@ -316,3 +316,15 @@ def test_items_listed_for_a_person_are_kept_one_by_one_and_judged_against_half()
     assert "Right or debatable: **67%** of judged (target ≥ 50%)." in text
     again, _ = from_json(to_json(results, {}))
     assert again[0].shown == shown
+
+
+def test_a_judgement_of_a_finding_no_longer_made_leaves_the_track_record() -> None:
+    spent = SPENT_HELD_OUT[0][0]
+    judgements = {
+        f"{spent}@{'a' * 12}:m.py:{i}:ruff:F821": Judgement(
+            "wrong", "a notebook's name", gone_at="c0ffee" if i < 3 else ""
+        )
+        for i in range(1, 5)
+    }
+    judgements[f"{spent}@{'b' * 12}:m.py:9:ruff:F821"] = Judgement("right", "a missing import")
+    assert first_sight_record(judgements)["ruff:F821"] == {"right": 1, "debatable": 0, "wrong": 2, "commits": 2}
