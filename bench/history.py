@@ -842,6 +842,24 @@ def load_judgements(path: Path = JUDGEMENTS) -> dict[str, Judgement]:
     return {key: Judgement(value["verdict"], value["why"], value.get("gone_at", "")) for key, value in raw.items()}
 
 
+def findings_made(repo: str, mirror: Path, commit: Commit) -> set[str]:
+    """The judgement keys of every finding the current code makes on `commit`, whatever its verdict: a
+    finding the verifier now calls a duplicate (or a person's record now holds back) is still made."""
+    from agent.context import ReviewRequest
+    from agent.pipeline import run_review
+    from agent.runtime import Runtime
+
+    request = ReviewRequest(
+        source="local", title=commit.subject, repo_path=str(mirror), base=f"{commit.sha}~1", head=commit.sha
+    )
+    runtime = Runtime(pool=None, llm=None, review_deadline_s=REVIEW_DEADLINE_S)
+    outcome = run_review(runtime, request, dsn=None, review_id=0)
+    return {
+        judgement_key(Posted(repo, commit.sha, f.rule, f.severity, f.path, f.line, f.title, ""))
+        for f in (v.finding for v in outcome.verified)
+    }
+
+
 def mark_gone(run: Path, mirrors: Path, path: Path = JUDGEMENTS) -> list[str]:
     """Review again every commit of `run` (a `--json` file) that has a judged finding, and mark each
     judged finding the current code no longer makes with this checkout's commit (`gone_at`); returns
@@ -856,8 +874,7 @@ def mark_gone(run: Path, mirrors: Path, path: Path = JUDGEMENTS) -> list[str]:
         judged = {judgement_key(p) for p in (*old.posted, *old.shown, *old.held, *old.tier_held)} & judgements.keys()
         if not judged:
             continue
-        new = review_commit(old.repo, mirror_path(mirrors, old.repo), Commit(old.commit, old.subject, old.lines))
-        made = {judgement_key(p) for p in (*new.posted, *new.shown, *new.held, *new.tier_held)}
+        made = findings_made(old.repo, mirror_path(mirrors, old.repo), Commit(old.commit, old.subject, old.lines))
         for key in sorted(judged - made):
             if not judgements[key].get("gone_at"):
                 judgements[key]["gone_at"] = here
