@@ -64,9 +64,7 @@ def good_plans(table: CaseTable, *, delta: float = 0.1, max_plans: int = 4) -> l
     return [p for p in plans if p.value >= best - delta - 1e-12][:max_plans]
 
 
-def contrast_plans(
-    table: CaseTable, best: ScoredPlan, *, margin: float = 0.3, max_plans: int = 2
-) -> list[ScoredPlan]:
+def contrast_plans(table: CaseTable, best: ScoredPlan, *, margin: float = 0.3, max_plans: int = 2) -> list[ScoredPlan]:
     """Valid plans one decision away from `best` (one visit added or dropped, the mandatory reviewer
     kept), at least `margin` worse, the worst first."""
     chosen = list(best.visits)

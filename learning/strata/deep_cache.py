@@ -135,7 +135,9 @@ class DeepPromptCache(PromptCache):
             return []
         scratch = DynamicCache()
         with _only_layers(stack, slice(self.first_trainable, None)):
-            policy.model(inputs_embeds=self.hidden[key].to(dtype).unsqueeze(0), cache=scratch, use_cache=True, logits_to_keep=1)
+            policy.model(
+                inputs_embeds=self.hidden[key].to(dtype).unsqueeze(0), cache=scratch, use_cache=True, logits_to_keep=1
+            )
         del stored
         return [(layer.keys, layer.values) for layer in scratch.layers[self.first_trainable :]]
 

@@ -82,9 +82,7 @@ def decision_logprobs(
     length = case.hidden.shape[0]
     k0, v0 = upper[0]
     # the frozen layers are never run here; their slots only give the cache its length
-    dummy = torch.zeros((1, k0.shape[1], 1, k0.shape[3]), dtype=dtype, device=k0.device).expand(
-        batch, -1, length, -1
-    )
+    dummy = torch.zeros((1, k0.shape[1], 1, k0.shape[3]), dtype=dtype, device=k0.device).expand(batch, -1, length, -1)
     data = [(dummy, dummy)] * first + [(k.expand(batch, -1, -1, -1), v.expand(batch, -1, -1, -1)) for k, v in upper]
     cache = DynamicCache(ddp_cache_data=data, config=policy.model.config)
     width = max(t.hidden.shape[0] for t in targets)
