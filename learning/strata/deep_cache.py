@@ -133,7 +133,7 @@ class DeepPromptCache(PromptCache):
         stack = _decoder_stack(policy.model)
         if self.first_trainable >= len(stack.layers):
             return []
-        scratch = DynamicCache()
+        scratch: Any = DynamicCache()
         with _only_layers(stack, slice(self.first_trainable, None)):
             policy.model(
                 inputs_embeds=self.hidden[key].to(dtype).unsqueeze(0), cache=scratch, use_cache=True, logits_to_keep=1

@@ -64,7 +64,7 @@ def prompt_keys_values(policy: StrategyPolicy, first: int, case: ReadCase) -> li
     from transformers import DynamicCache
 
     dtype = next(policy.model.parameters()).dtype
-    scratch = DynamicCache()
+    scratch: Any = DynamicCache()
     _stack_run(policy, first, case.hidden.to(dtype).unsqueeze(0), scratch)
     return [(layer.keys, layer.values) for layer in scratch.layers[first:]]
 
