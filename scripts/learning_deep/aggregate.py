@@ -1,4 +1,4 @@
-# ruff: noqa: E402, E501, E741, B905, S301, S614
+# ruff: noqa: E402, E501, E701, E702, E741, B905, S301, S614
 """The held-out table: each stage paired MR by MR with the best fixed rule (chosen on the read training MRs)."""
 
 import json
@@ -35,8 +35,16 @@ ref = {
 stages = {}
 if ridge:
     stages["ridge on s1 (non-LM reference)"] = [ridge["heldout"][i] for i in H]
+dpo_path = Path(".data/scratch/dpo_run/results.json")
+dpo_run = json.loads(dpo_path.read_text()) if dpo_path.exists() else {}
+if dpo_run:
+    assert dpo_run["ids"] == ids
 for key, name in (("heldout_sft", "SFT"), ("heldout_dpo", "DPO")):
-    if key in run:
+    src = (
+        run if key in run else (dpo_run if dpo_run.get("dpo_best_epoch") else {})
+    )  # DPO epoch 0 = the SFT adapter: no DPO row
+    if key in src:
+        run[key] = src[key]
         by = {r["case_id"]: r for r in run[key]}
         stages[name] = [by[i]["reward"] for i in H]
 table = {}
@@ -82,11 +90,11 @@ record = {
         "heldout_fingerprint": "2a0062c2d6805289",
         "envgen": "EnvGenConfig(n=240, seed=0) over /work/main/.venv site-packages",
         "matches_recorded_headroom": False,
-        "note": "bench/learning_headroom.json (recorded without a fingerprint) is over other MRs: team and oracle reward differ on every MR checked ("
+        "note": "bench/learning_headroom.json (recorded without a fingerprint) is over other MRs: team or oracle reward differ on ("
         + str(sum("same_as_recorded_headroom=False" in l for l in reads))
         + " of "
         + str(len(reads))
-        + " MRs read). Every reference below (rule, random, oracle, fixed rules) was recomputed on this environment with learning.headroom.mr_row, the function bench.headroom uses.",
+        + " MRs read; the rest by chance). Every reference below (rule, random, oracle, fixed rules) was recomputed on this environment with learning.headroom.mr_row, the function bench.headroom uses.",
     },
     "best_fixed_rule": best_rule,
     "best_fixed_rule_chosen_on": f"the {len(train)} training MRs read (fit + validation), not all 168",
@@ -96,7 +104,11 @@ record = {
         "sft_epochs": run["epochs"],
         "val_base": run["val_base"],
         "best_epoch_on_validation": run.get("best_epoch"),
-        "dpo": {k: run[k] for k in ("dpo_data", "dpo_epochs", "dpo_best_epoch") if k in run},
+        "dpo": {
+            k: dpo_run[k]
+            for k in ("dpo_data", "dpo_epochs", "dpo_best_epoch", "val_sft_loaded", "notes")
+            if k in dpo_run
+        },
         "notes": run["notes"],
     },
     "ridge": {k: ridge[k] for k in ("val", "alpha", "heldout_mean", "fit_on")} if ridge else None,

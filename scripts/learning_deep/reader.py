@@ -1,4 +1,4 @@
-# ruff: noqa: E402, E501, E741, B905, S301, S614
+# ruff: noqa: E402, E501, E701, E702, E741, B905, S301, S614
 """Background reader: each case's prompt through the frozen layers 0..F-1 (F = L - K), kept on disk."""
 
 import json

@@ -1,4 +1,4 @@
-# ruff: noqa: E402, E501, E741, B905, S301, S614
+# ruff: noqa: E402, E501, E701, E702, E741, B905, S301, S614
 """Ridge-on-s1 reference: fit on the SFT run's fit MRs, alpha chosen on its validation MRs, held-out once."""
 
 import json

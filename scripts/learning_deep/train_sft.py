@@ -1,4 +1,4 @@
-# ruff: noqa: E402, E501, E741, B905, S301, S614
+# ruff: noqa: E402, E501, E701, E702, E741, B905, S301, S614
 """SFT (then DPO when time allows) with LoRA on the last K=2 layers over the deep prompt cache."""
 
 import json
