@@ -120,7 +120,7 @@ def test_sft_on_decisions_makes_the_greedy_plan_the_target(three_layers: Path) -
     prompt = policy.prompt_ids(env.reset(case))
 
     def greedy() -> str:
-        cache = DeepPromptCache(max_bytes=1 << 30, first_trainable=1)
+        cache = DeepPromptCache(max_bytes=1 << 30, first_trainable=1, dtype=torch.float32)
         policy.prompt_cache = cache
         sampler = JumpForwardSampler(policy, grammar, [case_schema(case, env, decisions_only=True)])
         out = sampler.sample([prompt], n=1, temperature=0.0, max_new_tokens=200, seed=0)
@@ -136,7 +136,7 @@ def test_sft_on_decisions_makes_the_greedy_plan_the_target(three_layers: Path) -
     read = ReadCase(case.case_id, prompt, hidden,
                     good=[ReadTarget(list(target.tokens), list(target.decisions), [list(a) for a in target.allowed], h)])  # fmt: skip
     optimizer = torch.optim.AdamW(policy.trainable_parameters(), lr=2e-2)
-    for _ in range(30):
+    for _ in range(60):
         optimizer.zero_grad()
         sft_loss(policy, 1, read).backward()
         optimizer.step()
