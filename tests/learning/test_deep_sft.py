@@ -44,6 +44,7 @@ def three_layers(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory)
 def adapted(model_dir: Path, layers: int = 2) -> StrategyPolicy:
     config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
     targets = deep_lora_targets(config, layers, MODULES)
+    torch.manual_seed(0)  # LoRA's A matrices are drawn from the global generator: the same whatever ran before
     policy = StrategyPolicy.load(model_dir, config=PolicyConfig(device=TEST_DEVICE, lora_target_modules=targets))
     generator = torch.Generator().manual_seed(0)
     with torch.no_grad():  # move the adapter off zero so a stale cache would show
