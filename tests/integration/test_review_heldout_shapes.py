@@ -20,15 +20,11 @@ Every test here failed before its fix (main at dadacc2).
 
 from __future__ import annotations
 
-import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
-
-from api.cli import app
+from fakes.local_range import change_repo, review_report
 
 
 @pytest.fixture
@@ -37,39 +33,6 @@ def env(db_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("REVIEWLOOP_DATA_DIR", str(tmp_path / "data"))
     for name in ("REVIEWLOOP_LLM_BASE_URL", "REVIEWLOOP_LLM_MODEL", "REVIEWLOOP_LLM_MODEL_PATH"):
         monkeypatch.delenv(name, raising=False)
-
-
-def _git(repo: Path, *args: str) -> None:
-    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
-
-
-def _write(repo: Path, files: dict[str, str]) -> None:
-    for path, text in files.items():
-        (repo / path).parent.mkdir(parents=True, exist_ok=True)
-        (repo / path).write_text(text)
-
-
-def _repo(repo: Path, base: dict[str, str], head: dict[str, str]) -> Path:
-    repo.mkdir(parents=True)
-    _git(repo, "init", "-q", "-b", "main")
-    _git(repo, "config", "user.email", "dev@example.invalid")
-    _git(repo, "config", "user.name", "dev")
-    _write(repo, {"README.md": "demo\n", **base})
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-qm", "base")
-    _git(repo, "tag", "base")
-    _write(repo, head)
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-qm", "head")
-    return repo
-
-
-def _review(repo: Path, *extra: str) -> dict[str, Any]:
-    args = ["review", str(repo), "--base", "base", "--head", "HEAD", "--format", "json", *extra]
-    result = CliRunner().invoke(app, args)
-    assert result.exit_code == 0, result.output
-    report: dict[str, Any] = json.loads(result.stdout)
-    return report
 
 
 def _at(report: dict[str, Any], rule: str, path: str | None = None) -> list[int]:
@@ -191,7 +154,7 @@ class SettingsView(View):
 
 
 def test_templates_and_offline_commands_are_no_request_data(env: None, tmp_path: Path) -> None:
-    repo = _repo(
+    repo = change_repo(
         tmp_path / "repo",
         {"shop/__init__.py": "", "shop/pages/__init__.py": ""},
         {
@@ -203,7 +166,7 @@ def test_templates_and_offline_commands_are_no_request_data(env: None, tmp_path:
             "shop/pages/request_views.py": REQUEST_VIEWS,
         },
     )
-    report = _review(repo, "--all")
+    report = review_report(repo, "--all")
     for rule in ("python:unsafe-deserialization", "python:path-traversal", "python:reflected-xss"):
         for path in (
             "shop/pages/templates_io.py",
@@ -312,7 +275,7 @@ class TestReport(unittest.TestCase):
 
 
 def test_test_weakened_counts_loops_deleted_properties_and_version_branches(env: None, tmp_path: Path) -> None:
-    repo = _repo(
+    repo = change_repo(
         tmp_path / "repo",
         {
             "reports/__init__.py": "VERSION = (2, 1)\n",
@@ -322,7 +285,7 @@ def test_test_weakened_counts_loops_deleted_properties_and_version_branches(env:
         },
         {"reports/core.py": REPORT_HEAD, "tests/test_report.py": TESTS_HEAD},
     )
-    report = _review(repo, "--all")
+    report = review_report(repo, "--all")
     weakened = [f["title"] for f in report["findings"] if f["rule"] == "tests:test-weakened"]
     # dadacc2: test_failed_summary, test_kind and test_layout were reported too
     assert weakened == ["Test test_ok_summary lost assertions"]
@@ -349,7 +312,7 @@ def test_star_imports_of_test_modules_in_a_runner_are_no_finding(env: None, tmp_
     test_module = (
         "import unittest\n\n\nclass T(unittest.TestCase):\n    def test_it(self):\n        self.assertTrue(1)\n"
     )
-    repo = _repo(
+    repo = change_repo(
         tmp_path / "repo",
         {
             "shapes/__init__.py": "",
@@ -361,7 +324,7 @@ def test_star_imports_of_test_modules_in_a_runner_are_no_finding(env: None, tmp_
         },
         {"runtests.py": RUNNER_HEAD},
     )
-    report = _review(repo, "--all")
+    report = review_report(repo, "--all")
     # dadacc2: the test module's line was reported too; a product module's star import still is
     assert _at(report, "ruff:F403", "runtests.py") == [_line(RUNNER_HEAD, "shapes.geometry")]
 
@@ -410,7 +373,7 @@ export default function Toolbar(props: EditorProps) {
 
 def test_a_typescript_import_of_types_only_closes_no_cycle(env: None, tmp_path: Path) -> None:
     editor = "src/editor"
-    repo = _repo(
+    repo = change_repo(
         tmp_path / "repo",
         {f"{editor}/index.tsx": EDITOR_INDEX_BASE, f"{editor}/footer.tsx": FOOTER},
         {
@@ -419,7 +382,7 @@ def test_a_typescript_import_of_types_only_closes_no_cycle(env: None, tmp_path: 
             f"{editor}/toolbar.tsx": TOOLBAR,
         },
     )
-    report = _review(repo, "--all")
+    report = review_report(repo, "--all")
     cycles = sorted((f["path"], f["line"]) for f in report["findings"] if f["rule"] == "imports:new-cycle")
     # dadacc2: the legacy footer's cycle (an interface only) was reported too; the toolbar's import
     # takes a value (DEFAULT_TITLE), so it loads the index at run time and its cycle is real
@@ -472,10 +435,10 @@ def read_plugin(blob):
 
 
 def test_a_loader_the_change_made_safer_is_no_finding(env: None, tmp_path: Path) -> None:
-    repo = _repo(
+    repo = change_repo(
         tmp_path / "repo", {"conf/__init__.py": "", "conf/load.py": CONFIG_BASE}, {"conf/load.py": CONFIG_HEAD}
     )
-    report = _review(repo, "--all")
+    report = review_report(repo, "--all")
     lines = {f["line"] for f in report["findings"] if f["path"] == "conf/load.py"}
     deserialised = _at(report, "python:unsafe-deserialization", "conf/load.py")
     assert _line(CONFIG_HEAD, "FullLoader") not in deserialised  # dadacc2: listed, as of unknown origin
@@ -522,12 +485,12 @@ RENDERER_HEAD = """class Renderer:
 
 
 def test_a_name_a_changed_decorator_took_away_is_reported(env: None, tmp_path: Path) -> None:
-    repo = _repo(
+    repo = change_repo(
         tmp_path / "repo",
         {"render/__init__.py": "", "render/core.py": RENDERER_BASE},
         {"render/core.py": RENDERER_HEAD},
     )
-    report = _review(repo, "--all")
+    report = review_report(repo, "--all")
     undefined = [(f["line"], f["title"]) for f in report["findings"] if f["rule"] == "ruff:F821"]
     # dadacc2: nothing (the uses of `cls` are on lines the change kept); a name undefined before the
     # change too (`undefined_helper`, in a function whose signature changed) is no news of it

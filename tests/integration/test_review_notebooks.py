@@ -6,15 +6,11 @@ change (main at c557b45)."""
 
 from __future__ import annotations
 
-import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
-
-from api.cli import app
+from fakes.local_range import change_repo, review_report
 
 HEADER = "# Databricks notebook source\n"
 CELL = "\n# COMMAND ----------\n\n"
@@ -32,30 +28,8 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
 
 
-def _git(repo: Path, *args: str) -> None:
-    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
-
-
 def _review(tmp_path: Path, head: dict[str, str]) -> list[dict[str, Any]]:
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    _git(repo, "init", "-q", "-b", "main")
-    _git(repo, "config", "user.email", "dev@example.invalid")
-    _git(repo, "config", "user.name", "dev")
-    (repo / "README.md").write_text("demo\n")
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-qm", "base")
-    _git(repo, "tag", "base")
-    for path, text in head.items():
-        (repo / path).parent.mkdir(parents=True, exist_ok=True)
-        (repo / path).write_text(text)
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-qm", "head")
-    result = CliRunner().invoke(
-        app, ["review", str(repo), "--base", "base", "--head", "HEAD", "--format", "json", "--all"]
-    )
-    assert result.exit_code == 0, result.output
-    findings: list[dict[str, Any]] = json.loads(result.stdout)["findings"]
+    findings: list[dict[str, Any]] = review_report(change_repo(tmp_path / "repo", {}, head), "--all")["findings"]
     return [f for f in findings if f["rule"] == "ruff:F821"]
 
 
