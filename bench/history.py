@@ -36,7 +36,10 @@ from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from agent.pipeline import ReviewOutcome
 
 REPOSITORIES = (
     "pallets/flask", "psf/requests", "encode/httpx", "pallets/click", "django/asgiref",
@@ -692,22 +695,28 @@ def held_back_by(reason: str) -> Literal["tier", "record"] | None:
     return "record" if HELD_BY_RECORD in reason else None
 
 
-def review_commit(repo: str, mirror: Path, commit: Commit) -> CommitResult:
-    """One commit reviewed as `reviewloop review MIRROR --base C~1 --head C` does, without a model."""
+def _review_outcome(mirror: Path, commit: Commit) -> ReviewOutcome:
+    """`reviewloop review MIRROR --base C~1 --head C` without a model or a database: the pipeline's outcome."""
     from agent.context import ReviewRequest
     from agent.pipeline import run_review
     from agent.runtime import Runtime
+
+    request = ReviewRequest(
+        source="local", title=commit.subject, repo_path=str(mirror), base=f"{commit.sha}~1", head=commit.sha
+    )
+    runtime = Runtime(pool=None, llm=None, review_deadline_s=REVIEW_DEADLINE_S)
+    return run_review(runtime, request, dsn=None, review_id=0)
+
+
+def review_commit(repo: str, mirror: Path, commit: Commit) -> CommitResult:
+    """One commit reviewed as `reviewloop review MIRROR --base C~1 --head C` does, without a model."""
     from agent.verdicts.track_record import folded
     from reviewers.kernel.errors import ReviewloopError
 
     started = time.perf_counter()
-    request = ReviewRequest(
-        source="local", title=commit.subject, repo_path=str(mirror), base=f"{commit.sha}~1", head=commit.sha
-    )
     result = CommitResult(repo, commit.sha, commit.subject, commit.lines, 0.0)
     try:
-        runtime = Runtime(pool=None, llm=None, review_deadline_s=REVIEW_DEADLINE_S)
-        outcome = run_review(runtime, request, dsn=None, review_id=0)
+        outcome = _review_outcome(mirror, commit)
     except ReviewloopError as exc:
         result.error = str(exc)
     else:
@@ -846,15 +855,7 @@ def load_judgements(path: Path = JUDGEMENTS) -> dict[str, Judgement]:
 def findings_made(repo: str, mirror: Path, commit: Commit) -> set[str]:
     """The judgement keys of every finding the current code makes on `commit`, whatever its verdict: a
     finding the verifier now calls a duplicate (or a person's record now holds back) is still made."""
-    from agent.context import ReviewRequest
-    from agent.pipeline import run_review
-    from agent.runtime import Runtime
-
-    request = ReviewRequest(
-        source="local", title=commit.subject, repo_path=str(mirror), base=f"{commit.sha}~1", head=commit.sha
-    )
-    runtime = Runtime(pool=None, llm=None, review_deadline_s=REVIEW_DEADLINE_S)
-    outcome = run_review(runtime, request, dsn=None, review_id=0)
+    outcome = _review_outcome(mirror, commit)
     return {
         judgement_key(Posted(repo, commit.sha, f.rule, f.severity, f.path, f.line, f.title, ""))
         for f in (v.finding for v in outcome.verified)
